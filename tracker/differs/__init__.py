@@ -1,0 +1,48 @@
+"""The differs, one per kind of DESIGN.md's table, run together over two snapshots.
+
+Each differ module exposes `diff(old: Snapshot | None, new: Snapshot) -> list[Change]`. A differ that
+fails on input nobody foresaw does not lose the revision: its failure becomes a Change of its kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from tracker.changes import Change, ChangeKind, Severity
+from tracker.differs import chat_template, code, config, files, tokenizer, weights
+from tracker.snapshot import Snapshot
+
+Differ = Callable[[Snapshot | None, Snapshot], list[Change]]
+
+DIFFERS: tuple[tuple[ChangeKind, Differ], ...] = (
+    (ChangeKind.CONFIG, config.diff),
+    (ChangeKind.TOKENIZER, tokenizer.diff),
+    (ChangeKind.CHAT_TEMPLATE, chat_template.diff),
+    (ChangeKind.WEIGHTS, weights.diff),
+    (ChangeKind.CUSTOM_CODE, code.diff),
+    (ChangeKind.FILES, files.diff),
+)
+
+log = structlog.get_logger(__name__)
+
+
+def diff_snapshots(old: Snapshot | None, new: Snapshot) -> list[Change]:
+    """Every change between two snapshots, in the order of the kinds above."""
+    changes: list[Change] = []
+    for kind, differ in DIFFERS:
+        try:
+            changes.extend(differ(old, new))
+        except Exception as err:  # noqa: BLE001 - one broken differ must not lose the revision
+            log.exception("differ_failed", kind=kind.value, repo_id=new.repo_id, sha=new.sha)
+            changes.append(
+                Change(
+                    kind=kind,
+                    path="",
+                    summary=f"{kind.value}: could not be compared ({type(err).__name__}: {err})",
+                    severity=Severity.WARNING,
+                    detail={"error": f"{type(err).__name__}: {err}"},
+                )
+            )
+    return changes

@@ -1,0 +1,152 @@
+"""The tables. Every change to them comes with an Alembic migration (storage/migrations/versions)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from storage.types import UTCDateTime
+
+
+def _utc(nullable: bool = False, index: bool = False) -> Any:
+    return Field(default=None, sa_column=sa.Column(UTCDateTime(), nullable=nullable, index=index))
+
+
+def _json(nullable: bool = False) -> Any:
+    return Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=nullable))
+
+
+def _bigint(nullable: bool = False) -> Any:
+    return Field(default=None, sa_column=sa.Column(sa.BigInteger(), nullable=nullable))
+
+
+class Watch(SQLModel, table=True):
+    """A repo branch hubwatch polls, with the outcome of its last poll."""
+
+    __tablename__ = "watch"
+    __table_args__ = (sa.UniqueConstraint("repo_id", "branch", name="uq_watch_repo_branch"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    repo_id: str = Field(index=True, max_length=200)
+    branch: str = Field(default="main", max_length=200)
+    interval_s: int = 900
+    source: str = Field(default="cli", max_length=20)  # config | cli | api
+    backfill: int = 0
+    created_at: datetime = _utc()
+    last_sha: str | None = Field(default=None, max_length=40)
+    repo_meta: dict[str, Any] | None = _json(nullable=True)  # private/gated as last seen
+    last_polled_at: datetime | None = _utc(nullable=True)
+    last_ok_at: datetime | None = _utc(nullable=True)
+    last_error: str | None = None
+    error_count: int = 0
+    next_retry_at: datetime | None = _utc(nullable=True)
+
+
+class Revision(SQLModel, table=True):
+    """One ingested commit of a repo."""
+
+    __tablename__ = "revision"
+    __table_args__ = (sa.UniqueConstraint("repo_id", "sha", name="uq_revision_repo_sha"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    repo_id: str = Field(index=True, max_length=200)
+    sha: str = Field(max_length=40, index=True)
+    parent_sha: str | None = Field(default=None, max_length=40)  # the revision it was diffed against
+    branch: str = Field(default="main", max_length=200)
+    committed_at: datetime = _utc()
+    title: str = ""
+    message: str = ""
+    authors: list[str] = _json()
+    ingested_at: datetime = _utc()
+    is_baseline: bool = False
+    file_count: int = 0
+
+
+class Blob(SQLModel, table=True):
+    """Content-addressed file bytes, keyed by git blob oid, stored compressed."""
+
+    __tablename__ = "blob"
+
+    oid: str = Field(primary_key=True, max_length=40)
+    size: int = _bigint()
+    encoding: str = Field(default="zlib", max_length=10)
+    data: bytes = Field(sa_column=sa.Column(sa.LargeBinary(), nullable=False))
+
+
+class RevisionFile(SQLModel, table=True):
+    """One file of an ingested revision's tree."""
+
+    __tablename__ = "revision_file"
+
+    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
+    path: str = Field(primary_key=True, max_length=1000)
+    oid: str = Field(max_length=40)
+    size: int = _bigint()
+    lfs_sha256: str | None = Field(default=None, max_length=64, index=True)
+    lfs_size: int | None = _bigint(nullable=True)
+    kind: str = Field(max_length=20, index=True)
+    held: bool = False  # whether the blob store holds its bytes
+    note: str | None = None  # why its bytes are not held (too large, missing upstream)
+
+
+class WeightFile(SQLModel, table=True):
+    """A weight file's header, read once per distinct sha256."""
+
+    __tablename__ = "weight_file"
+
+    sha256: str = Field(primary_key=True, max_length=64)
+    tensor_count: int = 0
+    parameters: int = _bigint()
+    file_metadata: dict[str, Any] | None = _json(nullable=True)
+    error: str | None = None
+    read_at: datetime = _utc()
+
+
+class WeightTensor(SQLModel, table=True):
+    """One tensor of a weight file's manifest."""
+
+    __tablename__ = "weight_tensor"
+
+    weight_sha256: str = Field(foreign_key="weight_file.sha256", primary_key=True, ondelete="CASCADE")
+    name: str = Field(primary_key=True, max_length=500)
+    dtype: str = Field(max_length=16)
+    shape: list[int] = _json()
+    parameters: int = _bigint()
+
+
+class ChangeRecord(SQLModel, table=True):
+    """One change of a revision against its parent."""
+
+    __tablename__ = "change"
+
+    id: int | None = Field(default=None, primary_key=True)
+    revision_id: int = Field(foreign_key="revision.id", index=True, ondelete="CASCADE")
+    ordinal: int = 0
+    kind: str = Field(max_length=20, index=True)
+    path: str = Field(max_length=1000)
+    summary: str
+    severity: str = Field(max_length=10)
+    structural: bool = False
+    security: bool = Field(default=False, index=True)
+    detail: dict[str, Any] = _json()
+
+
+class Event(SQLModel, table=True):
+    """Something to announce (a revision ingested, a history rewrite...). `event_id` never changes."""
+
+    __tablename__ = "event"
+
+    seq: int | None = Field(default=None, primary_key=True)
+    event_id: str = Field(max_length=64, unique=True)
+    kind: str = Field(max_length=40, index=True)
+    repo_id: str = Field(max_length=200, index=True)
+    revision_id: int | None = Field(default=None, foreign_key="revision.id", ondelete="CASCADE")
+    sha: str | None = Field(default=None, max_length=40)
+    title: str
+    severity: str = Field(max_length=10)
+    security: bool = False
+    created_at: datetime = _utc(index=True)
+    payload: dict[str, Any] = _json()

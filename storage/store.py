@@ -1,0 +1,464 @@
+"""The one place hubwatch reads and writes its history. Callers get detached rows back."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from storage.models import (
+    Blob,
+    ChangeRecord,
+    Event,
+    Revision,
+    RevisionFile,
+    Watch,
+    WeightFile,
+    WeightTensor,
+)
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class WatchExists(Exception):
+    """The repo branch is already watched."""
+
+
+class RevisionNotStored(Exception):
+    """No stored revision matches what was asked for."""
+
+
+class AmbiguousRevision(Exception):
+    """A short sha matches more than one stored revision."""
+
+
+@dataclass(frozen=True)
+class NewFile:
+    path: str
+    oid: str
+    size: int
+    kind: str
+    lfs_sha256: str | None = None
+    lfs_size: int | None = None
+    held: bool = False
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class NewTensor:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    parameters: int
+
+
+@dataclass(frozen=True)
+class NewWeightFile:
+    sha256: str
+    tensors: tuple[NewTensor, ...] = ()
+    metadata: dict[str, Any] | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class NewChange:
+    kind: str
+    path: str
+    summary: str
+    severity: str
+    structural: bool = False
+    security: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    event_id: str
+    kind: str
+    title: str
+    severity: str
+    security: bool = False
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewRevision:
+    """Everything one ingested commit adds, written in one transaction."""
+
+    repo_id: str
+    sha: str
+    parent_sha: str | None
+    branch: str
+    committed_at: datetime
+    title: str
+    message: str
+    authors: list[str]
+    is_baseline: bool
+    files: list[NewFile]
+    blobs: dict[str, bytes]
+    weight_files: list[NewWeightFile]
+    changes: list[NewChange]
+    events: list[NewEvent]
+
+
+class Store:
+    """Watches, revisions, content-addressed blobs, weight manifests, changes and events."""
+
+    def __init__(self, engine: sa.Engine, clock: Clock = utc_now) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    # -- watches -------------------------------------------------------------------------------
+
+    def add_watch(
+        self, repo_id: str, branch: str, interval_s: int, source: str = "cli", backfill: int = 0
+    ) -> Watch:
+        with self.session() as s:
+            if self._watch(s, repo_id, branch) is not None:
+                raise WatchExists(f"{repo_id}@{branch} is already watched")
+            watch = Watch(
+                repo_id=repo_id,
+                branch=branch,
+                interval_s=interval_s,
+                source=source,
+                backfill=backfill,
+                created_at=self.clock(),
+            )
+            s.add(watch)
+            s.commit()
+            return watch
+
+    def sync_config_watches(self, wanted: Iterable[tuple[str, str, int]]) -> None:
+        """Make the watches declared in the config file exist with their intervals."""
+        with self.session() as s:
+            for repo_id, branch, interval_s in wanted:
+                watch = self._watch(s, repo_id, branch)
+                if watch is None:
+                    s.add(
+                        Watch(
+                            repo_id=repo_id,
+                            branch=branch,
+                            interval_s=interval_s,
+                            source="config",
+                            created_at=self.clock(),
+                        )
+                    )
+                elif watch.interval_s != interval_s:
+                    watch.interval_s = interval_s
+                    s.add(watch)
+            s.commit()
+
+    def remove_watch(self, repo_id: str, branch: str | None = None) -> int:
+        """Remove the repo's watches (one branch, or all); its history stays. Returns how many."""
+        with self.session() as s:
+            query = select(Watch).where(Watch.repo_id == repo_id)
+            if branch is not None:
+                query = query.where(Watch.branch == branch)
+            watches = list(s.exec(query))
+            for watch in watches:
+                s.delete(watch)
+            s.commit()
+            return len(watches)
+
+    def list_watches(self) -> list[Watch]:
+        with self.session() as s:
+            return list(s.exec(select(Watch).order_by(Watch.repo_id, Watch.branch)))
+
+    def get_watch(self, repo_id: str, branch: str | None = None) -> Watch | None:
+        with self.session() as s:
+            query = select(Watch).where(Watch.repo_id == repo_id).order_by(Watch.id)
+            if branch is not None:
+                query = query.where(Watch.branch == branch)
+            return s.exec(query).first()
+
+    def record_poll_ok(self, watch_id: int, repo_meta: dict[str, Any] | None = None) -> None:
+        """A poll that found nothing new (new revisions update the watch in save_revision)."""
+        now = self.clock()
+        with self.session() as s:
+            watch = s.get(Watch, watch_id)
+            if watch is None:
+                return
+            watch.last_polled_at = now
+            watch.last_ok_at = now
+            watch.last_error = None
+            watch.error_count = 0
+            watch.next_retry_at = None
+            if repo_meta is not None:
+                watch.repo_meta = repo_meta
+            s.add(watch)
+            s.commit()
+
+    def record_poll_error(self, watch_id: int, error: str, next_retry_at: datetime | None) -> None:
+        with self.session() as s:
+            watch = s.get(Watch, watch_id)
+            if watch is None:
+                return
+            watch.last_polled_at = self.clock()
+            watch.last_error = error
+            watch.error_count += 1
+            watch.next_retry_at = next_retry_at
+            s.add(watch)
+            s.commit()
+
+    @staticmethod
+    def _watch(s: Session, repo_id: str, branch: str) -> Watch | None:
+        return s.exec(select(Watch).where(Watch.repo_id == repo_id, Watch.branch == branch)).first()
+
+    # -- content-addressed stores ----------------------------------------------------------------
+
+    def known_blobs(self, oids: Iterable[str]) -> set[str]:
+        wanted = set(oids)
+        if not wanted:
+            return set()
+        with self.session() as s:
+            return set(s.exec(select(Blob.oid).where(col(Blob.oid).in_(wanted))))
+
+    def read_blobs(self, oids: Iterable[str]) -> dict[str, bytes]:
+        wanted = set(oids)
+        if not wanted:
+            return {}
+        with self.session() as s:
+            rows = s.exec(select(Blob).where(col(Blob.oid).in_(wanted)))
+            return {row.oid: _decode_blob(row) for row in rows}
+
+    def known_weight_files(self, sha256s: Iterable[str]) -> set[str]:
+        wanted = set(sha256s)
+        if not wanted:
+            return set()
+        with self.session() as s:
+            return set(s.exec(select(WeightFile.sha256).where(col(WeightFile.sha256).in_(wanted))))
+
+    def read_weight_files(self, sha256s: Iterable[str]) -> dict[str, tuple[WeightFile, list[WeightTensor]]]:
+        wanted = set(sha256s)
+        if not wanted:
+            return {}
+        with self.session() as s:
+            files = {f.sha256: f for f in s.exec(select(WeightFile).where(col(WeightFile.sha256).in_(wanted)))}
+            tensors: dict[str, list[WeightTensor]] = {sha: [] for sha in files}
+            query = (
+                select(WeightTensor)
+                .where(col(WeightTensor.weight_sha256).in_(wanted))
+                .order_by(WeightTensor.weight_sha256, WeightTensor.name)
+            )
+            for tensor in s.exec(query):
+                tensors[tensor.weight_sha256].append(tensor)
+            return {sha: (files[sha], tensors[sha]) for sha in files}
+
+    # -- revisions ---------------------------------------------------------------------------------
+
+    def save_revision(self, new: NewRevision, watch_id: int | None = None) -> Revision:
+        """Write a revision with its files, new blobs and manifests, changes and events, and move the
+        watch to it, all in one transaction: a crash leaves the whole revision or none of it."""
+        now = self.clock()
+        with self.session() as s:
+            revision = Revision(
+                repo_id=new.repo_id,
+                sha=new.sha,
+                parent_sha=new.parent_sha,
+                branch=new.branch,
+                committed_at=new.committed_at,
+                title=new.title,
+                message=new.message,
+                authors=list(new.authors),
+                ingested_at=now,
+                is_baseline=new.is_baseline,
+                file_count=len(new.files),
+            )
+            s.add(revision)
+            s.flush()
+            assert revision.id is not None
+            self._add_blobs(s, new.blobs)
+            self._add_weight_files(s, new.weight_files, now)
+            s.add_all(
+                RevisionFile(
+                    revision_id=revision.id,
+                    path=f.path,
+                    oid=f.oid,
+                    size=f.size,
+                    lfs_sha256=f.lfs_sha256,
+                    lfs_size=f.lfs_size,
+                    kind=f.kind,
+                    held=f.held,
+                    note=f.note,
+                )
+                for f in new.files
+            )
+            s.add_all(
+                ChangeRecord(
+                    revision_id=revision.id,
+                    ordinal=i,
+                    kind=c.kind,
+                    path=c.path,
+                    summary=c.summary,
+                    severity=c.severity,
+                    structural=c.structural,
+                    security=c.security,
+                    detail=c.detail,
+                )
+                for i, c in enumerate(new.changes)
+            )
+            s.add_all(
+                Event(
+                    event_id=e.event_id,
+                    kind=e.kind,
+                    repo_id=new.repo_id,
+                    revision_id=revision.id,
+                    sha=new.sha,
+                    title=e.title,
+                    severity=e.severity,
+                    security=e.security,
+                    created_at=now,
+                    payload=e.payload,
+                )
+                for e in new.events
+            )
+            if watch_id is not None:
+                watch = s.get(Watch, watch_id)
+                if watch is not None:
+                    watch.last_sha = new.sha
+                    s.add(watch)
+            s.commit()
+            return revision
+
+    def move_watch(self, watch_id: int, sha: str, repo_meta: dict[str, Any] | None = None) -> None:
+        """Point a watch at an already-stored revision (another branch ingested it first)."""
+        with self.session() as s:
+            watch = s.get(Watch, watch_id)
+            if watch is None:
+                return
+            watch.last_sha = sha
+            if repo_meta is not None:
+                watch.repo_meta = repo_meta
+            s.add(watch)
+            s.commit()
+
+    @staticmethod
+    def _add_blobs(s: Session, blobs: dict[str, bytes]) -> None:
+        if not blobs:
+            return
+        present = set(s.exec(select(Blob.oid).where(col(Blob.oid).in_(set(blobs)))))
+        for oid, data in blobs.items():
+            if oid not in present:
+                s.add(Blob(oid=oid, size=len(data), encoding="zlib", data=zlib.compress(data, 9)))
+
+    @staticmethod
+    def _add_weight_files(s: Session, weight_files: list[NewWeightFile], now: datetime) -> None:
+        if not weight_files:
+            return
+        shas = {w.sha256 for w in weight_files}
+        present = set(s.exec(select(WeightFile.sha256).where(col(WeightFile.sha256).in_(shas))))
+        for w in weight_files:
+            if w.sha256 in present:
+                continue
+            present.add(w.sha256)
+            s.add(
+                WeightFile(
+                    sha256=w.sha256,
+                    tensor_count=len(w.tensors),
+                    parameters=sum(t.parameters for t in w.tensors),
+                    file_metadata=w.metadata,
+                    error=w.error,
+                    read_at=now,
+                )
+            )
+            s.flush()
+            s.add_all(
+                WeightTensor(
+                    weight_sha256=w.sha256,
+                    name=t.name,
+                    dtype=t.dtype,
+                    shape=list(t.shape),
+                    parameters=t.parameters,
+                )
+                for t in w.tensors
+            )
+
+    def has_revision(self, repo_id: str, sha: str) -> bool:
+        with self.session() as s:
+            query = select(Revision.id).where(Revision.repo_id == repo_id, Revision.sha == sha)
+            return s.exec(query).first() is not None
+
+    def find_revision(self, repo_id: str, ref: str) -> Revision:
+        """The stored revision named by a full sha or a unique prefix of at least 4 characters."""
+        ref = ref.strip().lower()
+        if len(ref) < 4 or any(ch not in "0123456789abcdef" for ch in ref):
+            raise RevisionNotStored(f"{ref!r} is not a commit sha (at least 4 hex characters)")
+        with self.session() as s:
+            query = (
+                select(Revision)
+                .where(Revision.repo_id == repo_id, col(Revision.sha).startswith(ref))
+                .limit(2)
+            )
+            found = list(s.exec(query))
+        if not found:
+            raise RevisionNotStored(f"no stored revision of {repo_id} matches {ref}")
+        if len(found) > 1:
+            raise AmbiguousRevision(f"{ref} matches several revisions of {repo_id}: give more characters")
+        return found[0]
+
+    def list_revisions(self, repo_id: str, limit: int | None = None, offset: int = 0) -> list[Revision]:
+        """Revisions of a repo, newest ingested history first."""
+        with self.session() as s:
+            query = (
+                select(Revision)
+                .where(Revision.repo_id == repo_id)
+                .order_by(col(Revision.committed_at).desc(), col(Revision.id).desc())
+                .offset(offset)
+            )
+            if limit is not None:
+                query = query.limit(limit)
+            return list(s.exec(query))
+
+    def revision_files(self, revision_id: int) -> list[RevisionFile]:
+        with self.session() as s:
+            query = select(RevisionFile).where(RevisionFile.revision_id == revision_id).order_by(RevisionFile.path)
+            return list(s.exec(query))
+
+    def changes_by_revision(self, revision_ids: Iterable[int]) -> dict[int, list[ChangeRecord]]:
+        ids = set(revision_ids)
+        out: dict[int, list[ChangeRecord]] = {rid: [] for rid in ids}
+        if not ids:
+            return out
+        with self.session() as s:
+            query = (
+                select(ChangeRecord)
+                .where(col(ChangeRecord.revision_id).in_(ids))
+                .order_by(ChangeRecord.revision_id, ChangeRecord.ordinal)
+            )
+            for change in s.exec(query):
+                out[change.revision_id].append(change)
+        return out
+
+    def list_events(self, repo_id: str | None = None, limit: int = 100) -> list[Event]:
+        with self.session() as s:
+            query = select(Event).order_by(col(Event.seq).desc()).limit(limit)
+            if repo_id is not None:
+                query = query.where(Event.repo_id == repo_id)
+            return list(s.exec(query))
+
+    def repo_ids(self) -> list[str]:
+        with self.session() as s:
+            return list(s.exec(select(Revision.repo_id).distinct().order_by(Revision.repo_id)))
+
+
+def _decode_blob(row: Blob) -> bytes:
+    if row.encoding == "zlib":
+        return zlib.decompress(row.data)
+    if row.encoding == "raw":
+        return row.data
+    raise ValueError(f"blob {row.oid} has an unknown encoding {row.encoding!r}")

@@ -1,0 +1,112 @@
+"""Settings: file, environment and defaults, and clear errors for bad configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracker.config import PUBLIC_HUB, load_settings, parse_interval, settings_from_mapping
+from tracker.errors import ConfigError
+
+EXAMPLE = Path(__file__).parent.parent / "config.example.toml"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("15m", 900), ("1h", 3600), ("1d", 86400), ("90", 90), ("1.5h", 5400), (120, 120)],
+)
+def test_parse_interval_accepts_units(text: object, seconds: int) -> None:
+    """Durations take s, m, h, d suffixes or plain seconds."""
+    assert parse_interval(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "fast", "15 minutes", "-5m", "0s", True])
+def test_parse_interval_rejects_nonsense(text: object) -> None:
+    """Anything else is a ConfigError naming the setting."""
+    with pytest.raises(ConfigError, match="interval"):
+        parse_interval(text)
+
+
+def test_defaults_without_file() -> None:
+    """With no file and no environment, the public Hub and a SQLite file under the data dir are used."""
+    settings = settings_from_mapping({}, env={})
+    assert settings.hub.endpoint == PUBLIC_HUB
+    assert settings.database_url.startswith("sqlite:///") and settings.database_url.endswith("hubwatch.db")
+    assert settings.server.port == 8600
+
+
+def test_environment_overrides_file_and_hf_endpoint_is_honoured() -> None:
+    """HUBWATCH_<SECTION>_<KEY> beats the file; HF_ENDPOINT applies only when nothing else sets it."""
+    raw = {"server": {"port": 8000}}
+    env = {"HUBWATCH_SERVER_PORT": "9000", "HF_ENDPOINT": "http://127.0.0.1:1/"}
+    settings = settings_from_mapping(raw, env=env)
+    assert settings.server.port == 9000
+    assert settings.hub.endpoint == "http://127.0.0.1:1"
+    pinned = settings_from_mapping({"hub": {"endpoint": "http://hub.internal"}}, env=env)
+    assert pinned.hub.endpoint == "http://hub.internal"
+
+
+def test_token_comes_from_the_named_variable_and_is_not_shown() -> None:
+    """The token is read from [hub] token_env and never appears in the settings' repr."""
+    settings = settings_from_mapping({"hub": {"token_env": "MY_TOKEN"}}, env={"MY_TOKEN": "hf_secret"})
+    assert settings.hub_token == "hf_secret"
+    assert "hf_secret" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"hub": {"endpiont": "x"}}, "unknown setting"),
+        ({"hubb": {}}, "unknown section"),
+        ({"server": {"port": "eighty"}}, r"\[server\] port"),
+        ({"server": {"port": 70000}}, "port"),
+        ({"watch": [{"repo": "not-a-repo"}]}, "not a Hub repo id"),
+        ({"watch": [{"branch": "main"}]}, "no repo"),
+        ({"watch": [{"repo": "a/b", "interval": "soon"}]}, "interval"),
+        ({"watch": [{"repo": "a/b"}, {"repo": "a/b"}]}, "watched twice"),
+        ({"webhooks": [{"url": "ftp://x", "format": "generic"}]}, "http"),
+        ({"webhooks": [{"url": "https://x", "format": "teams"}]}, "format"),
+        ({"webhooks": [{"url": "https://x", "min_severity": "loud"}]}, "min_severity"),
+        ({"poll": {"max_file_mb": 0}}, "max_file_mb"),
+        ({"hub": {"endpoint": "huggingface.co"}}, "endpoint"),
+    ],
+)
+def test_bad_settings_name_the_key(raw: dict, message: str) -> None:
+    """Every invalid setting fails with a ConfigError that names it."""
+    with pytest.raises(ConfigError, match=message):
+        settings_from_mapping(raw, env={})
+
+
+def test_bad_toml_file_is_a_config_error(tmp_path: Path) -> None:
+    """A file that is not TOML fails with its path in the message."""
+    path = tmp_path / "hubwatch.toml"
+    path.write_text("[hub\nendpoint = 1", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(str(path), env={})
+
+
+def test_missing_explicit_file_is_a_config_error(tmp_path: Path) -> None:
+    """--config naming a file that does not exist is an error, not silent defaults."""
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(str(tmp_path / "nope.toml"), env={})
+
+
+def test_hubwatch_config_variable_is_used(tmp_path: Path) -> None:
+    """$HUBWATCH_CONFIG names the file when --config is not given."""
+    path = tmp_path / "c.toml"
+    path.write_text('[server]\nport = 8123\n', encoding="utf-8")
+    assert load_settings(None, env={"HUBWATCH_CONFIG": str(path)}).server.port == 8123
+
+
+def test_example_config_documents_every_setting() -> None:
+    """config.example.toml parses and mentions every key of every section, with its default."""
+    settings = load_settings(str(EXAMPLE), env={})
+    text = EXAMPLE.read_text(encoding="utf-8")
+    from dataclasses import fields
+
+    for section in ("hub", "storage", "osv", "server", "poll", "log"):
+        assert f"[{section}]" in text
+        for f in fields(type(getattr(settings, section))):
+            assert f"{f.name} =" in text, f"[{section}] {f.name} is not documented"
+    assert settings.watch and settings.webhooks

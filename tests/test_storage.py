@@ -1,0 +1,142 @@
+"""storage: migrations match the models, revisions are written whole or not at all, blobs dedupe."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlmodel import SQLModel
+
+from storage.db import create_db_engine, migrate
+from storage.store import (
+    AmbiguousRevision,
+    NewChange,
+    NewEvent,
+    NewFile,
+    NewRevision,
+    NewTensor,
+    NewWeightFile,
+    RevisionNotStored,
+    Store,
+    WatchExists,
+)
+
+T0 = datetime(2024, 7, 23, 15, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    engine = create_db_engine(f"sqlite:///{tmp_path / 'h.db'}")
+    migrate(engine)
+    return Store(engine, clock=lambda: T0)
+
+
+def _revision(sha: str, blobs: dict[str, bytes] | None = None, event_id: str | None = None) -> NewRevision:
+    blobs = blobs if blobs is not None else {"a" * 40: b'{"x": 1}'}
+    return NewRevision(
+        repo_id="org/model",
+        sha=sha,
+        parent_sha=None,
+        branch="main",
+        committed_at=T0,
+        title="Upload",
+        message="",
+        authors=["someone"],
+        is_baseline=True,
+        files=[NewFile(path="config.json", oid=oid, size=len(data), kind="config", held=True) for oid, data in blobs.items()],
+        blobs=blobs,
+        weight_files=[NewWeightFile("f" * 64, (NewTensor("w", "BF16", (2, 3), 6),))],
+        changes=[NewChange(kind="repo", path="", summary="baseline", severity="info")],
+        events=[NewEvent(event_id=event_id or f"ev-{sha}", kind="revision.ingested", title="t", severity="info")],
+    )
+
+
+def test_migrations_match_the_models(store: Store) -> None:
+    """After migrating, autogenerate finds nothing to change: the models and migrations agree."""
+    with store.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+    assert diff == []
+
+
+def test_sqlite_runs_in_wal_mode(store: Store) -> None:
+    """The default SQLite database uses write-ahead logging and enforces foreign keys."""
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+
+
+def test_migrate_is_idempotent(store: Store) -> None:
+    """Migrating an up-to-date database is a no-op."""
+    migrate(store.engine)
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0001"
+
+
+def test_save_revision_writes_everything_and_moves_the_watch(store: Store) -> None:
+    """A saved revision brings its files, blobs, manifest, changes and event, and moves the watch."""
+    watch = store.add_watch("org/model", "main", 900)
+    store.save_revision(_revision("1" * 40), watch_id=watch.id)
+    revision = store.find_revision("org/model", "1111")
+    assert [f.path for f in store.revision_files(revision.id)] == ["config.json"]
+    assert store.read_blobs(["a" * 40]) == {"a" * 40: b'{"x": 1}'}
+    assert store.read_weight_files(["f" * 64])["f" * 64][0].parameters == 6
+    assert [c.summary for c in store.changes_by_revision([revision.id])[revision.id]] == ["baseline"]
+    assert store.get_watch("org/model").last_sha == "1" * 40
+    assert revision.committed_at == T0
+
+
+def test_failed_write_leaves_nothing(store: Store) -> None:
+    """A revision whose write fails part-way (a duplicate event id) leaves no row of it behind."""
+    watch = store.add_watch("org/model", "main", 900)
+    store.save_revision(_revision("1" * 40, event_id="same"), watch_id=watch.id)
+    with pytest.raises(sa.exc.IntegrityError):
+        store.save_revision(_revision("2" * 40, blobs={"b" * 40: b"new"}, event_id="same"), watch_id=watch.id)
+    assert [r.sha for r in store.list_revisions("org/model")] == ["1" * 40]
+    assert store.known_blobs(["b" * 40]) == set()
+    assert store.get_watch("org/model").last_sha == "1" * 40
+
+
+def test_blobs_and_manifests_are_stored_once(store: Store) -> None:
+    """Two revisions sharing a blob and a weight file store each once."""
+    store.save_revision(_revision("1" * 40))
+    store.save_revision(_revision("2" * 40))
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM blob").scalar() == 1
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM weight_file").scalar() == 1
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM revision_file").scalar() == 2
+
+
+@pytest.mark.parametrize(
+    ("ref", "error"),
+    [("12", RevisionNotStored), ("zzzz", RevisionNotStored), ("9999", RevisionNotStored), ("abcd", AmbiguousRevision)],
+)
+def test_find_revision_errors(store: Store, ref: str, error: type[Exception]) -> None:
+    """Short, non-hex, unknown and ambiguous revision references are refused with a clear error."""
+    store.save_revision(_revision("abcd1" + "0" * 35))
+    store.save_revision(_revision("abcd2" + "0" * 35))
+    with pytest.raises(error):
+        store.find_revision("org/model", ref)
+
+
+def test_watch_add_twice_is_refused_and_remove_keeps_history(store: Store) -> None:
+    """Adding the same watch twice fails; removing it keeps the revisions."""
+    watch = store.add_watch("org/model", "main", 900)
+    with pytest.raises(WatchExists):
+        store.add_watch("org/model", "main", 60)
+    store.save_revision(_revision("1" * 40), watch_id=watch.id)
+    assert store.remove_watch("org/model") == 1
+    assert store.get_watch("org/model") is None
+    assert len(store.list_revisions("org/model")) == 1
+
+
+def test_config_watches_are_synced(store: Store) -> None:
+    """Watches from the config file are created once and follow interval changes."""
+    store.sync_config_watches([("org/a", "main", 60)])
+    store.sync_config_watches([("org/a", "main", 120), ("org/b", "dev", 60)])
+    watches = {(w.repo_id, w.branch): w for w in store.list_watches()}
+    assert watches[("org/a", "main")].interval_s == 120
+    assert watches[("org/b", "dev")].source == "config"

@@ -1,0 +1,5 @@
+"""`python -m tracker` is the `hubwatch` command."""
+
+from tracker.cli import main
+
+main()

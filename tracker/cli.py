@@ -1,0 +1,249 @@
+"""The `hubwatch` command: the composition root that wires config, storage, the Hub and the daemon.
+
+Exit codes scripts can trust: 0 success; 1 a repo failed or an operation did; 2 bad usage;
+3 unknown repo, revision or watch; 4 bad configuration or database.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from storage.store import AmbiguousRevision, RevisionNotStored, WatchExists
+from tracker import present
+from tracker.app import App
+from tracker.config import load_settings, parse_interval, validate_repo_id
+from tracker.differs import diff_snapshots
+from tracker.errors import ConfigError, HubwatchError, UnknownRevision
+from tracker.logs import configure_logging
+from tracker.snapshots import load_snapshot
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def _app(ctx: click.Context) -> App:
+    return ctx.ensure_object(dict)["app_factory"]()
+
+
+def _repo_arg(repo: str) -> str:
+    try:
+        return validate_repo_id(repo)
+    except ConfigError as err:
+        raise click.BadParameter(str(err)) from err
+
+
+def _revision(app: App, repo: str, ref: str):  # noqa: ANN202
+    try:
+        return app.store.find_revision(repo, ref)
+    except (RevisionNotStored, AmbiguousRevision) as err:
+        raise UnknownRevision(str(err)) from err
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_file", metavar="FILE", help="Config file (default: $HUBWATCH_CONFIG, ./hubwatch.toml).")
+@click.pass_context
+def cli(ctx: click.Context, config_file: str | None) -> None:
+    """hubwatch: watch Hugging Face Hub repos and keep the history of what changed."""
+    state = ctx.ensure_object(dict)
+    holder: dict[str, App] = {}
+
+    def factory() -> App:
+        if "app" not in holder:
+            settings = load_settings(config_file)
+            configure_logging(settings.log)
+            holder["app"] = App(settings)
+        return holder["app"]
+
+    state["app_factory"] = factory
+
+
+@cli.group()
+def watch() -> None:
+    """Add, list and remove watched repos."""
+
+
+@watch.command("add")
+@click.argument("repo")
+@click.option("--branch", default="main", show_default=True)
+@click.option("--interval", default=None, help="Poll interval, e.g. 15m (default: [poll] default_interval).")
+@click.option("--backfill", default=0, show_default=True, type=click.IntRange(0, 10_000),
+              help="On the first poll, also ingest this many commits before the head.")
+@click.option("--no-check", is_flag=True, help="Do not check with the Hub that the repo and branch exist.")
+@click.pass_context
+def watch_add(ctx: click.Context, repo: str, branch: str, interval: str | None, backfill: int, no_check: bool) -> None:
+    """Watch REPO (org/name)."""
+    app = _app(ctx)
+    repo = _repo_arg(repo)
+    interval_s = parse_interval(interval, "--interval") if interval else app.settings.default_interval_s
+    head = None if no_check else app.hub.head(repo, branch)
+    try:
+        app.store.add_watch(repo, branch, interval_s, source="cli", backfill=backfill)
+    except WatchExists as err:
+        raise click.ClickException(str(err)) from err
+    where = f"at {head.sha[:12]}" if head else "(not checked)"
+    gated = f"; the repo is gated ({head.gated}): set ${app.settings.hub.token_env}" if head and head.gated else ""
+    click.echo(f"watching {repo}@{branch} every {interval_s}s, head {where}{gated}")
+
+
+@watch.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def watch_list(ctx: click.Context, as_json: bool) -> None:
+    """List watched repos with the outcome of their last poll."""
+    watches = _app(ctx).store.list_watches()
+    if as_json:
+        _emit_json([present.watch_dict(w) for w in watches])
+        return
+    if not watches:
+        click.echo("no repos watched (add one with: hubwatch watch add ORG/NAME)")
+    for w in watches:
+        click.echo(present.watch_text(w))
+
+
+@watch.command("remove")
+@click.argument("repo")
+@click.option("--branch", default=None, help="Only this branch (default: every watched branch).")
+@click.pass_context
+def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
+    """Stop watching REPO; its stored history stays queryable."""
+    removed = _app(ctx).store.remove_watch(_repo_arg(repo), branch)
+    if not removed:
+        ctx.exit(_fail(f"{repo} is not watched", 3))
+    click.echo(f"stopped watching {repo} ({removed} branch{'es' if removed > 1 else ''}); history kept")
+
+
+@cli.command()
+@click.argument("repos", nargs=-1)
+@click.option("--backfill", default=None, type=click.IntRange(0, 10_000),
+              help="For watches polled for the first time: also ingest this many earlier commits.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_json: bool) -> None:
+    """One ingest pass now, then exit (exit code 1 if a repo failed)."""
+    app = _app(ctx)
+    outcomes = app.poll([_repo_arg(r) for r in repos], backfill=backfill)
+    if as_json:
+        _emit_json([present.outcome_dict(o) for o in outcomes])
+    else:
+        if not outcomes:
+            click.echo("no repos watched (add one with: hubwatch watch add ORG/NAME)")
+        for o in outcomes:
+            for line in present.outcome_text(o):
+                click.echo(line)
+    if any(o.failed for o in outcomes):
+        ctx.exit(1)
+
+
+@cli.command()
+@click.pass_context
+def run(ctx: click.Context) -> None:
+    """The daemon: poll every watch at its interval until Ctrl-C or SIGTERM."""
+    from tracker.scheduler import Scheduler
+
+    app = _app(ctx)
+    jitter = app.settings.poll.jitter
+    jitter_s = 0 if str(jitter).strip() in {"0", "0s"} else parse_interval(jitter, "[poll] jitter")
+    scheduler = Scheduler(app.store.list_watches, app.poll_if_due, jitter_s=jitter_s)
+    scheduler.run_until_signalled()
+
+
+@cli.command()
+@click.argument("repo")
+@click.option("--limit", default=None, type=click.IntRange(1), help="At most this many revisions.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> None:
+    """Revisions of REPO, newest first, with their changes."""
+    app = _app(ctx)
+    repo = _repo_arg(repo)
+    revisions = app.store.list_revisions(repo, limit=limit)
+    if not revisions and app.store.get_watch(repo) is None:
+        ctx.exit(_fail(f"no history for {repo}: it is not watched (hubwatch watch add {repo})", 3))
+    changes = app.store.changes_by_revision(r.id for r in revisions)  # type: ignore[misc]
+    if as_json:
+        _emit_json([present.revision_dict(r, changes[r.id]) for r in revisions])  # type: ignore[index]
+        return
+    if not revisions:
+        click.echo(f"{repo}: watched, nothing ingested yet (run: hubwatch poll {repo})")
+    for r in revisions:
+        for line in present.revision_text(r, changes[r.id]):  # type: ignore[index]
+            click.echo(line)
+
+
+@cli.command()
+@click.argument("repo")
+@click.argument("revision")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
+    """One stored revision of REPO with its files and changes."""
+    app = _app(ctx)
+    rev = _revision(app, _repo_arg(repo), revision)
+    files = app.store.revision_files(rev.id)  # type: ignore[arg-type]
+    changes = app.store.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
+    if as_json:
+        _emit_json({**present.revision_dict(rev, changes), "files": [present.file_dict(f) for f in files]})
+        return
+    for line in present.revision_text(rev, changes):
+        click.echo(line)
+    click.echo(f"  files ({len(files)}):")
+    for f in files:
+        note = f"  ({f.note})" if f.note else ""
+        click.echo(f"    {f.kind:<13} {f.size:>14,}  {f.path}{note}")
+
+
+@cli.command()
+@click.argument("repo")
+@click.argument("rev_a")
+@click.argument("rev_b")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -> None:
+    """What changed in REPO between two stored revisions."""
+    app = _app(ctx)
+    repo = _repo_arg(repo)
+    a, b = _revision(app, repo, rev_a), _revision(app, repo, rev_b)
+    changes = diff_snapshots(load_snapshot(app.store, a), load_snapshot(app.store, b))
+    if as_json:
+        _emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes]})
+        return
+    click.echo(f"{repo}: {a.sha[:12]} -> {b.sha[:12]}: {len(changes)} change(s)")
+    for line in present.change_lines(changes, indent="  "):
+        click.echo(line)
+
+
+@cli.command()
+@click.option("--data-dir", default=None, help="Keep the demo's database here (default: a temporary folder).")
+@click.option("--delay", default=0.0, type=click.FloatRange(0), help="Seconds to pause between steps.")
+def demo(data_dir: str | None, delay: float) -> None:
+    """The whole pipeline offline, against the bundled Hub replay."""
+    from tracker.demo import run_demo
+
+    run_demo(data_dir=data_dir, delay_s=delay, echo=click.echo)
+
+
+def _fail(message: str, code: int) -> int:
+    click.echo(f"error: {message}", err=True)
+    return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = cli.main(args=argv, prog_name="hubwatch", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except HubwatchError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(err.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,303 @@
+"""Settings: loaded once from TOML, environment overrides applied, validated into frozen dataclasses.
+
+This is the only module that reads the environment. Precedence for each setting, highest first:
+`HUBWATCH_<SECTION>_<KEY>`, the config file, a library variable where one applies (`HF_ENDPOINT`),
+the built-in default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import ConfigError
+
+PUBLIC_HUB = "https://huggingface.co"
+REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+SEVERITIES = ("info", "notice", "warning", "critical")
+WEBHOOK_FORMATS = ("generic", "slack", "discord")
+
+
+def parse_interval(value: object, key: str = "interval") -> int:
+    """Seconds in `15m`, `1h`, `30s`, `1d` or a bare number of seconds; at least 1."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{key}: expected a duration like '15m', got {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _INTERVAL_RE.match(str(value))
+        if not match:
+            raise ConfigError(f"{key}: expected a duration like '30s', '15m', '1h' or '1d', got {value!r}")
+        seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if seconds < 1:
+        raise ConfigError(f"{key}: must be at least 1 second, got {value!r}")
+    return int(seconds)
+
+
+def validate_repo_id(repo_id: str) -> str:
+    if not isinstance(repo_id, str) or not REPO_ID_RE.match(repo_id) or ".." in repo_id:
+        raise ConfigError(f"{repo_id!r} is not a Hub repo id (expected 'org/name')")
+    return repo_id
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    endpoint: str = PUBLIC_HUB
+    token_env: str = "HF_TOKEN"
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class StorageSettings:
+    url: str = ""  # empty: a SQLite file under data_dir
+    data_dir: str = "~/.local/share/hubwatch"
+
+
+@dataclass(frozen=True)
+class OsvSettings:
+    api_url: str = "https://api.osv.dev"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8600
+
+
+@dataclass(frozen=True)
+class PollSettings:
+    default_interval: str = "15m"
+    jitter: str = "30s"
+    max_file_mb: int = 64
+    chat_template_timeout_s: float = 2.0
+    retry_min: str = "1m"
+    retry_max: str = "6h"
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    level: str = "info"
+    format: str = "auto"  # auto | json | console
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    repo: str
+    branch: str = "main"
+    interval: str = ""  # empty: [poll] default_interval
+
+
+@dataclass(frozen=True)
+class WebhookSpec:
+    url: str
+    format: str = "generic"
+    secret_env: str = ""
+    repos: tuple[str, ...] = ("*",)
+    kinds: tuple[str, ...] = ()
+    min_severity: str = "notice"
+
+
+@dataclass(frozen=True)
+class Settings:
+    hub: HubSettings = field(default_factory=HubSettings)
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    osv: OsvSettings = field(default_factory=OsvSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+    poll: PollSettings = field(default_factory=PollSettings)
+    log: LogSettings = field(default_factory=LogSettings)
+    watch: tuple[WatchSpec, ...] = ()
+    webhooks: tuple[WebhookSpec, ...] = ()
+    hub_token: str | None = field(default=None, repr=False)
+    source: str = "built-in defaults"
+
+    @property
+    def database_url(self) -> str:
+        if self.storage.url:
+            return self.storage.url
+        return f"sqlite:///{Path(self.storage.data_dir).expanduser() / 'hubwatch.db'}"
+
+    @property
+    def default_interval_s(self) -> int:
+        return parse_interval(self.poll.default_interval, "[poll] default_interval")
+
+    def interval_s(self, spec: WatchSpec) -> int:
+        return parse_interval(spec.interval or self.poll.default_interval, f"[[watch]] {spec.repo} interval")
+
+
+_SECTIONS: dict[str, type] = {
+    "hub": HubSettings,
+    "storage": StorageSettings,
+    "osv": OsvSettings,
+    "server": ServerSettings,
+    "poll": PollSettings,
+    "log": LogSettings,
+}
+
+
+def config_path(explicit: str | None, env: Mapping[str, str]) -> Path | None:
+    """`--config`, then `$HUBWATCH_CONFIG`, then `./hubwatch.toml` if it exists, else None."""
+    if explicit:
+        return Path(explicit)
+    if env.get("HUBWATCH_CONFIG"):
+        return Path(env["HUBWATCH_CONFIG"])
+    local = Path("hubwatch.toml")
+    return local if local.exists() else None
+
+
+def load_settings(explicit: str | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Read the config file (if any) and the environment into validated Settings."""
+    env = os.environ if env is None else env
+    path = config_path(explicit, env)
+    raw: dict[str, Any] = {}
+    source = "built-in defaults"
+    if path is not None:
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as err:
+            raise ConfigError(f"config file {path} does not exist") from err
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"config file {path} is not valid TOML: {err}") from err
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f"cannot read config file {path}: {err}") from err
+        source = str(path)
+    return settings_from_mapping(raw, env, source)
+
+
+def settings_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str], source: str = "<mapping>") -> Settings:
+    unknown = set(raw) - set(_SECTIONS) - {"watch", "webhooks"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown section(s) {', '.join(sorted(unknown))}")
+    sections: dict[str, Any] = {}
+    for name, cls in _SECTIONS.items():
+        values = raw.get(name, {})
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: [{name}] must be a table")
+        sections[name] = _build_section(name, cls, values, env, source)
+    hub = sections["hub"]
+    if "endpoint" not in raw.get("hub", {}) and not env.get("HUBWATCH_HUB_ENDPOINT") and env.get("HF_ENDPOINT"):
+        hub = replace(hub, endpoint=env["HF_ENDPOINT"])
+    hub = replace(hub, endpoint=hub.endpoint.rstrip("/"))
+    if not re.match(r"^https?://", hub.endpoint):
+        raise ConfigError(f"{source}: [hub] endpoint must be an http(s) URL, got {hub.endpoint!r}")
+    sections["hub"] = hub
+    settings = Settings(
+        **sections,
+        watch=tuple(_watch_spec(item, source) for item in _array(raw, "watch", source)),
+        webhooks=tuple(_webhook_spec(item, source) for item in _array(raw, "webhooks", source)),
+        hub_token=env.get(hub.token_env) or None,
+        source=source,
+    )
+    _validate(settings, source)
+    return settings
+
+
+def _build_section(name: str, cls: type, values: dict[str, Any], env: Mapping[str, str], source: str) -> Any:
+    known = {f.name: f for f in fields(cls)}
+    unknown = set(values) - set(known)
+    if unknown:
+        raise ConfigError(f"{source}: unknown setting(s) in [{name}]: {', '.join(sorted(unknown))}")
+    merged = dict(values)
+    for key in known:
+        env_key = f"HUBWATCH_{name.upper()}_{key.upper()}"
+        if env_key in env:
+            merged[key] = env[env_key]
+    kwargs = {}
+    for key, value in merged.items():
+        kwargs[key] = _coerce(value, type(getattr(cls(), key)), f"[{name}] {key}")
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, target: type, key: str) -> Any:
+    try:
+        if target is bool:
+            if isinstance(value, str):
+                if value.lower() in {"1", "true", "yes", "on"}:
+                    return True
+                if value.lower() in {"0", "false", "no", "off"}:
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if target is int and isinstance(value, bool | float):
+            raise ValueError(value)
+        return target(value)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{key}: expected {target.__name__}, got {value!r}") from err
+
+
+def _array(raw: Mapping[str, Any], key: str, source: str) -> list[dict[str, Any]]:
+    items = raw.get(key, [])
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise ConfigError(f"{source}: [[{key}]] must be an array of tables")
+    return items
+
+
+def _watch_spec(item: dict[str, Any], source: str) -> WatchSpec:
+    allowed = {f.name for f in fields(WatchSpec)}
+    if set(item) - allowed:
+        raise ConfigError(f"{source}: unknown setting(s) in [[watch]]: {', '.join(sorted(set(item) - allowed))}")
+    if "repo" not in item:
+        raise ConfigError(f"{source}: a [[watch]] entry has no repo")
+    spec = WatchSpec(
+        repo=validate_repo_id(str(item["repo"])),
+        branch=str(item.get("branch", "main")),
+        interval=str(item.get("interval", "")),
+    )
+    if spec.interval:
+        parse_interval(spec.interval, f"[[watch]] {spec.repo} interval")
+    return spec
+
+
+def _webhook_spec(item: dict[str, Any], source: str) -> WebhookSpec:
+    allowed = {f.name for f in fields(WebhookSpec)}
+    if set(item) - allowed:
+        raise ConfigError(
+            f"{source}: unknown setting(s) in [[webhooks]]: {', '.join(sorted(set(item) - allowed))}"
+        )
+    if "url" not in item:
+        raise ConfigError(f"{source}: a [[webhooks]] entry has no url")
+    spec = WebhookSpec(
+        url=str(item["url"]),
+        format=str(item.get("format", "generic")),
+        secret_env=str(item.get("secret_env", "")),
+        repos=tuple(str(r) for r in item.get("repos", ["*"])),
+        kinds=tuple(str(k) for k in item.get("kinds", [])),
+        min_severity=str(item.get("min_severity", "notice")),
+    )
+    if spec.format not in WEBHOOK_FORMATS:
+        raise ConfigError(f"{source}: [[webhooks]] format must be one of {', '.join(WEBHOOK_FORMATS)}")
+    if spec.min_severity not in SEVERITIES:
+        raise ConfigError(f"{source}: [[webhooks]] min_severity must be one of {', '.join(SEVERITIES)}")
+    if not re.match(r"^https?://", spec.url):
+        raise ConfigError(f"{source}: [[webhooks]] url must be an http(s) URL, got {spec.url!r}")
+    return spec
+
+
+def _validate(settings: Settings, source: str) -> None:
+    poll = settings.poll
+    for key in ("default_interval", "jitter", "retry_min", "retry_max"):
+        value = getattr(poll, key)
+        if key == "jitter" and str(value).strip() in {"0", "0s"}:
+            continue
+        parse_interval(value, f"[poll] {key}")
+    if poll.max_file_mb < 1:
+        raise ConfigError(f"{source}: [poll] max_file_mb must be at least 1")
+    if poll.chat_template_timeout_s <= 0:
+        raise ConfigError(f"{source}: [poll] chat_template_timeout_s must be positive")
+    if not 0 < settings.server.port < 65536:
+        raise ConfigError(f"{source}: [server] port must be 1-65535")
+    if settings.log.format not in {"auto", "json", "console"}:
+        raise ConfigError(f"{source}: [log] format must be auto, json or console")
+    if settings.log.level.lower() not in {"debug", "info", "warning", "error"}:
+        raise ConfigError(f"{source}: [log] level must be debug, info, warning or error")
+    seen = set()
+    for spec in settings.watch:
+        if (spec.repo, spec.branch) in seen:
+            raise ConfigError(f"{source}: {spec.repo}@{spec.branch} is watched twice")
+        seen.add((spec.repo, spec.branch))

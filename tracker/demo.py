@@ -1,0 +1,73 @@
+"""`hubwatch demo`: replay the bundled Hub histories commit by commit and show what a user would see."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from tracker import present
+from tracker.app import App
+from tracker.config import settings_from_mapping
+from tracker.replay.server import BUNDLED_ROOT, ReplayServer
+
+Echo = Callable[[str], None]
+
+
+def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = print) -> App:
+    """Watch every bundled repo from its first commit, then reveal one commit at a time and poll."""
+    folder = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="hubwatch-demo-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    with ReplayServer(roots=[BUNDLED_ROOT]) as server:
+        settings = settings_from_mapping(
+            {
+                "hub": {"endpoint": server.endpoint},
+                "storage": {"url": f"sqlite:///{folder / 'hubwatch.db'}"},
+                "log": {"level": "warning"},
+            },
+            env={},
+            source="demo",
+        )
+        app = App(settings)
+        repos = server.repo_ids()
+        echo(f"hubwatch demo: replaying {len(repos)} recorded Hub repos from {server.endpoint}")
+        echo(f"database: {folder / 'hubwatch.db'}\n")
+        for repo_id in repos:
+            server.set_head(repo_id, 1)
+            app.store.add_watch(repo_id, "main", settings.default_interval_s, source="demo")
+        _poll_and_show(app, echo)
+        step = 0
+        while True:
+            moved = [repo_id for repo_id in repos if server.advance(repo_id)]
+            if not moved:
+                break
+            step += 1
+            time.sleep(delay_s)
+            echo(f"--- step {step}: upstream moved in {', '.join(moved)}")
+            _poll_and_show(app, echo, moved)
+        _summary(app, repos, echo, folder)
+    return app
+
+
+def _poll_and_show(app: App, echo: Echo, repo_ids: list[str] | None = None) -> None:
+    for outcome in app.poll(repo_ids or []):
+        for line in present.outcome_text(outcome):
+            echo(line)
+    echo("")
+
+
+def _summary(app: App, repos: list[str], echo: Echo, folder: Path) -> None:
+    kinds: Counter[str] = Counter()
+    revisions = 0
+    for repo_id in repos:
+        rows = app.store.list_revisions(repo_id)
+        revisions += len(rows)
+        for changes in app.store.changes_by_revision(r.id for r in rows).values():  # type: ignore[misc]
+            kinds.update(c.kind for c in changes)
+    echo(f"done: {revisions} revisions stored; changes by kind: "
+         + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    config = folder / "hubwatch.toml"
+    config.write_text(f'[storage]\nurl = "sqlite:///{folder / "hubwatch.db"}"\n', encoding="utf-8")
+    echo(f"explore the history: hubwatch --config {config} history {repos[0]}")

@@ -1,0 +1,61 @@
+"""hubwatch's exceptions: a small tree, raised at library boundaries with `raise ... from err`."""
+
+from __future__ import annotations
+
+
+class HubwatchError(Exception):
+    """Base of every error hubwatch reports to a person. `exit_code` is what the CLI returns."""
+
+    exit_code = 1
+
+
+class ConfigError(HubwatchError):
+    """The configuration file or environment is invalid."""
+
+    exit_code = 4
+
+
+class HubError(HubwatchError):
+    """Talking to the Hub failed."""
+
+
+class HubUnavailable(HubError):
+    """The Hub did not answer, answered 5xx, or timed out: try again later."""
+
+
+class RateLimited(HubUnavailable):
+    """The Hub answered 429; `retry_after_s` says how long to wait when it said."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class RepoGone(HubError):
+    """The repo does not exist (or is private to us)."""
+
+    exit_code = 3
+
+
+class RepoGated(HubError):
+    """The repo is gated and our token (if any) has not been granted access."""
+
+    exit_code = 3
+
+
+class RevisionNotFound(HubError):
+    """The branch or commit does not exist in the repo."""
+
+    exit_code = 3
+
+
+class NotWatched(HubwatchError):
+    """The repo is not watched."""
+
+    exit_code = 3
+
+
+class UnknownRevision(HubwatchError):
+    """No stored revision matches what was asked for."""
+
+    exit_code = 3

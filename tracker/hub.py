@@ -1,0 +1,234 @@
+"""The one module that talks to the Hub, through huggingface_hub only.
+
+Every call has one shape: call the library, translate its errors into ours in `_translate`, return our
+own dataclasses. Files are always read by commit sha, never by branch name (a failed metadata request
+makes `hf_hub_download(revision="main")` fall back to an older cached copy).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import quote
+
+from huggingface_hub import HfApi, hf_hub_download
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+    SafetensorsParsingError,
+)
+from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.utils import build_hf_headers, disable_progress_bars, paginate
+
+from tracker.errors import HubUnavailable, RateLimited, RepoGated, RepoGone
+from tracker.errors import RevisionNotFound as RevisionMissing
+from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
+
+# Network-level failures the library lets through (its HTTP stack's errors derive from these).
+_TRANSPORT_ERRORS = (OSError, TimeoutError, ConnectionError)
+
+
+@dataclass(frozen=True)
+class RepoHead:
+    """What one head check learns: the branch's commit and the repo's visibility."""
+
+    sha: str
+    private: bool | None = None
+    gated: str | bool | None = None
+    last_modified: datetime | None = None
+
+    def meta(self) -> dict[str, Any]:
+        return {"private": self.private, "gated": self.gated}
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    title: str
+    message: str
+    authors: tuple[str, ...]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class CommitWalk:
+    """Commits newest first, cut at the first one in `stop_at` (which is not included)."""
+
+    commits: list[CommitInfo]
+    stopped_at: str | None
+
+
+class MissingFile(Exception):
+    """The tree lists the file but the Hub answers 404 for it."""
+
+
+class HubClient:
+    def __init__(self, endpoint: str, token: str | None = None, timeout_s: float = 30.0) -> None:
+        disable_progress_bars()
+        self.endpoint = endpoint.rstrip("/")
+        self._token: str | bool = token or False
+        self.timeout_s = timeout_s
+        self.api = HfApi(endpoint=self.endpoint, token=self._token)
+
+    def head(self, repo_id: str, branch: str) -> RepoHead:
+        """The branch's head commit: exactly one request."""
+        try:
+            info = self.api.model_info(
+                repo_id,
+                revision=branch,
+                expand=["sha", "private", "gated", "lastModified"],
+                timeout=self.timeout_s,
+            )
+        except Exception as err:  # noqa: BLE001 - every library error is translated in one place
+            _translate(err, repo_id, f"head of {branch}")
+        if not info.sha:
+            raise HubUnavailable(f"{repo_id}: the Hub returned no commit for {branch}")
+        return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified)
+
+    def walk_commits(self, repo_id: str, head_sha: str, stop_at: set[str], limit: int | None = None) -> CommitWalk:
+        """Commits reachable from `head_sha`, newest first, until one in `stop_at` or `limit` of them.
+
+        Pages are requested one at a time and no further than needed (`list_repo_commits` always walks
+        the whole history)."""
+        url = f"{self.endpoint}/api/models/{repo_id}/commits/{quote(head_sha, safe='')}"
+        commits: list[CommitInfo] = []
+        try:
+            for item in paginate(url, params={}, headers=build_hf_headers(token=self._token)):
+                sha = item["id"]
+                if sha in stop_at:
+                    return CommitWalk(commits, sha)
+                commits.append(_commit_info(item))
+                if limit is not None and len(commits) >= limit:
+                    break
+        except Exception as err:  # noqa: BLE001
+            _translate(err, repo_id, "list commits")
+        return CommitWalk(commits, None)
+
+    def list_files(self, repo_id: str, sha: str) -> list[FileEntry]:
+        """Every file of the commit's tree, with blob oids and LFS sha256."""
+        try:
+            entries = list(self.api.list_repo_tree(repo_id, revision=sha, recursive=True))
+        except Exception as err:  # noqa: BLE001
+            _translate(err, repo_id, f"list files at {sha[:12]}")
+        files = []
+        for entry in entries:
+            if not isinstance(entry, RepoFile):
+                continue
+            lfs = entry.lfs
+            files.append(
+                FileEntry(
+                    path=entry.path,
+                    oid=entry.blob_id,
+                    size=entry.size,
+                    lfs_sha256=lfs.sha256 if lfs else None,
+                    lfs_size=lfs.size if lfs else None,
+                )
+            )
+        return sorted(files, key=lambda f: f.path)
+
+    def download(self, repo_id: str, sha: str, path: str) -> bytes:
+        """One file's bytes at a commit. Raises MissingFile when the Hub answers 404 for it."""
+        with _scratch_dir() as scratch:
+            try:
+                local = hf_hub_download(
+                    repo_id,
+                    path,
+                    revision=sha,
+                    endpoint=self.endpoint,
+                    token=self._token,
+                    cache_dir=scratch,
+                    etag_timeout=self.timeout_s,
+                )
+            except EntryNotFoundError as err:
+                if isinstance(err, LocalEntryNotFoundError):
+                    raise HubUnavailable(f"{repo_id}: could not download {path} at {sha[:12]}") from err
+                raise MissingFile(f"{path} is listed at {sha[:12]} but the Hub answers 404") from err
+            except Exception as err:  # noqa: BLE001
+                _translate(err, repo_id, f"download {path} at {sha[:12]}")
+            return Path(local).read_bytes()
+
+    def safetensors_manifest(self, repo_id: str, sha: str, path: str) -> WeightManifest:
+        """A safetensors file's header, read by HTTP Range; a malformed header is a manifest error."""
+        try:
+            meta = self.api.parse_safetensors_file_metadata(repo_id, path, revision=sha)
+        except SafetensorsParsingError as err:
+            return WeightManifest(error=f"{path}: unreadable safetensors header: {_first_line(err)}")
+        except Exception as err:  # noqa: BLE001
+            _translate(err, repo_id, f"read the header of {path} at {sha[:12]}")
+        tensors = tuple(
+            TensorInfo(name=name, dtype=info.dtype, shape=tuple(int(d) for d in info.shape))
+            for name, info in sorted(meta.tensors.items())
+        )
+        return WeightManifest(tensors=tensors, metadata=dict(meta.metadata or {}))
+
+
+def _commit_info(item: dict[str, Any]) -> CommitInfo:
+    from huggingface_hub.utils import parse_datetime
+
+    return CommitInfo(
+        sha=item["id"],
+        title=item.get("title", ""),
+        message=item.get("message", ""),
+        authors=tuple(a.get("user", "") for a in item.get("authors", [])),
+        created_at=parse_datetime(item["date"]),
+    )
+
+
+def _translate(err: Exception, repo_id: str, what: str) -> NoReturn:
+    """Map a library error to ours; the one place that knows the library's exception classes."""
+    if isinstance(err, GatedRepoError):
+        raise RepoGated(f"{repo_id} is gated: request access on the Hub and set the token variable") from err
+    if isinstance(err, RepositoryNotFoundError):
+        raise RepoGone(f"{repo_id} does not exist on the Hub (or is private to this token)") from err
+    if isinstance(err, RevisionNotFoundError):
+        raise RevisionMissing(f"{repo_id}: revision not found ({what})") from err
+    if isinstance(err, HfHubHTTPError):
+        status = err.response.status_code if err.response is not None else None
+        if status == 429:
+            raise RateLimited(f"{repo_id}: rate limited by the Hub ({what})", _retry_after(err)) from err
+        raise HubUnavailable(f"{repo_id}: the Hub answered {status} ({what})") from err
+    if isinstance(err, _TRANSPORT_ERRORS):
+        raise HubUnavailable(f"{repo_id}: cannot reach the Hub ({what}): {_first_line(err)}") from err
+    raise err
+
+
+def _retry_after(err: HfHubHTTPError) -> float | None:
+    headers = err.response.headers if err.response is not None else {}
+    ratelimit = headers.get("RateLimit", "")
+    for part in ratelimit.split(";"):
+        part = part.strip()
+        if part.startswith("t="):
+            try:
+                return float(part[2:]) + 1
+            except ValueError:
+                return None
+    retry_after = headers.get("Retry-After")
+    if retry_after:
+        try:
+            return float(retry_after)
+        except ValueError:
+            return None
+    return None
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+
+
+@contextmanager
+def _scratch_dir() -> Iterator[str]:
+    path = tempfile.mkdtemp(prefix="hubwatch-dl-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

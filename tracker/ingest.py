@@ -1,0 +1,282 @@
+"""The pipeline for one watch: head check, new commits oldest first, snapshot, diff, one write each.
+
+All network I/O of a revision happens before its one write transaction; a failure aborts the revision
+(nothing of it is written), is recorded on the watch, and the next poll starts again from the last
+revision stored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import structlog
+
+from storage.models import Watch
+from storage.store import NewChange, NewFile, NewRevision, RevisionNotStored, Store
+from tracker.changes import Change, ChangeKind, Severity
+from tracker.classify import is_pickle, kind_of
+from tracker.config import Settings, parse_interval
+from tracker.differs import diff_snapshots
+from tracker.errors import HubwatchError, RateLimited
+from tracker.events import revision_event, revision_title
+from tracker.hub import CommitInfo, HubClient, RepoHead
+from tracker.snapshot import Snapshot
+from tracker.snapshots import FetchedSnapshot, fetch_snapshot, load_snapshot
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class IngestedRevision:
+    sha: str
+    title: str
+    event_title: str
+    changes: list[Change]
+    is_baseline: bool
+
+
+@dataclass
+class PollOutcome:
+    """What one poll of one watch did. `status`: unchanged | ingested | failed."""
+
+    repo_id: str
+    branch: str
+    status: str
+    head_sha: str | None = None
+    revisions: list[IngestedRevision] = field(default_factory=list)
+    error: str | None = None
+    duration_ms: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+
+class Ingestor:
+    def __init__(self, store: Store, hub: HubClient, settings: Settings) -> None:
+        self.store = store
+        self.hub = hub
+        self.settings = settings
+        self.max_file_bytes = settings.poll.max_file_mb * 1024 * 1024
+
+    def poll(self, watch: Watch, backfill: int | None = None) -> PollOutcome:
+        """Bring one watch up to date with its branch. Never raises for a repo's own failure."""
+        started = time.monotonic()
+        outcome = PollOutcome(watch.repo_id, watch.branch, "unchanged")
+        try:
+            self._poll(watch, outcome, watch.backfill if backfill is None else backfill)
+        except HubwatchError as err:
+            outcome.status = "failed"
+            outcome.error = str(err)
+            self.store.record_poll_error(watch.id, str(err), self._next_retry(watch, err))  # type: ignore[arg-type]
+        outcome.duration_ms = int((time.monotonic() - started) * 1000)
+        log_fields = dict(
+            repo_id=watch.repo_id,
+            branch=watch.branch,
+            status=outcome.status,
+            sha=outcome.head_sha,
+            revisions=len(outcome.revisions),
+            duration_ms=outcome.duration_ms,
+        )
+        if outcome.failed:
+            log.warning("repo_poll_failed", error=outcome.error, **log_fields)
+        else:
+            log.info("repo_polled", **log_fields)
+        return outcome
+
+    def _poll(self, watch: Watch, outcome: PollOutcome, backfill: int) -> None:
+        head = self.hub.head(watch.repo_id, watch.branch)
+        outcome.head_sha = head.sha
+        if head.sha == watch.last_sha:
+            self.store.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
+            return
+        stored = {r.sha for r in self.store.list_revisions(watch.repo_id)}
+        if watch.last_sha is None:
+            walk = self.hub.walk_commits(watch.repo_id, head.sha, stop_at=stored, limit=backfill + 1)
+            parent = walk.stopped_at
+            dropped: list[str] = []
+        else:
+            walk = self.hub.walk_commits(watch.repo_id, head.sha, stop_at=stored)
+            parent = watch.last_sha
+            dropped = [] if walk.stopped_at == watch.last_sha else self._dropped(watch, walk.stopped_at)
+            if dropped and walk.stopped_at is None:
+                # Nothing we stored is reachable any more: take the new head only, against what we saw.
+                walk.commits = walk.commits[:1]
+        commits = list(reversed(walk.commits))
+        repo_facts = _repo_facts(watch, head, dropped)
+        for commit in commits:
+            self._ingest(watch, commit, parent, repo_facts, outcome)
+            parent = commit.sha
+            repo_facts = []
+        if not commits and head.sha in stored:
+            self.store.move_watch(watch.id, head.sha, head.meta())  # type: ignore[arg-type]
+        outcome.status = "ingested" if outcome.revisions else "unchanged"
+        self.store.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
+
+    def _dropped(self, watch: Watch, fork_sha: str | None) -> list[str]:
+        """Stored revisions of this branch that are no longer reachable from its head."""
+        revisions = self.store.list_revisions(watch.repo_id)  # newest first
+        dropped = []
+        for revision in revisions:
+            if revision.sha == fork_sha:
+                break
+            if revision.branch == watch.branch:
+                dropped.append(revision.sha)
+        return dropped
+
+    def _ingest(
+        self, watch: Watch, commit: CommitInfo, parent_sha: str | None, repo_facts: list[Change], outcome: PollOutcome
+    ) -> None:
+        if self.store.has_revision(watch.repo_id, commit.sha):
+            self.store.move_watch(watch.id, commit.sha)  # type: ignore[arg-type]
+            return
+        fetched = fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes)
+        parent_snapshot = self._stored_snapshot(watch.repo_id, parent_sha)
+        is_baseline = parent_snapshot is None
+        if is_baseline:
+            changes = [_baseline_change(fetched.snapshot)]
+        else:
+            changes = diff_snapshots(parent_snapshot, fetched.snapshot)
+        changes = repo_facts + changes
+        title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
+        self.store.save_revision(
+            _new_revision(watch, commit, parent_sha if not is_baseline else None, fetched, changes, title, is_baseline),
+            watch_id=watch.id,
+        )
+        outcome.revisions.append(IngestedRevision(commit.sha, commit.title, title, changes, is_baseline))
+        log.info(
+            "revision_stored",
+            repo_id=watch.repo_id,
+            sha=commit.sha,
+            changes=len(changes),
+            new_blobs=len(fetched.new_blobs),
+            baseline=is_baseline,
+        )
+
+    def _stored_snapshot(self, repo_id: str, sha: str | None) -> Snapshot | None:
+        if sha is None:
+            return None
+        try:
+            revision = self.store.find_revision(repo_id, sha)
+        except RevisionNotStored:
+            return None
+        return load_snapshot(self.store, revision)
+
+    def _next_retry(self, watch: Watch, err: HubwatchError):  # noqa: ANN202
+        poll = self.settings.poll
+        if isinstance(err, RateLimited) and err.retry_after_s:
+            wait_s = err.retry_after_s
+        else:
+            base = parse_interval(poll.retry_min)
+            wait_s = min(parse_interval(poll.retry_max), base * 2 ** min(watch.error_count, 16))
+        return self.store.clock() + timedelta(seconds=wait_s)
+
+
+def _repo_facts(watch: Watch, head: RepoHead, dropped: list[str]) -> list[Change]:
+    facts = []
+    if dropped:
+        shown = ", ".join(s[:12] for s in dropped[:5])
+        facts.append(
+            Change(
+                kind=ChangeKind.REPO,
+                path="",
+                summary=f"history rewritten: {len(dropped)} commit(s) seen before are no longer on {watch.branch} ({shown})",
+                severity=Severity.WARNING,
+                detail={"rewrite": True, "dropped": dropped, "branch": watch.branch},
+                security=True,
+            )
+        )
+    before = watch.repo_meta or {}
+    for key in ("private", "gated"):
+        if key in before and before.get(key) != head.meta().get(key):
+            facts.append(
+                Change(
+                    kind=ChangeKind.REPO,
+                    path="",
+                    summary=f"repo {key}: {before.get(key)!r} -> {head.meta().get(key)!r}",
+                    severity=Severity.WARNING,
+                    detail={"key": key, "old": before.get(key), "new": head.meta().get(key)},
+                )
+            )
+    return facts
+
+
+def _baseline_change(snapshot: Snapshot) -> Change:
+    kinds = Counter(kind_of(path).value for path in snapshot.files)
+    pickles = sorted(p for p in snapshot.files if is_pickle(p))
+    code = sorted(p for p in snapshot.files if kind_of(p) is ChangeKind.CUSTOM_CODE)
+    parts = [f"{n} {k}" for k, n in sorted(kinds.items())]
+    summary = f"baseline: {len(snapshot.files)} files ({', '.join(parts)})"
+    if pickles:
+        summary += f"; pickle files: {', '.join(pickles[:5])}"
+    if code:
+        summary += f"; custom code: {', '.join(code[:5])}"
+    return Change(
+        kind=ChangeKind.REPO,
+        path="",
+        summary=summary,
+        severity=Severity.INFO,
+        detail={
+            "baseline": True,
+            "files_by_kind": dict(kinds),
+            "pickle_files": pickles,
+            "custom_code": code,
+            "unavailable": dict(snapshot.unavailable),
+        },
+        security=bool(pickles or code),
+    )
+
+
+def _new_revision(
+    watch: Watch,
+    commit: CommitInfo,
+    parent_sha: str | None,
+    fetched: FetchedSnapshot,
+    changes: list[Change],
+    title: str,
+    is_baseline: bool,
+) -> NewRevision:
+    snapshot = fetched.snapshot
+    files = [
+        NewFile(
+            path=f.path,
+            oid=f.oid,
+            size=f.size,
+            kind=kind_of(f.path).value,
+            lfs_sha256=f.lfs_sha256,
+            lfs_size=f.lfs_size,
+            held=f.path in snapshot.contents,
+            note=snapshot.unavailable.get(f.path),
+        )
+        for f in snapshot.files.values()
+    ]
+    return NewRevision(
+        repo_id=watch.repo_id,
+        sha=commit.sha,
+        parent_sha=parent_sha,
+        branch=watch.branch,
+        committed_at=commit.created_at,
+        title=commit.title,
+        message=commit.message,
+        authors=list(commit.authors),
+        is_baseline=is_baseline,
+        files=files,
+        blobs=fetched.new_blobs,
+        weight_files=fetched.new_weight_files,
+        changes=[
+            NewChange(
+                kind=c.kind.value,
+                path=c.path,
+                summary=c.summary,
+                severity=c.severity.value,
+                structural=c.structural,
+                security=c.security,
+                detail=c.detail,
+            )
+            for c in changes
+        ],
+        events=[revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline)],
+    )

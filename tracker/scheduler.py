@@ -1,0 +1,92 @@
+"""The daemon's clock: APScheduler 3.x polls each watch at its interval, with jitter, until stopped."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import structlog
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from storage.models import Watch
+
+log = structlog.get_logger(__name__)
+
+PollFn = Callable[[str, str], None]
+
+
+class Scheduler:
+    """One interval job per watch; the job list is refreshed from the store every `refresh_s`."""
+
+    def __init__(
+        self,
+        list_watches: Callable[[], list[Watch]],
+        poll: PollFn,
+        jitter_s: int,
+        refresh_s: int = 60,
+    ) -> None:
+        self._list_watches = list_watches
+        self._poll = poll
+        self._jitter_s = jitter_s
+        self._refresh_s = refresh_s
+        self._scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={"coalesce": True, "max_instances": 1})
+        self._intervals: dict[str, int] = {}
+        self.stopped = threading.Event()
+
+    def start(self) -> None:
+        self.sync()
+        self._scheduler.add_job(self.sync, IntervalTrigger(seconds=self._refresh_s), id="__sync__")
+        self._scheduler.start()
+        log.info("scheduler_started", watches=len(self._intervals))
+
+    def sync(self) -> None:
+        """Add jobs for new watches, drop removed ones, reschedule changed intervals."""
+        wanted = {f"{w.repo_id}@{w.branch}": w for w in self._list_watches()}
+        for job_id in set(self._intervals) - set(wanted):
+            self._scheduler.remove_job(job_id)
+            del self._intervals[job_id]
+        for job_id, watch in wanted.items():
+            if self._intervals.get(job_id) == watch.interval_s:
+                continue
+            if job_id in self._intervals:
+                self._scheduler.remove_job(job_id)
+            self._scheduler.add_job(
+                self._poll,
+                IntervalTrigger(seconds=watch.interval_s, jitter=self._jitter_s or None),
+                args=[watch.repo_id, watch.branch],
+                id=job_id,
+                next_run_time=datetime.now(timezone.utc),
+            )
+            self._intervals[job_id] = watch.interval_s
+
+    def trigger(self, repo_id: str, branch: str) -> None:
+        """Poll a watch at once (a Hub webhook said it moved)."""
+        job = self._scheduler.get_job(f"{repo_id}@{branch}")
+        if job is not None:
+            job.modify(next_run_time=datetime.now(timezone.utc))
+
+    def stop(self) -> None:
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=True)
+        self.stopped.set()
+        log.info("scheduler_stopped")
+
+    def run_until_signalled(self) -> None:
+        """Block until SIGINT or SIGTERM, then stop cleanly (jobs in flight finish first)."""
+        done = threading.Event()
+
+        def _stop(signum: int, _frame: object) -> None:
+            log.info("signal_received", signal=signal.Signals(signum).name)
+            done.set()
+
+        previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.start()
+            done.wait()
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -1,0 +1,131 @@
+"""Building a Snapshot: from the Hub for a new commit (network), or from the store for a stored one."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from storage.models import Revision
+from storage.store import NewTensor, NewWeightFile, Store
+from tracker.classify import is_safetensors, should_download
+from tracker.hub import HubClient, MissingFile
+from tracker.snapshot import FileEntry, Snapshot, TensorInfo, WeightManifest
+
+
+def git_blob_oid(data: bytes) -> str:
+    """The git blob sha1 of `data`, which is what the Hub's tree calls a file's oid."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass
+class FetchedSnapshot:
+    """A snapshot fetched from the Hub, with what the store does not hold yet."""
+
+    snapshot: Snapshot
+    new_blobs: dict[str, bytes] = field(default_factory=dict)
+    new_weight_files: list[NewWeightFile] = field(default_factory=list)
+
+
+def fetch_snapshot(hub: HubClient, store: Store, repo_id: str, sha: str, max_file_bytes: int) -> FetchedSnapshot:
+    """List the commit's files, download tracked files whose oid is new, read new safetensors headers.
+
+    Raises HubError subclasses for failures that should abort the revision (retry later); files that
+    are too large or missing upstream are recorded in `snapshot.unavailable` instead."""
+    files = hub.list_files(repo_id, sha)
+    snapshot = Snapshot(repo_id=repo_id, sha=sha, files={f.path: f for f in files})
+    fetched = FetchedSnapshot(snapshot)
+    wanted = [f for f in files if should_download(f.path)]
+    for entry in wanted:
+        if entry.size > max_file_bytes:
+            snapshot.unavailable[entry.path] = (
+                f"{entry.path} is {_mb(entry.size)}, over the {_mb(max_file_bytes)} limit: "
+                "not downloaded, compared by content id only"
+            )
+    held = store.known_blobs(f.oid for f in wanted if f.path not in snapshot.unavailable)
+    stored = store.read_blobs(held)
+    for entry in wanted:
+        if entry.path in snapshot.unavailable:
+            continue
+        if entry.oid in stored:
+            snapshot.contents[entry.path] = stored[entry.oid]
+            continue
+        if entry.oid in fetched.new_blobs:
+            snapshot.contents[entry.path] = fetched.new_blobs[entry.oid]
+            continue
+        try:
+            data = hub.download(repo_id, sha, entry.path)
+        except MissingFile as err:
+            snapshot.unavailable[entry.path] = str(err)
+            continue
+        if git_blob_oid(data) != entry.oid:
+            snapshot.unavailable[entry.path] = (
+                f"{entry.path}: downloaded bytes do not match the tree's oid {entry.oid[:12]}"
+            )
+            continue
+        fetched.new_blobs[entry.oid] = data
+        snapshot.contents[entry.path] = data
+    _fill_manifests(hub, store, fetched)
+    return fetched
+
+
+def _fill_manifests(hub: HubClient, store: Store, fetched: FetchedSnapshot) -> None:
+    snapshot = fetched.snapshot
+    weights = [f for f in snapshot.files.values() if is_safetensors(f.path)]
+    known = load_manifests(store, {f.content_id for f in weights})
+    for entry in weights:
+        manifest = known.get(entry.content_id)
+        if manifest is None:
+            manifest = hub.safetensors_manifest(snapshot.repo_id, snapshot.sha, entry.path)
+            known[entry.content_id] = manifest
+            fetched.new_weight_files.append(to_new_weight_file(entry.content_id, manifest))
+        snapshot.manifests[entry.path] = manifest
+
+
+def to_new_weight_file(content_id: str, manifest: WeightManifest) -> NewWeightFile:
+    return NewWeightFile(
+        sha256=content_id,
+        tensors=tuple(NewTensor(t.name, t.dtype, t.shape, t.parameters) for t in manifest.tensors),
+        metadata=manifest.metadata or None,
+        error=manifest.error,
+    )
+
+
+def load_manifests(store: Store, content_ids: set[str]) -> dict[str, WeightManifest]:
+    out = {}
+    for sha, (row, tensors) in store.read_weight_files(content_ids).items():
+        out[sha] = WeightManifest(
+            tensors=tuple(TensorInfo(t.name, t.dtype, tuple(t.shape)) for t in tensors),
+            metadata=dict(row.file_metadata or {}),
+            error=row.error,
+        )
+    return out
+
+
+def load_snapshot(store: Store, revision: Revision) -> Snapshot:
+    """A stored revision as a Snapshot, entirely from the database."""
+    assert revision.id is not None
+    rows = store.revision_files(revision.id)
+    snapshot = Snapshot(
+        repo_id=revision.repo_id,
+        sha=revision.sha,
+        files={
+            r.path: FileEntry(path=r.path, oid=r.oid, size=r.size, lfs_sha256=r.lfs_sha256, lfs_size=r.lfs_size)
+            for r in rows
+        },
+    )
+    blobs = store.read_blobs(r.oid for r in rows if r.held)
+    for r in rows:
+        if r.held and r.oid in blobs:
+            snapshot.contents[r.path] = blobs[r.oid]
+        elif r.note:
+            snapshot.unavailable[r.path] = r.note
+    weights = [f for f in snapshot.files.values() if is_safetensors(f.path)]
+    manifests = load_manifests(store, {f.content_id for f in weights})
+    for entry in weights:
+        if entry.content_id in manifests:
+            snapshot.manifests[entry.path] = manifests[entry.content_id]
+    return snapshot
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB"
