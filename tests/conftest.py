@@ -6,26 +6,30 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+# huggingface_hub reads its paths once, at import: isolate them before anything imports it.
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hubwatch-tests-hf-")
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ.pop("HF_TOKEN", None)
+os.environ.pop("HF_ENDPOINT", None)
 
-from tracker.app import App
-from tracker.config import settings_from_mapping
+import pytest  # noqa: E402
+
+from tracker.app import App  # noqa: E402
+from tracker.config import settings_from_mapping  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEST_HISTORIES = FIXTURES / "histories"
 
 
 @pytest.fixture(autouse=True)
-def _isolated_hf_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test reads or writes the real Hugging Face cache or token."""
-    home = tmp_path_factory.mktemp("hf_home")
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+def _no_ambient_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test picks up a config file or token from the machine it runs on."""
     monkeypatch.delenv("HUBWATCH_CONFIG", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
 
 
 @pytest.fixture

@@ -79,7 +79,10 @@ def watch_add(ctx: click.Context, repo: str, branch: str, interval: str | None, 
     """Watch REPO (org/name)."""
     app = _app(ctx)
     repo = _repo_arg(repo)
-    interval_s = parse_interval(interval, "--interval") if interval else app.settings.default_interval_s
+    try:
+        interval_s = parse_interval(interval, "--interval") if interval else app.settings.default_interval_s
+    except ConfigError as err:
+        raise click.BadParameter(str(err), param_hint="--interval") from err
     head = None if no_check else app.hub.head(repo, branch)
     try:
         app.store.add_watch(repo, branch, interval_s, source="cli", backfill=backfill)

@@ -11,6 +11,7 @@ from pathlib import Path
 from tracker import present
 from tracker.app import App
 from tracker.config import settings_from_mapping
+from tracker.logs import configure_logging
 from tracker.replay.server import BUNDLED_ROOT, ReplayServer
 
 Echo = Callable[[str], None]
@@ -30,6 +31,7 @@ def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = pri
             env={},
             source="demo",
         )
+        configure_logging(settings.log)
         app = App(settings)
         repos = server.repo_ids()
         echo(f"hubwatch demo: replaying {len(repos)} recorded Hub repos from {server.endpoint}")

@@ -162,7 +162,9 @@ class HubClient:
         try:
             meta = self.api.parse_safetensors_file_metadata(repo_id, path, revision=sha)
         except SafetensorsParsingError as err:
-            return WeightManifest(error=f"{path}: unreadable safetensors header: {_first_line(err)}")
+            # The library's message repeats repo, file and revision before "): "; keep the reason.
+            reason = _first_line(err).rsplit("): ", 1)[-1]
+            return WeightManifest(error=f"unreadable safetensors header: {reason}")
         except Exception as err:  # noqa: BLE001
             _translate(err, repo_id, f"read the header of {path} at {sha[:12]}")
         tensors = tuple(

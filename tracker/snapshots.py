@@ -128,4 +128,4 @@ def load_snapshot(store: Store, revision: Revision) -> Snapshot:
 
 
 def _mb(size: int) -> str:
-    return f"{size / 1_000_000:.1f} MB"
+    return f"{size / 2**20:.1f} MiB"

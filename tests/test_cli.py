@@ -1,0 +1,156 @@
+"""`hubwatch` end to end in a subprocess, against the replay server: outputs and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_json, run_cli, write_config
+
+BROKEN = "hubwatch-tests/broken-model"
+
+
+@pytest.fixture
+def config(replay, tmp_path: Path) -> Path:  # noqa: ANN001
+    return write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db")
+
+
+def test_watch_poll_history_show_diff(replay, config: Path) -> None:  # noqa: ANN001
+    """A user's round trip: watch, poll twice as upstream moves, then read history, a revision and a diff."""
+    replay.set_head(BROKEN, 1)
+    added = run_cli("watch", "add", BROKEN, "--interval", "10m", config=config)
+    assert added.returncode == 0, added.stderr
+    assert "watching hubwatch-tests/broken-model@main every 600s" in added.stdout
+    [watch] = cli_json("watch", "list", config=config)
+    assert watch["repo_id"] == BROKEN and watch["last_sha"] is None
+
+    first = run_cli("poll", config=config)
+    assert first.returncode == 0, first.stderr
+    assert "1 new revision" in first.stdout and "baseline" in first.stdout
+    replay.set_head(BROKEN, 2)
+    [outcome] = cli_json("poll", config=config)
+    assert outcome["status"] == "ingested"
+    assert outcome["revisions"][0]["sha"] == replay.head_sha(BROKEN)
+
+    history = cli_json("history", BROKEN, config=config)
+    assert [r["sha"] for r in history] == [c.sha for c in reversed(replay.commits(BROKEN)[:2])]
+    assert any("not valid JSON" in c["summary"] for c in history[0]["changes"])
+
+    shown = cli_json("show", BROKEN, history[0]["sha"][:8], config=config)
+    assert {f["path"] for f in shown["files"]} >= {"config.json", "model.safetensors", "README.md"}
+
+    diffed = cli_json("diff", BROKEN, history[1]["sha"], history[0]["sha"], config=config)
+    assert diffed["from"] == history[1]["sha"] and diffed["changes"]
+
+    text = run_cli("history", BROKEN, config=config)
+    assert text.returncode == 0 and history[0]["sha"][:12] in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["watch", "add", "hubwatch-tests/no-such-model"], 3, "does not exist"),
+        (["watch", "add", "not a repo"], 2, "not a Hub repo id"),
+        (["history", "hubwatch-tests/never-watched"], 3, "not watched"),
+        (["show", BROKEN, "deadbeef"], 3, "no stored revision"),
+        (["show", BROKEN, "xyz"], 3, "not a commit sha"),
+        (["watch", "remove", "hubwatch-tests/never-watched"], 3, "not watched"),
+        (["poll", "hubwatch-tests/never-watched"], 3, "not watched"),
+        (["watch", "add", BROKEN, "--interval", "soon"], 2, "interval"),
+    ],
+)
+def test_errors_have_clear_messages_and_exit_codes(config: Path, args: list[str], code: int, message: str) -> None:
+    """Unknown repos, revisions and watches, and bad arguments, fail with a stated reason and a fixed code."""
+    result = run_cli(*args, config=config)
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert message in result.stderr
+
+
+def test_failed_repo_makes_poll_exit_1(replay, config: Path) -> None:  # noqa: ANN001
+    """`hubwatch poll` exits 1 when a repo failed, after polling the others."""
+    replay.set_head(BROKEN, 1)
+    assert run_cli("watch", "add", BROKEN, config=config).returncode == 0
+    assert run_cli("watch", "add", "hubwatch-tests/gated-model", config=config).returncode == 0
+    result = run_cli("poll", config=config)
+    assert result.returncode == 1
+    assert "gated" in result.stdout
+    assert "1 new revision" in result.stdout
+
+
+def test_bad_config_file_exits_4(tmp_path: Path) -> None:
+    """A config file that is not TOML is refused with exit code 4 and its path."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[hub\n", encoding="utf-8")
+    result = run_cli("watch", "list", config=bad)
+    assert result.returncode == 4
+    assert "not valid TOML" in result.stderr and str(bad) in result.stderr
+
+
+def test_logs_go_to_stderr_as_json_lines_without_secrets(replay, config: Path) -> None:  # noqa: ANN001
+    """Off a terminal, logs are JSON lines on stderr with one summary per repo; the token never appears."""
+    replay.set_head(BROKEN, 1)
+    run_cli("watch", "add", BROKEN, config=config)
+    result = run_cli("poll", config=config, env={"HF_TOKEN": "hf_supersecret"})
+    events = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    polled = [e for e in events if e["event"] == "repo_polled"]
+    assert len(polled) == 1 and polled[0]["repo_id"] == BROKEN and "duration_ms" in polled[0]
+    assert "hf_supersecret" not in result.stderr + result.stdout
+
+
+def _read_until(proc: subprocess.Popen, needle: str, timeout_s: float) -> str:
+    """Read the process's stderr until a line contains `needle` (no sleeping: wait on the pipe)."""
+    seen = []
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not selector.select(timeout=deadline - time.monotonic()):
+            break
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return "".join(seen)
+    raise AssertionError(f"{needle!r} not seen in time; stderr so far:\n{''.join(seen)}")
+
+
+def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path) -> None:  # noqa: ANN001
+    """`hubwatch run` polls its watches at once, then SIGTERM stops it with exit code 0."""
+    replay.set_head(BROKEN, 1)
+    run_cli("watch", "add", BROKEN, "--interval", "1h", config=config)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracker", "--config", str(config), "run"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+    )
+    try:
+        _read_until(proc, '"repo_polled"', timeout_s=60)
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=30)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    assert "scheduler_stopped" in rest
+    [watch] = cli_json("watch", "list", config=config)
+    assert watch["last_sha"] == replay.head_sha(BROKEN)
+
+
+def test_demo_replays_the_bundled_histories(tmp_path: Path) -> None:
+    """`hubwatch demo` replays every bundled repo commit by commit and explains what changed."""
+    result = run_cli("demo", "--data-dir", str(tmp_path / "demo"), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "step 1" in out and "done:" in out
+    for kind in ("config", "tokenizer", "chat_template", "weights", "custom_code", "files"):
+        assert f"{kind} " in out.split("done:")[1], kind
+    history = run_cli("--config", str(tmp_path / "demo" / "hubwatch.toml"), "watch", "list")
+    assert history.returncode == 0

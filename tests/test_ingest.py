@@ -1,0 +1,179 @@
+"""The ingest pipeline against the Hub replay server, with the real huggingface_hub client."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tracker.app import App
+
+BROKEN = "hubwatch-tests/broken-model"
+REWRITTEN = "hubwatch-tests/rewritten-model"
+
+
+def _watch(app: App, repo_id: str, backfill: int = 0):  # noqa: ANN202
+    app.store.add_watch(repo_id, "main", 900, backfill=backfill)
+    return app.store.get_watch(repo_id)
+
+
+def _shas(app: App, repo_id: str) -> list[str]:
+    """Stored revisions, oldest first."""
+    return [r.sha for r in reversed(app.store.list_revisions(repo_id))]
+
+
+def _changes(app: App, repo_id: str, sha: str) -> list:  # noqa: ANN201 - ChangeRecord rows
+    revision = app.store.find_revision(repo_id, sha)
+    return app.store.changes_by_revision([revision.id])[revision.id]
+
+
+def test_first_poll_stores_the_head_as_baseline(app: App, replay) -> None:  # noqa: ANN001
+    """A new watch's first poll stores only the head, as a baseline with a summary change."""
+    replay.set_head(BROKEN, 3)
+    _watch(app, BROKEN)
+    [outcome] = app.poll()
+    assert outcome.status == "ingested"
+    assert _shas(app, BROKEN) == [replay.head_sha(BROKEN)]
+    [baseline] = _changes(app, BROKEN, replay.head_sha(BROKEN))
+    assert baseline.kind == "repo" and baseline.summary.startswith("baseline: ")
+    assert app.store.find_revision(BROKEN, replay.head_sha(BROKEN)).is_baseline
+
+
+def test_backfill_ingests_earlier_commits_oldest_first(app: App, replay) -> None:  # noqa: ANN001
+    """--backfill N ingests the N commits before the head too, the oldest as baseline."""
+    replay.set_head(BROKEN, 3)
+    _watch(app, BROKEN)
+    app.poll(backfill=2)
+    commits = [c.sha for c in replay.commits(BROKEN)[:3]]
+    assert _shas(app, BROKEN) == commits
+    assert app.store.find_revision(BROKEN, commits[0]).is_baseline
+    assert not app.store.find_revision(BROKEN, commits[1]).is_baseline
+
+
+def test_unchanged_repo_costs_exactly_one_request(app: App, replay) -> None:  # noqa: ANN001
+    """Polling a repo whose head did not move makes one HTTP request and stores nothing."""
+    replay.set_head(BROKEN, 1)
+    _watch(app, BROKEN)
+    app.poll()
+    replay.reset_requests()
+    [outcome] = app.poll()
+    assert outcome.status == "unchanged"
+    assert replay.count_requests() == 1
+    assert len(_shas(app, BROKEN)) == 1
+
+
+def test_every_intermediate_commit_is_ingested_in_order(app: App, replay) -> None:  # noqa: ANN001
+    """When the head moves by several commits, each one is ingested, oldest first, none skipped."""
+    replay.set_head(BROKEN, 1)
+    _watch(app, BROKEN)
+    app.poll()
+    replay.set_head(BROKEN, 4)
+    [outcome] = app.poll()
+    expected = [c.sha for c in replay.commits(BROKEN)[:4]]
+    assert [r.sha for r in outcome.revisions] == expected[1:]
+    assert _shas(app, BROKEN) == expected
+    revisions = {r.sha: r for r in app.store.list_revisions(BROKEN)}
+    assert [revisions[s].parent_sha for s in expected[1:]] == expected[:-1]
+
+
+def test_bad_input_is_recorded_on_changes_and_the_poll_succeeds(app: App, replay) -> None:  # noqa: ANN001
+    """Malformed JSON, a 300 MB file, broken headers, hostile templates and a 404 file are each recorded."""
+    replay.set_head(BROKEN, 1)
+    watch = _watch(app, BROKEN)
+    app.poll()
+    replay.set_head(BROKEN, len(replay.commits(BROKEN)))
+    [outcome] = app.poll()
+    assert outcome.status == "ingested", outcome.error
+    by_title = {c.dirname: c.sha for c in replay.commits(BROKEN)}
+
+    def text(dirname: str) -> str:
+        return "\n".join(f"{c.kind} {c.severity} {c.summary} {c.detail}" for c in _changes(app, BROKEN, by_title[dirname]))
+
+    assert "not valid JSON" in text("0002-malformed-config")
+    assert "over the 64.0 MiB limit" in text("0003-huge-tokenizer")
+    assert "header" in text("0004-header-claims-10gb").lower()
+    assert "model-00002-of-00002.safetensors" in text("0005-truncated-shard")
+    looping = text("0006-looping-template")
+    assert "chat_template" in looping and ("time" in looping.lower() or "limit" in looping.lower())
+    escape = [c for c in _changes(app, BROKEN, by_title["0007-template-escape"]) if c.kind == "chat_template"]
+    assert escape and any(c.security and c.severity == "critical" for c in escape)
+    assert "404" in text("0008-listed-but-missing")
+    files = {f.path: f for f in app.store.revision_files(app.store.find_revision(BROKEN, by_title["0008-listed-but-missing"]).id)}
+    assert not files["generation_config.json"].held and "404" in files["generation_config.json"].note
+    assert not files["tokenizer.json"].held and "limit" in files["tokenizer.json"].note
+    assert app.store.get_watch(BROKEN).last_error is None
+    assert watch is not None
+
+
+def test_server_error_mid_ingest_writes_nothing_of_that_revision(app: App, replay) -> None:  # noqa: ANN001
+    """A 5xx while fetching a commit aborts that revision whole, is recorded, and the next poll retries."""
+    replay.set_head(BROKEN, 1)
+    _watch(app, BROKEN)
+    app.poll()
+    replay.set_head(BROKEN, 3)
+    second = replay.commits(BROKEN)[1].sha
+    replay.inject(500, path=f"/resolve/{second}/config.json$", method="GET", times=100)
+    [outcome] = app.poll()
+    assert outcome.failed and "500" in outcome.error
+    assert _shas(app, BROKEN) == [replay.commits(BROKEN)[0].sha]
+    watch = app.store.get_watch(BROKEN)
+    assert watch.last_error and "500" in watch.last_error and watch.error_count == 1
+    assert watch.last_sha == replay.commits(BROKEN)[0].sha
+    assert watch.next_retry_at is not None
+    replay.clear_faults()
+    [outcome] = app.poll()
+    assert outcome.status == "ingested"
+    assert _shas(app, BROKEN) == [c.sha for c in replay.commits(BROKEN)[:3]]
+    assert app.store.get_watch(BROKEN).last_error is None
+
+
+def test_rate_limit_mid_ingest_defers_the_retry(app: App, replay) -> None:  # noqa: ANN001
+    """A 429 while reading a safetensors header fails the poll, keeps earlier revisions, and backs off."""
+    replay.set_head(BROKEN, 1)
+    _watch(app, BROKEN)
+    app.poll()
+    replay.set_head(BROKEN, 4)
+    fourth = replay.commits(BROKEN)[3].sha
+    replay.inject(429, path=f"/resolve/{fourth}/model.safetensors$", times=100,
+                  headers={"RateLimit": '"api";r=0;t=120'})
+    [outcome] = app.poll()
+    assert outcome.failed and "rate limited" in outcome.error
+    assert _shas(app, BROKEN) == [c.sha for c in replay.commits(BROKEN)[:3]]
+    watch = app.store.get_watch(BROKEN)
+    assert watch.next_retry_at - watch.last_polled_at >= timedelta(seconds=120)
+    assert app.poll_if_due(BROKEN, "main") is None  # backing off
+    replay.clear_faults()
+    [outcome] = app.poll()
+    assert outcome.status == "ingested"
+
+
+@pytest.mark.parametrize(
+    ("repo_id", "message"),
+    [("hubwatch-tests/no-such-model", "does not exist"), ("hubwatch-tests/gated-model", "gated")],
+)
+def test_unknown_and_gated_repos_fail_clearly(app: App, repo_id: str, message: str) -> None:
+    """An unknown or gated repo fails its poll with a plain reason recorded on the watch."""
+    _watch(app, repo_id)
+    [outcome] = app.poll()
+    assert outcome.failed and message in outcome.error
+    assert message in app.store.get_watch(repo_id).last_error
+    assert app.store.list_revisions(repo_id) == []
+
+
+def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None:  # noqa: ANN001
+    """A force-push dropping a commit already seen is recorded as a rewrite, diffed against what was seen."""
+    first, dropped, new = (c.sha for c in replay.commits(REWRITTEN))
+    replay.set_head(REWRITTEN, 2)
+    _watch(app, REWRITTEN)
+    app.poll(backfill=1)
+    assert _shas(app, REWRITTEN) == [first, dropped]
+    replay.set_head(REWRITTEN, 3)
+    [outcome] = app.poll()
+    assert [r.sha for r in outcome.revisions] == [new]
+    changes = _changes(app, REWRITTEN, new)
+    rewrite = [c for c in changes if c.kind == "repo"]
+    assert rewrite and rewrite[0].detail["dropped"] == [dropped]
+    assert "history rewritten" in outcome.revisions[0].event_title
+    assert app.store.find_revision(REWRITTEN, new).parent_sha == dropped
+    # Against what was seen (12 layers), the new head has 6 again: the config change is reported.
+    assert any(c.kind == "config" for c in changes)

@@ -1,0 +1,384 @@
+"""Recorded repo histories (see FORMAT.md) loaded into commits and per-commit file trees.
+
+Everything here is read-only once loaded. File bytes are never held whole: each blob serves byte
+ranges on demand, so multi-gigabyte LFS files and large synthetic files cost nothing until read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml  # a dependency of huggingface_hub, which parses model cards with it too
+
+CHUNK_SIZE = 1 << 20
+LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
+FRONT_MATTER = re.compile(r"\A\s*---\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+
+
+class HistoryError(ValueError):
+    """A history folder does not follow FORMAT.md."""
+
+
+def git_blob_sha1(size: int, chunks: Iterator[bytes]) -> str:
+    """The git object id of a blob with these bytes."""
+    digest = hashlib.sha1(b"blob %d\0" % size)
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+class Blob:
+    """The bytes of one file version. Subclasses implement `size` and `_read`."""
+
+    size: int
+
+    def _read(self, offset: int, length: int) -> bytes:
+        raise NotImplementedError
+
+    def chunks(self, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+        """Bytes [start, stop) in pieces of at most CHUNK_SIZE."""
+        stop = self.size if stop is None else min(stop, self.size)
+        offset = start
+        while offset < stop:
+            length = min(CHUNK_SIZE, stop - offset)
+            yield self._read(offset, length)
+            offset += length
+
+    def read(self, start: int = 0, stop: int | None = None) -> bytes:
+        return b"".join(self.chunks(start, stop))
+
+    @cached_property
+    def oid(self) -> str:
+        """The git blob sha1 of the bytes served."""
+        return git_blob_sha1(self.size, self.chunks())
+
+
+class DiskBlob(Blob):
+    """A regular file stored under a commit's `files/`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.size = path.stat().st_size
+
+    def _read(self, offset: int, length: int) -> bytes:
+        with self.path.open("rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+
+class PatternBlob(Blob):
+    """A `synthetic` regular file: `pattern` repeated up to `size` bytes, generated on demand."""
+
+    def __init__(self, pattern: bytes, size: int) -> None:
+        self.pattern, self.size = pattern, size
+
+    @cached_property
+    def _block(self) -> bytes:
+        return self.pattern * (CHUNK_SIZE // len(self.pattern) + 2)
+
+    def _read(self, offset: int, length: int) -> bytes:
+        start = offset % len(self.pattern)
+        return self._block[start : start + length]
+
+
+class LfsBlob(Blob):
+    """An LFS file: real bytes from `files/`, or a synthesised prefix (safetensors header) then zeros."""
+
+    def __init__(self, size: int, prefix: bytes = b"", sha256: str | None = None, source: Blob | None = None):
+        self.size, self.prefix, self.source, self._sha256 = size, prefix, source, sha256
+
+    def _read(self, offset: int, length: int) -> bytes:
+        if self.source is not None:
+            return self.source.read(offset, offset + length)
+        head = self.prefix[offset : offset + length]
+        return head + bytes(length - len(head))
+
+    @cached_property
+    def lfs_sha256(self) -> str:
+        """The declared sha256, else that of the real bytes, else the stand-in FORMAT.md defines."""
+        if self._sha256:
+            return self._sha256
+        if self.source is not None:
+            digest = hashlib.sha256()
+            for chunk in self.chunks():
+                digest.update(chunk)
+            return digest.hexdigest()
+        return hashlib.sha256(b"hubwatch-replay-lfs\0" + self.prefix + b"\0%d" % self.size).hexdigest()
+
+    @property
+    def pointer(self) -> bytes:
+        return LFS_POINTER.format(sha256=self.lfs_sha256, size=self.size).encode()
+
+    @cached_property
+    def oid(self) -> str:
+        return git_blob_sha1(len(self.pointer), iter([self.pointer]))
+
+
+def safetensors_prefix(header: dict[str, Any], header_length: int | None = None) -> tuple[bytes, int]:
+    """The first bytes of a safetensors file with this header, and the data extent after them."""
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    length = len(text) if header_length is None else header_length
+    extent = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    return struct.pack("<Q", length) + text, extent
+
+
+def parameter_counts(header: dict[str, Any]) -> dict[str, int]:
+    """Parameters per dtype declared by a safetensors header."""
+    counts: dict[str, int] = {}
+    for name, tensor in header.items():
+        if name != "__metadata__":
+            counts[tensor["dtype"]] = counts.get(tensor["dtype"], 0) + math.prod(tensor["shape"])
+    return counts
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One file of a commit's tree; `missing` files are listed but their resolve answers 404."""
+
+    blob: Blob
+    missing: bool = False
+    safetensors: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ReplayCommit:
+    """One recorded commit. `parent` is the parent's sha (None for a root commit)."""
+
+    sha: str
+    title: str
+    message: str
+    authors: tuple[str, ...]
+    date: datetime
+    dirname: str
+    parent: str | None
+    index: int
+    touched: frozenset[str]
+
+
+Tree = dict[str, TreeEntry]
+
+
+@dataclass(frozen=True)
+class Node:
+    """A file or a folder of a tree, as listed by the tree and paths-info endpoints."""
+
+    path: str
+    entry: TreeEntry | None  # None for folders
+
+    @property
+    def is_file(self) -> bool:
+        return self.entry is not None
+
+
+class RepoHistory:
+    """One repo: its settings from repo.json, its commits oldest first and the tree of each."""
+
+    def __init__(self, meta: dict[str, Any], commits: list[ReplayCommit], trees: dict[str, Tree]):
+        self.repo_id: str = meta["id"]
+        self.private = bool(meta.get("private", False))
+        self.gated: str | bool = meta.get("gated", False) or False
+        self.default_branch: str = meta.get("default_branch", "main")
+        self.meta_card_data: dict[str, Any] | None = meta.get("card_data")
+        self.commits = commits
+        self.trees = trees
+        self.by_sha = {c.sha: c for c in commits}
+        self._tree_oids: dict[tuple[str, str], str] = {}
+
+    def chain(self, sha: str) -> list[ReplayCommit]:
+        """The commits reachable from `sha` through parent links, newest first."""
+        out, current = [], self.by_sha.get(sha)
+        while current is not None:
+            out.append(current)
+            current = self.by_sha.get(current.parent) if current.parent else None
+        return out
+
+    def node(self, sha: str, path: str) -> Node | None:
+        """The file or folder at `path` ("" is the root folder), or None."""
+        tree = self.trees[sha]
+        if path in tree:
+            return Node(path, tree[path])
+        if path == "" or any(p.startswith(path + "/") for p in tree):
+            return Node(path, None)
+        return None
+
+    def list_dir(self, sha: str, path: str, recursive: bool) -> list[Node]:
+        """Files and folders under folder `path`, sorted by path; direct children unless recursive."""
+        prefix = path + "/" if path else ""
+        nodes: dict[str, Node] = {}
+        for file_path, entry in self.trees[sha].items():
+            if not file_path.startswith(prefix):
+                continue
+            parts = file_path[len(prefix) :].split("/")
+            for depth in range(1, len(parts)):
+                folder = prefix + "/".join(parts[:depth])
+                nodes.setdefault(folder, Node(folder, None))
+                if not recursive:
+                    break
+            if recursive or len(parts) == 1:
+                nodes[file_path] = Node(file_path, entry)
+        return [nodes[p] for p in sorted(nodes)]
+
+    def tree_oid(self, sha: str, path: str) -> str:
+        """The git tree object id of folder `path` at commit `sha`."""
+        key = (sha, path)
+        if key not in self._tree_oids:
+            items = []
+            for node in self.list_dir(sha, path, recursive=False):
+                name = node.path.rsplit("/", 1)[-1].encode()
+                if node.entry is not None:
+                    items.append((name, b"100644 ", bytes.fromhex(node.entry.blob.oid)))
+                else:
+                    items.append((name + b"/", b"40000 ", bytes.fromhex(self.tree_oid(sha, node.path))))
+            body = b"".join(mode + name.rstrip(b"/") + b"\0" + raw for name, mode, raw in sorted(items))
+            self._tree_oids[key] = hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+        return self._tree_oids[key]
+
+    def card_data(self, sha: str) -> dict[str, Any] | None:
+        """The model card metadata at `sha`: README.md front matter, else repo.json's `card_data`."""
+        entry = self.trees[sha].get("README.md")
+        if entry is not None and entry.blob.size < CHUNK_SIZE:
+            match = FRONT_MATTER.match(entry.blob.read().decode("utf-8", "replace"))
+            try:
+                data = yaml.safe_load(match.group(1)) if match else None
+            except yaml.YAMLError:
+                data = None
+            if isinstance(data, dict):
+                return data
+        return self.meta_card_data
+
+    def last_commit(self, sha: str, path: str) -> ReplayCommit:
+        """The newest commit reachable from `sha` that changed the file or anything under the folder `path`."""
+        chain = self.chain(sha)
+        for commit in chain:
+            if commit.parent is None:
+                return commit
+            old, new = self.trees[commit.parent], self.trees[commit.sha]
+            for touched in commit.touched:
+                if touched == path or not path or touched.startswith(path + "/"):
+                    before, after = old.get(touched), new.get(touched)
+                    if before is None or after is None or before.blob.oid != after.blob.oid:
+                        return commit
+        return chain[-1]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise HistoryError(f"{path}: {err}") from err
+
+
+def _parse_date(value: str, where: Path) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError) as err:
+        raise HistoryError(f"{where}: bad date {value!r}") from err
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+def _lfs_blob(spec: dict[str, Any], source: Blob | None) -> tuple[LfsBlob, dict[str, Any] | None]:
+    header = spec.get("safetensors")
+    prefix, extent = safetensors_prefix(header, spec.get("header_length")) if header is not None else (b"", 0)
+    size = spec.get("size", source.size if source is not None else len(prefix) + extent)
+    if "truncate" in spec:
+        size = min(size, spec["truncate"])
+    return LfsBlob(size, prefix[:size], spec.get("sha256"), source), header
+
+
+def _apply_commit(parent_tree: Tree, folder: Path, spec: dict[str, Any]) -> tuple[Tree, frozenset[str]]:
+    """The tree after the commit in `folder` (FORMAT.md: parent's tree + files, lfs, synthetic - delete)."""
+    tree = dict(parent_tree)
+    files_dir = folder / "files"
+    files = {
+        p.relative_to(files_dir).as_posix(): DiskBlob(p)
+        for p in (sorted(files_dir.rglob("*")) if files_dir.is_dir() else [])
+        if p.is_file()
+    }
+    lfs, synthetic = spec.get("lfs", {}), spec.get("synthetic", {})
+    if overlap := (set(files) | set(lfs)) & set(synthetic):
+        raise HistoryError(f"{folder}: synthetic paths also given as files or lfs: {sorted(overlap)}")
+    for path, blob in files.items():
+        if path not in lfs:
+            tree[path] = TreeEntry(blob)
+    for path, lfs_spec in lfs.items():
+        blob, header = _lfs_blob(lfs_spec, files.get(path))
+        tree[path] = TreeEntry(blob, safetensors=header)
+    for path, syn in synthetic.items():
+        if not syn.get("byte", "\0"):
+            raise HistoryError(f"{folder}: synthetic {path!r} has an empty byte")
+        tree[path] = TreeEntry(PatternBlob(syn.get("byte", "\0").encode(), syn["size"]))
+    for path in spec.get("delete", []):
+        if tree.pop(path, None) is None:
+            raise HistoryError(f"{folder}: deletes {path!r}, which the parent tree lacks")
+    for path in spec.get("missing", []):
+        if path not in tree:
+            raise HistoryError(f"{folder}: {path!r} is missing but not in the tree")
+        tree[path] = TreeEntry(tree[path].blob, True, tree[path].safetensors)
+    touched = set(files) | set(lfs) | set(synthetic) | set(spec.get("delete", []))
+    return tree, frozenset(touched)
+
+
+def load_repo(folder: Path) -> RepoHistory:
+    """Load one `<root>/<org>/<name>/` folder."""
+    meta = _read_json(folder / "repo.json")
+    repo_id = meta.get("id")
+    if repo_id != f"{folder.parent.name}/{folder.name}":
+        raise HistoryError(f"{folder}/repo.json: id {repo_id!r} does not match the folder")
+    commits: list[ReplayCommit] = []
+    trees: dict[str, Tree] = {}
+    by_dir: dict[str, ReplayCommit] = {}
+    for index, dirname in enumerate(meta.get("commits", [])):
+        where = folder / "commits" / dirname
+        spec = _read_json(where / "commit.json")
+        if "parent" in spec:
+            parent_dir = spec["parent"]
+            if parent_dir is not None and parent_dir not in by_dir:
+                raise HistoryError(f"{where}: parent {parent_dir!r} is not an earlier commit")
+        else:
+            parent_dir = commits[-1].dirname if commits else None
+        parent = by_dir[parent_dir] if parent_dir is not None else None
+        sha = spec.get("sha") or hashlib.sha1(f"{repo_id}\n{dirname}".encode()).hexdigest()
+        try:
+            tree, touched = _apply_commit(trees[parent.sha] if parent else {}, where, spec)
+        except (KeyError, TypeError, AttributeError) as err:
+            raise HistoryError(f"{where}: malformed commit.json ({err!r})") from err
+        commit = ReplayCommit(
+            sha=sha,
+            title=spec.get("title", ""),
+            message=spec.get("message", ""),
+            authors=tuple(spec.get("authors", [])),
+            date=_parse_date(spec.get("date"), where),
+            dirname=dirname,
+            parent=parent.sha if parent else None,
+            index=index,
+            touched=touched,
+        )
+        if sha in trees:
+            raise HistoryError(f"{where}: duplicate sha {sha}")
+        commits.append(commit)
+        by_dir[dirname] = commit
+        trees[sha] = tree
+    return RepoHistory(meta, commits, trees)
+
+
+def load_roots(roots: list[Path]) -> dict[str, RepoHistory]:
+    """Every repo under the roots; a repo in a later root replaces one with the same id in an earlier root."""
+    repos: dict[str, RepoHistory] = {}
+    for root in roots:
+        if not root.is_dir():
+            raise HistoryError(f"replay root {root} is not a folder")
+        for repo_json in sorted(root.glob("*/*/repo.json")):
+            history = load_repo(repo_json.parent)
+            repos[history.repo_id] = history
+    return repos
