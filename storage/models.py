@@ -150,3 +150,15 @@ class Event(SQLModel, table=True):
     security: bool = False
     created_at: datetime = _utc(index=True)
     payload: dict[str, Any] = _json()
+
+
+class EstimateRecord(SQLModel, table=True):
+    """The estimator's answer for one revision (rerun when its structure changed, or on the first)."""
+
+    __tablename__ = "estimate"
+
+    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
+    created_at: datetime = _utc()
+    parameters_total: int | None = _bigint(nullable=True)
+    result: dict[str, Any] | None = _json(nullable=True)  # the estimate as JSON (estimator's to_dict)
+    error: str | None = None  # why no estimate could be made (bad or missing config)

@@ -15,6 +15,7 @@ from sqlmodel import Session, col, select
 from storage.models import (
     Blob,
     ChangeRecord,
+    EstimateRecord,
     Event,
     Revision,
     RevisionFile,
@@ -24,6 +25,8 @@ from storage.models import (
 )
 
 Clock = Callable[[], datetime]
+# Rows another storage module adds to a revision's transaction (given the session and the new revision).
+ExtraWrite = Callable[[Session, "Revision"], None]
 
 
 def utc_now() -> datetime:
@@ -92,6 +95,13 @@ class NewEvent:
 
 
 @dataclass(frozen=True)
+class NewEstimate:
+    parameters_total: int | None
+    result: dict[str, Any] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class NewRevision:
     """Everything one ingested commit adds, written in one transaction."""
 
@@ -109,6 +119,7 @@ class NewRevision:
     weight_files: list[NewWeightFile]
     changes: list[NewChange]
     events: list[NewEvent]
+    estimate: NewEstimate | None = None
 
 
 class Store:
@@ -261,9 +272,12 @@ class Store:
 
     # -- revisions ---------------------------------------------------------------------------------
 
-    def save_revision(self, new: NewRevision, watch_id: int | None = None) -> Revision:
-        """Write a revision with its files, new blobs and manifests, changes and events, and move the
-        watch to it, all in one transaction: a crash leaves the whole revision or none of it."""
+    def save_revision(
+        self, new: NewRevision, watch_id: int | None = None, extra_writes: Iterable[ExtraWrite] = ()
+    ) -> Revision:
+        """Write a revision with its files, new blobs and manifests, changes, estimate and events, and
+        move the watch to it, all in one transaction: a crash leaves the whole revision or none of it.
+        `extra_writes` add other modules' rows to the same transaction."""
         now = self.clock()
         with self.session() as s:
             revision = Revision(
@@ -327,6 +341,18 @@ class Store:
                 )
                 for e in new.events
             )
+            if new.estimate is not None:
+                s.add(
+                    EstimateRecord(
+                        revision_id=revision.id,
+                        created_at=now,
+                        parameters_total=new.estimate.parameters_total,
+                        result=new.estimate.result,
+                        error=new.estimate.error,
+                    )
+                )
+            for write in extra_writes:
+                write(s, revision)
             if watch_id is not None:
                 watch = s.get(Watch, watch_id)
                 if watch is not None:
@@ -334,6 +360,47 @@ class Store:
                     s.add(watch)
             s.commit()
             return revision
+
+    def add_event(self, repo_id: str, event: NewEvent, revision_id: int | None = None, sha: str | None = None) -> bool:
+        """Record an event not tied to a new revision (a repo made private, an advisory published).
+        Returns False when an event with that id exists already (events are never rewritten)."""
+        with self.session() as s:
+            if s.exec(select(Event.seq).where(Event.event_id == event.event_id)).first() is not None:
+                return False
+            s.add(
+                Event(
+                    event_id=event.event_id,
+                    kind=event.kind,
+                    repo_id=repo_id,
+                    revision_id=revision_id,
+                    sha=sha,
+                    title=event.title,
+                    severity=event.severity,
+                    security=event.security,
+                    created_at=self.clock(),
+                    payload=event.payload,
+                )
+            )
+            s.commit()
+            return True
+
+    def latest_estimate(self, repo_id: str, before_revision_id: int | None = None) -> tuple[Revision, EstimateRecord] | None:
+        """The newest stored estimate of a repo (optionally: of a revision older than the given one)."""
+        with self.session() as s:
+            query = (
+                select(Revision, EstimateRecord)
+                .join(EstimateRecord, EstimateRecord.revision_id == Revision.id)
+                .where(Revision.repo_id == repo_id)
+                .order_by(col(Revision.committed_at).desc(), col(Revision.id).desc())
+            )
+            if before_revision_id is not None:
+                query = query.where(Revision.id != before_revision_id)
+            row = s.exec(query).first()
+            return None if row is None else (row[0], row[1])
+
+    def estimate_for(self, revision_id: int) -> EstimateRecord | None:
+        with self.session() as s:
+            return s.get(EstimateRecord, revision_id)
 
     def move_watch(self, watch_id: int, sha: str, repo_meta: dict[str, Any] | None = None) -> None:
         """Point a watch at an already-stored revision (another branch ingested it first)."""
