@@ -46,9 +46,10 @@ def alembic_config(engine: sa.Engine) -> AlembicConfig:
 
 
 def migrate(engine: sa.Engine) -> None:
-    """Bring the schema to the newest migration (safe to call at every start)."""
+    """Bring the schema to the newest migrations (safe to call at every start). "heads": feature
+    branches of the migration graph (outbox, advisories) may be applied side by side."""
     try:
-        command.upgrade(alembic_config(engine), "head")
+        command.upgrade(alembic_config(engine), "heads")
     except sa.exc.OperationalError as err:
         raise StorageError(f"cannot migrate {_redact(str(engine.url))}: {err.orig}") from err
 
