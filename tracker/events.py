@@ -29,32 +29,61 @@ def event_id(repo_id: str, sha: str | None, kind: str, extra: str = "") -> str:
     return str(uuid.uuid5(_NAMESPACE, f"{repo_id}\n{sha or ''}\n{kind}\n{extra}"))
 
 
+def _paths(change: Change) -> list[str]:
+    return [str(item.get("path", "")) for item in change.detail.get("changes", []) if isinstance(item, dict)]
+
+
 def _eos_touched(changes: Sequence[Change]) -> bool:
-    return any("eos" in c.summary.lower() for c in changes if c.kind in (ChangeKind.CONFIG, ChangeKind.TOKENIZER))
+    return any(
+        "eos" in c.summary.lower() or any("eos" in p for p in _paths(c))
+        for c in changes
+        if c.kind in (ChangeKind.CONFIG, ChangeKind.TOKENIZER)
+    )
+
+
+def _only_eos(changes: Sequence[Change], kind: ChangeKind) -> bool:
+    """Every change of this kind touches only eos keys (their paths in the detail say so)."""
+    of_kind = [c for c in changes if c.kind is kind]
+    if not of_kind:
+        return False
+    for change in of_kind:
+        paths = _paths(change)
+        if not paths or not all("eos" in path for path in paths):
+            return False
+    return True
+
+
+def _moved_only(changes: Sequence[Change], kind: ChangeKind) -> bool:
+    of_kind = [c for c in changes if c.kind is kind]
+    return bool(of_kind) and all(c.detail.get("change") == "moved" for c in of_kind)
 
 
 def revision_title(repo_id: str, changes: Sequence[Change], is_baseline: bool, file_count: int) -> str:
     """e.g. "Llama-3.1-8B-Instruct: chat template and eos token changed (warning)"."""
     name = repo_id.split("/", 1)[-1]
     if is_baseline:
-        return f"{name}: now watched, baseline of {file_count} files recorded"
+        return f"{name}: now watched, baseline of {file_count} file{'s' if file_count != 1 else ''} recorded"
     phrases: list[str] = []
-    for kind in _PHRASES:
-        if any(c.kind is kind for c in changes):
-            phrases.append(_PHRASES[kind])
+    parts: list[str] = []
+    for kind, phrase in _PHRASES.items():
+        if kind is ChangeKind.CHAT_TEMPLATE and _moved_only(changes, kind):
+            parts.append("chat template moved, text unchanged")
+        elif kind in (ChangeKind.CONFIG, ChangeKind.TOKENIZER) and _only_eos(changes, kind):
+            continue  # said as "eos token" below
+        elif any(c.kind is kind for c in changes):
+            phrases.append(phrase)
     if _eos_touched(changes):
         phrases.append("eos token")
-    repo_facts = [c.summary for c in changes if c.kind is ChangeKind.REPO]
-    if not phrases and not repo_facts:
-        return f"{name}: new commit, nothing tracked changed (info)"
-    parts = []
     if phrases:
         joined = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
-        parts.append(f"{joined} changed")
-    if any(c.detail.get("rewrite") for c in changes if c.kind is ChangeKind.REPO):
+        parts.insert(0, f"{joined} changed")
+    repo = [c for c in changes if c.kind is ChangeKind.REPO]
+    if any(c.detail.get("rewrite") for c in repo):
         parts.append("history rewritten")
-    severity = max_severity(list(changes))
-    return f"{name}: {'; '.join(parts) or repo_facts[0]} ({severity.value})"
+    parts.extend(c.summary for c in repo if not c.detail.get("rewrite"))
+    if not parts:
+        return f"{name}: new commit, nothing tracked changed (info)"
+    return f"{name}: {'; '.join(parts)} ({max_severity(list(changes)).value})"
 
 
 def revision_event(

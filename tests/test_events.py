@@ -1,0 +1,66 @@
+"""Event titles a person can act on, and stable event ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracker.changes import Change, ChangeKind, Severity
+from tracker.events import REVISION_INGESTED, event_id, revision_event, revision_title
+
+W, I, C = Severity.WARNING, Severity.INFO, Severity.CRITICAL
+
+
+def _c(kind: ChangeKind, severity: Severity, summary: str = "x", **detail: object) -> Change:
+    return Change(kind=kind, path="p", summary=summary, severity=severity, detail=dict(detail))
+
+
+@pytest.mark.parametrize(
+    ("changes", "title"),
+    [
+        (
+            [_c(ChangeKind.CHAT_TEMPLATE, W, change="changed"),
+             _c(ChangeKind.CONFIG, W, changes=[{"path": "eos_token_id[2]"}])],
+            "Llama-3.1-8B-Instruct: chat template and eos token changed (warning)",
+        ),
+        (
+            [_c(ChangeKind.CONFIG, W, changes=[{"path": "eos_token_id"}, {"path": "temperature"}])],
+            "Llama-3.1-8B-Instruct: config and eos token changed (warning)",
+        ),
+        (
+            [_c(ChangeKind.CHAT_TEMPLATE, I, change="moved")],
+            "Llama-3.1-8B-Instruct: chat template moved, text unchanged (info)",
+        ),
+        (
+            [_c(ChangeKind.WEIGHTS, C), _c(ChangeKind.CUSTOM_CODE, C), _c(ChangeKind.FILES, I)],
+            "Llama-3.1-8B-Instruct: weights, custom code and files changed (critical)",
+        ),
+        (
+            [_c(ChangeKind.REPO, W, rewrite=True), _c(ChangeKind.CONFIG, W, changes=[{"path": "num_hidden_layers"}])],
+            "Llama-3.1-8B-Instruct: config changed; history rewritten (warning)",
+        ),
+        ([], "Llama-3.1-8B-Instruct: new commit, nothing tracked changed (info)"),
+    ],
+)
+def test_revision_titles(changes: list[Change], title: str) -> None:
+    """Titles name what changed in plain words, with the highest severity."""
+    assert revision_title("meta-llama/Llama-3.1-8B-Instruct", changes, False, 10) == title
+
+
+def test_baseline_title() -> None:
+    """A first revision says the repo is now watched."""
+    assert revision_title("org/m", [], True, 1) == "m: now watched, baseline of 1 file recorded"
+
+
+def test_event_ids_are_stable_and_distinct() -> None:
+    """The same revision always yields the same event id; another sha or kind yields another."""
+    a = event_id("org/m", "1" * 40, REVISION_INGESTED)
+    assert a == event_id("org/m", "1" * 40, REVISION_INGESTED)
+    assert a != event_id("org/m", "2" * 40, REVISION_INGESTED)
+    assert a != event_id("org/m", "1" * 40, "estimate.changed")
+
+
+def test_revision_event_carries_security_and_severity() -> None:
+    """A revision event is security-relevant when any change is, and as severe as the worst."""
+    event = revision_event("org/m", "1" * 40, "t", "commit", [_c(ChangeKind.FILES, I), _c(ChangeKind.CUSTOM_CODE, C)], False)
+    assert event.severity == "critical" and event.kind == REVISION_INGESTED
+    assert event.payload["kinds"] == ["custom_code", "files"]
