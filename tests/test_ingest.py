@@ -177,3 +177,38 @@ def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None: 
     assert app.store.find_revision(REWRITTEN, new).parent_sha == dropped
     # Against what was seen (12 layers), the new head has 6 again: the config change is reported.
     assert any(c.kind == "config" for c in changes)
+
+
+EVERY_KIND = "hubwatch-tests/every-kind"
+
+
+@pytest.mark.parametrize(
+    ("dirname", "kind", "severity", "flag"),
+    [
+        ("0002-longer-context", "config", "warning", "structural"),
+        ("0003-new-special-token", "tokenizer", "warning", "security"),
+        ("0004-chat-template", "chat_template", "warning", None),
+        ("0005-pickle-weights", "weights", "critical", "security"),
+        ("0006-custom-code", "custom_code", "critical", "security"),
+        ("0006-custom-code", "config", "critical", "security"),
+        ("0007-license", "files", "info", None),
+        ("0008-force-push", "repo", "warning", "security"),
+        ("0008-force-push", "files", "warning", None),
+    ],
+)
+def test_one_history_produces_every_change_kind(app: App, replay, dirname, kind, severity, flag) -> None:  # noqa: ANN001
+    """Replaying the every-kind history yields each change kind with the expected severity and flags."""
+    replay.set_head(EVERY_KIND, 1)
+    _watch(app, EVERY_KIND)
+    app.poll()
+    replay.set_head(EVERY_KIND, 7)
+    app.poll()
+    replay.set_head(EVERY_KIND, 8)
+    app.poll()
+    sha = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == dirname)
+    matching = [c for c in _changes(app, EVERY_KIND, sha) if c.kind == kind]
+    assert matching, f"no {kind} change in {dirname}"
+    top = max(matching, key=lambda c: ["info", "notice", "warning", "critical"].index(c.severity))
+    assert top.severity == severity, [c.summary for c in matching]
+    if flag:
+        assert any(getattr(c, flag) for c in matching)
