@@ -212,3 +212,18 @@ def test_one_history_produces_every_change_kind(app: App, replay, dirname, kind,
     assert top.severity == severity, [c.summary for c in matching]
     if flag:
         assert any(getattr(c, flag) for c in matching)
+
+
+def test_gating_toggled_without_a_commit_becomes_an_event(app: App, replay) -> None:  # noqa: ANN001
+    """A repo that becomes gated while its head stays put yields one repo event, not a revision."""
+    replay.set_head(BROKEN, 1)
+    _watch(app, BROKEN)
+    app.poll()
+    replay.repo(BROKEN).gated = "manual"
+    [outcome] = app.poll()
+    assert outcome.status == "unchanged"
+    events = [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
+    assert len(events) == 1 and "gated" in events[0].title and "'manual'" in events[0].title
+    app.poll()
+    assert len([e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]) == 1
+    assert len(app.store.list_revisions(BROKEN)) == 1

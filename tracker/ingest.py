@@ -15,13 +15,13 @@ from datetime import timedelta
 import structlog
 
 from storage.models import Watch
-from storage.store import NewChange, NewFile, NewRevision, RevisionNotStored, Store
+from storage.store import NewChange, NewEvent, NewFile, NewRevision, RevisionNotStored, Store
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import is_pickle, kind_of
 from tracker.config import Settings, parse_interval
 from tracker.differs import diff_snapshots
 from tracker.errors import HubwatchError, RateLimited
-from tracker.events import revision_event, revision_title
+from tracker.events import REPO_VISIBILITY_CHANGED, event_id, revision_event, revision_title
 from tracker.hub import CommitInfo, HubClient, RepoHead
 from tracker.snapshot import Snapshot
 from tracker.snapshots import FetchedSnapshot, fetch_snapshot, load_snapshot
@@ -91,6 +91,8 @@ class Ingestor:
         head = self.hub.head(watch.repo_id, watch.branch)
         outcome.head_sha = head.sha
         if head.sha == watch.last_sha:
+            for fact in _repo_facts(watch, head, []):
+                self._announce(watch, head, fact)
             self.store.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
             return
         stored = {r.sha for r in self.store.list_revisions(watch.repo_id)}
@@ -115,6 +117,22 @@ class Ingestor:
             self.store.move_watch(watch.id, head.sha, head.meta())  # type: ignore[arg-type]
         outcome.status = "ingested" if outcome.revisions else "unchanged"
         self.store.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
+
+    def _announce(self, watch: Watch, head: RepoHead, fact: Change) -> None:
+        """A repo-level fact seen without a new commit (made private, gated) becomes its own event."""
+        name = watch.repo_id.split("/", 1)[-1]
+        extra = f"{fact.summary}@{self.store.clock().isoformat()}"
+        self.store.add_event(
+            watch.repo_id,
+            NewEvent(
+                event_id=event_id(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, extra),
+                kind=REPO_VISIBILITY_CHANGED,
+                title=f"{name}: {fact.summary} ({fact.severity.value})",
+                severity=fact.severity.value,
+                payload={"kinds": [ChangeKind.REPO.value], "summaries": [fact.summary], "detail": fact.detail},
+            ),
+            sha=head.sha,
+        )
 
     def _dropped(self, watch: Watch, fork_sha: str | None) -> list[str]:
         """Stored revisions of this branch that are no longer reachable from its head."""
