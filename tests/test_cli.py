@@ -106,21 +106,24 @@ def test_logs_go_to_stderr_as_json_lines_without_secrets(replay, config: Path) -
 
 
 def _read_until(proc: subprocess.Popen, needle: str, timeout_s: float) -> str:
-    """Read the process's stderr until a line contains `needle` (no sleeping: wait on the pipe)."""
-    seen = []
+    """Read the process's stderr until it contains `needle` (no sleeping: wait on the pipe).
+
+    Raw reads on the file descriptor: a buffered readline() could hold a line select() never reports."""
+    seen = b""
+    fd = proc.stderr.fileno()
     selector = selectors.DefaultSelector()
-    selector.register(proc.stderr, selectors.EVENT_READ)
+    selector.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not selector.select(timeout=deadline - time.monotonic()):
             break
-        line = proc.stderr.readline()
-        if not line:
+        chunk = os.read(fd, 65536)
+        if not chunk:
             break
-        seen.append(line)
-        if needle in line:
-            return "".join(seen)
-    raise AssertionError(f"{needle!r} not seen in time; stderr so far:\n{''.join(seen)}")
+        seen += chunk
+        if needle.encode() in seen:
+            return seen.decode(errors="replace")
+    raise AssertionError(f"{needle!r} not seen in time; stderr so far:\n{seen.decode(errors='replace')}")
 
 
 def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path) -> None:  # noqa: ANN001
@@ -129,12 +132,12 @@ def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path
     run_cli("watch", "add", BROKEN, "--interval", "1h", config=config)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracker", "--config", str(config), "run"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
     )
     try:
         _read_until(proc, '"repo_polled"', timeout_s=60)
         proc.send_signal(signal.SIGTERM)
-        rest = proc.communicate(timeout=30)[1]
+        rest = proc.communicate(timeout=30)[1].decode(errors="replace")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -62,10 +62,12 @@ def is_gguf(path: str) -> bool:
 
 
 def is_chat_template_file(path: str) -> bool:
-    base = posixpath.basename(path)
+    """chat_template.jinja / .json, and the direct children of additional_chat_templates/ (transformers
+    ignores deeper files, so they are ordinary files here too)."""
     if path in CHAT_TEMPLATE_NAMES:
         return True
-    return path.startswith("additional_chat_templates/") and base.endswith(".jinja")
+    folder, base = posixpath.split(path)
+    return folder == "additional_chat_templates" and base.endswith(".jinja")
 
 
 def kind_of(path: str) -> ChangeKind:

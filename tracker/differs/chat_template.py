@@ -1,0 +1,587 @@
+"""Chat templates: which ones transformers 5.x would use, how they changed, and what they now render.
+
+Where transformers reads templates from (`resolve`):
+- tokenizer (`AutoTokenizer`): `chat_template.jinja` ("default") and `additional_chat_templates/<name>.jinja`
+  (direct children only); when any of those files exists they replace the `chat_template` of
+  tokenizer_config.json wholesale (a string, a list of {"name", "template"}, or a mapping). An
+  additional `default.jinja` wins over `chat_template.jinja`.
+- processor (`AutoProcessor`, only for repos that have one): the `chat_template` key of
+  processor_config.json, else the legacy chat_template.json (which transformers refuses to combine with
+  additional templates), else the additional files with `chat_template.jinja` winning "default".
+
+Each template is compared per loader; a change that is the same for both is reported once. Text
+unchanged but the location different is an info note, not a template change. Changed templates are
+rendered on three fixed sample conversations before and after, in one sandboxed worker per diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from tracker.changes import Change, ChangeKind, Severity
+from tracker.differs.render import DEFAULT_LIMITS, RenderLimits, RenderRequest, Rendered, render_all, template_tokens
+from tracker.snapshot import Snapshot
+
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+CHAT_TEMPLATE_JINJA = "chat_template.jinja"
+ADDITIONAL_DIR = "additional_chat_templates/"
+CHAT_TEMPLATE_JSON = "chat_template.json"
+PROCESSOR_CONFIG = "processor_config.json"
+# A repo with one of these loads an AutoProcessor, whose templates are resolved on their own.
+PROCESSOR_FILES = (PROCESSOR_CONFIG, "preprocessor_config.json", "video_preprocessor_config.json", CHAT_TEMPLATE_JSON)
+SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+LOADERS = ("tokenizer", "processor")
+
+
+# --- the sample conversations ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SampleConversation:
+    """A fixed conversation rendered before and after a change, as `apply_chat_template` would."""
+
+    id: str
+    messages: tuple[dict[str, Any], ...]
+    add_generation_prompt: bool
+    tools: tuple[dict[str, Any], ...] | None = None
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_current_weather",
+        "description": "Get the current weather in a given city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "location": {"type": "string", "description": "The city and country, e.g. Paris, France"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "description": "The temperature unit"},
+            },
+            "required": ["location"],
+        },
+    },
+}
+
+SAMPLE_CONVERSATIONS = (
+    SampleConversation(
+        id="system_and_history",
+        messages=(
+            {"role": "system", "content": "You are a concise assistant. Answer in one sentence."},
+            {"role": "user", "content": "What is the capital of France?"},
+            {"role": "assistant", "content": "The capital of France is Paris."},
+            {"role": "user", "content": "And roughly how many people live there?"},
+        ),
+        add_generation_prompt=True,
+    ),
+    SampleConversation(
+        id="single_user_turn",
+        messages=({"role": "user", "content": "Write a haiku about autumn leaves."},),
+        add_generation_prompt=True,
+    ),
+    # A finished tool-use exchange as fine-tuning data holds it: no generation prompt. The call id has
+    # the 9 alphanumeric characters Mistral's templates insist on; arguments are a mapping, as in
+    # transformers' examples.
+    SampleConversation(
+        id="tool_call_round_trip",
+        messages=(
+            {"role": "user", "content": "What's the weather like in Paris right now?"},
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "call12345",
+                        "type": "function",
+                        "function": {"name": "get_current_weather", "arguments": {"location": "Paris, France", "unit": "celsius"}},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "call12345",
+                "name": "get_current_weather",
+                "content": '{"temperature": 18, "unit": "celsius", "condition": "partly cloudy"}',
+            },
+            {"role": "assistant", "content": "It is 18 °C and partly cloudy in Paris."},
+        ),
+        tools=(WEATHER_TOOL,),
+        add_generation_prompt=False,
+    ),
+)
+# What `strftime_now` returns while rendering samples, so a prompt depends on the revision only.
+SAMPLE_NOW = datetime(2025, 1, 15, 9, 30, tzinfo=timezone.utc)
+
+
+# --- the security rules ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Rule:
+    """A construct no chat template needs, checked on templates added or changed in a revision.
+
+    `applies_to`: token kinds of `render.template_tokens` ("name", "statement", "filter", "string"), or
+    "render" (the new side's render errors), "template-name" (added templates), "form" (how the template
+    is stored; such a rule holds only when no template of the old revision was stored in a form it
+    matches). `pattern` is searched (re.search) in each of those values.
+    """
+
+    id: str
+    description: str
+    applies_to: frozenset[str]
+    pattern: str
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("dunder-attribute", "reaches for Python internals through a double-underscore name "
+         "(__class__, __globals__, __mro__, __subclasses__, __builtins__, ...)", frozenset({"name", "string"}), r"__[A-Za-z]\w*"),
+    Rule("self-reference", "uses `self`, the template's own reference object", frozenset({"name"}), r"^self$"),
+    Rule("template-loading", "loads other templates (`import`, `from`, `include`, `extends`)", frozenset({"statement"}),
+         r"^(import|from|include|extends)$"),
+    Rule("attr-filter", "builds attribute names at run time with the `attr` filter", frozenset({"filter"}), r"^attr$"),
+    Rule("python-callables", "names a Python builtin or module used to run code", frozenset({"name"}),
+         r"^(eval|exec|compile|getattr|setattr|delattr|globals|locals|importlib|subprocess|popen|builtins)$"),
+    Rule("sandbox-violation", "was stopped by the Jinja sandbox while rendering", frozenset({"render"}), r"^blocked by the sandbox"),
+    Rule("unsafe-template-name", "has a name that is a path (transformers writes additional_chat_templates/<name>.jinja)",
+         frozenset({"template-name"}), r"[/\\:]|\.\.|^\s*$"),
+    Rule("named-form-introduced", "introduces the list/dict form of named templates in a JSON file", frozenset({"form"}), r"^(list|dict)$"),
+)
+
+
+# --- where templates live -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Location:
+    """Where a template's text is stored: a whole file (`key` empty) or a key of a JSON file."""
+
+    path: str
+    key: str = ""
+    form: str = "file"  # "file", "string", "list" or "dict"
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.key}" if self.key else self.path
+
+
+@dataclass(frozen=True)
+class TemplateSource:
+    """One effective chat template: its text, where it is stored, and which loaders use it."""
+
+    name: str
+    text: str
+    locations: tuple[Location, ...]
+    loaders: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        return ", ".join(str(loc) for loc in self.locations)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "locations": [str(loc) for loc in self.locations],
+            "loaders": list(self.loaders),
+            "sha256": hashlib.sha256(self.text.encode()).hexdigest(),
+        }
+
+
+@dataclass
+class LoaderView:
+    """What one loader sees: its templates by name, the stored ones it ignores, and what it could not read."""
+
+    templates: dict[str, TemplateSource] = field(default_factory=dict)
+    shadowed: list[TemplateSource] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # path -> reason
+
+
+@dataclass
+class Resolution:
+    """The templates of one snapshot, per loader (`views["processor"]` only for repos with a processor)."""
+
+    views: dict[str, LoaderView]
+    forms: frozenset[str]  # how every stored template is stored, effective or not
+
+
+_Entry = tuple[str, Location, str]  # (name, location, text)
+
+
+def _named(path: str, value: Any) -> tuple[list[_Entry], str | None]:
+    """The templates under a JSON `chat_template` value: a string, a list of {name, template}, a mapping."""
+    if value is None:
+        return [], None
+    if isinstance(value, str):
+        return [("default", Location(path, "chat_template", "string"), value)], None
+    if isinstance(value, list):
+        entries: list[_Entry] = []
+        for i, item in enumerate(value):
+            if not (isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("template"), str)):
+                return [], f"{path}: chat_template[{i}] is not a {{name, template}} pair of strings"
+            entries.append((item["name"], Location(path, f"chat_template[name={item['name']}]", "list"), item["template"]))
+        return entries, None
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return [(k, Location(path, f"chat_template[{k}]", "dict"), v) for k, v in value.items()], None
+    return [], f"{path}: chat_template is not a string, a list of {{name, template}} or a mapping of names to templates"
+
+
+def _json_templates(snapshot: Snapshot, path: str) -> tuple[list[_Entry], str | None]:
+    if path not in snapshot.files:
+        return [], None
+    data, reason = snapshot.read_json(path)
+    if reason is not None:
+        return [], reason
+    if not isinstance(data, dict):
+        return [], f"{path} is not a JSON object"
+    return _named(path, data.get("chat_template"))
+
+
+def _template_files(snapshot: Snapshot) -> tuple[list[str], list[_Entry], dict[str, str]]:
+    """The .jinja files transformers lists (additional ones first, sorted), their readable entries, errors."""
+    additional = sorted(
+        p for p in snapshot.files if p.startswith(ADDITIONAL_DIR) and p.endswith(".jinja") and "/" not in p[len(ADDITIONAL_DIR):]
+    )
+    paths = additional + ([CHAT_TEMPLATE_JINJA] if CHAT_TEMPLATE_JINJA in snapshot.files else [])
+    entries: list[_Entry] = []
+    errors: dict[str, str] = {}
+    for path in paths:
+        text = snapshot.text(path)
+        if text is None:
+            errors[path] = f"{path}: {snapshot.unavailable.get(path, 'not downloaded')}"
+            continue
+        name = "default" if path == CHAT_TEMPLATE_JINJA else path[len(ADDITIONAL_DIR):].removesuffix(".jinja")
+        entries.append((name, Location(path), text))
+    return paths, entries, errors
+
+
+def _view(loader: str, effective: Iterable[_Entry], ignored: Iterable[_Entry], errors: dict[str, str]) -> LoaderView:
+    view = LoaderView(errors=errors)
+    for name, location, text in effective:  # later entries win, as in transformers' dict building
+        view.templates[name] = TemplateSource(name, text, (location,), (loader,))
+    view.shadowed = [TemplateSource(name, text, (location,), (loader,)) for name, location, text in ignored]
+    return view
+
+
+def resolve(snapshot: Snapshot) -> Resolution:
+    """Every template of a snapshot as transformers 5.x's tokenizer and processor loaders resolve them."""
+    paths, files, file_errors = _template_files(snapshot)
+    tokenizer_config, config_error = _json_templates(snapshot, TOKENIZER_CONFIG)
+    jinja_first = sorted(files, key=lambda e: e[1].path != CHAT_TEMPLATE_JINJA)  # chat_template.jinja, then additional
+    if paths:
+        views = {"tokenizer": _view("tokenizer", jinja_first, tokenizer_config, file_errors)}
+    else:
+        views = {"tokenizer": _view("tokenizer", tokenizer_config, [], {TOKENIZER_CONFIG: config_error} if config_error else {})}
+    stored = files + tokenizer_config
+    if any(p in snapshot.files for p in PROCESSOR_FILES):
+        processor_config, processor_error = _json_templates(snapshot, PROCESSOR_CONFIG)
+        legacy, legacy_error = _json_templates(snapshot, CHAT_TEMPLATE_JSON)
+        has_additional = any(p != CHAT_TEMPLATE_JINJA for p in paths)
+        if processor_error or processor_config:
+            errors = {PROCESSOR_CONFIG: processor_error} if processor_error else {}
+            views["processor"] = _view("processor", processor_config, legacy + files, errors)
+        elif CHAT_TEMPLATE_JSON in snapshot.files and (legacy_error or has_additional):
+            reason = legacy_error or "transformers refuses chat_template.json together with additional_chat_templates/*.jinja"
+            views["processor"] = _view("processor", [], files, {CHAT_TEMPLATE_JSON: reason})
+        elif CHAT_TEMPLATE_JSON in snapshot.files:
+            views["processor"] = _view("processor", legacy, files, {})
+        else:
+            views["processor"] = _view("processor", files, [], file_errors)
+        stored += processor_config + legacy
+    return Resolution(views, frozenset(location.form for _, location, _ in stored))
+
+
+def effective_templates(snapshot: Snapshot) -> dict[str, TemplateSource]:
+    """Name -> template, "default" for the main one. A processor template whose text differs from the
+    tokenizer's of the same name is listed as "<name> (processor)"."""
+    views = resolve(snapshot).views
+    merged = dict(views["tokenizer"].templates)
+    for name, source in views["processor"].templates.items() if "processor" in views else ():
+        mine = merged.get(name)
+        if mine is None:
+            merged[name] = source
+        elif mine.text == source.text:
+            locations = mine.locations + tuple(loc for loc in source.locations if loc not in mine.locations)
+            merged[name] = replace(mine, locations=locations, loaders=LOADERS)
+        else:
+            merged[f"{name} (processor)"] = source
+    return merged
+
+
+def special_tokens(snapshot: Snapshot) -> dict[str, str]:
+    """The special tokens `apply_chat_template` passes: tokenizer_config.json, overridden by
+    special_tokens_map.json unless the config carries `added_tokens_decoder` (transformers' legacy path)."""
+    config = snapshot.read_json(TOKENIZER_CONFIG)[0] if TOKENIZER_CONFIG in snapshot.files else None
+    config = config if isinstance(config, dict) else {}
+    sources = [config]
+    if "added_tokens_decoder" not in config and SPECIAL_TOKENS_MAP in snapshot.files:
+        mapping = snapshot.read_json(SPECIAL_TOKENS_MAP)[0]
+        sources.append(mapping if isinstance(mapping, dict) else {})
+    tokens: dict[str, str] = {}
+    for source in sources:
+        for key in SPECIAL_TOKEN_KEYS:
+            value = source.get(key)
+            value = value.get("content") if isinstance(value, dict) else value
+            if isinstance(value, str):
+                tokens[key] = value
+    return tokens
+
+
+# --- the diff -------------------------------------------------------------------------------------
+
+@dataclass
+class _Delta:
+    """One template's change, for the loaders it is the same for."""
+
+    name: str
+    change: str  # "added", "removed", "changed", "moved" or "tokens" (same text, other special tokens)
+    before: TemplateSource | None
+    after: TemplateSource | None
+    loaders: list[str]
+    label: str = ""
+
+
+def diff(old: Snapshot | None, new: Snapshot, *, limits: RenderLimits = DEFAULT_LIMITS) -> list[Change]:
+    """Chat template changes between two snapshots of a repo; [] for the first one."""
+    if old is None:
+        return []
+    before, after = resolve(old), resolve(new)
+    tokens = (special_tokens(old), special_tokens(new))
+    readable = all(TOKENIZER_CONFIG not in s.files or s.read_json(TOKENIZER_CONFIG)[1] is None for s in (old, new))
+    deltas = _deltas(before, after, readable and tokens[0] != tokens[1])
+    renders = _render_samples(deltas, tokens, limits)
+    changes = _read_errors(before, after)
+    for delta in deltas:
+        change = _template_change(delta, renders, before, tokens)
+        if change is not None:
+            changes.append(change)
+    changes += _shadowed_changes(before, after)
+    return changes
+
+
+def _deltas(before: Resolution, after: Resolution, tokens_changed: bool) -> list[_Delta]:
+    loaders = [loader for loader in LOADERS if loader in before.views or loader in after.views]
+    grouped: dict[tuple[Any, ...], _Delta] = {}
+    for loader in loaders:
+        old, new = before.views.get(loader, LoaderView()), after.views.get(loader, LoaderView())
+        uncertain = bool(old.errors or new.errors)  # a side we could not read: only compare names both sides have
+        for name in sorted(old.templates.keys() | new.templates.keys()):
+            a, b = old.templates.get(name), new.templates.get(name)
+            if a is None or b is None:
+                if uncertain:
+                    continue
+                change = "added" if a is None else "removed"
+            elif a.text != b.text:
+                change = "changed"
+            elif tokens_changed:
+                change = "tokens"
+            elif a.locations != b.locations:
+                change = "moved"
+            else:
+                continue
+            key = (name, change, a and a.text, b and b.text)
+            if key in grouped:
+                grouped[key].loaders.append(loader)
+                grouped[key].before = _combine(grouped[key].before, a)
+                grouped[key].after = _combine(grouped[key].after, b)
+            else:
+                grouped[key] = _Delta(name, change, a, b, [loader])
+    for delta in grouped.values():
+        only = len(delta.loaders) < len(loaders)
+        delta.label = f"{delta.name}, {delta.loaders[0]} only" if only else delta.name
+    return list(grouped.values())
+
+
+def _combine(mine: TemplateSource | None, other: TemplateSource | None) -> TemplateSource | None:
+    if mine is None or other is None:
+        return mine or other
+    extra = tuple(loc for loc in other.locations if loc not in mine.locations)
+    return replace(mine, locations=mine.locations + extra, loaders=mine.loaders + other.loaders)
+
+
+def _render_samples(
+    deltas: list[_Delta], tokens: tuple[dict[str, str], dict[str, str]], limits: RenderLimits
+) -> dict[tuple[int, str, str], Rendered]:
+    """Every sample render the deltas need, (side, text, conversation id) -> result, in one worker."""
+    requests: dict[tuple[int, str, str], RenderRequest] = {}
+    for delta in deltas:
+        sides = () if delta.change == "moved" else enumerate((delta.before, delta.after))
+        for side, source in sides:
+            for conversation in SAMPLE_CONVERSATIONS if source is not None else ():
+                key = (side, source.text, conversation.id)
+                requests[key] = RenderRequest(source.text, _variables(conversation, tokens[side]))
+    if not requests:
+        return {}
+    return dict(zip(requests, render_all(list(requests.values()), now=SAMPLE_NOW, limits=limits)))
+
+
+def _variables(conversation: SampleConversation, tokens: dict[str, str]) -> dict[str, Any]:
+    """What transformers passes to the template: the chat, tools, documents, the flag, special tokens."""
+    return {
+        **tokens,
+        "messages": list(conversation.messages),
+        "tools": list(conversation.tools) if conversation.tools else None,
+        "documents": None,
+        "add_generation_prompt": conversation.add_generation_prompt,
+    }
+
+
+def _samples(delta: _Delta, renders: dict[tuple[int, str, str], Rendered]) -> list[dict[str, Any]]:
+    samples = []
+    for conversation in SAMPLE_CONVERSATIONS:
+        before, after = (
+            renders[(side, source.text, conversation.id)] if source is not None else None
+            for side, source in enumerate((delta.before, delta.after))
+        )
+        samples.append(
+            {
+                "conversation": conversation.id,
+                "before": before.to_dict() if before else None,
+                "after": after.to_dict() if after else None,
+                "differs": before != after,
+            }
+        )
+    return samples
+
+
+def _template_change(
+    delta: _Delta, renders: dict[tuple[int, str, str], Rendered], before: Resolution, tokens: tuple[dict[str, str], dict[str, str]]
+) -> Change | None:
+    subject = f"chat_template ({delta.label})"
+    detail: dict[str, Any] = {
+        "template": delta.name,
+        "loaders": delta.loaders,
+        "change": delta.change,
+        "before": delta.before.to_dict() if delta.before else None,
+        "after": delta.after.to_dict() if delta.after else None,
+    }
+    source = delta.after or delta.before
+    assert source is not None
+    total = len(SAMPLE_CONVERSATIONS)
+    if delta.change != "moved":
+        detail["samples"] = _samples(delta, renders)
+    differing = sum(s["differs"] for s in detail.get("samples", []))
+    if delta.change == "changed":
+        detail["diff"] = _unified_diff(delta.before, delta.after)  # type: ignore[arg-type]
+        summary = f"{subject}: template changed; rendered prompt differs for {differing} of {total} sample conversations"
+    elif delta.change == "added":
+        rendering = sum("prompt" in s["after"] for s in detail["samples"])
+        summary = f"{subject}: template added in {source.where}; {rendering} of {total} sample conversations render"
+    elif delta.change == "removed":
+        summary = f"{subject}: template removed (was in {source.where})"
+    elif delta.change == "tokens" and differing:
+        changed = sorted(k for k in tokens[0].keys() | tokens[1].keys() if tokens[0].get(k) != tokens[1].get(k))
+        detail["special_tokens"] = {"before": tokens[0], "after": tokens[1]}
+        summary = (
+            f"{subject}: template unchanged but rendered prompt differs for {differing} of {total} sample "
+            f"conversations ({', '.join(changed)} changed)"
+        )
+    elif delta.before is not None and delta.after is not None and delta.before.locations != delta.after.locations:
+        detail["change"] = "moved"
+        detail.pop("samples", None)
+        summary = f"{subject}: moved from {delta.before.where} to {delta.after.where}; text unchanged"
+    else:
+        return None
+    findings = _findings(delta, detail, before)
+    severity = {"moved": Severity.INFO, "tokens": Severity.NOTICE}.get(detail["change"], Severity.WARNING)
+    if findings:
+        detail["findings"] = findings
+        summary += f"; dangerous constructs: {', '.join(sorted({f['rule'] for f in findings}))}"
+        severity = Severity.CRITICAL
+    return Change(
+        kind=ChangeKind.CHAT_TEMPLATE,
+        path=source.locations[0].path,
+        summary=summary,
+        severity=severity,
+        detail=detail,
+        security=bool(findings),
+    )
+
+
+def _findings(delta: _Delta, detail: dict[str, Any], before: Resolution) -> list[dict[str, Any]]:
+    """The rules the new side of a delta breaks."""
+    new = delta.after
+    if new is None:
+        return []
+    values: list[tuple[str, str, int | None]] = []  # (kind, value, line)
+    if delta.change in ("added", "changed"):
+        tokens = template_tokens(new.text)
+        if tokens is None:  # it does not even lex: check every line against every token rule
+            kinds = ("name", "statement", "filter", "string")
+            values += [(kind, line, n) for n, line in enumerate(new.text.splitlines(), 1) for kind in kinds]
+        else:
+            values += [(kind, t.value, t.line) for t in tokens for kind in t.kinds]
+        values += [("render", s["after"]["error"], None) for s in detail.get("samples", []) if "error" in s["after"]]
+        values += [("form", loc.form, None) for loc in new.locations]  # a move stays an info note
+    if delta.change == "added":
+        values.append(("template-name", delta.name, None))
+    findings: list[dict[str, Any]] = []
+    for rule in RULES:
+        if "form" in rule.applies_to and any(re.search(rule.pattern, form) for form in before.forms):
+            continue  # a form rule is about introducing the form
+        for kind, value, line in values:
+            match = re.search(rule.pattern, value) if kind in rule.applies_to else None
+            if match and not any(f["rule"] == rule.id and f["match"] == match.group(0) for f in findings):
+                findings.append({"rule": rule.id, "description": rule.description, "match": match.group(0), "line": line})
+    return findings
+
+
+def _unified_diff(before: TemplateSource, after: TemplateSource) -> str:
+    return "".join(
+        difflib.unified_diff(
+            _diff_lines(before.text), _diff_lines(after.text), fromfile=f"a/{before.locations[0]}", tofile=f"b/{after.locations[0]}"
+        )
+    )
+
+
+def _diff_lines(text: str) -> list[str]:
+    """Lines to diff; a line over 200 characters (one-line templates from JSON) is cut before each tag."""
+    lines = []
+    for line in text.splitlines():
+        lines += re.split(r"(?=\{[%{#])", line) if len(line) > 200 else [line]
+    return [f"{line}\n" for line in lines if line]
+
+
+def _read_errors(before: Resolution, after: Resolution) -> list[Change]:
+    """One warning per template file that became unreadable in this revision."""
+    old = {(path, reason) for view in before.views.values() for path, reason in view.errors.items()}
+    new = {(path, reason): loader for loader, view in after.views.items() for path, reason in view.errors.items()}
+    return [
+        Change(
+            kind=ChangeKind.CHAT_TEMPLATE,
+            path=path,
+            summary=f"chat_template: could not be read ({reason}); templates stored there were not compared",
+            severity=Severity.WARNING,
+            detail={"change": "unreadable", "path": path, "error": reason, "loader": loader},
+        )
+        for (path, reason), loader in new.items()
+        if (path, reason) not in old
+    ]
+
+
+def _shadowed_changes(before: Resolution, after: Resolution) -> list[Change]:
+    """Info notes for stored templates transformers 5.x ignores (older versions may not) whose text changed."""
+    def stored(resolution: Resolution) -> dict[tuple[str, Location], str]:
+        return {
+            (s.name, loc): s.text
+            for view in resolution.views.values()
+            for s in [*view.templates.values(), *view.shadowed]
+            for loc in s.locations
+        }
+
+    old = stored(before)
+    effective = {(s.name, loc) for view in after.views.values() for s in view.templates.values() for loc in s.locations}
+    notes: dict[tuple[str, Location], Change] = {}
+    for view in after.views.values():
+        for source in view.shadowed:
+            key = (source.name, source.locations[0])
+            if key in effective or key in notes or old.get(key, source.text) == source.text:
+                continue
+            winner = view.templates.get(source.name)
+            overridden = f"overridden by {winner.where}" if winner else "not used"
+            notes[key] = Change(
+                kind=ChangeKind.CHAT_TEMPLATE,
+                path=source.locations[0].path,
+                summary=f"chat_template ({source.name}): {source.where} changed but is {overridden} in transformers 5.x",
+                severity=Severity.INFO,
+                detail={"change": "shadowed_changed", "template": source.name, "location": source.where},
+            )
+    return list(notes.values())

@@ -1,0 +1,211 @@
+"""Everything that touches Jinja: render chat templates in a sandboxed, killable worker; lex them here.
+
+Rendering untrusted templates happens in one child process per batch (`render_worker.py`, started with
+`subprocess`, never `fork` in this multi-threaded daemon): Jinja's ImmutableSandboxedEnvironment inside,
+an address-space limit, a wall-clock limit per render, and an output cap. Whatever a template does
+(loop forever, allocate gigabytes, reach for `__globals__`), each render comes back as a prompt or a
+readable error, and the caller never hangs: a render stuck in C code is killed from here and the rest
+of the batch continues in a fresh worker.
+
+Lexing (for the security rules of the chat template differ) runs in-process: it tokenises text and
+executes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import selectors
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+WORKER = Path(__file__).with_name("render_worker.py")
+
+
+@dataclass(frozen=True)
+class RenderLimits:
+    """Limits for one batch. `time_s` and `output_chars` apply per render, `memory_bytes` per worker."""
+
+    time_s: float = 2.0
+    memory_bytes: int = 512 * 2**20
+    output_chars: int = 64 * 1024
+    startup_s: float = 10.0  # interpreter start and `import jinja2`, on a busy machine
+    kill_grace_s: float = 0.5  # beyond time_s, before a render stuck in C code is killed
+
+
+DEFAULT_LIMITS = RenderLimits()
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """One template rendered with one set of variables (messages, tools, bos_token, ...)."""
+
+    template: str
+    variables: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The prompt a render produced, or why it failed."""
+
+    prompt: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        return {"prompt": self.prompt} if self.error is None else {"error": self.error}
+
+
+def render_all(requests: Sequence[RenderRequest], *, now: datetime, limits: RenderLimits = DEFAULT_LIMITS) -> list[Rendered]:
+    """Render every request, in order, in one worker process (more only if one has to be killed).
+
+    `now` is what the templates' `strftime_now` sees.
+    """
+    templates: dict[str, int] = {}
+    jobs = [{"template": templates.setdefault(r.template, len(templates)), "context": dict(r.variables)} for r in requests]
+    base = {
+        "templates": list(templates),
+        "now": now.isoformat(),
+        "time_s": limits.time_s,
+        "memory_bytes": limits.memory_bytes,
+        "output_chars": limits.output_chars,
+    }
+    results: list[Rendered | None] = [None] * len(jobs)
+    start = 0
+    while start < len(jobs):
+        batch = list(range(start, len(jobs)))
+        cpu_s = math.ceil(limits.startup_s + len(batch) * (limits.time_s + limits.kill_grace_s))
+        payload = json.dumps({**base, "jobs": [jobs[i] for i in batch], "cpu_s": cpu_s}).encode()
+        lines, failure = _run_worker(payload, limits)
+        finished = [line for line in lines if "job" in line]
+        for line in finished:
+            i = batch[line["job"]]
+            results[i] = Rendered(error=line["error"]) if "error" in line else Rendered(prompt=line["prompt"])
+        if failure is None or not any("ready" in line for line in lines):
+            for i in batch[len(finished):]:  # a worker that never started would fail the same way again
+                results[i] = Rendered(error=failure or "the render worker stopped before this render")
+            break
+        stuck = start + len(finished)  # the render the worker was busy with when it was stopped
+        results[stuck] = Rendered(error=failure)
+        start = stuck + 1
+    return [r if r is not None else Rendered(error="the render worker stopped before this render") for r in results]
+
+
+def _run_worker(payload: bytes, limits: RenderLimits) -> tuple[list[dict[str, Any]], str | None]:
+    """Feed one request to a fresh worker; the lines it wrote, and why it stopped early (None if it didn't).
+
+    The worker gets `startup_s` to report ready, then `time_s + kill_grace_s` per result line. Past that
+    deadline it is killed: a render the alarm could not interrupt (a C-level computation).
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-I", str(WORKER)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        close_fds=True,
+    )
+    lines: list[dict[str, Any]] = []
+    stderr = bytearray()
+    failure: str | None = None
+    try:
+        for line in _read_lines(proc, payload, limits, stderr):
+            lines.append(line)
+    except TimeoutError:
+        if lines:
+            failure = f"exceeded the time limit ({limits.time_s:g} s) in code that could not be interrupted; the worker was stopped"
+        else:
+            failure = f"the render worker did not start within {limits.startup_s:g} s and was stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    if failure is None and proc.returncode != 0:
+        tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        failure = f"the render worker exited with code {proc.returncode} {tail[0]}".strip()
+    return lines, failure
+
+
+def _read_lines(proc: subprocess.Popen[bytes], payload: bytes, limits: RenderLimits, stderr: bytearray) -> Iterator[dict[str, Any]]:
+    """Write `payload` to the worker while reading its JSON lines, enforcing the progress deadline."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    to_send = memoryview(payload)
+    buffer = bytearray()
+    deadline = time.monotonic() + limits.startup_s
+    with selectors.DefaultSelector() as selector:
+        for pipe, events in ((proc.stdin, selectors.EVENT_WRITE), (proc.stdout, selectors.EVENT_READ), (proc.stderr, selectors.EVENT_READ)):
+            os.set_blocking(pipe.fileno(), False)
+            selector.register(pipe, events)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            for key, _ in selector.select(remaining):
+                if key.fileobj is proc.stdin:
+                    try:
+                        sent = os.write(proc.stdin.fileno(), to_send[:65536])
+                    except BlockingIOError:
+                        sent = 0
+                    except BrokenPipeError:  # it died before reading: its exit code and stderr say why
+                        sent, to_send = 0, to_send[:0]
+                    to_send = to_send[sent:]
+                    if not to_send:
+                        selector.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                elif key.fileobj is proc.stderr:
+                    stderr.extend(chunk)
+                    del stderr[:-8192]  # the tail holds the last line of a traceback
+                else:
+                    buffer.extend(chunk)
+                    *complete, rest = buffer.split(b"\n")
+                    buffer = bytearray(rest)
+                    for raw in complete:
+                        deadline = time.monotonic() + limits.time_s + limits.kill_grace_s
+                        yield json.loads(raw)
+
+
+@dataclass(frozen=True)
+class TemplateToken:
+    """One token of a template's code, with the roles it plays (see `template_tokens`)."""
+
+    line: int
+    value: str
+    kinds: frozenset[str]
+
+
+def template_tokens(text: str) -> list[TemplateToken] | None:
+    """The code tokens of a template (literal text and comments left out), or None if it does not lex.
+
+    Kinds: "name" for every identifier, plus "statement" for the first name after `{%` and "filter" for
+    a name after `|`; "string" for string literals, with their value unquoted.
+    """
+    from jinja2 import Environment
+    from jinja2.exceptions import TemplateSyntaxError
+
+    tokens: list[TemplateToken] = []
+    previous = ""
+    try:
+        for token in Environment().lexer.tokenize(text):
+            if token.type == "name":
+                kinds = {"name"}
+                if previous in ("block_begin", "pipe"):
+                    kinds.add("statement" if previous == "block_begin" else "filter")
+                tokens.append(TemplateToken(token.lineno, token.value, frozenset(kinds)))
+            elif token.type == "string":
+                tokens.append(TemplateToken(token.lineno, token.value, frozenset({"string"})))
+            previous = token.type
+    except TemplateSyntaxError:
+        return None
+    return tokens

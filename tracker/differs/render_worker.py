@@ -1,0 +1,184 @@
+"""Child side of `tracker.differs.render`: renders chat templates in Jinja's sandbox, under limits.
+
+Started as `python -I render_worker.py` (isolated: no PYTHON* variables, no script directory or
+current directory on sys.path), so it imports only the standard library and jinja2 and starts the
+same way however hubwatch is installed. Protocol, all JSON:
+
+  stdin   one request: {"templates": [str], "jobs": [{"template": int, "context": {...}}],
+          "now": ISO datetime, "time_s": float, "memory_bytes": int, "output_chars": int,
+          "cpu_s": int}
+  stdout  {"ready": true} once the limits are set and jinja2 is imported, then one line per job,
+          in order: {"job": i, "prompt": str} or {"job": i, "error": str}
+
+The Jinja environment mirrors transformers 5.x `_compile_jinja_template`: ImmutableSandboxedEnvironment
+with trim_blocks, lstrip_blocks, loopcontrols and the `{% generation %}` tag; its own `tojson` (no HTML
+escaping), `raise_exception` and `strftime_now` (here a fixed clock, from the request). One deliberate
+difference: an access the sandbox refuses (`''.__class__`) raises instead of rendering as empty text.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import sys
+from datetime import datetime
+from typing import Any
+
+
+class RenderTimeout(BaseException):
+    """Raised by the alarm handler; a BaseException so no `except Exception` in Jinja swallows it."""
+
+
+class OutputTooLarge(Exception):
+    pass
+
+
+_armed = False
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    if _armed:
+        raise RenderTimeout
+
+
+def _set_limits(memory_bytes: int, cpu_s: int) -> None:
+    """Cap the address space (huge strings fail with MemoryError) and, as a backstop, CPU time."""
+    for which, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_CPU, cpu_s)):
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):  # not lowerable on this platform: the parent's deadline still holds
+            pass
+
+
+def _environment(now: datetime) -> tuple[Any, type[Exception]]:
+    """The sandboxed environment, and the exception type its `raise_exception` raises."""
+    import jinja2
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class TemplateRaised(jinja2.exceptions.TemplateError):
+        pass
+
+    class GenerationTag(Extension):
+        """`{% generation %}...{% endgeneration %}` as transformers accepts it; renders its body."""
+
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller: Any) -> str:
+            return caller()
+
+    class StrictSandbox(ImmutableSandboxedEnvironment):
+        """Refused accesses raise at once instead of becoming an undefined value that prints as ''."""
+
+        def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
+            raise jinja2.exceptions.SecurityError(
+                f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe"
+            )
+
+    def raise_exception(message: str) -> None:
+        raise TemplateRaised(message)
+
+    def tojson(
+        x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+    ) -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(format: str) -> str:
+        return now.strftime(format)
+
+    env = StrictSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, "jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env, TemplateRaised
+
+
+def _describe(err: BaseException, request: dict[str, Any], raised: type[Exception]) -> str:
+    """A one-line reason a person can read."""
+    import jinja2
+
+    if isinstance(err, RenderTimeout):
+        return f"exceeded the time limit ({request['time_s']:g} s)"
+    if isinstance(err, MemoryError):
+        return f"exceeded the memory limit ({request['memory_bytes'] // 2**20} MB)"
+    if isinstance(err, OutputTooLarge):
+        return f"output exceeded the limit of {request['output_chars']} characters"
+    if isinstance(err, RecursionError):
+        return "exceeded the recursion limit"
+    if isinstance(err, jinja2.exceptions.SecurityError):
+        return f"blocked by the sandbox: {err}"
+    if isinstance(err, raised):
+        return f"the template raised an error: {err}"
+    if isinstance(err, jinja2.exceptions.TemplateSyntaxError):
+        return f"template syntax error on line {err.lineno}: {err.message}"
+    if isinstance(err, jinja2.exceptions.UndefinedError):
+        return f"undefined value: {err}"
+    if isinstance(err, jinja2.exceptions.TemplateError):
+        return f"template error: {err}"
+    return f"{type(err).__name__}: {err}"[:500]
+
+
+def _timed(fn: Any, time_s: float) -> Any:
+    """Run fn() with a wall-clock alarm; RenderTimeout if it runs past time_s."""
+    global _armed
+    signal.setitimer(signal.ITIMER_REAL, time_s)
+    _armed = True
+    try:
+        return fn()
+    finally:
+        _armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _render(template: Any, context: dict[str, Any], output_chars: int) -> str:
+    chunks: list[str] = []
+    size = 0
+    for chunk in template.generate(**context):
+        size += len(chunk)
+        if size > output_chars:
+            raise OutputTooLarge
+        chunks.append(chunk)
+    return "".join(chunks)
+
+
+def _emit(line: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    request = json.load(sys.stdin)
+    _set_limits(request["memory_bytes"], request["cpu_s"])
+    signal.signal(signal.SIGALRM, _on_alarm)
+    env, raised = _environment(datetime.fromisoformat(request["now"]))
+    _emit({"ready": True})
+    compiled: dict[int, Any] = {}
+    for index, job in enumerate(request["jobs"]):
+        try:
+            key = job["template"]
+            if key not in compiled:
+                source = request["templates"][key]
+                try:
+                    compiled[key] = _timed(lambda: env.from_string(source), request["time_s"])
+                except BaseException as err:  # a template that does not compile fails every job using it
+                    compiled[key] = err
+            template = compiled[key]
+            if isinstance(template, BaseException):
+                raise template
+            prompt = _timed(lambda: _render(template, job["context"], request["output_chars"]), request["time_s"])
+            _emit({"job": index, "prompt": prompt})
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:
+            _emit({"job": index, "error": _describe(err, request, raised)})
+
+
+if __name__ == "__main__":
+    main()
