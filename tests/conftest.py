@@ -40,21 +40,54 @@ def replay() -> Iterator["ReplayServer"]:  # noqa: F821
         yield server
 
 
-def settings_for(endpoint: str, db_path: Path, **sections: dict) -> object:
-    raw = {"hub": {"endpoint": endpoint}, "storage": {"url": f"sqlite:///{db_path}"}, "poll": {"jitter": "0"}}
+def _url(db: Path | str) -> str:
+    """A database URL as is, or a path made into a SQLite URL."""
+    return db if isinstance(db, str) and "://" in db else f"sqlite:///{db}"
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database: a SQLite file, or, when HUBWATCH_TEST_POSTGRES names a server (an
+    admin URL such as postgresql+psycopg://hubwatch:hubwatch@127.0.0.1/hubwatch), a new PostgreSQL
+    database dropped after the test."""
+    admin_url = os.environ.get("HUBWATCH_TEST_POSTGRES")
+    if not admin_url:
+        yield _url(tmp_path / "hubwatch.db")
+        return
+    import uuid
+
+    import sqlalchemy as sa
+
+    name = f"hw_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+def settings_for(endpoint: str, db_path: Path | str, **sections: dict) -> object:
+    raw = {"hub": {"endpoint": endpoint}, "storage": {"url": _url(db_path)}, "poll": {"jitter": "0"}}
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
     return settings_from_mapping(raw, env={}, source="test")
 
 
 @pytest.fixture
-def app(replay, tmp_path: Path) -> App:  # noqa: ANN001
-    return App(settings_for(replay.endpoint, tmp_path / "hubwatch.db"))  # type: ignore[arg-type]
+def app(replay, database_url: str) -> Iterator[App]:  # noqa: ANN001
+    app = App(settings_for(replay.endpoint, database_url))  # type: ignore[arg-type]
+    yield app
+    if "store" in app.__dict__:
+        app.store.engine.dispose()
 
 
-def write_config(path: Path, endpoint: str, db_path: Path, extra: str = "") -> Path:
+def write_config(path: Path, endpoint: str, db_path: Path | str, extra: str = "") -> Path:
     path.write_text(
-        f'[hub]\nendpoint = "{endpoint}"\n\n[storage]\nurl = "sqlite:///{db_path}"\n\n[poll]\njitter = "0"\n{extra}',
+        f'[hub]\nendpoint = "{endpoint}"\n\n[storage]\nurl = "{_url(db_path)}"\n\n[poll]\njitter = "0"\n{extra}',
         encoding="utf-8",
     )
     return path

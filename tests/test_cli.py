@@ -19,8 +19,8 @@ BROKEN = "hubwatch-tests/broken-model"
 
 
 @pytest.fixture
-def config(replay, tmp_path: Path) -> Path:  # noqa: ANN001
-    return write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db")
+def config(replay, tmp_path: Path, database_url: str) -> Path:  # noqa: ANN001
+    return write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
 
 
 def test_watch_poll_history_show_diff(replay, config: Path) -> None:  # noqa: ANN001
