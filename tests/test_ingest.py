@@ -34,8 +34,10 @@ def test_first_poll_stores_the_head_as_baseline(app: App, replay) -> None:  # no
     [outcome] = app.poll()
     assert outcome.status == "ingested"
     assert _shas(app, BROKEN) == [replay.head_sha(BROKEN)]
-    [baseline] = _changes(app, BROKEN, replay.head_sha(BROKEN))
-    assert baseline.kind == "repo" and baseline.summary.startswith("baseline: ")
+    changes = _changes(app, BROKEN, replay.head_sha(BROKEN))
+    assert [c.kind for c in changes] == ["repo", "estimate"]
+    assert changes[0].summary.startswith("baseline: ")
+    assert changes[1].summary.startswith("estimate: 39,383,808 parameters; full fine-tune at batch 1 needs ")
     assert app.store.find_revision(BROKEN, replay.head_sha(BROKEN)).is_baseline
 
 

@@ -221,6 +221,148 @@ def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -
 
 
 @cli.command()
+@click.argument("repo", required=False)
+@click.option("--revision", default=None, help="A stored revision (default: the newest).")
+@click.option("--config-file", type=click.Path(exists=True, dir_okay=False), help="Estimate a config.json file.")
+@click.option("--manifest", type=click.Path(exists=True, dir_okay=False),
+              help="With --config-file: a safetensors header (JSON: name -> {dtype, shape}) to count from.")
+@click.option("--seq-len-cap", default=None, type=click.IntRange(1, 1_048_576),
+              help="Cap on the sequence length (default: [estimate] seq_len_cap).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def estimate(
+    ctx: click.Context, repo: str | None, revision: str | None, config_file: str | None, manifest: str | None,
+    seq_len_cap: int | None, as_json: bool,
+) -> None:
+    """Parameters and GPU memory: of a stored revision of REPO, or of a config.json file."""
+    from tracker.estimate_cmd import estimate_file, estimate_revision
+
+    if (repo is None) == (config_file is None):
+        raise click.UsageError("give either REPO or --config-file")
+    if manifest and not config_file:
+        raise click.UsageError("--manifest goes with --config-file")
+    if config_file:
+        cap = seq_len_cap or 2048
+        result, header = estimate_file(config_file, manifest, cap), None
+    else:
+        app = _app(ctx)
+        repo = _repo_arg(repo)  # type: ignore[arg-type]
+        cap = seq_len_cap or app.settings.estimate.seq_len_cap
+        result, header = estimate_revision(app, repo, revision, cap)
+    if as_json:
+        _emit_json({**({"repo_id": repo, **header} if header else {}), **result.to_dict()})
+        return
+    from estimator import render_table
+
+    if header:
+        click.echo(f"{repo} at {header['sha'][:12]} ({header['source']})")
+    click.echo(render_table(result))
+
+
+# -- the HTTP server and feeds (feeds/) --------------------------------------------------------------
+
+
+def _http_server(app: App, trigger: Any):  # noqa: ANN202 - feeds.http.ServerThread, imported lazily
+    """Feeds, pages, API and Hub webhooks on [server] host:port, started in a background thread."""
+    from feeds.http import ServerOptions, ServerThread, create_app
+
+    settings = app.settings
+
+    def differ(a, b):  # noqa: ANN001, ANN202 - two stored revisions -> their changes as dicts
+        return [c.to_dict() for c in diff_snapshots(load_snapshot(app.store, a), load_snapshot(app.store, b))]
+
+    options = ServerOptions(
+        public_url=settings.server.public_url.rstrip("/"),
+        api_token=settings.api_token,
+        read_token=settings.read_token,
+        hub_webhook_secret=settings.hub_webhook_secret,
+        default_interval_s=settings.default_interval_s,
+        allow_private_targets=settings.delivery.allow_private_targets,
+    )
+    http_app = create_app(app.store, options=options, trigger=trigger, outbox=_outbox(app), diff=differ)
+    try:
+        server = ServerThread(http_app, settings.server.host, settings.server.port)
+    except OSError as err:
+        raise ConfigError(f"cannot listen on {settings.server.host}:{settings.server.port}: {err.strerror or err}") from err
+    return server.start()
+
+
+def _outbox(app: App) -> Any:
+    """The outbound-webhook store, for the subscription routes."""
+    from storage.outbox import OutboxStore
+
+    return OutboxStore(app.store.engine)
+
+
+@cli.command()
+@click.pass_context
+def serve(ctx: click.Context) -> None:
+    """The HTTP server alone (feeds, pages, API, Hub webhooks) until Ctrl-C or SIGTERM; no polling."""
+    import signal
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    app = _app(ctx)
+    ingests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
+
+    def ingest_now(repo_id: str, branch: str | None) -> bool:
+        ingests.submit(app.poll_if_due, repo_id, branch or "main")
+        return True
+
+    server = _http_server(app, trigger=ingest_now)
+    done = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: done.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        done.wait()
+    finally:
+        server.stop()
+        ingests.shutdown(wait=True, cancel_futures=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@cli.command()
+@click.argument("repo", required=False)
+@click.option("--all", "all_repos", is_flag=True, help="Every watched repo.")
+@click.option("--org", default=None, help="Every watched repo of this org or user.")
+@click.option("--security", is_flag=True, help="Security-relevant events of every repo.")
+@click.option("--format", "fmt", type=click.Choice(["atom", "rss"]), default="atom", show_default=True)
+@click.option("--kind", "kinds", multiple=True, help="Only this kind (repeatable): chat_template, revision.ingested, ...")
+@click.option("--min-severity", type=click.Choice(["info", "notice", "warning", "critical"]), default=None)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000), help="Newest entries shown.")
+@click.pass_context
+def feed(
+    ctx: click.Context, repo: str | None, all_repos: bool, org: str | None, security: bool, fmt: str,
+    kinds: tuple[str, ...], min_severity: str | None, limit: int,
+) -> None:
+    """The feed document on stdout: byte for byte what the server answers at [server] public_url."""
+    from feeds.feed import FeedBuilder, FeedRequest
+    from feeds.params import bad_kinds
+    from storage.events import EventQueries
+
+    if sum([repo is not None, all_repos, org is not None, security]) != 1:
+        raise click.UsageError("give exactly one of REPO, --all, --org ORG or --security")
+    if bad_kinds(kinds):
+        raise click.BadParameter(f"unknown kind(s): {', '.join(bad_kinds(kinds))}", param_hint="--kind")
+    app = _app(ctx)
+    queries = EventQueries(app.store.engine)
+    if repo is not None:
+        repo = _repo_arg(repo)
+        if not queries.repo_known(repo):
+            ctx.exit(_fail(f"no feed for {repo}: it is not watched (hubwatch watch add {repo})", 3))
+        scope, key = "repo", repo
+    elif org is not None:
+        scope, key = "org", org
+    else:
+        scope, key = ("security" if security else "all"), None
+    server = app.settings.server
+    base = server.public_url.rstrip("/") or f"http://{server.host}:{server.port}"
+    request = FeedRequest(scope, fmt, key, kinds, min_severity, limit)
+    sys.stdout.buffer.write(FeedBuilder(app.store, queries).build(request, base).body)
+    sys.stdout.buffer.flush()
+
+
+@cli.command()
 @click.option("--data-dir", default=None, help="Keep the demo's database here (default: a temporary folder).")
 @click.option("--delay", default=0.0, type=click.FloatRange(0), help="Seconds to pause between steps.")
 def demo(data_dir: str | None, delay: float) -> None:

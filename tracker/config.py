@@ -82,6 +82,11 @@ class PollSettings:
 
 
 @dataclass(frozen=True)
+class EstimateSettings:
+    seq_len_cap: int = 2048
+
+
+@dataclass(frozen=True)
 class LogSettings:
     level: str = "info"
     format: str = "auto"  # auto | json | console
@@ -112,6 +117,7 @@ class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     poll: PollSettings = field(default_factory=PollSettings)
     log: LogSettings = field(default_factory=LogSettings)
+    estimate: EstimateSettings = field(default_factory=EstimateSettings)
     watch: tuple[WatchSpec, ...] = ()
     webhooks: tuple[WebhookSpec, ...] = ()
     hub_token: str | None = field(default=None, repr=False)
@@ -138,6 +144,7 @@ _SECTIONS: dict[str, type] = {
     "server": ServerSettings,
     "poll": PollSettings,
     "log": LogSettings,
+    "estimate": EstimateSettings,
 }
 
 
@@ -292,6 +299,8 @@ def _validate(settings: Settings, source: str) -> None:
         raise ConfigError(f"{source}: [poll] chat_template_timeout_s must be positive")
     if not 0 < settings.server.port < 65536:
         raise ConfigError(f"{source}: [server] port must be 1-65535")
+    if not 1 <= settings.estimate.seq_len_cap <= 1_048_576:
+        raise ConfigError(f"{source}: [estimate] seq_len_cap must be between 1 and 1048576")
     if settings.log.format not in {"auto", "json", "console"}:
         raise ConfigError(f"{source}: [log] format must be auto, json or console")
     if settings.log.level.lower() not in {"debug", "info", "warning", "error"}:

@@ -15,13 +15,14 @@ from datetime import timedelta
 import structlog
 
 from storage.models import Watch
-from storage.store import NewChange, NewEvent, NewFile, NewRevision, RevisionNotStored, Store
+from storage.store import NewChange, NewEstimate, NewEvent, NewFile, NewRevision, RevisionNotStored, Store
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import is_pickle, kind_of
 from tracker.config import Settings, parse_interval
 from tracker.differs import diff_snapshots
 from tracker.errors import HubwatchError, RateLimited
-from tracker.events import REPO_VISIBILITY_CHANGED, event_id, revision_event, revision_title
+from tracker.estimates import estimate_change, estimate_snapshot, should_estimate
+from tracker.events import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED, event_id, revision_event, revision_title
 from tracker.hub import CommitInfo, HubClient, RepoHead
 from tracker.snapshot import Snapshot
 from tracker.snapshots import FetchedSnapshot, fetch_snapshot, load_snapshot
@@ -159,9 +160,13 @@ class Ingestor:
         else:
             changes = diff_snapshots(parent_snapshot, fetched.snapshot)
         changes = repo_facts + changes
+        estimate, estimate_events = self._estimate(watch.repo_id, commit.sha, fetched.snapshot, changes, is_baseline)
         title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
+        events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline), *estimate_events]
         self.store.save_revision(
-            _new_revision(watch, commit, parent_sha if not is_baseline else None, fetched, changes, title, is_baseline),
+            _new_revision(
+                watch, commit, parent_sha if not is_baseline else None, fetched, changes, events, estimate, is_baseline
+            ),
             watch_id=watch.id,
         )
         outcome.revisions.append(IngestedRevision(commit.sha, commit.title, title, changes, is_baseline))
@@ -173,6 +178,33 @@ class Ingestor:
             new_blobs=len(fetched.new_blobs),
             baseline=is_baseline,
         )
+
+    def _estimate(
+        self, repo_id: str, sha: str, snapshot: Snapshot, changes: list[Change], is_baseline: bool
+    ) -> tuple[NewEstimate | None, list[NewEvent]]:
+        """Rerun the estimator on a first revision or a structural change; its change joins `changes`."""
+        stored = self.store.latest_estimate(repo_id)
+        previous = None if stored is None else NewEstimate(stored[1].parameters_total, stored[1].result, stored[1].error)
+        if not should_estimate(is_baseline, changes, previous.result if previous else None):
+            return None, []
+        estimate = estimate_snapshot(snapshot, self.settings.estimate.seq_len_cap)
+        if estimate is None:
+            return None, []
+        change = estimate_change(None if is_baseline else previous, estimate)
+        if change is None:
+            return estimate, []
+        changes.append(change)
+        if change.severity < Severity.NOTICE:
+            return estimate, []
+        name = repo_id.split("/", 1)[-1]
+        event = NewEvent(
+            event_id=event_id(repo_id, sha, ESTIMATE_CHANGED),
+            kind=ESTIMATE_CHANGED,
+            title=f"{name}: {change.summary} ({change.severity.value})",
+            severity=change.severity.value,
+            payload={"kinds": [ChangeKind.ESTIMATE.value], "summaries": [change.summary], "detail": change.detail},
+        )
+        return estimate, [event]
 
     def _stored_snapshot(self, repo_id: str, sha: str | None) -> Snapshot | None:
         if sha is None:
@@ -254,7 +286,8 @@ def _new_revision(
     parent_sha: str | None,
     fetched: FetchedSnapshot,
     changes: list[Change],
-    title: str,
+    events: list[NewEvent],
+    estimate: NewEstimate | None,
     is_baseline: bool,
 ) -> NewRevision:
     snapshot = fetched.snapshot
@@ -296,5 +329,6 @@ def _new_revision(
             )
             for c in changes
         ],
-        events=[revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline)],
+        events=events,
+        estimate=estimate,
     )

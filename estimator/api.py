@@ -1,0 +1,148 @@
+"""estimate(config, manifest) -> Estimate: the one entry point."""
+
+from __future__ import annotations
+
+from . import memory
+from .errors import EstimateError
+from .families import BUILDERS
+from .manifest import ManifestCount, count_manifest
+from .reader import ConfigReader
+from .result import Estimate
+from .structure import Structure
+
+DTYPE_NAMES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32", "float64": "F64", "half": "F16",
+               "float": "F32"}
+MAX_PARAMETERS = 10**14
+
+
+def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2048) -> Estimate:
+    """Parameters, input shape, memory per mode and batches per card for one revision.
+
+    Bad input raises EstimateError naming the key; custom code without a manifest returns an estimate
+    whose note says the structure cannot be derived, with no figures rather than guessed ones.
+    """
+    if isinstance(seq_len_cap, bool) or not isinstance(seq_len_cap, int) or not 1 <= seq_len_cap <= 10**7:
+        raise EstimateError("seq_len_cap", f"expected a positive integer, got {seq_len_cap!r}")
+    reader = ConfigReader(config, "")
+    counted = count_manifest(manifest, audio_encoder=config.get("model_type") == "whisper") \
+        if manifest is not None else None
+    notes: list[str] = []
+    structure = _derive(reader, seq_len_cap, counted, notes)
+    return _assemble(reader, structure, counted, notes, seq_len_cap)
+
+
+def _derive(r: ConfigReader, cap: int, counted: ManifestCount | None, notes: list[str]) -> Structure | None:
+    auto_map = r.data.get("auto_map")
+    if auto_map is not None:
+        classes = ", ".join(sorted(str(v) for v in auto_map.values())) if isinstance(auto_map, dict) else auto_map
+        source = ("counted from the weight manifest" if counted
+                  else "no weight manifest was given, so nothing is counted")
+        notes.append(f"custom code (auto_map: {classes}): the repo builds its own model, so the structure cannot "
+                     f"be derived from config.json; {source}")
+        return None
+    model_type = r.data.get("model_type")
+    if model_type is None:
+        if counted is None:
+            raise EstimateError("model_type", "missing: the architecture cannot be identified")
+        notes.append("model_type is missing: the structure cannot be derived; counted from the weight manifest")
+        return None
+    if not isinstance(model_type, str):
+        raise EstimateError("model_type", f"expected a string, got {model_type!r}")
+    builder = BUILDERS.get(model_type)
+    if builder is None:
+        if counted is None:
+            raise EstimateError("model_type", f"{model_type!r} is not a modelled architecture "
+                                              f"(modelled: {', '.join(sorted(BUILDERS))})")
+        notes.append(f"model_type {model_type!r} is not modelled: the structure cannot be derived; "
+                     "counted from the weight manifest")
+        return None
+    structure = builder(r, cap)
+    if structure.total > MAX_PARAMETERS:
+        raise EstimateError("config", f"derives {structure.total:,} parameters, beyond any real model")
+    return structure
+
+
+def _assemble(r: ConfigReader, s: Structure | None, counted: ManifestCount | None, notes: list[str],
+              cap: int) -> Estimate:
+    warnings: list[str] = []
+    derived = s.total if s else None
+    checkpoint = counted.parameters if counted else None
+    used = _choose(s, counted, warnings, notes)
+    total = derived if used == "derived" else checkpoint
+    params = {
+        "total": total,
+        "derived": derived,
+        "checkpoint": checkpoint,
+        "by_tower": (s.by_tower() if used == "derived" else dict(sorted(counted.by_tower.items())))
+        if used else {},
+        "by_component": s.by_component() if s else {},
+        "by_dtype": _by_dtype(r, counted, total, notes),
+        "delta": _delta(derived, checkpoint),
+        "used": used,
+    }
+    if counted:
+        params["checkpoint_detail"] = {"tensors": counted.tensors, "stored_bytes": counted.stored_bytes,
+                                       "buffers": counted.buffers, "integer_elements": counted.integer,
+                                       "quantized": counted.quantized}
+    if s:
+        notes.extend(s.tied)
+        notes.extend(s.notes)
+        notes.extend(f"default applied: {d}" for d in r.defaulted)
+    inputs = {"batch": 1, "seq_len_cap": cap, **(s.inputs if s else {})}
+    if total is None:
+        return Estimate(params, inputs, {}, {}, notes, warnings)
+    modes = memory.modes(s, total)
+    mem = {m.name: {"batch_1_bytes": m.at_batch(1), "static_bytes": m.static_bytes,
+                    "per_sample_bytes": m.per_sample_bytes, "parts": m.parts} for m in modes}
+    mem["assumptions"] = {
+        "cuda_context_bytes": memory.CUDA_CONTEXT_BYTES,
+        "headroom_fraction": memory.HEADROOM,
+        "lora_rank": memory.LORA_RANK,
+        "text": "bf16 autocast, AdamW (fp32 master weights, fp32 grads, two fp32 moments), SDPA without a "
+                "stored score matrix, LoRA r=16 on every linear layer but the head with a frozen bf16 base, "
+                "QLoRA on an NF4 base with double quantization; a per-process allowance for the CUDA context",
+    }
+    if s is None:
+        notes.append("activations and KV cache need the structure: only weight and optimizer memory is given")
+    return Estimate(params, inputs, mem, memory.cards(modes, total), notes, warnings)
+
+
+def _choose(s: Structure | None, counted: ManifestCount | None, warnings: list[str], notes: list[str]) -> str | None:
+    if s is None:
+        return "checkpoint" if counted else None
+    if counted is None:
+        return "derived"
+    if counted.quantized:
+        notes.append("the checkpoint is quantized or packed: its element count is not a parameter count, "
+                     "so the memory figures use the derived count")
+        return "derived"
+    if counted.parameters != s.total:
+        delta = counted.parameters - s.total
+        warnings.append(f"config does not match the checkpoint: derived {s.total:,}, checkpoint "
+                        f"{counted.parameters:,} ({delta:+,}, {100 * delta / s.total:+.2f}%); "
+                        "the memory figures use the checkpoint")
+        return "checkpoint"
+    return "derived"
+
+
+def _delta(derived: int | None, checkpoint: int | None) -> dict | None:
+    if derived is None or checkpoint is None:
+        return None
+    diff = checkpoint - derived
+    return {"parameters": diff, "percent": round(100 * diff / derived, 4) if derived else None}
+
+
+def _by_dtype(r: ConfigReader, counted: ManifestCount | None, total: int | None, notes: list[str]) -> dict:
+    if counted:
+        return dict(sorted(counted.by_dtype.items()))
+    if total is None:
+        return {}
+    declared = r.data.get("torch_dtype") or r.data.get("dtype")
+    if declared is None:
+        notes.append("by_dtype: no manifest and no torch_dtype in config.json, so the dtype is unknown")
+        return {}
+    name = DTYPE_NAMES.get(str(declared))
+    if name is None:
+        raise EstimateError("torch_dtype", f"unknown dtype {declared!r}")
+    notes.append(f"by_dtype: from the declared torch_dtype {declared} (no manifest)")
+    return {name: total}

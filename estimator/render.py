@@ -1,0 +1,52 @@
+"""The readable table the CLI prints for an estimate."""
+
+from __future__ import annotations
+
+from .result import Estimate
+
+
+def _n(value) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _gib(value) -> str:
+    return "-" if value is None else f"{value / 1024**3:.2f} GiB"
+
+
+def render_table(result: Estimate) -> str:
+    p = result.parameters
+    lines = ["Parameters"]
+    delta = p.get("delta")
+    lines.append(f"  total      {_n(p['total'])}  (used: {p.get('used') or 'none'})")
+    lines.append(f"  derived    {_n(p['derived'])}")
+    lines.append(f"  checkpoint {_n(p['checkpoint'])}"
+                 + (f"  delta {delta['parameters']:+,} ({delta['percent']:+.2f}%)" if delta else ""))
+    for title, key in (("by tower", "by_tower"), ("by component", "by_component"), ("by dtype", "by_dtype")):
+        if p.get(key):
+            lines.append(f"  {title}: " + ", ".join(f"{k} {_n(v)}" for k, v in p[key].items()))
+    lines.append("Input")
+    for key, value in result.input.items():
+        lines.append(f"  {key}: {value}")
+    modes = [name for name in result.memory if name != "assumptions"]
+    if modes:
+        lines.append("Memory at batch 1")
+        width = max(len(m) for m in modes)
+        for name in modes:
+            m = result.memory[name]
+            per = m["per_sample_bytes"]
+            lines.append(f"  {name:<{width}}  {_gib(m['batch_1_bytes']):>12}   (+{_gib(per)} a sample)")
+        a = result.memory["assumptions"]
+        lines.append(f"  includes a {a['cuda_context_bytes'] / 1024**2:.0f} MiB CUDA-context allowance; "
+                     f"cards keep {a['headroom_fraction']:.0%} free")
+    if result.cards:
+        lines.append("Largest batch per card (0: does not fit)")
+        header = "  " + f"{'card':<12}" + "".join(f"{m:>17}" for m in modes)
+        lines.append(header)
+        for card, row in result.cards.items():
+            cells = "".join(f"{_n(row['max_batch'].get(m)):>17}" for m in modes)
+            lines.append(f"  {card:<12}{cells}")
+    for title, items in (("Notes", result.notes), ("Warnings", result.warnings)):
+        if items:
+            lines.append(title)
+            lines.extend(f"  - {item}" for item in items)
+    return "\n".join(lines)

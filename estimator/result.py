@@ -1,0 +1,25 @@
+"""The estimate as returned: plain data with a stable JSON shape (integers for parameters and bytes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Estimate:
+    """Parameters derived and/or counted, the input shape used, memory per mode, batches per card."""
+
+    parameters: dict
+    input: dict
+    memory: dict
+    cards: dict
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int | None:
+        return self.parameters["total"]
+
+    def to_dict(self) -> dict:
+        return {"parameters": self.parameters, "input": self.input, "memory": self.memory, "cards": self.cards,
+                "notes": list(self.notes), "warnings": list(self.warnings)}

@@ -1,0 +1,80 @@
+"""What a family builder derives from a config: parameters by tower and component, and layer stacks."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+TOWERS = ("text", "vision", "audio", "projection", "head")
+COMPONENTS = ("embeddings", "blocks", "norms", "heads", "projections", "other")
+
+
+@dataclass
+class Stack:
+    """A run of identical layers and what one layer costs in memory per sample.
+
+    Bytes follow one forward under bf16 autocast with SDPA (fp32 residual stream, bf16 matmul outputs).
+    """
+
+    tower: str
+    name: str
+    layers: int
+    tokens: int                      # tokens per sample through this stack
+    hidden: int                      # residual width: a checkpointed layer keeps 4 * hidden bytes a token
+    saved_per_token: float           # bytes saved for backward, per token, per layer
+    saved_per_sample_extra: int = 0  # per sample per layer, not linear in tokens (stored score matrices)
+    saved_per_layer: int = 0         # per layer, independent of the batch (e.g. Gemma's 1 + weight)
+    kv_per_token: int = 0            # bf16 KV cache bytes per token per layer at inference
+    cross_kv_tokens: int = 0         # encoder tokens a decoder's cross-attention caches
+    cross_kv_per_token: int = 0
+
+    def saved_per_sample(self) -> float:
+        return self.saved_per_token * self.tokens + self.saved_per_sample_extra
+
+
+@dataclass
+class Structure:
+    """The derived model: parameter ledger, stacks, fixed activations, and the linear layers for LoRA."""
+
+    family: str
+    architecture: str
+    params: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    stacks: list[Stack] = field(default_factory=list)
+    fixed_saved_per_sample: float = 0.0    # embeddings, final norm, head and loss, saved for backward
+    fixed_saved_const: float = 0.0         # saved once whatever the batch (e.g. T5's position buckets)
+    loss_transient_per_sample: float = 0.0  # logits, their fp32 copy and gradients at the loss
+    lora_linear_dims: int = 0               # sum of (in + out) over every linear layer but the head
+    quantizable: int = 0                    # parameters in block linear layers (4-bit under QLoRA)
+    matmul_params: int = 0                  # parameters used in autocast matmuls (bf16 weight copies)
+    largest_linear: int = 0                 # elements of the largest block weight matrix
+    tied: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    inputs: dict = field(default_factory=dict)
+
+    def add(self, tower: str, component: str, count: int) -> None:
+        self.params[tower][component] += int(count)
+
+    def linear(self, tower: str, component: str, d_in: int, d_out: int, bias: bool, *, times: int = 1,
+               lora: bool = True) -> None:
+        """Record ``times`` linear layers (weight + optional bias) and what LoRA and QLoRA make of them."""
+        count = (d_in * d_out + (d_out if bias else 0)) * times
+        self.add(tower, component, count)
+        self.matmul_params += d_in * d_out * times
+        if lora:
+            self.lora_linear_dims += (d_in + d_out) * times
+            self.quantizable += d_in * d_out * times
+            self.largest_linear = max(self.largest_linear, d_in * d_out)
+
+    @property
+    def total(self) -> int:
+        return sum(sum(parts.values()) for parts in self.params.values())
+
+    def by_tower(self) -> dict[str, int]:
+        return {t: sum(self.params[t].values()) for t in TOWERS if sum(self.params[t].values())}
+
+    def by_component(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for parts in self.params.values():
+            for comp, n in parts.items():
+                out[comp] = out.get(comp, 0) + n
+        return {c: out[c] for c in COMPONENTS if out.get(c)}

@@ -1,0 +1,125 @@
+"""The estimator inside the pipeline and behind `hubwatch estimate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from storage.store import NewEstimate
+from tests.conftest import run_cli, write_config
+from tracker.app import App
+from tracker.changes import Severity
+from tracker.estimates import estimate_change
+
+EVERY_KIND = "hubwatch-tests/every-kind"
+BUNDLED = Path(__file__).parent.parent / "tracker" / "replay" / "histories"
+
+
+def _result(total: int, full_b1: int, batches: dict[str, dict[str, int]]) -> dict:
+    return {
+        "parameters": {"total": total, "used": "derived"},
+        "memory": {"full_finetune": {"batch_1_bytes": full_b1}, "lora": {"batch_1_bytes": 1}},
+        "cards": {card: {"max_batch": mb} for card, mb in batches.items()},
+    }
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "severity", "words"),
+    [
+        (_result(10, 2**30, {"L4 24GB": {"full_finetune": 9}}), _result(12, 2**31, {"L4 24GB": {"full_finetune": 7}}),
+         Severity.WARNING, "full fine-tune at batch 8 no longer fits L4 24GB"),
+        (_result(10, 2**31, {"L4 24GB": {"full_finetune": 0}}), _result(10, 2**30, {"L4 24GB": {"full_finetune": 1}}),
+         Severity.NOTICE, "full fine-tune at batch 1 now fits L4 24GB"),
+        (_result(10, 2**30, {"T4 16GB": {"lora": 3}}), _result(11, 2**30, {"T4 16GB": {"lora": 3}}),
+         Severity.NOTICE, "parameters 10 -> 11"),
+    ],
+)
+def test_estimate_change_names_card_crossings(before: dict, after: dict, severity: Severity, words: str) -> None:
+    """An estimate change says what crossed a card boundary, and warns when something stops fitting."""
+    change = estimate_change(NewEstimate(1, before), NewEstimate(1, after))
+    assert change is not None and change.severity == severity
+    assert words in change.summary
+
+
+def test_unchanged_estimate_is_not_a_change() -> None:
+    """The same figures twice make no change."""
+    same = _result(10, 2**30, {"L4 24GB": {"full_finetune": 9}})
+    assert estimate_change(NewEstimate(10, same), NewEstimate(10, same)) is None
+
+
+def _ingest_all(app: App, replay, repo_id: str) -> None:  # noqa: ANN001
+    replay.set_head(repo_id, 1)
+    app.store.add_watch(repo_id, "main", 900)
+    app.poll()
+    replay.set_head(repo_id, len(replay.commits(repo_id)))
+    app.poll()
+
+
+def test_structural_change_reruns_the_estimate(app: App, replay) -> None:  # noqa: ANN001
+    """Raising max_position_embeddings reruns the estimate; its change and event are stored."""
+    _ingest_all(app, replay, EVERY_KIND)
+    sha = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == "0002-longer-context")
+    revision = app.store.find_revision(EVERY_KIND, sha)
+    changes = app.store.changes_by_revision([revision.id])[revision.id]
+    [change] = [c for c in changes if c.kind == "estimate"]
+    assert "full fine-tune batch 1" in change.summary
+    assert app.store.estimate_for(revision.id).result["input"]["sequence_length"] == 1024
+    events = [e for e in app.store.list_events(EVERY_KIND) if e.kind == "estimate.changed"]
+    assert [e.sha for e in events] == [sha]
+    unchanged = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == "0004-chat-template")
+    assert app.store.estimate_for(app.store.find_revision(EVERY_KIND, unchanged).id) is None
+
+
+@pytest.mark.parametrize(
+    ("repo_id", "published"),
+    [("jinaai/jina-clip-v2", 865_278_476), ("laion/CLIP-ViT-B-32-laion2B-s34B-b79K", 151_277_439)],
+)
+def test_custom_code_and_two_tower_repos_match_their_checkpoint(app: App, replay, repo_id: str, published: int) -> None:  # noqa: ANN001
+    """A custom-code repo and a two-tower CLIP come out within 0.1% of their published checkpoint size."""
+    _ingest_all(app, replay, repo_id)
+    revision = app.store.list_revisions(repo_id, limit=1)[0]
+    total = app.store.latest_estimate(repo_id)[1].parameters_total
+    assert abs(total - published) / published < 0.001, total
+    assert revision.sha == replay.head_sha(repo_id)
+
+
+def test_estimate_cli_on_a_config_file_and_a_revision(replay, tmp_path: Path, database_url: str) -> None:  # noqa: ANN001
+    """`hubwatch estimate --config-file` and `hubwatch estimate REPO` print tables and JSON with integers."""
+    config_file = next(BUNDLED.glob("meta-llama/Llama-3.1-8B-Instruct/commits/*/files/config.json"))
+    result = run_cli("estimate", "--config-file", str(config_file), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["parameters"]["total"] == 8_030_261_248 and data["parameters"]["checkpoint"] is None
+    assert isinstance(data["memory"]["full_finetune"]["batch_1_bytes"], int)
+    config = write_config(tmp_path / "h.toml", replay.endpoint, database_url)
+    replay.set_head(EVERY_KIND, 1)
+    assert run_cli("watch", "add", EVERY_KIND, config=config).returncode == 0
+    assert run_cli("poll", config=config).returncode == 0
+    table = run_cli("estimate", EVERY_KIND, config=config)
+    assert table.returncode == 0, table.stderr
+    assert "Largest batch per card" in table.stdout and "config.json and weight headers" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["estimate"], 2, "either REPO or --config-file"),
+        (["estimate", "hubwatch-tests/never-polled"], 3, "no stored revision"),
+    ],
+)
+def test_estimate_cli_errors(tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    """Missing input and unknown repos fail with a clear message and exit code."""
+    config = write_config(tmp_path / "h.toml", "http://127.0.0.1:9", tmp_path / "h.db")
+    result = run_cli(*args, config=config)
+    assert result.returncode == code and message in result.stderr, result.stderr
+
+
+def test_estimate_cli_names_the_bad_key(tmp_path: Path) -> None:
+    """A config with a nonsensical value is refused with the key named, exit code 1."""
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"model_type": "llama", "hidden_size": -5, "num_hidden_layers": 2,
+                               "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 10}))
+    result = run_cli("estimate", "--config-file", str(bad))
+    assert result.returncode == 1 and "hidden_size" in result.stderr

@@ -1,0 +1,133 @@
+"""Running the estimator on a revision, and saying what its answer means next to the previous one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from estimator import EstimateError, estimate
+from storage.store import NewEstimate
+from tracker.changes import Change, ChangeKind, Severity
+from tracker.snapshot import Snapshot
+
+# Modes people plan for, in the words a person uses; and batch sizes worth announcing.
+MODES = {
+    "full_finetune": "full fine-tune",
+    "lora": "LoRA r=16",
+    "qlora": "QLoRA",
+    "inference": "inference",
+}
+BATCHES = (1, 8, 32)
+
+
+def manifest_of(snapshot: Snapshot) -> dict[str, tuple[str, tuple[int, ...]]] | None:
+    """Every tensor of the revision's safetensors headers, or None when it has none readable."""
+    tensors = {t.name: (t.dtype, t.shape) for m in snapshot.manifests.values() if not m.error for t in m.tensors}
+    return tensors or None
+
+
+def estimate_snapshot(snapshot: Snapshot, seq_len_cap: int = 2048) -> NewEstimate | None:
+    """The estimate of a revision; None when it has neither a config.json nor weight headers."""
+    config, error = snapshot.read_json("config.json")
+    manifest = manifest_of(snapshot)
+    if config is None and manifest is None:
+        return None if "config.json" not in snapshot.files else NewEstimate(None, None, error)
+    if config is not None and not isinstance(config, dict):
+        return NewEstimate(None, None, "config.json is not a JSON object")
+    try:
+        result = estimate(config or {}, manifest, seq_len_cap=seq_len_cap)
+    except EstimateError as err:
+        return NewEstimate(None, None, str(err))
+    return NewEstimate(result.total, result.to_dict(), None)
+
+
+def should_estimate(is_baseline: bool, changes: list[Change], previous: dict[str, Any] | None) -> bool:
+    """On a repo's first revision, when its structure changed, or when no estimate stands yet."""
+    return is_baseline or previous is None or any(c.structural for c in changes)
+
+
+def _batch(result: dict[str, Any], card: str, mode: str) -> int | None:
+    return result.get("cards", {}).get(card, {}).get("max_batch", {}).get(mode)
+
+
+def _crossings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """e.g. "full fine-tune at batch 8 no longer fits L4 24GB"."""
+    lines = []
+    for card in new.get("cards", {}):
+        for mode, words in MODES.items():
+            before, after = _batch(old, card, mode), _batch(new, card, mode)
+            if before is None or after is None:
+                continue
+            for batch in BATCHES:
+                if before >= batch > after:
+                    lines.append(f"{words} at batch {batch} no longer fits {card}")
+                elif after >= batch > before:
+                    lines.append(f"{words} at batch {batch} now fits {card}")
+    return lines
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / 2**30:.1f} GiB"
+
+
+def estimate_change(old: NewEstimate | None, new: NewEstimate, path: str = "config.json") -> Change | None:
+    """The `estimate` Change between two estimates; None when nothing a person would notice moved."""
+    if new.result is None:
+        if old is not None and old.result is None and old.error == new.error:
+            return None
+        return Change(
+            kind=ChangeKind.ESTIMATE,
+            path=path,
+            summary=f"estimate: cannot be made: {new.error}",
+            severity=Severity.NOTICE,
+            detail={"error": new.error, "before": old.result if old else None},
+        )
+    before = old.result if old is not None else None
+    if before is None:
+        total = new.parameters_total
+        full = new.result["memory"].get("full_finetune", {}).get("batch_1_bytes")
+        return Change(
+            kind=ChangeKind.ESTIMATE,
+            path=path,
+            summary=f"estimate: {total:,} parameters; full fine-tune at batch 1 needs {_gib(full)}"
+            if total is not None
+            else "estimate: " + "; ".join(new.result.get("notes", [])[:1]),
+            severity=Severity.INFO,
+            detail={"before": None, "after": _headline(new.result)},
+        )
+    parts = []
+    old_total, new_total = before["parameters"].get("total"), new.result["parameters"].get("total")
+    if old_total != new_total:
+        parts.append(f"parameters {_count(old_total)} -> {_count(new_total)}")
+    for mode in ("full_finetune", "lora"):
+        a = before["memory"].get(mode, {}).get("batch_1_bytes")
+        b = new.result["memory"].get(mode, {}).get("batch_1_bytes")
+        if a != b:
+            parts.append(f"{MODES[mode]} batch 1 {_gib(a)} -> {_gib(b)}")
+    crossings = _crossings(before, new.result)
+    if not parts and not crossings:
+        return None
+    lost = any("no longer fits" in line for line in crossings)
+    summary = "estimate: " + "; ".join(parts + crossings[:3])
+    if len(crossings) > 3:
+        summary += f"; +{len(crossings) - 3} more card changes"
+    return Change(
+        kind=ChangeKind.ESTIMATE,
+        path=path,
+        summary=summary,
+        severity=Severity.WARNING if lost else Severity.NOTICE,
+        detail={"before": _headline(before), "after": _headline(new.result), "crossings": crossings},
+    )
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def _headline(result: dict[str, Any]) -> dict[str, Any]:
+    """The figures an estimate change is about (the full result stays on the revision)."""
+    return {
+        "parameters": result["parameters"].get("total"),
+        "used": result["parameters"].get("used"),
+        "memory_batch_1": {m: result["memory"].get(m, {}).get("batch_1_bytes") for m in MODES},
+        "max_batch": {card: data.get("max_batch", {}) for card, data in result.get("cards", {}).items()},
+    }
