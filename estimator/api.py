@@ -87,6 +87,7 @@ def _assemble(r: ConfigReader, s: Structure | None, counted: ManifestCount | Non
     if s:
         notes.extend(s.tied)
         notes.extend(s.notes)
+        warnings.extend(s.warnings)
         notes.extend(f"default applied: {d}" for d in r.defaulted)
     inputs = {"batch": 1, "seq_len_cap": cap, **(s.inputs if s else {})}
     if total is None:
@@ -100,7 +101,10 @@ def _assemble(r: ConfigReader, s: Structure | None, counted: ManifestCount | Non
         "lora_rank": memory.LORA_RANK,
         "text": "bf16 autocast, AdamW (fp32 master weights, fp32 grads, two fp32 moments), SDPA without a "
                 "stored score matrix, LoRA r=16 on every linear layer but the head with a frozen bf16 base, "
-                "QLoRA on an NF4 base with double quantization; a per-process allowance for the CUDA context",
+                "QLoRA on an NF4 base with double quantization; a per-process allowance for the CUDA context; "
+                "inference: bf16 weights, bf16 KV cache at the input length and a transient workspace of half "
+                "one layer's training activations; activations as measured on transformers' modules under "
+                "bf16 autocast (tests/estimator), LoRA and QLoRA assumed to save what full fine-tuning saves",
     }
     if s is None:
         notes.append("activations and KV cache need the structure: only weight and optimizer memory is given")

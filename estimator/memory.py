@@ -59,9 +59,14 @@ def activations(s: Structure, checkpointing: bool) -> float:
     return s.fixed_saved_per_sample + kept + recompute
 
 
-def constant_saved(s: Structure) -> int:
-    """Saved bytes that do not grow with the batch (per-layer constants and shared masks)."""
-    return int(sum(st.layers * st.saved_per_layer for st in s.stacks) + s.fixed_saved_const)
+def constant_saved(s: Structure, checkpointing: bool = False) -> int:
+    """Saved bytes that do not grow with the batch (per-layer constants, shared masks); with checkpointing
+    only the layer being recomputed holds its constants."""
+    if checkpointing:
+        per_layer = max((st.saved_per_layer for st in s.stacks), default=0)
+    else:
+        per_layer = sum(st.layers * st.saved_per_layer for st in s.stacks)
+    return int(per_layer + s.fixed_saved_const)
 
 
 def kv_cache(s: Structure) -> int:
@@ -83,10 +88,10 @@ def modes(s: Structure | None, params: int) -> list[Mode]:
     out.append(Mode("inference", 2 * params + ctx, kv_cache(s) + int(workspace),
                     {"weights_bf16": 2 * params, "kv_cache_per_sample": kv_cache(s),
                      "workspace_per_sample": int(workspace), "cuda_context": ctx}))
-    const = constant_saved(s)
     lora_params = LORA_RANK * s.lora_linear_dims
     for gc in (False, True):
         suffix = "_gc" if gc else ""
+        const = constant_saved(s, gc)
         act = int(activations(s, gc))
         loss = int(s.loss_transient_per_sample)
         full_static = 16 * params + 2 * s.matmul_params + const + ctx

@@ -10,7 +10,11 @@ def _n(value) -> str:
 
 
 def _gib(value) -> str:
-    return "-" if value is None else f"{value / 1024**3:.2f} GiB"
+    if value is None:
+        return "-"
+    if value < 1024**3 / 10:
+        return f"{value / 1024**2:.1f} MiB"
+    return f"{value / 1024**3:.2f} GiB"
 
 
 def render_table(result: Estimate) -> str:

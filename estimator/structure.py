@@ -49,6 +49,7 @@ class Structure:
     largest_linear: int = 0                 # elements of the largest block weight matrix
     tied: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     inputs: dict = field(default_factory=dict)
 
     def add(self, tower: str, component: str, count: int) -> None:

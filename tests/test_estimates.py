@@ -29,9 +29,9 @@ def _result(total: int, full_b1: int, batches: dict[str, dict[str, int]]) -> dic
     ("before", "after", "severity", "words"),
     [
         (_result(10, 2**30, {"L4 24GB": {"full_finetune": 9}}), _result(12, 2**31, {"L4 24GB": {"full_finetune": 7}}),
-         Severity.WARNING, "full fine-tune at batch 8 no longer fits L4 24GB"),
+         Severity.WARNING, "full fine-tune at batch 9 no longer fits L4 24GB (largest batch now 7)"),
         (_result(10, 2**31, {"L4 24GB": {"full_finetune": 0}}), _result(10, 2**30, {"L4 24GB": {"full_finetune": 1}}),
-         Severity.NOTICE, "full fine-tune at batch 1 now fits L4 24GB"),
+         Severity.NOTICE, "full fine-tune now fits L4 24GB at batch 1"),
         (_result(10, 2**30, {"T4 16GB": {"lora": 3}}), _result(11, 2**30, {"T4 16GB": {"lora": 3}}),
          Severity.NOTICE, "parameters 10 -> 11"),
     ],

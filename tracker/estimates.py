@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from estimator import EstimateError, estimate
+from estimator import EstimateError, crossings, estimate
+from estimator.compare import mode_label
 from storage.store import NewEstimate
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.snapshot import Snapshot
 
-# Modes people plan for, in the words a person uses; and batch sizes worth announcing.
-MODES = {
-    "full_finetune": "full fine-tune",
-    "lora": "LoRA r=16",
-    "qlora": "QLoRA",
-    "inference": "inference",
-}
-BATCHES = (1, 8, 32)
+# The modes people plan for.
+MODES = ("full_finetune", "lora", "qlora", "inference")
 
 
 def manifest_of(snapshot: Snapshot) -> dict[str, tuple[str, tuple[int, ...]]] | None:
@@ -45,24 +40,17 @@ def should_estimate(is_baseline: bool, changes: list[Change], previous: dict[str
     return is_baseline or previous is None or any(c.structural for c in changes)
 
 
-def _batch(result: dict[str, Any], card: str, mode: str) -> int | None:
-    return result.get("cards", {}).get(card, {}).get("max_batch", {}).get(mode)
-
-
-def _crossings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """e.g. "full fine-tune at batch 8 no longer fits L4 24GB"."""
-    lines = []
-    for card in new.get("cards", {}):
-        for mode, words in MODES.items():
-            before, after = _batch(old, card, mode), _batch(new, card, mode)
-            if before is None or after is None:
-                continue
-            for batch in BATCHES:
-                if before >= batch > after:
-                    lines.append(f"{words} at batch {batch} no longer fits {card}")
-                elif after >= batch > before:
-                    lines.append(f"{words} at batch {batch} now fits {card}")
-    return lines
+def _card_lines(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Sentences for the (mode, card) pairs whose largest batch shrank, and those that now fit."""
+    lost, gained = [], []
+    for crossing in crossings(before, after):
+        if crossing.before is None or crossing.after is None:
+            continue
+        if crossing.after < crossing.before:
+            lost.append(crossing.summary)
+        elif crossing.before == 0:
+            gained.append(crossing.summary)
+    return lost, gained
 
 
 def _gib(value: int | None) -> str:
@@ -102,20 +90,20 @@ def estimate_change(old: NewEstimate | None, new: NewEstimate, path: str = "conf
         a = before["memory"].get(mode, {}).get("batch_1_bytes")
         b = new.result["memory"].get(mode, {}).get("batch_1_bytes")
         if a != b:
-            parts.append(f"{MODES[mode]} batch 1 {_gib(a)} -> {_gib(b)}")
-    crossings = _crossings(before, new.result)
-    if not parts and not crossings:
+            parts.append(f"{mode_label(mode)} batch 1 {_gib(a)} -> {_gib(b)}")
+    lost, gained = _card_lines(before, new.result)
+    if not parts and not lost and not gained:
         return None
-    lost = any("no longer fits" in line for line in crossings)
-    summary = "estimate: " + "; ".join(parts + crossings[:3])
-    if len(crossings) > 3:
-        summary += f"; +{len(crossings) - 3} more card changes"
+    shown = (lost + gained)[:3]
+    summary = "estimate: " + "; ".join(parts + shown)
+    if len(lost) + len(gained) > len(shown):
+        summary += f"; +{len(lost) + len(gained) - len(shown)} more card changes"
     return Change(
         kind=ChangeKind.ESTIMATE,
         path=path,
         summary=summary,
         severity=Severity.WARNING if lost else Severity.NOTICE,
-        detail={"before": _headline(before), "after": _headline(new.result), "crossings": crossings},
+        detail={"before": _headline(before), "after": _headline(new.result), "no_longer_fits": lost, "now_fits": gained},
     )
 
 

@@ -33,7 +33,7 @@ def _finish_head(s: Structure, r: ConfigReader, vocab: int, hidden: int, *, tied
     else:
         s.fixed_saved_per_sample += final_norm_saved * s.inputs["sequence_length"]
         if kind == "unknown":
-            s.notes.append(f"head of {s.architecture} is not modelled: the count covers the base model only")
+            s.warnings.append(f"head of {s.architecture} is not modelled: the count covers the base model only")
 
 
 def _llama_like(r: ConfigReader, cap: int, family: str, *, qkv_bias: bool | None = None, o_bias: bool | None = None,

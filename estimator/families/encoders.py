@@ -78,7 +78,7 @@ def _heads(s: Structure, r: ConfigReader, h: int, width: int, vocab: int, seq: i
     elif arch.endswith("Model") or not arch:
         pooler = style in ("bert", "roberta")
     else:
-        s.notes.append(f"head of {arch} is not modelled: the count covers the base model only")
+        s.warnings.append(f"head of {arch} is not modelled: the count covers the base model only")
     if pooler:
         s.linear("head", "heads", h, h, True, lora=False)
 
@@ -143,7 +143,7 @@ def distilbert(r, cap):
         s.linear("head", "heads", dim, dim, True, lora=False)
         s.linear("head", "heads", dim, r.num_labels(), True, lora=False)
     elif s.architecture and not s.architecture.endswith("Model"):
-        s.notes.append(f"head of {s.architecture} is not modelled: the count covers the base model only")
+        s.warnings.append(f"head of {s.architecture} is not modelled: the count covers the base model only")
     return s
 
 

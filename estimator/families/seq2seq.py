@@ -81,7 +81,7 @@ def t5(r: ConfigReader, cap: int) -> Structure:
         s.matmul_params += vocab * d
         _lm_loss(s, vocab, d, seq, 0)
     elif arch and arch not in ("T5Model", "T5EncoderModel"):
-        s.notes.append(f"head of {arch} is not modelled: the count covers the base model only")
+        s.warnings.append(f"head of {arch} is not modelled: the count covers the base model only")
     return s
 
 
@@ -131,7 +131,7 @@ def bart(r: ConfigReader, cap: int) -> Structure:
         s.matmul_params += vocab * d
         _lm_loss(s, vocab, d, seq, 0)
     elif arch and arch != "BartModel":
-        s.notes.append(f"head of {arch} is not modelled: the count covers the base model only")
+        s.warnings.append(f"head of {arch} is not modelled: the count covers the base model only")
     return s
 
 
@@ -167,7 +167,7 @@ def whisper(r: ConfigReader, cap: int) -> Structure:
         s.matmul_params += vocab * d
         _lm_loss(s, vocab, d, seq, blocks.layer_norm(d))
     elif arch and arch != "WhisperModel":
-        s.notes.append(f"head of {arch} is not modelled: the count covers the base model only")
+        s.warnings.append(f"head of {arch} is not modelled: the count covers the base model only")
     return s
 
 

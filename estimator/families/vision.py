@@ -163,7 +163,7 @@ def _vit_like(r: ConfigReader, family: str, *, dino: bool) -> Structure:
     elif (arch in ("ViTModel", "") and not dino) and r.bool("add_pooling_layer", default=True):
         s.linear("head", "heads", h, r.int("pooler_output_size", "width", default=h), True, lora=False)
     elif arch and not arch.endswith("Model"):
-        s.notes.append(f"head of {arch} is not modelled: the count covers the base model only")
+        s.warnings.append(f"head of {arch} is not modelled: the count covers the base model only")
     return s
 
 

@@ -1,0 +1,40 @@
+"""Saved-for-backward bytes per layer and fixed part: transformers measured against the estimator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.families import BUILDERS
+from estimator.memory import constant_saved
+from estimator.reader import ConfigReader
+
+from estimator_shapes import inputs_for, with_layers
+from estimator_truth import measure
+
+
+@dataclass
+class Comparison:
+    measured_layer: int
+    estimated_layer: float
+    measured_fixed: int
+    estimated_fixed: float
+
+    @property
+    def layer_error(self) -> float:
+        return self.estimated_layer / self.measured_layer - 1
+
+    @property
+    def fixed_error(self) -> float:
+        return self.estimated_fixed / self.measured_fixed - 1
+
+
+def compare(config: dict, batch: int, seq: int) -> Comparison:
+    """One vs two layers at real widths: the difference is one layer, the rest is the fixed part."""
+    one = measure(with_layers(config, 1), lambda c: inputs_for(c, batch, seq)).activation_bytes
+    two = measure(with_layers(config, 2), lambda c: inputs_for(c, batch, seq)).activation_bytes
+    structure = BUILDERS[config["model_type"]](ConfigReader(with_layers(config, 2)), seq)
+    stacks = len(structure.stacks)
+    per_layer = sum(st.saved_per_sample() for st in structure.stacks) * batch
+    per_layer += (constant_saved(structure) - structure.fixed_saved_const) / 2
+    fixed = structure.fixed_saved_per_sample * batch + structure.fixed_saved_const
+    return Comparison(two - one, per_layer, one - (two - one), fixed if stacks else 0.0)

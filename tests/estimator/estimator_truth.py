@@ -1,0 +1,124 @@
+"""Ground truth from transformers itself (test-only): parameter counts and saved-for-backward bytes.
+
+Parameter counts come from the model built on the meta device; saved bytes come from one forward pass
+under bf16 autocast inside ``saved_tensors_hooks``, run under ``FakeTensorMode`` so real widths cost no
+memory or compute. Fake and real CPU runs save the same tensors (``test_fake_run_matches_real_run``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from transformers.initialization import no_init_weights
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "estimator" / "configs"
+
+
+def load_config(relpath: str) -> dict:
+    """Read one fixture config.json as a plain dict."""
+    return json.loads((FIXTURES / relpath).read_text())
+
+
+def model_class(config_dict: dict):
+    """The class named by ``architectures`` (what the checkpoint holds), else the base AutoModel."""
+    archs = config_dict.get("architectures") or []
+    if archs and hasattr(transformers, archs[0]):
+        return getattr(transformers, archs[0])
+    return None
+
+
+def hf_config(config_dict: dict):
+    """A transformers config object built from a raw config dict."""
+    cfg = copy.deepcopy(config_dict)
+    model_type = cfg.pop("model_type")
+    return transformers.AutoConfig.for_model(model_type, **cfg)
+
+
+def build(config_dict: dict, device):
+    """Build the model the config names, on ``device`` (meta, or a FakeTensorMode)."""
+    config = hf_config(config_dict)
+    cls = model_class(config_dict)
+    with device:
+        if cls is None:
+            return transformers.AutoModel.from_config(config, dtype=torch.float32)
+        return cls._from_config(config, dtype=torch.float32)
+
+
+def count_parameters(config_dict: dict) -> int:
+    """Parameters of the model transformers builds for this config, tied tensors counted once.
+
+    Where transformers 5.x ties what the checkpoint keeps apart (T5 v1.1 / flan-T5, whose raw config says
+    ``tie_word_embeddings: false``), the untied head is added back: the checkpoint is the truth.
+    """
+    model = build(config_dict, torch.device("meta"))
+    total = sum(p.numel() for p in model.parameters())
+    if config_dict.get("model_type") == "t5" and config_dict.get("tie_word_embeddings") is False:
+        head = getattr(model, "lm_head", None)
+        if head is not None:
+            total += head.weight.numel()
+    return total
+
+
+def _storage_key(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage()._cdata
+
+
+class _ParamCasts(TorchDispatchMode):
+    """Marks the storages that are autocast copies of parameters (weights, not activations)."""
+
+    def __init__(self, keys: set[int]):
+        super().__init__()
+        self.keys = keys
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten._to_copy.default and _storage_key(args[0]) in self.keys:
+            self.keys.add(_storage_key(out))
+        return out
+
+
+@dataclass
+class Saved:
+    """Bytes saved for backward in one forward pass, split into activations and weight copies."""
+
+    activation_bytes: int
+    weight_copy_bytes: int
+
+
+def saved_bytes(model, inputs: dict) -> Saved:
+    """Run one training-mode forward under bf16 autocast and sum unique saved storages."""
+    param_keys = {_storage_key(p) for p in model.parameters()}
+    seen: dict[int, int] = {}
+    kept = []  # holding every saved tensor keeps storage addresses from being reused mid-pass
+
+    def pack(tensor):
+        kept.append(tensor)
+        seen.setdefault(_storage_key(tensor), tensor.untyped_storage().nbytes())
+        return tensor
+
+    model.train()
+    with (
+        torch.autocast("cpu", dtype=torch.bfloat16),
+        _ParamCasts(param_keys),
+        torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+    ):
+        model(**inputs)
+    weights = sum(n for k, n in seen.items() if k in param_keys)
+    return Saved(sum(seen.values()) - weights, weights)
+
+
+def measure(config_dict: dict, inputs_for, *, fake: bool = True) -> Saved:
+    """Saved bytes for one config, built fresh under FakeTensorMode (or on the real CPU)."""
+    if not fake:
+        model = build(config_dict, torch.device("cpu"))
+        return saved_bytes(model, inputs_for(config_dict))
+    with FakeTensorMode(), no_init_weights():
+        model = build(config_dict, torch.device("cpu"))
+        return saved_bytes(model, inputs_for(config_dict))
