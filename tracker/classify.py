@@ -73,7 +73,7 @@ def is_chat_template_file(path: str) -> bool:
 def kind_of(path: str) -> ChangeKind:
     """The kind a file's own changes are reported under."""
     base = posixpath.basename(path)
-    if path in WEIGHT_INDEX_NAMES or suffix(path) in WEIGHT_SUFFIXES:
+    if base in WEIGHT_INDEX_NAMES or suffix(path) in WEIGHT_SUFFIXES:
         return ChangeKind.WEIGHTS
     if is_chat_template_file(path):
         return ChangeKind.CHAT_TEMPLATE
@@ -89,7 +89,7 @@ def kind_of(path: str) -> ChangeKind:
 def should_download(path: str) -> bool:
     """True for files whose bytes the differs read. Weights are never downloaded (headers by Range)."""
     base = posixpath.basename(path)
-    if path in WEIGHT_INDEX_NAMES:
+    if base in WEIGHT_INDEX_NAMES:
         return True
     kind = kind_of(path)
     if kind is ChangeKind.WEIGHTS:

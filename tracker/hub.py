@@ -164,7 +164,7 @@ class HubClient:
         except SafetensorsParsingError as err:
             # The library's message repeats repo, file and revision before "): "; keep the reason.
             reason = _first_line(err).rsplit("): ", 1)[-1]
-            return WeightManifest(error=f"unreadable safetensors header: {reason}")
+            return WeightManifest(error=reason)
         except Exception as err:  # noqa: BLE001
             _translate(err, repo_id, f"read the header of {path} at {sha[:12]}")
         tensors = tuple(

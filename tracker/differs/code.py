@@ -106,9 +106,7 @@ def _lines(n: int) -> str:
 def unified_diff(path: str, old_text: str, new_text: str) -> dict[str, Any]:
     """A unified diff of two texts, cut to MAX_DIFF_LINES / MAX_DIFF_CHARS, with full line counts."""
     lines = list(
-        difflib.unified_diff(
-            old_text.splitlines(), new_text.splitlines(), f"a/{path}", f"b/{path}", lineterm=""
-        )
+        difflib.unified_diff(old_text.splitlines(), new_text.splitlines(), f"a/{path}", f"b/{path}", lineterm="")
     )
     body = [line for line in lines[2:] if not line.startswith("@@")]
     added = [line[1:] for line in body if line.startswith("+")]

@@ -41,7 +41,9 @@ STRUCTURAL_KEYS = frozenset(
         "r", "target_modules", "modules_to_save", "peft_type",
     }
 )  # fmt: skip
-_STRUCTURAL_NAME = re.compile(r"^(num|n)_\w*(layers?|heads?|experts?)(_per_tok)?$|_(size|dim|dims|dimension)$")
+_STRUCTURAL_NAME = re.compile(
+    r"^(num|n)_\w*(layers?|heads?|experts?)(_per_tok)?$|_(size|dim|dims|dimension|channels)$|_per_block$"
+)
 NOT_STRUCTURAL = frozenset(
     {
         "transformers_version", "_diffusers_version", "__version__", "_name_or_path", "_commit_hash",
@@ -203,9 +205,7 @@ def _structural_name(name: str) -> bool:
 def _holds_structural(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
-    return any(
-        (_structural_name(k) and k not in NOT_STRUCTURAL) or _holds_structural(v) for k, v in value.items()
-    )
+    return any((_structural_name(k) and k not in NOT_STRUCTURAL) or _holds_structural(v) for k, v in value.items())
 
 
 def _rate(path: str, changes: list[JsonChange], old_doc: Any, new_doc: Any) -> Rating:

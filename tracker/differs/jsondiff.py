@@ -110,7 +110,7 @@ def _prune(old: Any, new: Any, keys: tuple[Key, ...], out: list[JsonChange]) -> 
             old_c[key], new_c[key] = _prune(old[key], new[key], (*keys, key), out)
         return old_c, new_c
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        pairs = [_prune(a, b, (*keys, i), out) for i, (a, b) in enumerate(zip(old, new))]
+        pairs = [_prune(a, b, (*keys, i), out) for i, (a, b) in enumerate(zip(old, new, strict=True))]
         return [a for a, _ in pairs], [b for _, b in pairs]
     return old, new
 
@@ -135,9 +135,9 @@ def _deepdiff(old: Any, new: Any) -> list[JsonChange]:
             keys = tuple(level.path(output_format="list"))
             before = None if change == ADDED else level.t1
             after = None if change == REMOVED else level.t2
-            if change == TYPE_CHANGED and (before is None or after is None):
-                change = CHANGED
-            out.append(_compacted(JsonChange(keys, change, before, after)))
+            # null <-> a value is a plain change; type_changed is kept for two different non-null types
+            kind = CHANGED if change == TYPE_CHANGED and (before is None or after is None) else change
+            out.append(_compacted(JsonChange(keys, kind, before, after)))
     return out
 
 
@@ -228,7 +228,6 @@ def value_at(doc: Any, keys: tuple[Key, ...]) -> Any:
         except (KeyError, IndexError, TypeError):
             return MISSING
     return doc
-
 
 
 def describe_group(top: Key, changes: list[JsonChange], old_doc: Any, new_doc: Any) -> str:

@@ -5,6 +5,7 @@ and special tokens, pipeline components), and opaque files (vocab.txt, tokenizer
 from __future__ import annotations
 
 import posixpath
+from itertools import filterfalse
 from typing import Any
 
 from tracker.changes import Change, ChangeKind, Severity
@@ -14,7 +15,6 @@ from tracker.differs.config import (
     content_ids,
     json_file_change,
     ordered_phrases,
-    security_findings,
     unreadable_change,
 )
 from tracker.differs.files import ADDED, FileDelta, file_deltas
@@ -83,7 +83,8 @@ def _rate_small(path: str, changes: list[JsonChange], old_doc: Any, new_doc: Any
     special = tokens is not None or any(_is_special_key(c) for c in changes)
     special = special or (base == "special_tokens_map.json" and bool(changes))
     behaviour = any(c.top in BEHAVIOUR_KEYS for c in changes)
-    phrases = (token_phrases(tokens) if tokens else []) + ordered_phrases(changes, old_doc, new_doc)
+    phrases = token_phrases(tokens) if tokens else []
+    phrases += ordered_phrases(changes, old_doc, new_doc, first=_is_special_key)
     if special or behaviour:
         severity = Severity.WARNING
     else:
@@ -119,7 +120,9 @@ def compare_added_tokens(old: list[dict[str, Any]], new: list[dict[str, Any]]) -
         before, after = old_by_id[i], new_by_id[i]
         fields = [f for f in TOKEN_FIELDS if before.get(f) != after.get(f)]
         if fields:
-            changed.append({"id": i, "old": {f: before.get(f) for f in fields}, "new": {f: after.get(f) for f in fields}})
+            changed.append(
+                {"id": i, "old": {f: before.get(f) for f in fields}, "new": {f: after.get(f) for f in fields}}
+            )
     if not (added or removed or changed):
         return None
     return {"added": added, "removed": removed, "changed": changed,
@@ -241,27 +244,32 @@ def compare_vocab(old: dict[str, int], new: dict[str, int]) -> dict[str, Any] | 
     }  # fmt: skip
 
 
-def _merge(m: Any) -> tuple[str, ...]:
-    return tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
+def _merge_keys(merges: list[Any]) -> tuple[list[Any], set[Any]]:
+    """Merges as "a b" strings (whichever notation the file uses), and their set."""
+    try:
+        return merges, set(merges)  # all "a b" strings: no copy
+    except TypeError:
+        keys = [m if isinstance(m, str) else " ".join(map(str, m)) for m in merges]
+        return keys, set(keys)
 
 
 def compare_merges(old: list[Any], new: list[Any]) -> dict[str, Any] | None:
     """Merges added and removed (counts, a few examples) and whether the kept ones changed priority."""
     if old == new:
         return None
-    old_m, new_m = [_merge(m) for m in old], [_merge(m) for m in new]
-    old_set, new_set = set(old_m), set(new_m)
-    added = [m for m in new_m if m not in old_set]
-    removed = [m for m in old_m if m not in new_set]
-    kept_old = [m for m in old_m if m in new_set]
-    kept_new = [m for m in new_m if m in old_set]
-    if not added and not removed and kept_old == kept_new:
+    (old_m, old_set), (new_m, new_set) = _merge_keys(old), _merge_keys(new)
+    added = list(filterfalse(old_set.__contains__, new_m))
+    removed = list(filterfalse(new_set.__contains__, old_m))
+    if added or removed:
+        reordered = list(filter(new_set.__contains__, old_m)) != list(filter(old_set.__contains__, new_m))
+    else:
+        reordered = old_m != new_m
+    if not added and not removed and not reordered:
         return None  # only the notation changed ("a b" strings <-> ["a", "b"] pairs)
     return {
         "old_count": len(old_m), "new_count": len(new_m), "added": len(added), "removed": len(removed),
-        "reordered": kept_old != kept_new,
-        "examples": {"added": [" ".join(m) for m in added[:EXAMPLES]],
-                     "removed": [" ".join(m) for m in removed[:EXAMPLES]]},
+        "reordered": reordered,
+        "examples": {"added": added[:EXAMPLES], "removed": removed[:EXAMPLES]},
     }  # fmt: skip
 
 

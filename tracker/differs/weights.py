@@ -16,6 +16,7 @@ from tracker.differs.files import ADDED, CHANGED, REMOVED, FileDelta, file_delta
 from tracker.snapshot import FileEntry, Snapshot, WeightManifest
 
 EXAMPLES = 20
+TRAINING_STATE = ("training_args", "optimizer", "scheduler", "rng_state", "trainer_state")
 _SHARD = re.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}(?P<ext>\.[a-z]+)$")
 Signature = tuple[str, tuple[int, ...]]
 
@@ -58,10 +59,7 @@ def _file_change(old: Snapshot, new: Snapshot, delta: FileDelta) -> Change:
     notes, severity, security, structural = [], Severity.NOTICE, False, False
     om, nm = old.manifests.get(path), new.manifests.get(path)
     if _usable(om) or _usable(nm):
-        params = {"old": om.parameters if _usable(om) else None, "new": nm.parameters if _usable(nm) else None}
-        if None not in params.values():
-            params["delta"] = params["new"] - params["old"]
-        detail["parameters"] = params
+        detail["parameters"] = _file_parameters(om, nm)
     if delta.status != REMOVED and nm is not None and nm.error is not None:
         detail["header_error"] = nm.error
         notes.append(f"header unreadable: {nm.error}")
@@ -93,6 +91,16 @@ def _file_change(old: Snapshot, new: Snapshot, delta: FileDelta) -> Change:
     return Change(ChangeKind.WEIGHTS, path, summary, severity, detail, structural, security)
 
 
+def _file_parameters(om: WeightManifest | None, nm: WeightManifest | None) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "old": om.parameters if om is not None and _usable(om) else None,
+        "new": nm.parameters if nm is not None and _usable(nm) else None,
+    }
+    if params["old"] is not None and params["new"] is not None:
+        params["delta"] = params["new"] - params["old"]
+    return params
+
+
 def _format(path: str) -> str:
     if is_safetensors(path):
         return "safetensors"
@@ -120,9 +128,15 @@ def _bytes(n: int | None) -> str:
 
 
 def _pickles_beside(snap: Snapshot, path: str) -> list[str]:
+    """Pickle weight files in the same folder (training state such as optimizer.pt does not count)."""
     folder = posixpath.dirname(path)
-    return sorted(p for p in snap.files if is_pickle(p) and kind_of(p) is ChangeKind.WEIGHTS
-                  and posixpath.dirname(p) == folder)  # fmt: skip
+    return sorted(
+        p
+        for p in snap.files
+        if is_pickle(p)
+        and posixpath.dirname(p) == folder
+        and not posixpath.basename(p).startswith(TRAINING_STATE)
+    )
 
 
 def _same_tensors(om: WeightManifest | None, nm: WeightManifest | None, path: str) -> bool | None:
