@@ -190,6 +190,11 @@ class Ingestor:
         estimate = estimate_snapshot(snapshot, self.settings.estimate.seq_len_cap)
         if estimate is None:
             return None, []
+        if not is_baseline and previous is not None and (estimate.result, estimate.error) == (
+            previous.result,
+            previous.error,
+        ):
+            return None, []  # the stored estimate still stands: no row repeats it
         change = estimate_change(None if is_baseline else previous, estimate)
         if change is None:
             return estimate, []
