@@ -23,6 +23,7 @@ from storage.models import (
     WeightFile,
     WeightTensor,
 )
+from storage.outbox import enqueue
 
 Clock = Callable[[], datetime]
 # Rows another storage module adds to a revision's transaction (given the session and the new revision).
@@ -358,6 +359,7 @@ class Store:
                 if watch is not None:
                     watch.last_sha = new.sha
                     s.add(watch)
+            enqueue(s, s.exec(select(Event).where(Event.revision_id == revision.id)).all())
             s.commit()
             return revision
 
@@ -381,6 +383,7 @@ class Store:
                     payload=event.payload,
                 )
             )
+            enqueue(s, s.exec(select(Event).where(Event.event_id == event.event_id)).all())
             s.commit()
             return True
 

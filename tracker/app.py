@@ -10,6 +10,7 @@ import structlog
 
 from storage.db import StorageError, create_db_engine, migrate
 from storage.models import Watch
+from storage.outbox import InvalidSubscription, OutboxStore
 from storage.store import Clock, Store, utc_now
 from tracker.config import Settings
 from tracker.errors import ConfigError, NotWatched
@@ -35,7 +36,16 @@ class App:
         store.sync_config_watches(
             (spec.repo, spec.branch, self.settings.interval_s(spec)) for spec in self.settings.watch
         )
+        try:
+            OutboxStore(engine, clock=self.clock).sync_config_subscriptions(self.settings.webhooks)
+        except InvalidSubscription as err:
+            raise ConfigError(f"{self.settings.source}: [[webhooks]]: {err}") from err
         return store
+
+    @cached_property
+    def outbox(self) -> OutboxStore:
+        """Webhook subscriptions and the delivery log (the config's [[webhooks]] synced by `store`)."""
+        return OutboxStore(self.store.engine, clock=self.clock)
 
     @cached_property
     def hub(self) -> HubClient:

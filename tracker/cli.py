@@ -145,14 +145,21 @@ def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_js
 @cli.command()
 @click.pass_context
 def run(ctx: click.Context) -> None:
-    """The daemon: poll every watch at its interval until Ctrl-C or SIGTERM."""
+    """The daemon: poll every watch at its interval, serve HTTP ([server]) and deliver webhooks,
+    until Ctrl-C or SIGTERM. Hub webhooks to /hooks/hub poll their repo at once."""
     from tracker.scheduler import Scheduler
 
     app = _app(ctx)
     jitter = app.settings.poll.jitter
     jitter_s = 0 if str(jitter).strip() in {"0", "0s"} else parse_interval(jitter, "[poll] jitter")
     scheduler = Scheduler(app.store.list_watches, app.poll_if_due, jitter_s=jitter_s)
-    scheduler.run_until_signalled()
+    server = _http_server(app, trigger=lambda repo_id, branch: scheduler.trigger(repo_id, branch or "main") or True)
+    stop_deliveries = _start_dispatcher(app)
+    try:
+        scheduler.run_until_signalled()
+    finally:
+        server.stop()
+        stop_deliveries()
 
 
 @cli.command()
@@ -370,6 +377,114 @@ def demo(data_dir: str | None, delay: float) -> None:
     from tracker.demo import run_demo
 
     run_demo(data_dir=data_dir, delay_s=delay, echo=click.echo)
+
+
+# -- outbound webhooks (feeds/dispatcher.py) -------------------------------------------------------
+
+
+def _dispatcher(app: App):  # noqa: ANN202 - feeds.dispatcher.Dispatcher, imported lazily
+    """The webhook dispatcher over the outbox, with the [delivery] settings and the [[webhooks]] secrets."""
+    from feeds.dispatcher import DeliveryOptions, Dispatcher
+    from feeds.webhooks import Links
+
+    settings, d = app.settings, app.settings.delivery
+    options = DeliveryOptions(
+        timeout_s=d.timeout_s,
+        connect_timeout_s=d.connect_timeout_s,
+        max_attempts=d.max_attempts,
+        retry_after_max_s=d.retry_after_max_s,
+        allow_private_targets=d.allow_private_targets,
+        concurrency=d.concurrency,
+        poll_interval_s=d.poll_interval_s,
+    )
+    secrets = settings.webhook_secrets
+
+    def secret_for(sub: Any) -> str | None:  # API subscriptions carry their secret; config ones name a variable
+        return sub.secret or secrets.get(sub.secret_env or "")
+
+    links = Links(settings.hub.endpoint, settings.server.public_url)
+    return Dispatcher(app.outbox, options, secret_for=secret_for, links=links, clock=app.clock)
+
+
+def _start_dispatcher(app: App) -> Any:
+    """Deliver webhooks from a background thread; returns the function that stops it (a delivery in
+    flight finishes first)."""
+    import threading
+
+    dispatcher = _dispatcher(app)
+    stop = threading.Event()
+    thread = threading.Thread(target=dispatcher.run_forever, args=(stop,), name="webhook-dispatcher", daemon=True)
+    thread.start()
+
+    def stop_and_wait() -> None:
+        stop.set()
+        thread.join(timeout=app.settings.delivery.timeout_s + app.settings.delivery.connect_timeout_s + 5)
+
+    return stop_and_wait
+
+
+@cli.group()
+def deliveries() -> None:
+    """The outbound webhook delivery log: list deliveries, redeliver one."""
+
+
+@deliveries.command("list")
+@click.option("--status", type=click.Choice(["pending", "delivered", "failed", "dead"]), default=None,
+              help="Only deliveries with this status.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def deliveries_list(ctx: click.Context, status: str | None, limit: int, as_json: bool) -> None:
+    """Deliveries, newest first, with the outcome of their last attempt (URLs shown without their path)."""
+    items = [item.as_dict() for item in _app(ctx).outbox.list_deliveries(status=status, limit=limit)]
+    if as_json:
+        _emit_json(items)
+        return
+    if not items:
+        click.echo(f"no {status + ' ' if status else ''}deliveries")
+    for d in items:
+        event, sub = d["event"], d["subscription"]
+        when = f"next try {d['next_attempt_at']}" if d["status"] == "pending" else (d["delivered_at"] or d["last_attempt_at"] or "")
+        click.echo(
+            f"{d['id']}  {d['status']:<9} {d['attempts']:>2} tries  {d['last_status_code'] or '-'!s:>3}  "
+            f"#{sub['id']} {sub['format']} {sub['url']}  {event['kind']} {event['repo_id']}@{(event['sha'] or '')[:12]}  {when}"
+        )
+        if d["last_error"] and d["status"] != "delivered":
+            click.echo(f"    {d['last_error']}")
+
+
+@deliveries.command("redeliver")
+@click.argument("delivery_id")
+@click.option("--queue-only", is_flag=True, help="Only queue it: the running daemon (hubwatch run) sends it.")
+@click.pass_context
+def deliveries_redeliver(ctx: click.Context, delivery_id: str, queue_only: bool) -> None:
+    """Send delivery DELIVERY_ID again now, with the same webhook-id (receivers deduplicate on it)."""
+    from storage.outbox import DeliveryNotFound, SubscriptionDisabled
+
+    app = _app(ctx)
+    try:
+        app.outbox.redeliver(delivery_id)
+    except DeliveryNotFound as err:
+        ctx.exit(_fail(str(err), 3))
+    except SubscriptionDisabled as err:
+        ctx.exit(_fail(f"{err}: not redelivered", 1))
+    if queue_only:
+        click.echo(f"{delivery_id} queued; the daemon sends it")
+        return
+    dispatcher = _dispatcher(app)
+    try:
+        attempt = dispatcher.deliver_now(delivery_id)
+    finally:
+        dispatcher.close()
+    if attempt is None:
+        click.echo(f"{delivery_id} queued; another dispatcher is sending it")
+    elif attempt.outcome == "delivered":
+        click.echo(f"{delivery_id} delivered ({attempt.status_code}, {attempt.duration_ms} ms)")
+    else:
+        item = app.outbox.get_delivery(delivery_id)
+        after = f"next try {item.delivery.next_attempt_at}" if item and item.delivery.status == "pending" else (
+            f"now {item.delivery.status}" if item else "")
+        ctx.exit(_fail(f"{delivery_id} not delivered: {attempt.error}; {after}", 1))
 
 
 def _fail(message: str, code: int) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from storage.outbox import InvalidSubscription, secret_keys
 from tracker.errors import ConfigError
 
 PUBLIC_HUB = "https://huggingface.co"
@@ -63,12 +64,37 @@ class StorageSettings:
 @dataclass(frozen=True)
 class OsvSettings:
     api_url: str = "https://api.osv.dev"
+    enabled: bool = True  # false: never ask OSV (facts, own advisories and cached advice still work)
+    timeout_s: float = 30.0
+    max_attempts: int = 4  # tries per request on time-outs, 429 and 5xx
+    backoff_s: float = 2.0  # first wait between tries, doubling
+    max_backoff_s: float = 60.0
+    max_pages: int = 20  # querybatch pages followed per query before the rest is cut
+    recheck_interval: str = "1d"  # every watched head re-checked for new or modified advisories
+    retry_pending_interval: str = "15m"  # revisions ingested while OSV was down, asked again
 
 
 @dataclass(frozen=True)
 class ServerSettings:
     host: str = "127.0.0.1"
-    port: int = 8600
+    port: int = 8600  # 0: any free port (logged at start)
+    public_url: str = ""  # empty: links use the URL each request came in on
+    api_token_env: str = "HUBWATCH_API_TOKEN"  # writes need this bearer token; unset variable: writes refused
+    read_token_env: str = ""  # set: reads need this token (or the API token) too
+    hub_webhook_secret_env: str = "HUBWATCH_HUB_WEBHOOK_SECRET"  # unset variable: /hooks/hub refused
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    """How `hubwatch run` delivers outbound webhooks."""
+
+    allow_private_targets: bool = False
+    timeout_s: float = 15.0
+    connect_timeout_s: float = 5.0
+    max_attempts: int = 10
+    retry_after_max_s: float = 3600.0
+    concurrency: int = 4
+    poll_interval_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -118,9 +144,16 @@ class Settings:
     poll: PollSettings = field(default_factory=PollSettings)
     log: LogSettings = field(default_factory=LogSettings)
     estimate: EstimateSettings = field(default_factory=EstimateSettings)
+    delivery: DeliverySettings = field(default_factory=DeliverySettings)
     watch: tuple[WatchSpec, ...] = ()
     webhooks: tuple[WebhookSpec, ...] = ()
     hub_token: str | None = field(default=None, repr=False)
+    # [[webhooks]] signing secrets read from their secret_env variables: name -> value.
+    webhook_secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # [server] secrets read from the variables its *_env settings name.
+    api_token: str | None = field(default=None, repr=False)
+    read_token: str | None = field(default=None, repr=False)
+    hub_webhook_secret: str | None = field(default=None, repr=False)
     source: str = "built-in defaults"
 
     @property
@@ -145,6 +178,7 @@ _SECTIONS: dict[str, type] = {
     "poll": PollSettings,
     "log": LogSettings,
     "estimate": EstimateSettings,
+    "delivery": DeliverySettings,
 }
 
 
@@ -199,10 +233,19 @@ def settings_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str], source
         watch=tuple(_watch_spec(item, source) for item in _array(raw, "watch", source)),
         webhooks=tuple(_webhook_spec(item, source) for item in _array(raw, "webhooks", source)),
         hub_token=env.get(hub.token_env) or None,
+        api_token=_from_env(env, sections["server"].api_token_env),
+        read_token=_from_env(env, sections["server"].read_token_env),
+        hub_webhook_secret=_from_env(env, sections["server"].hub_webhook_secret_env),
         source=source,
     )
+    settings = replace(settings, webhook_secrets=_webhook_secrets(settings.webhooks, env, source))
     _validate(settings, source)
     return settings
+
+
+def _from_env(env: Mapping[str, str], name: str) -> str | None:
+    """The value of the variable a `*_env` setting names (None when unnamed, unset or empty)."""
+    return (env.get(name) or None) if name else None
 
 
 def _build_section(name: str, cls: type, values: dict[str, Any], env: Mapping[str, str], source: str) -> Any:
@@ -283,7 +326,25 @@ def _webhook_spec(item: dict[str, Any], source: str) -> WebhookSpec:
         raise ConfigError(f"{source}: [[webhooks]] min_severity must be one of {', '.join(SEVERITIES)}")
     if not re.match(r"^https?://", spec.url):
         raise ConfigError(f"{source}: [[webhooks]] url must be an http(s) URL, got {spec.url!r}")
+    if spec.format == "generic" and not spec.secret_env:
+        raise ConfigError(f"{source}: [[webhooks]] generic webhooks are signed: set secret_env (a variable holding whsec_...)")
     return spec
+
+
+def _webhook_secrets(specs: tuple[WebhookSpec, ...], env: Mapping[str, str], source: str) -> dict[str, str]:
+    """The signing secrets the [[webhooks]] name. A malformed one is an error now; a missing one is
+    reported by the dispatcher, which retries those deliveries until it is set."""
+    out = {}
+    for spec in specs:
+        value = env.get(spec.secret_env) if spec.secret_env else None
+        if not value:
+            continue
+        try:
+            secret_keys(value)
+        except InvalidSubscription as err:
+            raise ConfigError(f"{source}: ${spec.secret_env} ([[webhooks]] secret_env): {err}") from err
+        out[spec.secret_env] = value
+    return out
 
 
 def _validate(settings: Settings, source: str) -> None:
@@ -297,8 +358,10 @@ def _validate(settings: Settings, source: str) -> None:
         raise ConfigError(f"{source}: [poll] max_file_mb must be at least 1")
     if poll.chat_template_timeout_s <= 0:
         raise ConfigError(f"{source}: [poll] chat_template_timeout_s must be positive")
-    if not 0 < settings.server.port < 65536:
-        raise ConfigError(f"{source}: [server] port must be 1-65535")
+    if not 0 <= settings.server.port < 65536:
+        raise ConfigError(f"{source}: [server] port must be 0-65535 (0: any free port)")
+    if settings.server.public_url and not re.match(r"^https?://[^\s/]+", settings.server.public_url):
+        raise ConfigError(f"{source}: [server] public_url must be an http(s) URL, got {settings.server.public_url!r}")
     if not 1 <= settings.estimate.seq_len_cap <= 1_048_576:
         raise ConfigError(f"{source}: [estimate] seq_len_cap must be between 1 and 1048576")
     if settings.log.format not in {"auto", "json", "console"}:
@@ -310,3 +373,38 @@ def _validate(settings: Settings, source: str) -> None:
         if (spec.repo, spec.branch) in seen:
             raise ConfigError(f"{source}: {spec.repo}@{spec.branch} is watched twice")
         seen.add((spec.repo, spec.branch))
+    _validate_delivery(settings, source)
+    _validate_osv(settings, source)
+
+
+def _validate_delivery(settings: Settings, source: str) -> None:
+    delivery = settings.delivery
+    if not 0 < delivery.timeout_s <= 300:
+        raise ConfigError(f"{source}: [delivery] timeout_s must be between 0 and 300 seconds")
+    if not 0 < delivery.connect_timeout_s <= delivery.timeout_s:
+        raise ConfigError(f"{source}: [delivery] connect_timeout_s must be positive and at most timeout_s")
+    if not 1 <= delivery.max_attempts <= 50:
+        raise ConfigError(f"{source}: [delivery] max_attempts must be 1-50")
+    if delivery.retry_after_max_s < 1:
+        raise ConfigError(f"{source}: [delivery] retry_after_max_s must be at least 1")
+    if not 1 <= delivery.concurrency <= 64:
+        raise ConfigError(f"{source}: [delivery] concurrency must be 1-64")
+    if not 0 < delivery.poll_interval_s <= 3600:
+        raise ConfigError(f"{source}: [delivery] poll_interval_s must be positive")
+    hooks = set()
+    for spec in settings.webhooks:
+        if (spec.url, spec.format) in hooks:
+            raise ConfigError(f"{source}: [[webhooks]] {spec.format} webhook to the same url is listed twice")
+        hooks.add((spec.url, spec.format))
+
+
+def _validate_osv(settings: Settings, source: str) -> None:
+    osv = settings.osv
+    for key in ("recheck_interval", "retry_pending_interval"):
+        parse_interval(getattr(osv, key), f"[osv] {key}")
+    if osv.timeout_s <= 0 or osv.backoff_s < 0 or osv.max_backoff_s < 0:
+        raise ConfigError(f"{source}: [osv] timeout_s must be positive, backoff_s and max_backoff_s not negative")
+    if osv.max_attempts < 1 or osv.max_pages < 1:
+        raise ConfigError(f"{source}: [osv] max_attempts and max_pages must be at least 1")
+    if not re.match(r"^https?://", osv.api_url):
+        raise ConfigError(f"{source}: [osv] api_url must be an http(s) URL, got {osv.api_url!r}")

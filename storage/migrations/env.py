@@ -3,7 +3,9 @@
 from alembic import context
 from sqlmodel import SQLModel
 
+import storage.advisories  # noqa: F401  (registers the advisory tables on SQLModel.metadata)
 import storage.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import storage.outbox  # noqa: F401  (the outbox tables: subscription, delivery, delivery_attempt)
 
 config = context.config
 engine = config.attributes["engine"]

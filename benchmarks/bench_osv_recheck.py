@@ -1,0 +1,139 @@
+"""Figure: requests to OSV for the daily re-check of 1,000 watched repos, and its time, against the OSV fake.
+
+Goal: at most 1 querybatch request per 1,000 distinct package versions (plus one query per advice
+package), and detail fetches only for advisory ids new or modified since the last check.
+
+The 1,000 repos are stored revisions whose facts name real version strings: `transformers_version` from
+the real release list (dev builds for some), and requirements.txt pins of torch, numpy, tokenizers,
+accelerate, safetensors, huggingface-hub, regex, tqdm and scipy for half of them, drawn with a fixed seed. Three re-checks are measured: the first one (cold
+cache: every advisory's detail fetched once), a daily one after OSV modified two advisories and published
+a new one, and a daily one with nothing new.
+Run: .venv/bin/python benchmarks/bench_osv_recheck.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from storage.advisories import NewAdvisoryCheck, write_check  # noqa: E402
+from storage.db import create_db_engine, migrate  # noqa: E402
+from storage.store import NewEvent, NewFile, NewRevision, Store  # noqa: E402
+from tracker.advisories.facts import extract_facts  # noqa: E402
+from tracker.advisories.fake import OsvFake, bundled_records  # noqa: E402
+from tracker.advisories.osv import OsvClient  # noqa: E402
+from tracker.advisories.service import AdvisoryService  # noqa: E402
+from tracker.logs import configure_logging  # noqa: E402
+from tracker.config import LogSettings  # noqa: E402
+from tracker.snapshot import FileEntry, Snapshot  # noqa: E402
+from tracker.snapshots import git_blob_oid  # noqa: E402
+
+N = 1000
+HELD_BACK = "PYSEC-2026-3929"  # published by "OSV" between the first and the daily re-check
+MODIFIED = ("PYSEC-2026-2289", "PYSEC-2024-251")
+T0 = datetime(2026, 11, 29, tzinfo=timezone.utc)
+
+
+def transformers_versions() -> list[str]:
+    record = next(r for r in bundled_records() if r["id"] == "PYSEC-2026-3929")
+    return list(record["affected"][0]["versions"])
+
+
+def torch_versions() -> list[str]:
+    record = next(r for r in bundled_records() if r["id"] == "PYSEC-2026-139")
+    return list(record["affected"][0]["versions"])
+
+
+def repo_files(rng: random.Random, i: int) -> dict[str, bytes]:
+    version = rng.choice(transformers_versions())
+    if rng.random() < 0.3:
+        version = f"{version.split('rc')[0]}.dev0"
+    files = {"config.json": json.dumps({"model_type": "llama", "transformers_version": version}).encode()}
+    if i % 2:
+        pins = [f"torch=={rng.choice(torch_versions())}", f"numpy==1.{rng.randint(17, 26)}.{rng.randint(0, 6)}",
+                f"tokenizers==0.{rng.randint(10, 21)}.{rng.randint(0, 4)}", f"accelerate==0.{rng.randint(20, 34)}.{rng.randint(0, 2)}",
+                f"safetensors==0.{rng.randint(3, 5)}.{rng.randint(0, 5)}", f"huggingface-hub==0.{rng.randint(10, 36)}.{rng.randint(0, 4)}",
+                f"regex=={rng.randint(2021, 2024)}.{rng.randint(1, 12)}.{rng.randint(1, 28)}",
+                f"tqdm==4.{rng.randint(50, 67)}.{rng.randint(0, 5)}", f"scipy==1.{rng.randint(5, 14)}.{rng.randint(0, 3)}"]  # fmt: skip
+        files["requirements.txt"] = "\n".join(pins).encode() + b"\n"
+    return files
+
+
+def seed(store: Store) -> int:
+    """N watched repos, each a stored revision with its facts (no network). Returns distinct versions."""
+    rng = random.Random(1234)
+    versions: set[tuple[str, str]] = set()
+    for i in range(N):
+        repo_id, sha = f"bench/model-{i:04d}", f"{i:040x}"
+        files = repo_files(rng, i)
+        snap = Snapshot(repo_id, sha, {p: FileEntry(p, git_blob_oid(d), len(d)) for p, d in files.items()}, dict(files))
+        facts = extract_facts(snap)
+        versions.update(facts.versions())
+        watch = store.add_watch(repo_id, "main", 900)
+        new = NewRevision(repo_id=repo_id, sha=sha, parent_sha=None, branch="main", committed_at=T0, title="init",
+                          message="", authors=[], is_baseline=True,
+                          files=[NewFile(p, git_blob_oid(d), len(d), "config", held=True) for p, d in files.items()],
+                          blobs={git_blob_oid(d): d for d in files.values()}, weight_files=[], changes=[],
+                          events=[NewEvent(f"bench-{i}", "revision.ingested", "init", "info")])  # fmt: skip
+        check = NewAdvisoryCheck(repo_id=repo_id, facts=facts.to_dict())
+        store.save_revision(new, watch_id=watch.id, extra_writes=[lambda s, r, c=check: write_check(s, r.id, c, T0)])
+    return len(versions)
+
+
+def run(service: AdvisoryService, fake: OsvFake) -> tuple[object, float, dict[str, int]]:
+    fake.reset_requests()
+    started = time.perf_counter()
+    outcome = service.recheck()
+    return outcome, time.perf_counter() - started, dict(fake.counts())
+
+
+def main() -> None:
+    configure_logging(LogSettings(level="warning"))
+    with tempfile.TemporaryDirectory() as tmp, OsvFake([r for r in bundled_records() if r["id"] != HELD_BACK]) as fake:
+        engine = create_db_engine(f"sqlite:///{tmp}/h.db")
+        migrate(engine)
+        store = Store(engine)
+        started = time.perf_counter()
+        distinct = seed(store)
+        seeded_s = time.perf_counter() - started
+        service = AdvisoryService(store, OsvClient(fake.endpoint), hub_url="https://huggingface.co")
+        first, first_s, first_counts = run(service, fake)
+        for vuln_id in MODIFIED:
+            fake.modify(vuln_id, "2026-12-01T08:00:00Z")
+        fake.put(next(r for r in bundled_records() if r["id"] == HELD_BACK))
+        daily, daily_s, daily_counts = run(service, fake)
+        quiet, quiet_s, quiet_counts = run(service, fake)
+        service.close()
+    goal = math.ceil(daily.queries / 1000)
+    changed = len(MODIFIED) + 1
+    print(f"watched repos:                         {N} (seeded in {seeded_s:.1f} s)")
+    print(f"distinct package versions named:       {distinct}")
+    print(f"querybatch queries (+ advice packages): {daily.queries} ({daily.queries - distinct} package-level)")
+    print(f"goal, querybatch requests:             ceil({daily.queries} / 1000) = {goal}")
+    print()
+    print(f"{'re-check':<34}{'querybatch':>11}{'details':>9}{'events':>8}{'time':>10}")
+    for label, outcome, seconds, counts in (
+        ("first (cold record cache)", first, first_s, first_counts),
+        (f"daily, {len(MODIFIED)} modified + 1 new advisory", daily, daily_s, daily_counts),
+        ("daily, nothing new", quiet, quiet_s, quiet_counts),
+    ):
+        print(f"{label:<34}{counts.get('querybatch', 0):>11}{counts.get('vulns', 0):>9}{len(outcome.events):>8}"
+              f"{seconds * 1000:>8.0f} ms")  # fmt: skip
+    print()
+    print(f"querybatch requests vs goal (daily):   {daily_counts['querybatch']} / {goal} = {daily_counts['querybatch'] / goal:.2f}x")
+    print(f"detail fetches vs new or modified ids: {daily_counts.get('vulns', 0)} / {changed} = {daily_counts.get('vulns', 0) / changed:.2f}x")
+    print(f"detail fetches with nothing new:       {quiet_counts.get('vulns', 0)} (goal 0)")
+    print(f"daily re-check time:                   {daily_s:.2f} s for {N} repos ({daily_s * 1000 / N:.1f} ms per repo, "
+          f"loopback fake, SQLite)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,441 @@
+"""The JSON API under /api/v1: watches, revisions, diffs, estimates, advisories, events, subscriptions.
+
+Reads follow the operator's read policy (`require_read`); anything that changes state needs the API
+token. The diff of two revisions is computed by the differ the composition root injects (feeds may not
+import the tracker); stored changes of one revision need no differ.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from feeds.auth import require_read, require_write
+from feeds.params import (
+    BRANCH_PATTERN,
+    REPO_ID_PATTERN,
+    SHA_PATTERN,
+    Kind,
+    NamePath,
+    OrgPath,
+    Severity,
+    known_repo,
+)
+from feeds.webhooks.safety import check_url
+from storage.events import EventFilter
+from storage.models import (
+    ChangeRecord,
+    EstimateRecord,
+    Event,
+    Revision,
+    RevisionFile,
+    Watch,
+)
+from storage.outbox import InvalidSubscription, Subscription
+from storage.store import AmbiguousRevision, RevisionNotStored, WatchExists
+
+
+class ErrorOut(BaseModel):
+    detail: str | list[dict[str, Any]] = Field(description="What was wrong: a sentence, or the invalid parameters")
+
+
+class WatchOut(BaseModel):
+    repo_id: str
+    branch: str
+    interval_s: int
+    source: str
+    last_sha: str | None
+    last_polled_at: datetime | None
+    last_ok_at: datetime | None
+    last_error: str | None
+    error_count: int
+    next_retry_at: datetime | None
+
+
+class WatchIn(BaseModel):
+    repo_id: str = Field(pattern=REPO_ID_PATTERN, examples=["meta-llama/Llama-3.1-8B-Instruct"])
+    branch: str = Field(default="main", pattern=BRANCH_PATTERN)
+    interval_s: int | None = Field(default=None, ge=60, le=30 * 86400, description="Default: [poll] default_interval")
+
+
+class ChangeBrief(BaseModel):
+    kind: str
+    path: str
+    summary: str
+    severity: str
+    security: bool
+
+
+class ChangeOut(ChangeBrief):
+    structural: bool
+    detail: dict[str, Any]
+
+
+class RevisionOut(BaseModel):
+    repo_id: str
+    sha: str
+    parent_sha: str | None
+    branch: str
+    committed_at: datetime
+    ingested_at: datetime
+    title: str
+    message: str
+    authors: list[str]
+    baseline: bool
+    file_count: int
+    changes: list[ChangeBrief]
+
+
+class FileOut(BaseModel):
+    path: str
+    kind: str
+    oid: str
+    size: int
+    lfs_sha256: str | None
+    held: bool
+    note: str | None
+
+
+class EstimateOut(BaseModel):
+    sha: str
+    committed_at: datetime
+    created_at: datetime
+    parameters_total: int | None
+    result: dict[str, Any] | None
+    error: str | None
+
+
+class RevisionDetail(RevisionOut):
+    changes: list[ChangeOut]  # type: ignore[assignment]
+    files: list[FileOut]
+    estimate: EstimateOut | None
+
+
+class RevisionPage(BaseModel):
+    items: list[RevisionOut]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class EstimatePage(BaseModel):
+    items: list[EstimateOut]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class DiffOut(BaseModel):
+    repo_id: str
+    from_sha: str
+    to_sha: str
+    changes: list[ChangeOut]
+
+
+class EventOut(BaseModel):
+    seq: int
+    event_id: str
+    kind: str
+    repo_id: str
+    sha: str | None
+    title: str
+    severity: str
+    security: bool
+    created_at: datetime
+    payload: dict[str, Any]
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+    order: Literal["asc", "desc"]
+    next_cursor: int | None = Field(description="Pass as `after` (asc) or `before` (desc) for the next page; null at the end")
+
+
+class RepoOut(BaseModel):
+    repo_id: str
+    revisions: int
+    last_committed_at: datetime | None
+    watched: bool
+
+
+class SubscriptionIn(BaseModel):
+    url: str = Field(pattern=r"^https?://\S+$", max_length=2000)
+    format: Literal["generic", "slack", "discord"] = "generic"
+    secret: str | None = Field(default=None, max_length=500, description="generic: Standard Webhooks secret (whsec_...)")
+    repos: list[str] = Field(default_factory=lambda: ["*"], max_length=500)
+    kinds: list[Kind] = Field(default_factory=list, max_length=50)
+    min_severity: Severity = Severity.notice
+
+
+class SubscriptionOut(BaseModel):
+    id: int
+    url: str
+    format: str
+    repos: list[str]
+    kinds: list[str]
+    min_severity: str
+    source: str
+    enabled: bool
+    disabled_reason: str | None
+    secret: str | None = Field(default=None, description="Only in the answer that created it, when hubwatch generated the secret")
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route documents; 422 (bad parameters) is on every route, in one shape."""
+    return {code: {"model": ErrorOut} for code in (*codes, 422)}
+
+
+router = APIRouter(prefix="/api/v1", tags=["api"])
+read = [Depends(require_read)]
+write = [Depends(require_write)]
+ShaPath = Path(pattern=SHA_PATTERN, description="A full commit sha or a unique prefix (at least 4 hex digits)")
+
+
+def _services(request: Request) -> Any:
+    return request.app.state.services
+
+
+def _change(c: ChangeRecord | dict[str, Any], brief: bool = False) -> dict[str, Any]:
+    d = c if isinstance(c, dict) else c.model_dump()
+    out = {k: d[k] for k in ("kind", "path", "summary", "severity", "security")}
+    if not brief:
+        out["structural"] = bool(d.get("structural"))
+        out["detail"] = d.get("detail") or {}
+    return out
+
+
+def _revision(r: Revision, changes: list[ChangeRecord], brief: bool = True) -> dict[str, Any]:
+    return {
+        "repo_id": r.repo_id,
+        "sha": r.sha,
+        "parent_sha": r.parent_sha,
+        "branch": r.branch,
+        "committed_at": r.committed_at,
+        "ingested_at": r.ingested_at,
+        "title": r.title,
+        "message": r.message,
+        "authors": list(r.authors or []),
+        "baseline": r.is_baseline,
+        "file_count": r.file_count,
+        "changes": [_change(c, brief) for c in changes],
+    }
+
+
+def _estimate(r: Revision, e: EstimateRecord) -> EstimateOut:
+    return EstimateOut(sha=r.sha, committed_at=r.committed_at, created_at=e.created_at,
+                       parameters_total=e.parameters_total, result=e.result, error=e.error)
+
+
+def _file(f: RevisionFile) -> FileOut:
+    return FileOut(path=f.path, kind=f.kind, oid=f.oid, size=f.size, lfs_sha256=f.lfs_sha256, held=f.held, note=f.note)
+
+
+def _watch(w: Watch) -> WatchOut:
+    return WatchOut(**{k: getattr(w, k) for k in WatchOut.model_fields})
+
+
+def _event(e: Event) -> EventOut:
+    return EventOut(**{k: getattr(e, k) for k in EventOut.model_fields})
+
+
+def find_revision(request: Request, repo_id: str, ref: str) -> Revision:
+    try:
+        return _services(request).store.find_revision(repo_id, ref)
+    except RevisionNotStored as err:
+        raise HTTPException(404, str(err)) from err
+    except AmbiguousRevision as err:
+        raise HTTPException(409, str(err)) from err
+
+
+# -- repos and watches ---------------------------------------------------------------------------
+
+
+@router.get("/repos", response_model=list[RepoOut], dependencies=read, responses=_errors(401), summary="Repos with history or a watch")
+def list_repos(request: Request) -> list[RepoOut]:
+    return [RepoOut(**vars(r)) for r in _services(request).queries.repos()]
+
+
+@router.get("/watches", response_model=list[WatchOut], dependencies=read, responses=_errors(401), summary="Watched repo branches")
+def list_watches(request: Request) -> list[WatchOut]:
+    return [_watch(w) for w in _services(request).store.list_watches()]
+
+
+@router.post("/watches", response_model=WatchOut, status_code=201, dependencies=write, responses=_errors(401, 403, 409),
+             summary="Watch a repo branch (polled from the next scheduler sync; the Hub is not asked here)")
+def add_watch(request: Request, body: WatchIn) -> WatchOut:
+    services = _services(request)
+    interval_s = body.interval_s or services.options.default_interval_s
+    if ".." in body.repo_id:
+        raise HTTPException(422, f"{body.repo_id} is not a Hub repo id")
+    try:
+        return _watch(services.store.add_watch(body.repo_id, body.branch, interval_s, source="api"))
+    except WatchExists as err:
+        raise HTTPException(409, str(err)) from err
+
+
+@router.delete("/watches/{org}/{name}", status_code=204, dependencies=write, responses=_errors(401, 403, 404),
+               summary="Stop watching a repo (every branch, or one); its history stays")
+def remove_watch(
+    request: Request,
+    org: str = OrgPath,
+    name: str = NamePath,
+    branch: str | None = Query(default=None, pattern=BRANCH_PATTERN),
+) -> Response:
+    repo_id = f"{org}/{name}"
+    if not _services(request).store.remove_watch(repo_id, branch):
+        raise HTTPException(404, f"{repo_id}{'@' + branch if branch else ''} is not watched")
+    return Response(status_code=204)
+
+
+# -- history -------------------------------------------------------------------------------------
+
+
+@router.get("/repos/{org}/{name}/revisions", response_model=RevisionPage, dependencies=read, responses=_errors(401, 404),
+            summary="Revisions, newest first, with their change summaries")
+def list_revisions(
+    request: Request,
+    org: str = OrgPath,
+    name: str = NamePath,
+    limit: int = Query(default=20, ge=1, le=100),
+    offset: int = Query(default=0, ge=0, le=1_000_000),
+) -> RevisionPage:
+    services = _services(request)
+    repo_id = known_repo(services.queries, org, name)
+    revisions = services.store.list_revisions(repo_id, limit=limit, offset=offset)
+    changes = services.store.changes_by_revision(r.id for r in revisions)
+    total = services.queries.count_revisions(repo_id)
+    items = [RevisionOut(**_revision(r, changes[r.id])) for r in revisions]
+    following = offset + len(items)
+    return RevisionPage(items=items, total=total, limit=limit, offset=offset, next_offset=following if following < total else None)
+
+
+@router.get("/repos/{org}/{name}/revisions/{sha}", response_model=RevisionDetail, dependencies=read, responses=_errors(401, 404, 409),
+            summary="One revision with its changes (full detail), files and estimate")
+def get_revision(request: Request, org: str = OrgPath, name: str = NamePath, sha: str = ShaPath) -> RevisionDetail:
+    services = _services(request)
+    revision = find_revision(request, known_repo(services.queries, org, name), sha)
+    changes = services.store.changes_by_revision([revision.id])[revision.id]
+    estimate = services.store.estimate_for(revision.id)
+    return RevisionDetail(
+        **_revision(revision, changes, brief=False),
+        files=[_file(f) for f in services.store.revision_files(revision.id)],
+        estimate=_estimate(revision, estimate) if estimate is not None else None,
+    )
+
+
+@router.get("/repos/{org}/{name}/diff", response_model=DiffOut, dependencies=read, responses=_errors(401, 404, 409, 501),
+            summary="What changed between any two stored revisions")
+def diff_revisions(
+    request: Request,
+    org: str = OrgPath,
+    name: str = NamePath,
+    from_ref: str = Query(alias="from", pattern=SHA_PATTERN),
+    to_ref: str = Query(alias="to", pattern=SHA_PATTERN),
+) -> DiffOut:
+    services = _services(request)
+    repo_id = known_repo(services.queries, org, name)
+    a, b = find_revision(request, repo_id, from_ref), find_revision(request, repo_id, to_ref)
+    changes = services.diff_revisions(a, b)
+    if changes is None:
+        raise HTTPException(501, "this server has no differ wired in: run it with `hubwatch serve` or `hubwatch run`")
+    return DiffOut(repo_id=repo_id, from_sha=a.sha, to_sha=b.sha, changes=[ChangeOut(**_change(c)) for c in changes])
+
+
+@router.get("/repos/{org}/{name}/estimates", response_model=EstimatePage, dependencies=read, responses=_errors(401, 404),
+            summary="Stored memory and parameter estimates, newest revision first")
+def list_estimates(
+    request: Request,
+    org: str = OrgPath,
+    name: str = NamePath,
+    limit: int = Query(default=20, ge=1, le=100),
+    offset: int = Query(default=0, ge=0, le=1_000_000),
+) -> EstimatePage:
+    services = _services(request)
+    repo_id = known_repo(services.queries, org, name)
+    items = [_estimate(r, e) for r, e in services.queries.repo_estimates(repo_id, limit, offset)]
+    total = services.queries.count_estimates(repo_id)
+    following = offset + len(items)
+    return EstimatePage(items=items, total=total, limit=limit, offset=offset, next_offset=following if following < total else None)
+
+
+@router.get("/repos/{org}/{name}/advisories", response_model=list[EventOut], dependencies=read, responses=_errors(401, 404),
+            summary="Advisory events of a repo, newest first")
+def list_advisories(request: Request, org: str = OrgPath, name: str = NamePath, limit: int = Query(default=100, ge=1, le=1000)) -> list[EventOut]:
+    services = _services(request)
+    repo_id = known_repo(services.queries, org, name)
+    return [_event(e) for e in services.queries.events(EventFilter(repo_id=repo_id, kinds=("advisory",)), limit)]
+
+
+# -- events --------------------------------------------------------------------------------------
+
+
+@router.get("/events", response_model=EventPage, dependencies=read, responses=_errors(401),
+            summary="Events with cursor pagination by seq: `after` walks forward (oldest first), otherwise newest "
+            "first; `before` bounds either (with `after`: the window between)")
+def list_events(
+    request: Request,
+    repo: str | None = Query(default=None, pattern=REPO_ID_PATTERN),
+    org: str | None = Query(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"),
+    kind: Annotated[list[Kind] | None, Query(description="Only these kinds: change kinds (chat_template) or event kinds (revision.ingested)")] = None,
+    min_severity: Severity | None = None,
+    security: bool = Query(default=False, description="Only security-relevant events"),
+    after: int | None = Query(default=None, ge=0, le=2**62),
+    before: int | None = Query(default=None, ge=1, le=2**62),
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> EventPage:
+    flt = EventFilter(repo_id=repo, org=org, kinds=tuple(kind or ()),
+                      min_severity=min_severity.value if min_severity else None, security_only=security)
+    events = _services(request).queries.events(flt, limit, after_seq=after, before_seq=before)
+    cursor = events[-1].seq if len(events) == limit else None
+    return EventPage(items=[_event(e) for e in events], order="asc" if after is not None else "desc", next_cursor=cursor)
+
+
+# -- subscriptions (outbound webhooks; the outbox is the webhooks module's) -------------------------
+
+
+def _outbox(request: Request) -> Any:
+    outbox = _services(request).outbox
+    if outbox is None:
+        raise HTTPException(503, "outbound webhooks are not available on this server")
+    return outbox
+
+
+def _subscription(s: Subscription, secret: str | None = None) -> SubscriptionOut:
+    """What identifies and filters a subscription; its secret only when `secret` is passed (at creation)."""
+    return SubscriptionOut(
+        id=s.id, url=s.url, format=s.format, repos=list(s.repos or []), kinds=list(s.kinds or []),  # type: ignore[arg-type]
+        min_severity=s.min_severity, source=s.source, enabled=s.enabled, disabled_reason=s.disabled_reason, secret=secret,
+    )
+
+
+@router.get("/subscriptions", response_model=list[SubscriptionOut], dependencies=read, responses=_errors(401, 503),
+            summary="Outbound webhook subscriptions (secrets are never shown)")
+def list_subscriptions(request: Request) -> list[SubscriptionOut]:
+    return [_subscription(s) for s in _outbox(request).list_subscriptions()]
+
+
+@router.post("/subscriptions", response_model=SubscriptionOut, status_code=201, dependencies=write,
+             responses=_errors(401, 403, 503), summary="Subscribe a URL to events")
+def add_subscription(request: Request, body: SubscriptionIn) -> SubscriptionOut:
+    outbox = _outbox(request)
+    kinds = tuple(body.kinds)
+    try:  # a user-given URL: malformed, unresolvable or private addresses are refused before storing
+        check_url(body.url, _services(request).options.allow_private_targets)
+        created = outbox.add_subscription(body.url, body.format, secret=body.secret, repos=tuple(body.repos), kinds=kinds,
+                                          min_severity=body.min_severity.value, source="api")
+    except InvalidSubscription as err:
+        raise HTTPException(422, str(err)) from err
+    return _subscription(created, secret=created.secret if body.secret is None else None)
+
+
+@router.delete("/subscriptions/{subscription_id}", status_code=204, dependencies=write, responses=_errors(401, 403, 404, 503),
+               summary="Remove a subscription (its delivery log stays)")
+def remove_subscription(request: Request, subscription_id: int = Path(ge=1, le=2**62)) -> Response:
+    if not _outbox(request).remove_subscription(subscription_id):
+        raise HTTPException(404, f"no subscription {subscription_id}")
+    return Response(status_code=204)

@@ -1,0 +1,266 @@
+"""The HTTP server: one ASGI app (feeds, JSON API, pages, Hub webhooks, health, metrics) and a uvicorn
+runner for a background thread. Everything outside `feeds` and `storage` comes in as arguments: the
+ingest trigger for Hub webhooks, the differ for "compare", the outbox for subscriptions.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any, Self
+
+import structlog
+import uvicorn
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+
+from feeds import api, hubhooks, metrics, pages
+from feeds.auth import require_read
+from feeds.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
+from feeds.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
+from storage.events import EventQueries
+from storage.models import Revision
+from storage.store import Store
+
+log = structlog.get_logger(__name__)
+
+# (repo_id, branch) -> whether an ingest was started or queued.
+Trigger = Callable[[str, str | None], bool]
+# Two stored revisions -> their changes as dicts (kind, path, summary, severity, structural, security, detail).
+DiffFn = Callable[[Revision, Revision], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """What the server needs from the configuration; secrets are values here, read by the config module."""
+
+    public_url: str = ""  # empty: links use the URL each request came in on
+    api_token: str | None = field(default=None, repr=False)
+    read_token: str | None = field(default=None, repr=False)
+    hub_webhook_secret: str | None = field(default=None, repr=False)
+    default_interval_s: int = 900
+    feed_max_age_s: int = 300
+    allow_private_targets: bool = False  # subscriptions to loopback/private addresses ([delivery])
+
+
+@dataclass
+class Services:
+    store: Store
+    queries: EventQueries
+    feeds: FeedBuilder
+    options: ServerOptions
+    metrics: metrics.Metrics
+    trigger: Trigger | None = None
+    outbox: Any = None
+    diff: DiffFn | None = None
+    _diffs: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    _diff_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def diff_revisions(self, a: Revision, b: Revision) -> list[dict[str, Any]] | None:
+        """The changes from a to b, computed once per pair (revisions never change); None without a differ."""
+        if self.diff is None:
+            return None
+        key = (a.repo_id, a.sha, b.sha)
+        with self._diff_lock:
+            hit = self._diffs.get(key)
+        if hit is None:
+            hit = self.diff(a, b)
+            with self._diff_lock:
+                if len(self._diffs) >= 64:
+                    self._diffs.pop(next(iter(self._diffs)))
+                self._diffs[key] = hit
+        return hit
+
+
+def create_app(
+    store: Store,
+    *,
+    options: ServerOptions | None = None,
+    trigger: Trigger | None = None,
+    outbox: Any = None,
+    diff: DiffFn | None = None,
+) -> FastAPI:
+    """The whole HTTP surface over one store. `trigger` starts an ingest (Hub webhooks answer 503
+    without it); `diff` computes the diff of two revisions (compare answers 501 without it); `outbox`
+    is the webhooks' OutboxStore (subscription routes answer 503 without it)."""
+    queries = EventQueries(store.engine)
+    services = Services(
+        store=store,
+        queries=queries,
+        feeds=FeedBuilder(store, queries),
+        options=options or ServerOptions(),
+        metrics=metrics.Metrics(),
+        trigger=trigger,
+        outbox=outbox,
+        diff=diff,
+    )
+    app = FastAPI(
+        title="hubwatch",
+        summary="Change tracking for Hugging Face Hub repos: feeds, history and diffs.",
+        version="1",
+        openapi_url="/api/v1/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.services = services
+    app.include_router(api.router)
+    app.include_router(feed_router)
+    app.include_router(hubhooks.router)
+    app.include_router(metrics.router)
+    app.include_router(pages.router)
+    app.add_middleware(metrics.MetricsMiddleware, metrics=services.metrics)
+    return app
+
+
+# -- feeds ---------------------------------------------------------------------------------------
+
+feed_router = APIRouter(tags=["feeds"], dependencies=[Depends(require_read)])
+_FEED_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/atom+xml": {"schema": {"type": "string"}}, "application/rss+xml": {"schema": {"type": "string"}}},
+          "description": "The feed document"},
+    304: {"description": "Not modified since the ETag or date the client holds"},
+    401: {"description": "This server's feeds need a token"},
+    404: {"description": "No such repo or org"},
+}
+
+
+@dataclass(frozen=True)
+class FeedQuery:
+    kinds: tuple[str, ...]
+    min_severity: str | None
+    limit: int
+    token: str | None
+
+
+def feed_query(
+    kind: Annotated[list[Kind] | None, Query(description="Only events of these kinds: change kinds (chat_template) or event kinds (revision.ingested)")] = None,
+    min_severity: Annotated[Severity | None, Query(description="Only events at least this severe")] = None,
+    limit: int = Query(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Newest entries shown"),
+    token: str | None = Query(default=None, include_in_schema=False),
+) -> FeedQuery:
+    return FeedQuery(tuple(kind or ()), min_severity.value if min_severity else None, limit, token)
+
+
+FeedQueryDep = Annotated[FeedQuery, Depends(feed_query)]
+
+
+def _not_modified(request: Request, etag: str, last_modified: datetime | None) -> bool:
+    """RFC 9110: If-None-Match wins; If-Modified-Since only when it is absent."""
+    inm = request.headers.get("if-none-match")
+    if inm is not None:
+        tags = [t.strip().removeprefix("W/") for t in inm.split(",")]
+        return "*" in tags or etag in tags
+    ims = request.headers.get("if-modified-since")
+    if ims and last_modified is not None:
+        try:
+            since = email.utils.parsedate_to_datetime(ims)
+        except (TypeError, ValueError):
+            return False
+        if since.tzinfo is None:
+            return False
+        return last_modified.replace(microsecond=0) <= since
+    return False
+
+
+def serve_feed(request: Request, req: FeedRequest) -> Response:
+    services: Services = request.app.state.services
+    state = services.feeds.state(req)
+    base = base_url(request)
+    etag = services.feeds.etag(req, state, base)
+    visibility = "private" if services.options.read_token else "public"
+    headers = {
+        "ETag": etag,
+        "Cache-Control": f"{visibility}, max-age={services.options.feed_max_age_s}",
+        "Vary": "Authorization",
+    }
+    if state.last_created_at is not None:
+        headers["Last-Modified"] = http_date(state.last_created_at)
+    if _not_modified(request, etag, state.last_created_at):
+        services.metrics.count("feed_responses", "not_modified")
+        return Response(status_code=304, headers=headers)
+    rendered = services.feeds.build(req, base, state)
+    services.metrics.count("feed_responses", "rendered")
+    return Response(rendered.body, media_type=f"{rendered.media_type}; charset=utf-8", headers=headers)
+
+
+def _feed(request: Request, scope: str, fmt: str, key: str | None, q: FeedQuery) -> Response:
+    return serve_feed(request, FeedRequest(scope, fmt, key, q.kinds, q.min_severity, q.limit, q.token))
+
+
+for _fmt in ("atom", "rss"):
+
+    def _make(fmt: str) -> None:
+        @feed_router.get(f"/repos/{{org}}/{{name}}/feed.{fmt}", responses=_FEED_RESPONSES, response_class=Response,
+                         summary=f"One repo's events ({fmt})", operation_id=f"repo_feed_{fmt}")
+        def repo_feed(request: Request, q: FeedQueryDep, org: str = OrgPath, name: str = NamePath) -> Response:
+            repo_id = known_repo(request.app.state.services.queries, org, name)
+            return _feed(request, "repo", fmt, repo_id, q)
+
+        @feed_router.get(f"/orgs/{{org}}/feed.{fmt}", responses=_FEED_RESPONSES, response_class=Response,
+                         summary=f"Every watched repo of one org or user ({fmt})", operation_id=f"org_feed_{fmt}")
+        def org_feed(request: Request, q: FeedQueryDep, org: str = OrgPath) -> Response:
+            if not request.app.state.services.queries.org_known(org):
+                raise HTTPException(404, f"no watched repo or stored history under {org}/")
+            return _feed(request, "org", fmt, org, q)
+
+        @feed_router.get(f"/feeds/all.{fmt}", responses=_FEED_RESPONSES, response_class=Response,
+                         summary=f"Every watched repo ({fmt})", operation_id=f"all_feed_{fmt}")
+        def all_feed(request: Request, q: FeedQueryDep) -> Response:
+            return _feed(request, "all", fmt, None, q)
+
+        @feed_router.get(f"/feeds/security.{fmt}", responses=_FEED_RESPONSES, response_class=Response,
+                         summary=f"Security-relevant events of every repo ({fmt})", operation_id=f"security_feed_{fmt}")
+        def security_feed(request: Request, q: FeedQueryDep) -> Response:
+            return _feed(request, "security", fmt, None, q)
+
+    _make(_fmt)
+
+
+# -- running it ----------------------------------------------------------------------------------
+
+
+class ServerThread:
+    """uvicorn in a background thread on a socket bound here (port 0 picks a free one): connections
+    made right after `start()` wait in the listen backlog, so nobody has to wait for readiness."""
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # so asyncio sets TCP_NODELAY
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.socket.bind((host, port))
+        except OSError:
+            self.socket.close()
+            raise
+        self.socket.listen(2048)
+        self.host = host
+        self.port = int(self.socket.getsockname()[1])
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=10)
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, name="http", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> Self:
+        self._thread.start()
+        log.info("http_server_started", host=self.host, port=self.port, url=self.url)
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting, let requests in flight finish, join the thread."""
+        self.server.should_exit = True
+        self._thread.join(timeout=30)
+        self.socket.close()
+        log.info("http_server_stopped")
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,134 @@
+"""Hub webhooks in: `POST /hooks/hub` triggers an ingest of a watched repo the moment it moves.
+
+The Hub sends the shared secret verbatim in `X-Webhook-Secret` (no HMAC): it is compared in constant
+time before the body is even parsed. The raw JSON is read (huggingface_hub's model drops `headSha`).
+Refused without side effects: a bad or missing secret (401), a body that is not a Hub payload (400),
+a repo nobody watches (404). A payload whose commit is already stored (a replay, or a retry after we
+ingested) is a no-op (200), as is one for a branch nobody watches.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from feeds.auth import same_secret
+
+log = structlog.get_logger(__name__)
+
+MAX_BODY_BYTES = 256 * 1024
+CONTENT_SCOPES = ("repo", "repo.content", "repo.config")
+
+
+class HookAnswer(BaseModel):
+    status: str  # triggered | ignored | refused
+    detail: str
+    repo_id: str | None = None
+    branches: list[str] = []
+
+
+router = APIRouter(tags=["hooks"])
+
+
+def _answer(request: Request, code: int, status: str, detail: str, repo_id: str | None = None,
+            branches: list[str] | None = None) -> JSONResponse:
+    request.app.state.services.metrics.count("hub_webhooks", detail.split(":")[0] if status != "triggered" else "triggered")
+    body = HookAnswer(status=status, detail=detail, repo_id=repo_id, branches=branches or [])
+    return JSONResponse(status_code=code, content=body.model_dump())
+
+
+def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    try:
+        payload = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None, "malformed: the body is not JSON"
+    if not isinstance(payload, dict) or not isinstance(payload.get("repo"), dict):
+        return None, "malformed: no repo object in the payload"
+    if not isinstance(payload["repo"].get("name"), str):
+        return None, "malformed: repo.name is missing"
+    refs = payload.get("updatedRefs", [])
+    if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
+        return None, "malformed: updatedRefs is not a list of objects"
+    return payload, ""
+
+
+def _moved_branches(payload: dict[str, Any]) -> dict[str, str | None] | None:
+    """branch -> the sha it moved to, from updatedRefs; None when the payload names no ref."""
+    refs = payload.get("updatedRefs") or []
+    if not refs:
+        return None
+    moved: dict[str, str | None] = {}
+    for ref in refs:
+        name = str(ref.get("ref", ""))
+        if name.startswith("refs/heads/"):
+            new = ref.get("newSha")
+            moved[name.removeprefix("refs/heads/")] = new if isinstance(new, str) else None
+    return moved
+
+
+@router.post(
+    "/hooks/hub",
+    response_model=HookAnswer,
+    status_code=202,
+    summary="Hub webhook: ingest a watched repo now",
+    responses={
+        200: {"model": HookAnswer, "description": "Nothing to do (replay, other branch, other scope)"},
+        400: {"model": HookAnswer, "description": "Not a Hub webhook payload"},
+        401: {"model": HookAnswer, "description": "Missing or wrong X-Webhook-Secret"},
+        404: {"model": HookAnswer, "description": "The repo is not watched"},
+        413: {"model": HookAnswer, "description": "Body too large"},
+        503: {"model": HookAnswer, "description": "Hub webhooks are not enabled here"},
+    },
+)
+async def hub_webhook(request: Request) -> JSONResponse:
+    services = request.app.state.services
+    secret = services.options.hub_webhook_secret
+    if not secret or services.trigger is None:
+        return _answer(request, 503, "refused", "disabled: set [server] hub_webhook_secret_env to receive Hub webhooks")
+    if not same_secret(request.headers.get("x-webhook-secret"), secret):
+        log.warning("hub_webhook_refused", reason="bad secret")
+        return _answer(request, 401, "refused", "unauthorized: missing or wrong X-Webhook-Secret")
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        return _answer(request, 413, "refused", f"too large: the body is over {MAX_BODY_BYTES} bytes")
+    payload, problem = _parse(raw)
+    if payload is None:
+        return _answer(request, 400, "refused", problem)
+    repo = payload["repo"]
+    repo_id = repo["name"]
+    event = payload.get("event") if isinstance(payload.get("event"), dict) else {}
+    scope = str(event.get("scope", "repo.content"))
+    if repo.get("type", "model") != "model":
+        return _answer(request, 200, "ignored", f"not a model: {repo.get('type')} repos are not tracked", repo_id)
+    if scope not in CONTENT_SCOPES:
+        return _answer(request, 200, "ignored", f"other scope: {scope} does not change the repo's files", repo_id)
+    # Store calls are synchronous SQL: keep them off the event loop.
+    watches = await run_in_threadpool(services.store.list_watches)
+    branches = sorted({w.branch for w in watches if w.repo_id == repo_id})
+    if not branches:
+        log.info("hub_webhook_refused", repo_id=repo_id, reason="not watched")
+        return _answer(request, 404, "refused", f"not watched: {repo_id} is not watched here", repo_id)
+    moved = _moved_branches(payload)
+    head_sha = repo.get("headSha") if isinstance(repo.get("headSha"), str) else None
+    if moved is None:  # no refs named: the head moved, on whichever branch it is
+        moved = dict.fromkeys(branches, head_sha)
+    wanted = {b: sha for b, sha in moved.items() if b in branches}
+    if not wanted:
+        return _answer(request, 200, "ignored", f"other branch: none of {', '.join(sorted(moved)) or 'the refs'} is watched", repo_id)
+    due = []
+    for branch, sha in sorted(wanted.items()):
+        if sha and await run_in_threadpool(services.store.has_revision, repo_id, sha):
+            continue  # a replay, or the scheduler got there first
+        due.append(branch)
+    if not due:
+        return _answer(request, 200, "ignored", f"already ingested: {repo_id} at {', '.join(s[:12] for s in wanted.values() if s)}", repo_id)
+    for branch in due:
+        await run_in_threadpool(services.trigger, repo_id, branch)
+    log.info("hub_webhook_accepted", repo_id=repo_id, branches=due, sha=head_sha)
+    return _answer(request, 202, "triggered", f"triggered: ingest of {repo_id} started", repo_id, due)

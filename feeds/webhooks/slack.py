@@ -1,0 +1,98 @@
+"""The Slack format: an incoming-webhook message, `text` plus Block Kit blocks within Slack's limits.
+
+Limits kept: at most 50 blocks, section text at most 3,000 characters (counted after escaping).
+Repo text is escaped as Slack requires (`&` `<` `>` become `&amp;` `&lt;` `&gt;`, which also defuses
+`<!channel>`, `<@U…>` and `<url|label>` links), control characters are made visible, every text
+object is `verbatim` (no automatic mention or channel parsing), and links do not unfurl.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from feeds.webhooks.text import fit, units, visible
+from storage.models import Event
+
+if TYPE_CHECKING:
+    from feeds.webhooks import Links
+
+CONTENT_TYPE = "application/json"
+MAX_BLOCKS = 50
+MAX_SECTION = 3000
+MAX_TEXT = 3000
+MAX_SUMMARY = 500
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def escape_char(ch: str) -> str:
+    return _ESCAPES.get(ch, ch)
+
+
+def escape(text: object, limit: int, newlines: bool = False) -> str:
+    """Repo text as Slack mrkdwn shows it literally, cut to `limit` characters."""
+    return fit(visible(text, newlines), limit, escape_char)
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
+
+
+def render(event: Event, links: Links) -> bytes:
+    return json.dumps(message(event, links), ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def message(event: Event, links: Links) -> dict[str, Any]:
+    extra = event.payload or {}
+    head = [f"*{escape(event.title, 500)}*"]
+    meta = f"{escape(event.repo_id, 250)} · severity {escape(event.severity, 20)}"
+    if event.sha:
+        meta += f" · `{escape(event.sha[:12], 12)}`"
+    if event.security:
+        meta += " · security-relevant"
+    head.append(meta)
+    if extra.get("commit_title"):
+        head.append(f"Commit: {escape(extra['commit_title'], 1000)}")
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": _mrkdwn("\n".join(head))}]
+
+    found = links.for_event(event)
+    link_text = " · ".join(
+        f"<{url}|{label}>"
+        for key, label in (("page", "Revision page"), ("commit", "Commit on the Hub"), ("repo", "Repo on the Hub"))
+        if (url := found.get(key))
+    )
+    summaries = [f"• {escape(s, MAX_SUMMARY)}" for s in extra.get("summaries") or []]
+    room = MAX_BLOCKS - len(blocks) - 2  # keep places for "… more" and the links
+    sections, shown = _pack(summaries, room)
+    blocks += [{"type": "section", "text": _mrkdwn(text)} for text in sections]
+    if shown < len(summaries):
+        blocks.append({"type": "context", "elements": [_mrkdwn(f"… and {len(summaries) - shown} more change(s)")]})
+    blocks.append({"type": "context", "elements": [_mrkdwn(link_text)]})
+    return {
+        "text": escape(event.title, MAX_TEXT),
+        "blocks": blocks,
+        "unfurl_links": False,
+        "unfurl_media": False,
+    }
+
+
+def _pack(lines: list[str], max_sections: int) -> tuple[list[str], int]:
+    """Lines joined into at most `max_sections` texts of at most MAX_SECTION characters each."""
+    sections: list[str] = []
+    current: list[str] = []
+    size = 0
+    shown = 0
+    for line in lines:
+        extra = units(line) + (1 if current else 0)
+        if current and size + extra > MAX_SECTION:
+            sections.append("\n".join(current))
+            current, size = [], 0
+            extra = units(line)
+            if len(sections) == max_sections:
+                return sections, shown
+        current.append(line)
+        size += extra
+        shown += 1
+    if current and len(sections) < max_sections:
+        sections.append("\n".join(current))
+    return sections, shown

@@ -1,0 +1,393 @@
+"""Advisory tables and their queries: dependency facts per revision, the OSV record cache, revision <->
+advisory links, hubwatch's own OSV records, what each repo has been told (re-check state), and revisions
+waiting for OSV to come back.
+
+`write_check(session, revision_id, check)` adds one revision's advisory rows to a session: it is what the
+advisories service hands to `Store.save_revision(extra_writes=...)`, so they land in the revision's own
+transaction (or in a transaction of their own, for re-checks and back-fills).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, Session, SQLModel, col, select
+
+from storage.models import Event, Revision, Watch
+from storage.store import NewEvent, Store
+from storage.types import UTCDateTime
+
+
+def _utc(nullable: bool = False, index: bool = False) -> Any:
+    return Field(default=None, sa_column=sa.Column(UTCDateTime(), nullable=nullable, index=index))
+
+
+def _json(nullable: bool = False) -> Any:
+    return Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=nullable))
+
+
+# --- tables -------------------------------------------------------------------------------------------
+
+
+class RevisionFacts(SQLModel, table=True):
+    """The dependency facts of one revision, their diff against its parent, and its loader advice."""
+
+    __tablename__ = "advisory_facts"
+
+    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
+    facts: dict[str, Any] = _json()
+    fact_changes: list[dict[str, Any]] = _json()
+    advice: dict[str, Any] | None = _json(nullable=True)
+    checked_at: datetime = _utc()
+
+
+class OsvRecord(SQLModel, table=True):
+    """An OSV record as last fetched, kept until OSV says it was modified."""
+
+    __tablename__ = "osv_record"
+
+    id: str = Field(primary_key=True, max_length=100)
+    modified: str = Field(max_length=40)
+    aliases: list[str] = _json()
+    record: dict[str, Any] = _json()
+    withdrawn: bool = False
+    fetched_at: datetime = _utc()
+
+
+class AdvisoryLink(SQLModel, table=True):
+    """An OSV advisory matching a package version a revision names."""
+
+    __tablename__ = "advisory_link"
+
+    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
+    advisory_key: str = Field(primary_key=True, max_length=100, index=True)
+    package: str = Field(primary_key=True, max_length=200)
+    version: str = Field(default="", max_length=100)
+    status: str = Field(max_length=20)  # affected | unknown | withdrawn
+    reason: str | None = None
+    verdict: str = Field(default="unclassified", max_length=20)  # repo | runtime | unclassified
+    rule: str | None = Field(default=None, max_length=60)
+    ids: list[str] = _json()
+    modified: str = Field(default="", max_length=40)
+    summary: str = ""
+    checked_at: datetime = _utc()
+
+
+class OwnAdvisory(SQLModel, table=True):
+    """An OSV record hubwatch published for a security-relevant change."""
+
+    __tablename__ = "own_advisory"
+
+    id: str = Field(primary_key=True, max_length=60)
+    repo_id: str = Field(max_length=200, index=True)
+    revision_id: int = Field(foreign_key="revision.id", index=True, ondelete="CASCADE")
+    sha: str = Field(max_length=40)
+    class_id: str = Field(max_length=40)
+    severity: str = Field(max_length=20)
+    record: dict[str, Any] = _json()
+    published_at: datetime = _utc()
+    modified_at: datetime = _utc()
+    fixed_sha: str | None = Field(default=None, max_length=40)
+
+
+class AdvisoryState(SQLModel, table=True):
+    """Which advisory (at which `modified`) a repo has been told about: the re-check's memory."""
+
+    __tablename__ = "advisory_state"
+
+    repo_id: str = Field(primary_key=True, max_length=200)
+    advisory_key: str = Field(primary_key=True, max_length=100)
+    modified: str = Field(max_length=40)
+    first_seen_at: datetime = _utc()
+    last_seen_at: datetime = _utc()
+
+
+class AdvisoryRecheck(SQLModel, table=True):
+    """The last re-check of a repo's head."""
+
+    __tablename__ = "advisory_recheck"
+
+    repo_id: str = Field(primary_key=True, max_length=200)
+    revision_id: int | None = None
+    checked_at: datetime = _utc()
+    error: str | None = None
+
+
+class AdvisoryPending(SQLModel, table=True):
+    """A revision whose OSV look-up failed (OSV down, malformed answer): asked again later."""
+
+    __tablename__ = "advisory_pending"
+
+    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
+    reason: str
+    marked_at: datetime = _utc()
+    attempts: int = 1
+    last_attempt_at: datetime = _utc()
+
+
+# --- what a check writes ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewLink:
+    advisory_key: str
+    package: str
+    version: str
+    status: str
+    reason: str | None
+    verdict: str
+    rule: str | None
+    ids: tuple[str, ...]
+    modified: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class NewOwnAdvisory:
+    id: str
+    repo_id: str
+    sha: str
+    class_id: str
+    severity: str
+    record: dict[str, Any]
+    fixed_sha: str | None = None
+
+
+@dataclass(frozen=True)
+class NewAdvisoryCheck:
+    """Everything one advisory check of one revision writes."""
+
+    repo_id: str
+    facts: dict[str, Any]
+    fact_changes: list[dict[str, Any]] = field(default_factory=list)
+    advice: dict[str, Any] | None = None
+    osv_records: list[dict[str, Any]] = field(default_factory=list)
+    links: list[NewLink] | None = None  # None: keep the links stored (OSV was not reached)
+    own: list[NewOwnAdvisory] = field(default_factory=list)
+    state: list[tuple[str, str]] = field(default_factory=list)  # (advisory key, modified) now told
+    events: list[NewEvent] = field(default_factory=list)
+    pending_reason: str | None = None
+
+
+def write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, now: datetime) -> None:
+    """Add one revision's advisory rows to `session` (the caller commits)."""
+    with session.no_autoflush:
+        _write_check(session, revision_id, check, now)
+
+
+def _write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, now: datetime) -> None:
+    facts = session.get(RevisionFacts, revision_id) or RevisionFacts(revision_id=revision_id)
+    facts.facts, facts.fact_changes, facts.advice, facts.checked_at = check.facts, check.fact_changes, check.advice, now
+    session.add(facts)
+    upsert_osv_records(session, check.osv_records, now)
+    if check.links is not None:
+        session.execute(sa.delete(AdvisoryLink).where(col(AdvisoryLink.revision_id) == revision_id))
+        session.add_all(
+            AdvisoryLink(revision_id=revision_id, checked_at=now, **{**link.__dict__, "ids": list(link.ids)})
+            for link in {(lk.advisory_key, lk.package): lk for lk in check.links}.values()
+        )
+    for own in check.own:
+        row = session.get(OwnAdvisory, own.id)
+        if row is None:
+            row = OwnAdvisory(id=own.id, repo_id=own.repo_id, revision_id=revision_id, sha=own.sha,
+                              class_id=own.class_id, severity=own.severity, published_at=now)  # fmt: skip
+        row.record, row.modified_at, row.fixed_sha = own.record, now, own.fixed_sha
+        session.add(row)
+    _told(session, check.repo_id, check.state, now)
+    _add_events(session, check.repo_id, revision_id, check.events, now)
+    pending = session.get(AdvisoryPending, revision_id)
+    if check.pending_reason is None:
+        if pending is not None:
+            session.delete(pending)
+    elif pending is None:
+        session.add(AdvisoryPending(revision_id=revision_id, reason=check.pending_reason, marked_at=now, last_attempt_at=now))
+    else:
+        pending.reason, pending.attempts, pending.last_attempt_at = check.pending_reason, pending.attempts + 1, now
+        session.add(pending)
+
+
+def upsert_osv_records(session: Session, records: Iterable[dict[str, Any]], now: datetime) -> None:
+    for record in records:
+        row = session.get(OsvRecord, str(record["id"])) or OsvRecord(id=str(record["id"]))
+        row.modified = str(record.get("modified", ""))
+        row.aliases = [str(a) for a in record.get("aliases") or ()]
+        row.record = record
+        row.withdrawn = bool(record.get("withdrawn"))
+        row.fetched_at = now
+        session.add(row)
+
+
+def _told(session: Session, repo_id: str, state: Iterable[tuple[str, str]], now: datetime) -> None:
+    wanted = dict(state)
+    if not wanted:
+        return
+    query = select(AdvisoryState).where(AdvisoryState.repo_id == repo_id, col(AdvisoryState.advisory_key).in_(wanted))
+    rows = {r.advisory_key: r for r in session.exec(query)}
+    for key, modified in wanted.items():
+        row = rows.get(key) or AdvisoryState(repo_id=repo_id, advisory_key=key, modified=modified, first_seen_at=now)
+        row.modified, row.last_seen_at = modified, now
+        session.add(row)
+
+
+def _add_events(session: Session, repo_id: str, revision_id: int | None, events: Iterable[NewEvent], now: datetime) -> None:
+    wanted = {e.event_id: e for e in events}
+    if not wanted:
+        return
+    present = set(session.exec(select(Event.event_id).where(col(Event.event_id).in_(wanted))))
+    for event in wanted.values():
+        if event.event_id in present:
+            continue
+        session.add(
+            Event(event_id=event.event_id, kind=event.kind, repo_id=repo_id, revision_id=revision_id,
+                  sha=event.payload.get("sha"), title=event.title, severity=event.severity,
+                  security=event.security, created_at=now, payload=event.payload)
+        )
+
+
+# --- queries ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeadRevision:
+    repo_id: str
+    revision_id: int
+    sha: str
+
+
+class AdvisoryStore:
+    """Reads and stand-alone writes of the advisory tables, over the Store's engine and clock."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def write(self, revision_id: int, check: NewAdvisoryCheck) -> None:
+        """`write_check` in a transaction of its own (back-fill, re-check, re-query of pending revisions)."""
+        with self.store.session() as s:
+            write_check(s, revision_id, check, self.store.clock())
+            s.commit()
+
+    def write_many(self, checks: Iterable[tuple[int, NewAdvisoryCheck]], rechecked: Iterable[tuple[str, int]] = (),
+                   batch: int = 200) -> None:  # fmt: skip
+        """Many revisions' checks, `batch` to a transaction; then `rechecked` (repo, head revision) noted."""
+        now = self.store.clock()
+        items = list(checks)
+        for start in range(0, len(items), batch):
+            with self.store.session() as s:
+                for revision_id, check in items[start : start + batch]:
+                    write_check(s, revision_id, check, now)
+                s.commit()
+        heads = dict(rechecked)
+        if not heads:
+            return
+        with self.store.session() as s, s.no_autoflush:
+            rows = {r.repo_id: r for r in s.exec(select(AdvisoryRecheck).where(col(AdvisoryRecheck.repo_id).in_(heads)))}
+            for repo_id, revision_id in heads.items():
+                row = rows.get(repo_id) or AdvisoryRecheck(repo_id=repo_id)
+                row.revision_id, row.checked_at, row.error = revision_id, now, None
+                s.add(row)
+            s.commit()
+
+    def links_by_revision(self, revision_ids: Iterable[int]) -> dict[int, list[AdvisoryLink]]:
+        ids = set(revision_ids)
+        out: dict[int, list[AdvisoryLink]] = {i: [] for i in ids}
+        if not ids:
+            return out
+        with self.store.session() as s:
+            for link in s.exec(select(AdvisoryLink).where(col(AdvisoryLink.revision_id).in_(ids))):
+                out[link.revision_id].append(link)
+        return out
+
+    def save_osv_records(self, records: Iterable[dict[str, Any]]) -> None:
+        with self.store.session() as s:
+            upsert_osv_records(s, records, self.store.clock())
+            s.commit()
+
+    def record_recheck(self, repo_id: str, revision_id: int | None, error: str | None) -> None:
+        with self.store.session() as s:
+            row = s.get(AdvisoryRecheck, repo_id) or AdvisoryRecheck(repo_id=repo_id)
+            row.revision_id, row.checked_at, row.error = revision_id, self.store.clock(), error
+            s.add(row)
+            s.commit()
+
+    def osv_records(self, ids: Iterable[str] | None = None) -> list[OsvRecord]:
+        with self.store.session() as s:
+            query = select(OsvRecord).order_by(OsvRecord.id)
+            if ids is not None:
+                query = query.where(col(OsvRecord.id).in_(set(ids)))
+            return list(s.exec(query))
+
+    def osv_modified(self) -> dict[str, str]:
+        """id -> `modified` of every cached record: what decides whether a detail fetch is needed."""
+        with self.store.session() as s:
+            return dict(s.exec(select(OsvRecord.id, OsvRecord.modified)).all())  # type: ignore[arg-type]
+
+    def facts(self, revision_ids: Iterable[int]) -> dict[int, RevisionFacts]:
+        ids = set(revision_ids)
+        if not ids:
+            return {}
+        with self.store.session() as s:
+            return {r.revision_id: r for r in s.exec(select(RevisionFacts).where(col(RevisionFacts.revision_id).in_(ids)))}
+
+    def links(self, revision_id: int) -> list[AdvisoryLink]:
+        with self.store.session() as s:
+            query = select(AdvisoryLink).where(AdvisoryLink.revision_id == revision_id).order_by(AdvisoryLink.advisory_key)
+            return list(s.exec(query))
+
+    def linked_keys(self, repo_id: str) -> set[str]:
+        """Advisory keys ever linked to any revision of the repo."""
+        with self.store.session() as s:
+            query = (
+                select(AdvisoryLink.advisory_key)
+                .join(Revision, col(Revision.id) == AdvisoryLink.revision_id)
+                .where(Revision.repo_id == repo_id)
+                .distinct()
+            )
+            return set(s.exec(query))
+
+    def own(self, repo_id: str | None = None) -> list[OwnAdvisory]:
+        with self.store.session() as s:
+            query = select(OwnAdvisory).order_by(col(OwnAdvisory.published_at), OwnAdvisory.id)
+            if repo_id is not None:
+                query = query.where(OwnAdvisory.repo_id == repo_id)
+            return list(s.exec(query))
+
+    def open_own(self, repo_id: str) -> list[OwnAdvisory]:
+        return [o for o in self.own(repo_id) if o.fixed_sha is None]
+
+    def told(self, repo_ids: Iterable[str]) -> dict[tuple[str, str], str]:
+        """(repo, advisory key) -> the `modified` the repo was last told about."""
+        ids = set(repo_ids)
+        if not ids:
+            return {}
+        with self.store.session() as s:
+            rows = s.exec(select(AdvisoryState).where(col(AdvisoryState.repo_id).in_(ids)))
+            return {(r.repo_id, r.advisory_key): r.modified for r in rows}
+
+    def pending(self) -> list[AdvisoryPending]:
+        with self.store.session() as s:
+            return list(s.exec(select(AdvisoryPending).order_by(AdvisoryPending.revision_id)))
+
+    def rechecks(self) -> dict[str, AdvisoryRecheck]:
+        with self.store.session() as s:
+            return {r.repo_id: r for r in s.exec(select(AdvisoryRecheck))}
+
+    def heads(self, repo_ids: Iterable[str] | None = None) -> list[HeadRevision]:
+        """The stored revision each watch points at (one per repo and sha)."""
+        wanted = None if repo_ids is None else set(repo_ids)
+        with self.store.session() as s:
+            query = (
+                select(Watch.repo_id, Revision.id, Revision.sha)
+                .join(Revision, sa.and_(Revision.repo_id == Watch.repo_id, Revision.sha == Watch.last_sha))
+                .order_by(Watch.repo_id)
+            )
+            rows = s.exec(query).all()
+        heads = {(r[0], r[2]): HeadRevision(r[0], int(r[1]), r[2]) for r in rows}
+        return [h for h in heads.values() if wanted is None or h.repo_id in wanted]
+
+    def revision(self, revision_id: int) -> Revision | None:
+        with self.store.session() as s:
+            return s.get(Revision, revision_id)

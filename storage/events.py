@@ -1,0 +1,252 @@
+"""Reading what was announced: events filtered for feeds and the API, with cursor pagination by `seq`.
+
+Events are append-only (a row is never rewritten), so a filter's newest `seq` and row count identify
+what a feed built from it holds: `FeedState` is what conditional GETs are answered from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, func, select
+
+from storage.models import ChangeRecord, EstimateRecord, Event, Revision, Watch
+
+SEVERITIES = ("info", "notice", "warning", "critical")
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Which events a feed or an API page holds. `kinds` mixes event kinds (dotted, `revision.ingested`)
+    and change kinds (`chat_template`): an event matches a change kind when its revision has a change of
+    that kind or its own kind starts with `<kind>.`. Several kinds match any of them."""
+
+    repo_id: str | None = None
+    org: str | None = None
+    kinds: tuple[str, ...] = ()
+    min_severity: str | None = None
+    security_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_severity is not None and self.min_severity not in SEVERITIES:
+            raise ValueError(f"min_severity must be one of {', '.join(SEVERITIES)}")
+
+
+@dataclass(frozen=True)
+class FeedState:
+    """The newest event, how many there are, and when the newest was written, for one filter."""
+
+    last_seq: int | None
+    count: int
+    last_created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class EventHead:
+    seq: int
+    event_id: str
+
+
+@dataclass(frozen=True)
+class RepoSummary:
+    repo_id: str
+    revisions: int
+    last_committed_at: datetime | None
+    watched: bool
+
+
+@dataclass(frozen=True)
+class Counts:
+    watches: int
+    watches_failing: int
+    revisions: int
+    changes: int
+    events: int
+    last_event_seq: int
+
+
+def _conditions(flt: EventFilter) -> list[sa.ColumnElement[bool]]:
+    where: list[sa.ColumnElement[bool]] = []
+    if flt.repo_id is not None:
+        where.append(col(Event.repo_id) == flt.repo_id)
+    if flt.org is not None:
+        where.append(col(Event.repo_id).startswith(f"{flt.org}/", autoescape=True))
+    if flt.min_severity is not None:
+        allowed = SEVERITIES[SEVERITIES.index(flt.min_severity):]
+        where.append(col(Event.severity).in_(allowed))
+    if flt.security_only:
+        where.append(col(Event.security).is_(True))
+    if flt.kinds:
+        event_kinds = [k for k in flt.kinds if "." in k]
+        change_kinds = [k for k in flt.kinds if "." not in k]
+        either: list[sa.ColumnElement[bool]] = []
+        if event_kinds:
+            either.append(col(Event.kind).in_(event_kinds))
+        if change_kinds:
+            has_change = (
+                select(ChangeRecord.id)
+                .where(col(ChangeRecord.revision_id) == col(Event.revision_id), col(ChangeRecord.kind).in_(change_kinds))
+                .exists()
+            )
+            either.append(has_change)
+            either.extend(col(Event.kind).startswith(f"{k}.", autoescape=True) for k in change_kinds)
+        where.append(sa.or_(*either))
+    return where
+
+
+class EventQueries:
+    """Read-only queries for feeds, pages and the API. Callers get detached rows back."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def _session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    def events(
+        self, flt: EventFilter, limit: int, *, after_seq: int | None = None, before_seq: int | None = None
+    ) -> list[Event]:
+        """With `after_seq`: events after it, oldest first. Otherwise the newest, newest first.
+        `before_seq` bounds either from above (both together: a window)."""
+        query = select(Event).where(*_conditions(flt)).limit(limit)
+        if before_seq is not None:
+            query = query.where(col(Event.seq) < before_seq)
+        if after_seq is not None:
+            query = query.where(col(Event.seq) > after_seq).order_by(col(Event.seq).asc())
+        else:
+            query = query.order_by(col(Event.seq).desc())
+        with self._session() as s:
+            return list(s.exec(query))
+
+    def event_heads(self, flt: EventFilter, limit: int, *, before_seq: int | None = None) -> list[EventHead]:
+        """The newest events' identifying columns only (no payload), newest first: what a feed needs
+        when it already holds each entry's content."""
+        query = select(Event.seq, Event.event_id).where(*_conditions(flt)).order_by(col(Event.seq).desc()).limit(limit)
+        if before_seq is not None:
+            query = query.where(col(Event.seq) < before_seq)
+        with self.engine.connect() as conn:
+            return [EventHead(seq, event_id) for seq, event_id in conn.execute(query)]
+
+    def events_by_seq(self, seqs: Iterable[int]) -> dict[int, Event]:
+        wanted = set(seqs)
+        if not wanted:
+            return {}
+        with self._session() as s:
+            return {e.seq: e for e in s.exec(select(Event).where(col(Event.seq).in_(wanted)))}  # type: ignore[misc]
+
+    def events_for_revision(self, revision_id: int) -> list[Event]:
+        with self._session() as s:
+            return list(s.exec(select(Event).where(Event.revision_id == revision_id).order_by(col(Event.seq))))
+
+    def state(self, flt: EventFilter) -> FeedState:
+        """One aggregate query: enough to answer a conditional GET without reading any event."""
+        query = select(func.max(Event.seq), func.count(col(Event.seq)), func.max(Event.created_at)).where(
+            *_conditions(flt)
+        )
+        with self._session() as s:
+            last_seq, count, _ = s.exec(query).one()
+            last_created_at = None
+            if last_seq is not None:  # read through the column type, so it comes back UTC-aware
+                last_created_at = s.exec(select(Event.created_at).where(Event.seq == last_seq)).one()
+        return FeedState(last_seq, int(count or 0), last_created_at)
+
+    def revisions(self, ids: Iterable[int]) -> dict[int, Revision]:
+        wanted = set(ids)
+        if not wanted:
+            return {}
+        with self._session() as s:
+            return {r.id: r for r in s.exec(select(Revision).where(col(Revision.id).in_(wanted)))}  # type: ignore[misc]
+
+    def estimates(self, revision_ids: Iterable[int]) -> dict[int, EstimateRecord]:
+        wanted = set(revision_ids)
+        if not wanted:
+            return {}
+        with self._session() as s:
+            query = select(EstimateRecord).where(col(EstimateRecord.revision_id).in_(wanted))
+            return {e.revision_id: e for e in s.exec(query)}
+
+    def repo_estimates(self, repo_id: str, limit: int, offset: int = 0) -> list[tuple[Revision, EstimateRecord]]:
+        """Stored estimates of a repo, newest revision first."""
+        query = (
+            select(Revision, EstimateRecord)
+            .join(EstimateRecord, col(EstimateRecord.revision_id) == col(Revision.id))
+            .where(Revision.repo_id == repo_id)
+            .order_by(col(Revision.committed_at).desc(), col(Revision.id).desc())
+            .offset(offset)
+            .limit(limit)
+        )
+        with self._session() as s:
+            return [(r, e) for r, e in s.exec(query)]
+
+    def count_revisions(self, repo_id: str) -> int:
+        with self._session() as s:
+            return int(s.exec(select(func.count(col(Revision.id))).where(Revision.repo_id == repo_id)).one())
+
+    def count_estimates(self, repo_id: str) -> int:
+        query = (
+            select(func.count(col(EstimateRecord.revision_id)))
+            .join(Revision, col(EstimateRecord.revision_id) == col(Revision.id))
+            .where(Revision.repo_id == repo_id)
+        )
+        with self._session() as s:
+            return int(s.exec(query).one())
+
+    def repo_known(self, repo_id: str) -> bool:
+        """Whether the repo is watched or has stored history."""
+        with self._session() as s:
+            if s.exec(select(Watch.id).where(Watch.repo_id == repo_id).limit(1)).first() is not None:
+                return True
+            return s.exec(select(Revision.id).where(Revision.repo_id == repo_id).limit(1)).first() is not None
+
+    def org_known(self, org: str) -> bool:
+        """Whether any repo of the org is watched or has stored history."""
+        with self._session() as s:
+            for model in (Watch, Revision):
+                query = select(model.id).where(col(model.repo_id).startswith(f"{org}/", autoescape=True)).limit(1)
+                if s.exec(query).first() is not None:
+                    return True
+        return False
+
+    def repos(self) -> list[RepoSummary]:
+        """Every repo with stored history or a watch, by id."""
+        with self._session() as s:
+            rows = s.exec(
+                select(Revision.repo_id, func.count(col(Revision.id)), func.max(Revision.committed_at)).group_by(
+                    Revision.repo_id
+                )
+            ).all()
+            watched = set(s.exec(select(Watch.repo_id).distinct()))
+        history = {repo_id: (int(n), last) for repo_id, n, last in rows}
+        out = []
+        for repo_id in sorted(set(history) | watched):
+            n, last = history.get(repo_id, (0, None))
+            if isinstance(last, str):  # SQLite hands aggregates back as text
+                last = datetime.fromisoformat(last)
+            if last is not None and last.tzinfo is None:
+                last = last.replace(tzinfo=UTC)
+            out.append(RepoSummary(repo_id, n, last, repo_id in watched))
+        return out
+
+    def counts(self) -> Counts:
+        """Totals for metrics gauges."""
+        with self._session() as s:
+
+            def scalar(query: sa.Select) -> int:  # type: ignore[type-arg]
+                return int(s.exec(query).one() or 0)
+
+            return Counts(
+                watches=scalar(select(func.count(col(Watch.id)))),
+                watches_failing=scalar(select(func.count(col(Watch.id))).where(col(Watch.error_count) > 0)),
+                revisions=scalar(select(func.count(col(Revision.id)))),
+                changes=scalar(select(func.count(col(ChangeRecord.id)))),
+                events=scalar(select(func.count(col(Event.seq)))),
+                last_event_seq=scalar(select(func.coalesce(func.max(Event.seq), 0))),
+            )
+
+    def ping(self) -> None:
+        """Raise if the database cannot answer a query on the event table."""
+        with self.engine.connect() as conn:
+            conn.execute(select(func.count()).select_from(Event).where(sa.false()))

@@ -1,0 +1,108 @@
+"""A history ingested once by the real pipeline from the Hub replay, and the HTTP server over it."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from feeds.http import ServerOptions, ServerThread, create_app
+from storage.db import create_db_engine
+from storage.models import Revision
+from storage.outbox import OutboxStore
+from storage.store import Store
+from tests.conftest import TEST_HISTORIES, settings_for
+from tracker.app import App
+from tracker.differs import diff_snapshots
+from tracker.snapshots import load_snapshot
+
+HOSTILE = "hubwatch-tests/hostile-model"
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+API_TOKEN = "api-token-for-tests"
+READ_TOKEN = "read-token-for-tests"
+HOOK_SECRET = "hub-secret-for-tests"
+SCHEMAS = Path(__file__).resolve().parents[1] / "fixtures" / "schemas"
+
+
+@dataclass
+class History:
+    """A SQLite file holding the hostile fixture repo and Llama-3.1-8B-Instruct, every commit ingested."""
+
+    path: Path
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def copy_to(self, folder: Path) -> History:
+        """A private copy a test may write to."""
+        target = folder / "history.db"
+        shutil.copyfile(self.path, target)
+        return History(target)
+
+    def store(self) -> Store:
+        return Store(create_db_engine(self.url))
+
+
+@pytest.fixture(scope="session")
+def history(tmp_path_factory: pytest.TempPathFactory) -> History:
+    from tracker.replay.server import BUNDLED_ROOT, ReplayServer
+
+    path = tmp_path_factory.mktemp("feeds") / "history.db"
+    with ReplayServer(roots=[BUNDLED_ROOT, TEST_HISTORIES]) as replay:
+        app = App(settings_for(replay.endpoint, path))  # type: ignore[arg-type]
+        for repo_id in (HOSTILE, LLAMA):
+            app.store.add_watch(repo_id, "main", 3600, backfill=100)
+        outcomes = app.poll()
+        assert not any(o.failed for o in outcomes), [o.error for o in outcomes]
+        app.store.engine.dispose()  # checkpoints the WAL: the file alone is the whole database
+    return History(path)
+
+
+def differ_for(store: Store) -> Any:
+    """The tracker's differ, injected the way the CLI (the composition root) injects it."""
+
+    def diff(a: Revision, b: Revision) -> list[dict[str, Any]]:
+        return [c.to_dict() for c in diff_snapshots(load_snapshot(store, a), load_snapshot(store, b))]
+
+    return diff
+
+
+@dataclass
+class Served:
+    url: str
+    store: Store
+    app: Any
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30, **kwargs)
+
+
+@contextmanager
+def serve(store: Store, **options: Any) -> Iterator[Served]:
+    """The real ASGI app on uvicorn, on a free loopback port."""
+    trigger = options.pop("trigger", None)
+    app = create_app(store, options=ServerOptions(**options), trigger=trigger, outbox=OutboxStore(store.engine),
+                     diff=differ_for(store))
+    with ServerThread(app, "127.0.0.1", 0) as server:
+        yield Served(server.url, store, app)
+    store.engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def served(history: History) -> Iterator[Served]:
+    """A server over the shared history (read it only), writes allowed with API_TOKEN."""
+    with serve(history.store(), api_token=API_TOKEN) as server:
+        yield server
+
+
+@pytest.fixture
+def client(served: Served) -> Iterator[httpx.Client]:
+    with served.client() as c:
+        yield c

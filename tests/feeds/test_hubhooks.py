@@ -1,0 +1,193 @@
+"""Hub webhooks in: a good secret ingests the repo at once; forgeries, strangers and replays change nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import write_config
+from tests.feeds.conftest import HOOK_SECRET, Served, serve
+from tracker.app import App
+
+BROKEN = "hubwatch-tests/broken-model"
+
+
+def payload(repo_id: str, old: str | None, new: str, ref: str = "refs/heads/main", scope: str = "repo.content") -> dict[str, Any]:
+    """A Hub webhook body as the Hub sends it (raw JSON, camelCase)."""
+    return {
+        "event": {"action": "update", "scope": scope},
+        "repo": {"type": "model", "name": repo_id, "id": "65f0c0ffee", "private": False, "headSha": new,
+                 "url": {"web": f"https://huggingface.co/{repo_id}", "api": f"https://huggingface.co/api/models/{repo_id}"},
+                 "owner": {"id": "61a0c0ffee"}},
+        "updatedRefs": [{"ref": ref, "oldSha": old, "newSha": new}],
+        "webhook": {"id": "6601c0ffee", "version": 3},
+    }
+
+
+class Ingests:
+    """The trigger: runs the real ingest in a thread, as the daemon would, and reports each outcome."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.calls: list[tuple[str, str | None]] = []
+        self.outcomes: queue.Queue[Any] = queue.Queue()
+
+    def __call__(self, repo_id: str, branch: str | None) -> bool:
+        self.calls.append((repo_id, branch))
+        threading.Thread(target=lambda: self.outcomes.put(self.app.poll_if_due(repo_id, branch or "main"))).start()
+        return True
+
+
+@pytest.fixture
+def hooked(app: App, replay) -> Iterator[tuple[Served, Ingests]]:
+    """broken-model watched and ingested at its first commit; the server's trigger ingests for real."""
+    replay.set_head(BROKEN, 1)
+    app.store.add_watch(BROKEN, "main", 3600)
+    app.poll()
+    ingests = Ingests(app)
+    with serve(app.store, hub_webhook_secret=HOOK_SECRET, trigger=ingests) as served:
+        yield served, ingests
+
+
+def _post(served: Served, body: Any, secret: str | None = HOOK_SECRET) -> httpx.Response:
+    headers = {"Content-Type": "application/json"} | ({"X-Webhook-Secret": secret} if secret is not None else {})
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    with served.client() as c:
+        return c.post("/hooks/hub", content=content, headers=headers)
+
+
+def test_good_secret_ingests_the_new_commit_at_once(hooked, replay, app: App) -> None:
+    """A valid webhook for a watched repo triggers an ingest, and the pushed revision lands."""
+    served, ingests = hooked
+    old = replay.head_sha(BROKEN)
+    replay.set_head(BROKEN, 2)
+    new = replay.head_sha(BROKEN)
+    response = _post(served, payload(BROKEN, old, new))
+    assert response.status_code == 202, response.text
+    assert response.json()["status"] == "triggered" and response.json()["branches"] == ["main"]
+    outcome = ingests.outcomes.get(timeout=60)
+    assert outcome.status == "ingested"
+    assert app.store.has_revision(BROKEN, new)
+
+
+def test_replayed_payload_is_a_no_op(hooked, replay, app: App) -> None:
+    """The same webhook again, once its commit is stored, triggers nothing and stores nothing twice."""
+    served, ingests = hooked
+    old = replay.head_sha(BROKEN)
+    replay.set_head(BROKEN, 2)
+    body = payload(BROKEN, old, replay.head_sha(BROKEN))
+    assert _post(served, body).status_code == 202
+    ingests.outcomes.get(timeout=60)
+    before = [r.sha for r in app.store.list_revisions(BROKEN)]
+    replayed = _post(served, body)
+    assert replayed.status_code == 200 and replayed.json()["status"] == "ignored"
+    assert "already ingested" in replayed.json()["detail"]
+    assert len(ingests.calls) == 1
+    assert [r.sha for r in app.store.list_revisions(BROKEN)] == before
+
+
+@pytest.mark.parametrize(
+    ("case", "status"),
+    [
+        ("forged secret", 401),
+        ("missing secret", 401),
+        ("unknown repo", 404),
+        ("not JSON", 400),
+        ("no repo", 400),
+        ("bad refs", 400),
+        ("other branch", 200),
+        ("discussion", 200),
+    ],
+)
+def test_refused_webhooks_have_no_side_effects(hooked, replay, app: App, case: str, status: int) -> None:
+    """Forged or missing secrets, strangers' repos, malformed bodies, unwatched branches and other scopes trigger nothing."""
+    served, ingests = hooked
+    old = replay.head_sha(BROKEN)
+    replay.set_head(BROKEN, 2)
+    new = replay.head_sha(BROKEN)
+    good = payload(BROKEN, old, new)
+    body, secret = {
+        "forged secret": (good, "hub-secret-for-test"),
+        "missing secret": (good, None),
+        "unknown repo": (payload("someone/else", None, new), HOOK_SECRET),
+        "not JSON": (b"<xml/>", HOOK_SECRET),
+        "no repo": ({"event": {"scope": "repo.content"}}, HOOK_SECRET),
+        "bad refs": ({**good, "updatedRefs": "main"}, HOOK_SECRET),
+        "other branch": (payload(BROKEN, old, new, ref="refs/heads/dev"), HOOK_SECRET),
+        "discussion": (payload(BROKEN, old, new, scope="discussion.comment"), HOOK_SECRET),
+    }[case]
+    watch_before = app.store.get_watch(BROKEN)
+    response = _post(served, body, secret)
+    assert response.status_code == status, response.text
+    assert response.json()["status"] in ("refused", "ignored")
+    assert ingests.calls == []
+    assert not app.store.has_revision(BROKEN, new)
+    assert app.store.get_watch(BROKEN) == watch_before
+
+
+def test_webhooks_are_refused_until_a_secret_is_configured(app: App) -> None:
+    """Without [server] hub_webhook_secret_env's variable, /hooks/hub answers 503 and triggers nothing."""
+    calls: list[Any] = []
+    with serve(app.store, trigger=lambda *a: calls.append(a) or True) as served:
+        response = _post(served, payload(BROKEN, None, "0" * 40), secret="")
+    assert response.status_code == 503 and "hub_webhook_secret_env" in response.json()["detail"]
+    assert calls == []
+
+
+def _read_until(proc: subprocess.Popen, needle: str, timeout_s: float = 60) -> list[dict]:
+    """JSON log lines from the process's stderr up to the first whose text contains `needle`."""
+    seen: list[dict] = []
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and selector.select(timeout=deadline - time.monotonic()):
+        line = proc.stderr.readline()
+        if not line:
+            break
+        if line.startswith("{"):
+            seen.append(json.loads(line))
+            if needle in line:
+                return seen
+    raise AssertionError(f"{needle!r} not logged in time; saw: {[e.get('event') for e in seen]}")
+
+
+def test_run_serves_http_and_ingests_on_a_hub_webhook(replay, tmp_path: Path) -> None:
+    """`hubwatch run` serves on its port, a Hub webhook makes it ingest the pushed commit, and SIGTERM stops both."""
+    replay.set_head(BROKEN, 1)
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db",
+                          extra='\n[server]\nport = 0\n\n[[watch]]\nrepo = "hubwatch-tests/broken-model"\ninterval = "1h"\n')
+    env = {**os.environ, "HUBWATCH_HUB_WEBHOOK_SECRET": HOOK_SECRET}
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "run"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = _read_until(proc, "http_server_started")[-1]["url"]
+        first = replay.head_sha(BROKEN)
+        _read_until(proc, '"repo_polled"')
+        replay.set_head(BROKEN, 2)
+        second = replay.head_sha(BROKEN)
+        response = httpx.post(f"{url}/hooks/hub", json=payload(BROKEN, first, second), headers={"X-Webhook-Secret": HOOK_SECRET})
+        assert response.status_code == 202, response.text
+        stored = _read_until(proc, '"revision_stored"')[-1]
+        assert stored["sha"] == second
+        feed = httpx.get(f"{url}/repos/{BROKEN}/feed.atom")
+        assert feed.status_code == 200 and second[:12].encode() in feed.content
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=30)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, rest[-2000:]
+    assert "http_server_stopped" in rest and "scheduler_stopped" in rest
