@@ -132,7 +132,7 @@ def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path
     run_cli("watch", "add", BROKEN, "--interval", "1h", config=config)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracker", "--config", str(config), "run"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "HUBWATCH_SERVER_PORT": "0"},
     )
     try:
         _read_until(proc, '"repo_polled"', timeout_s=60)
