@@ -250,7 +250,8 @@ def matches(subscription: Subscription, event: Event) -> bool:
 
 def enqueue(session: Session, events: Iterable[Event]) -> int:
     """Add a pending Delivery for every enabled subscription each event matches, in the caller's
-    session (so in the events' own transaction). Returns how many were added."""
+    session, so in the events' own transaction. Safe to call twice for the same events (a delivery
+    that exists is not added again). Returns how many were added."""
     events = list(events)
     if not events:
         return 0
@@ -259,25 +260,28 @@ def enqueue(session: Session, events: Iterable[Event]) -> int:
         return 0
     if any(e.seq is None for e in events):
         session.flush()
-    added = 0
+    wanted: dict[str, Delivery] = {}
     for event in sorted(events, key=lambda e: e.seq or 0):
         for subscription in subscriptions:
             if not matches(subscription, event):
                 continue
             assert subscription.id is not None and event.seq is not None
-            session.add(
-                Delivery(
-                    id=delivery_id(event.event_id, subscription.id),
-                    subscription_id=subscription.id,
-                    event_seq=event.seq,
-                    event_id=event.event_id,
-                    status="pending",
-                    next_attempt_at=event.created_at,
-                    created_at=event.created_at,
-                )
+            did = delivery_id(event.event_id, subscription.id)
+            wanted[did] = Delivery(
+                id=did,
+                subscription_id=subscription.id,
+                event_seq=event.seq,
+                event_id=event.event_id,
+                status="pending",
+                next_attempt_at=event.created_at,
+                created_at=event.created_at,
             )
-            added += 1
-    return added
+    if not wanted:
+        return 0
+    present = set(session.exec(select(Delivery.id).where(col(Delivery.id).in_(list(wanted)))))
+    fresh = [d for did, d in wanted.items() if did not in present]
+    session.add_all(fresh)
+    return len(fresh)
 
 
 # -- the store ---------------------------------------------------------------------------------------

@@ -81,8 +81,7 @@ def test_generic_deliveries_carry_verifiable_standard_webhooks_signatures(
 def test_a_receiver_down_for_n_attempts_then_back_gets_every_event_exactly_once(
     store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
-    """503 three times, then up: each event arrives once per webhook-id, oldest first, retries on the schedule,
-    and the endpoint's other deliveries wait instead of burning their attempts."""
+    """503 three times, then up: every event arrives once per webhook-id, in order, on the retry schedule."""
     receiver.plan = [Reply(503), Reply(503), Reply(503)]
     subscribe(outbox, receiver.url)
     event_ids = emit(store, n=4)
@@ -99,7 +98,7 @@ def test_a_receiver_down_for_n_attempts_then_back_gets_every_event_exactly_once(
     assert [(a.attempted_at, a.status_code, a.outcome) for a in log] == [
         (T0, 503, "retry"), (_at(5), 503, "retry"), (_at(305), 503, "retry"), (_at(2105), 204, "delivered")
     ]
-    assert sorted(i.delivery.attempts for i in outbox.list_deliveries()) == [1, 1, 1, 4]
+    assert sorted(i.delivery.attempts for i in outbox.list_deliveries()) == [1, 1, 1, 4]  # the others waited
 
 
 def test_the_retry_schedule_ends_in_a_dead_delivery_and_history_is_untouched(

@@ -18,6 +18,7 @@ from storage.outbox import (
     Subscription,
     SubscriptionDisabled,
     delivery_id,
+    enqueue,
     matches,
 )
 from storage.store import NewChange, NewEvent, NewRevision, Store
@@ -248,3 +249,14 @@ def test_claimed_deliveries_are_not_handed_out_twice(store: Store, outbox: Outbo
     assert outbox.due_deliveries(T0, lease_s=60) == []
     later = datetime.fromtimestamp(T0.timestamp() + 61, tz=timezone.utc)
     assert len(outbox.due_deliveries(later, lease_s=60)) == 3  # the first one crashed: its lease ran out
+
+
+def test_enqueue_twice_in_one_transaction_adds_each_delivery_once(store: Store, outbox: OutboxStore) -> None:
+    """A writer that enqueues its own events inside save_revision's transaction does not duplicate them."""
+    subscribe(outbox, HOOK)
+
+    def own_enqueue(session: Session, revision: object) -> None:
+        enqueue(session, session.exec(select(Event)).all())
+
+    store.save_revision(_revision("c" * 40), extra_writes=[own_enqueue])
+    assert len(outbox.list_deliveries()) == 1
