@@ -146,3 +146,15 @@ def test_config_watches_are_synced(store: Store) -> None:
     watches = {(w.repo_id, w.branch): w for w in store.list_watches()}
     assert watches[("org/a", "main")].interval_s == 120
     assert watches[("org/b", "dev")].source == "config"
+
+
+def test_nul_characters_are_scrubbed_on_every_backend(store: Store) -> None:
+    """A NUL byte in a commit title, a change summary or a JSON detail is stored as U+2400, not lost."""
+    revision = _revision("3" * 40)
+    hostile = NewRevision(**{**revision.__dict__, "title": "fix\x00it", "changes": [
+        NewChange(kind="config", path="config.json", summary="a\x00b", severity="info", detail={"v": ["x\x00"]})]})
+    store.save_revision(hostile)
+    stored = store.find_revision("org/model", "3333")
+    assert stored.title == "fix\u2400it"
+    [change] = store.changes_by_revision([stored.id])[stored.id]
+    assert change.summary == "a\u2400b" and change.detail == {"v": ["x\u2400"]}
