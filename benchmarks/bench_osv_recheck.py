@@ -19,7 +19,7 @@ import random
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -31,15 +31,15 @@ from tracker.advisories.facts import extract_facts  # noqa: E402
 from tracker.advisories.fake import OsvFake, bundled_records  # noqa: E402
 from tracker.advisories.osv import OsvClient  # noqa: E402
 from tracker.advisories.service import AdvisoryService  # noqa: E402
-from tracker.logs import configure_logging  # noqa: E402
 from tracker.config import LogSettings  # noqa: E402
+from tracker.logs import configure_logging  # noqa: E402
 from tracker.snapshot import FileEntry, Snapshot  # noqa: E402
 from tracker.snapshots import git_blob_oid  # noqa: E402
 
 N = 1000
 HELD_BACK = "PYSEC-2026-3929"  # published by "OSV" between the first and the daily re-check
 MODIFIED = ("PYSEC-2026-2289", "PYSEC-2024-251")
-T0 = datetime(2026, 11, 29, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, tzinfo=UTC)
 
 
 def transformers_versions() -> list[str]:

@@ -319,3 +319,29 @@ def test_event_ids_are_stable(store, service, fake):
         conn.execute(sa.text("DELETE FROM event WHERE kind = 'advisory.published'"))
         conn.execute(sa.text("DELETE FROM advisory_state WHERE advisory_key = 'PYSEC-2026-2289'"))
     assert service.recheck().events == first
+
+
+def test_removing_what_an_own_advisory_is_about_publishes_its_fix(store, service):
+    """Custom code added, then removed: the record gains a fixed event, announced as a notice."""
+    first = llama(SHAS[0])
+    ingest(store, service, first)
+    with_code = llama(SHAS[1], files={"modeling_llama.py": "import torch\n"})
+    ingest(store, service, with_code, parent=first)
+    ingest(store, service, llama(SHAS[2]), parent=with_code)
+    [own] = service.db.own(REPO)
+    assert (own.class_id, own.sha, own.fixed_sha) == ("custom-code", SHAS[1], SHAS[2])
+    titles = [(e.title, e.severity) for e in advisory_events(store) if e.payload["source"] == "hubwatch"]
+    assert titles == [
+        (f"Llama-3.1-8B-Instruct: {own.id}: custom Python code added or changed (fixed at {SHAS[2][:12]})", "notice"),
+        (f"Llama-3.1-8B-Instruct: {own.id}: custom Python code added or changed", "critical"),
+    ]
+
+
+def test_recheck_due_time_follows_the_last_successful_recheck(store, service, clock):
+    """Never re-checked: due now; after one, due an interval later (a failed one does not count)."""
+    assert service.recheck_due_at(86400) == clock()
+    ingest(store, service, llama(SHAS[0]))
+    service.recheck()
+    checked = clock()
+    clock.advance(hours=3)
+    assert service.recheck_due_at(86400) == checked.replace(day=checked.day + 1)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,7 @@ class Lookup:
     answer: BatchAnswer | None = None
     fetched: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None  # set: the look-up failed as a whole
+    disabled: bool = False  # OSV is off by configuration: nothing to ask again later
     notes: list[str] = field(default_factory=list)  # partial failures: paging cut, a bad record
 
 
@@ -218,7 +219,7 @@ class AdvisoryService:
         events += [self._own_event(repo_id, sha, r) for r in closed]
         relevant = self._relevant(matches, advice, index)
         told = self.db.told([repo_id])
-        if parent is not None and lookup.error is None:
+        if parent is not None and lookup.error is None and told:  # never told anything: seed, do not flood
             events += [
                 self._osv_event(repo_id, sha, advisory, why)
                 for advisory, why in relevant
@@ -250,6 +251,12 @@ class AdvisoryService:
         seen = {t.revision_id for t in targets}
         targets += [t for t in self._pending_targets() if t.revision_id not in seen]
         return self._check_stored(targets, emit=True)
+
+    def recheck_due_at(self, interval_s: int) -> datetime:
+        """When the next scheduled re-check is due: `interval_s` after the last one that reached OSV, or
+        now if none did (so a daemon restarted more often than the interval still re-checks)."""
+        done = [r.checked_at for r in self.db.rechecks().values() if r.error is None]
+        return max(done) + timedelta(seconds=interval_s) if done else self.clock()
 
     def retry_pending(self) -> RecheckOutcome:
         """Ask OSV again about revisions ingested while it could not be asked."""
@@ -384,7 +391,7 @@ class AdvisoryService:
         """querybatch, then the details of ids new or modified since cached (the network part)."""
         lookup = Lookup()
         if self.client is None:
-            lookup.error = "OSV look-ups are off ([osv] enabled = false)"
+            lookup.error, lookup.disabled = "OSV look-ups are off ([osv] enabled = false)", True
             return lookup
         if not queries:
             lookup.answer = BatchAnswer()
@@ -476,6 +483,8 @@ class AdvisoryService:
 
     @staticmethod
     def _pending_reason(lookup: Lookup) -> str | None:
+        if lookup.disabled:
+            return None
         if lookup.error is not None:
             return lookup.error
         return "; ".join(lookup.notes) or None
@@ -503,7 +512,7 @@ class AdvisoryService:
             event_id=event_id(repo_id, sha, ADVISORY_PUBLISHED, f"{record['id']}@{record['modified']}"),
             kind=ADVISORY_PUBLISHED,
             title=f"{name}: {record['id']}: {own_classes()[ours['class']].title}{fixed}",
-            severity=OWN_EVENT_SEVERITY.get(ours["severity"], "warning"),
+            severity="notice" if ours.get("fixed_sha") else OWN_EVENT_SEVERITY.get(ours["severity"], "warning"),
             security=True,
             payload={"advisory": record["id"], "class": ours["class"], "modified": record["modified"],
                      "summary": record["summary"], "sha": sha, "source": "hubwatch"},
