@@ -18,6 +18,7 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._histories import CONFIG, write_repo  # noqa: E402
+from tracker.advisories.fake import OsvFake  # noqa: E402
 from tracker.app import App  # noqa: E402
 from tracker.config import settings_from_mapping  # noqa: E402
 from tracker.logs import configure_logging  # noqa: E402
@@ -70,9 +71,10 @@ def main() -> None:
             commits.append({"title": f"Update config.json ({i})",
                             "files": {"config.json": {**CONFIG, "rope_theta": 500000.0 + i + 1}}})
         write_repo(root, "bench/llama-like", commits)
-        with ReplayServer(roots=[root]) as server:
+        with ReplayServer(roots=[root]) as server, OsvFake() as osv:
             settings = settings_from_mapping(
                 {"hub": {"endpoint": server.endpoint}, "storage": {"url": f"sqlite:///{tmp}/h.db"},
+                 "osv": {"api_url": osv.endpoint},
                  "log": {"level": "warning"}},
                 env={},
             )
@@ -86,6 +88,10 @@ def main() -> None:
             [outcome] = app.poll()
             assert outcome.status == "ingested" and len(outcome.revisions) == COMMITS, outcome.error
             after = _db_bytes(app)
+            if "--tables" in sys.argv:
+                with app.store.engine.connect() as conn:
+                    for name, size in conn.exec_driver_sql("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 40"):
+                        print(f"  {name:40} {size:>10,}")
             with app.store.engine.connect() as conn:
                 rows = {t: conn.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar()
                         for t in ("revision", "revision_file", "blob", "change", "event")}

@@ -17,7 +17,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Field, Session, SQLModel, col, select
 
+from storage import blobs
 from storage.models import Event, Revision, Watch
+from storage.outbox import enqueue
 from storage.store import NewEvent, Store
 from storage.types import UTCDateTime
 
@@ -39,10 +41,22 @@ class RevisionFacts(SQLModel, table=True):
     __tablename__ = "advisory_facts"
 
     revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
-    facts: dict[str, Any] = _json()
+    # The documents live in the content-addressed blob store: most revisions repeat their parent's.
+    facts_oid: str = Field(max_length=40)
+    advice_oid: str | None = Field(default=None, max_length=40)
     fact_changes: list[dict[str, Any]] = _json()
-    advice: dict[str, Any] | None = _json(nullable=True)
     checked_at: datetime = _utc()
+
+
+@dataclass(frozen=True)
+class StoredFacts:
+    """A revision's dependency facts and loader advice, as read back."""
+
+    revision_id: int
+    facts: dict[str, Any]
+    fact_changes: list[dict[str, Any]]
+    advice: dict[str, Any] | None
+    checked_at: datetime
 
 
 class OsvRecord(SQLModel, table=True):
@@ -181,7 +195,9 @@ def write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, now
 
 def _write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, now: datetime) -> None:
     facts = session.get(RevisionFacts, revision_id) or RevisionFacts(revision_id=revision_id)
-    facts.facts, facts.fact_changes, facts.advice, facts.checked_at = check.facts, check.fact_changes, check.advice, now
+    facts.facts_oid = blobs.put_json(session, check.facts)
+    facts.advice_oid = blobs.put_json(session, check.advice) if check.advice is not None else None
+    facts.fact_changes, facts.checked_at = check.fact_changes, now
     session.add(facts)
     upsert_osv_records(session, check.osv_records, now)
     if check.links is not None:
@@ -238,14 +254,15 @@ def _add_events(session: Session, repo_id: str, revision_id: int | None, events:
     if not wanted:
         return
     present = set(session.exec(select(Event.event_id).where(col(Event.event_id).in_(wanted))))
-    for event in wanted.values():
-        if event.event_id in present:
-            continue
-        session.add(
-            Event(event_id=event.event_id, kind=event.kind, repo_id=repo_id, revision_id=revision_id,
-                  sha=event.payload.get("sha"), title=event.title, severity=event.severity,
-                  security=event.security, created_at=now, payload=event.payload)
-        )
+    rows = [
+        Event(event_id=event.event_id, kind=event.kind, repo_id=repo_id, revision_id=revision_id,
+              sha=event.payload.get("sha"), title=event.title, severity=event.severity,
+              security=event.security, created_at=now, payload=event.payload)
+        for event in wanted.values()
+        if event.event_id not in present
+    ]
+    session.add_all(rows)
+    enqueue(session, rows)  # webhooks for re-check events too, in the same transaction
 
 
 # --- queries ------------------------------------------------------------------------------------------
@@ -325,12 +342,19 @@ class AdvisoryStore:
         with self.store.session() as s:
             return dict(s.exec(select(OsvRecord.id, OsvRecord.modified)).all())  # type: ignore[arg-type]
 
-    def facts(self, revision_ids: Iterable[int]) -> dict[int, RevisionFacts]:
+    def facts(self, revision_ids: Iterable[int]) -> dict[int, StoredFacts]:
         ids = set(revision_ids)
         if not ids:
             return {}
         with self.store.session() as s:
-            return {r.revision_id: r for r in s.exec(select(RevisionFacts).where(col(RevisionFacts.revision_id).in_(ids)))}
+            rows = list(s.exec(select(RevisionFacts).where(col(RevisionFacts.revision_id).in_(ids))))
+            docs = blobs.read_json(s, [oid for r in rows for oid in (r.facts_oid, r.advice_oid)])
+        return {
+            r.revision_id: StoredFacts(
+                r.revision_id, docs[r.facts_oid], r.fact_changes, docs.get(r.advice_oid or ""), r.checked_at
+            )
+            for r in rows
+        }
 
     def links(self, revision_id: int) -> list[AdvisoryLink]:
         with self.store.session() as s:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from storage import blobs
 from storage.models import (
     Blob,
     ChangeRecord,
@@ -241,12 +241,8 @@ class Store:
             return set(s.exec(select(Blob.oid).where(col(Blob.oid).in_(wanted))))
 
     def read_blobs(self, oids: Iterable[str]) -> dict[str, bytes]:
-        wanted = set(oids)
-        if not wanted:
-            return {}
         with self.session() as s:
-            rows = s.exec(select(Blob).where(col(Blob.oid).in_(wanted)))
-            return {row.oid: _decode_blob(row) for row in rows}
+            return blobs.read_blobs(s, oids)
 
     def known_weight_files(self, sha256s: Iterable[str]) -> set[str]:
         wanted = set(sha256s)
@@ -297,7 +293,7 @@ class Store:
             s.add(revision)
             s.flush()
             assert revision.id is not None
-            self._add_blobs(s, new.blobs)
+            blobs.add_blobs(s, new.blobs)
             self._add_weight_files(s, new.weight_files, now)
             s.add_all(
                 RevisionFile(
@@ -418,15 +414,6 @@ class Store:
             s.commit()
 
     @staticmethod
-    def _add_blobs(s: Session, blobs: dict[str, bytes]) -> None:
-        if not blobs:
-            return
-        present = set(s.exec(select(Blob.oid).where(col(Blob.oid).in_(set(blobs)))))
-        for oid, data in blobs.items():
-            if oid not in present:
-                s.add(Blob(oid=oid, size=len(data), encoding="zlib", data=zlib.compress(data, 9)))
-
-    @staticmethod
     def _add_weight_files(s: Session, weight_files: list[NewWeightFile], now: datetime) -> None:
         if not weight_files:
             return
@@ -524,11 +511,3 @@ class Store:
     def repo_ids(self) -> list[str]:
         with self.session() as s:
             return list(s.exec(select(Revision.repo_id).distinct().order_by(Revision.repo_id)))
-
-
-def _decode_blob(row: Blob) -> bytes:
-    if row.encoding == "zlib":
-        return zlib.decompress(row.data)
-    if row.encoding == "raw":
-        return row.data
-    raise ValueError(f"blob {row.oid} has an unknown encoding {row.encoding!r}")

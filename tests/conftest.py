@@ -70,8 +70,34 @@ def database_url(tmp_path: Path) -> Iterator[str]:
         admin.dispose()
 
 
+_OSV: list = []
+
+
+def osv_endpoint() -> str:
+    """The OSV fake every test's hubwatch talks to (one for the session, real records, loopback)."""
+    if not _OSV:
+        import atexit
+
+        from tracker.advisories.fake import OsvFake
+
+        _OSV.append(OsvFake().start())
+        atexit.register(_OSV[0].stop)
+    return _OSV[0].endpoint
+
+
+@pytest.fixture(autouse=True)
+def _osv_fake(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Subprocesses (the CLI) use the OSV fake too, never the public OSV."""
+    monkeypatch.setenv("HUBWATCH_OSV_API_URL", osv_endpoint())
+
+
 def settings_for(endpoint: str, db_path: Path | str, **sections: dict) -> object:
-    raw = {"hub": {"endpoint": endpoint}, "storage": {"url": _url(db_path)}, "poll": {"jitter": "0"}}
+    raw = {
+        "hub": {"endpoint": endpoint},
+        "storage": {"url": _url(db_path)},
+        "poll": {"jitter": "0"},
+        "osv": {"api_url": osv_endpoint()},
+    }
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
     return settings_from_mapping(raw, env={}, source="test")

@@ -12,6 +12,7 @@ from storage.db import StorageError, create_db_engine, migrate
 from storage.models import Watch
 from storage.outbox import InvalidSubscription, OutboxStore
 from storage.store import Clock, Store, utc_now
+from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
 from tracker.errors import ConfigError, NotWatched
 from tracker.hub import HubClient
@@ -52,8 +53,13 @@ class App:
         return HubClient(self.settings.hub.endpoint, self.settings.hub_token, self.settings.hub.timeout_s)
 
     @cached_property
+    def advisories(self) -> AdvisoryService:
+        """OSV matches, loader advice and hubwatch's own advisories per revision."""
+        return AdvisoryService.from_settings(self.settings, self.store, clock=self.clock)
+
+    @cached_property
     def ingestor(self) -> Ingestor:
-        return Ingestor(self.store, self.hub, self.settings)
+        return Ingestor(self.store, self.hub, self.settings, advisories=self.advisories)
 
     def watches_for(self, repo_ids: Iterable[str]) -> list[Watch]:
         """The watches of the named repos (all watches when none are named)."""

@@ -14,6 +14,7 @@ import click
 
 from storage.store import AmbiguousRevision, RevisionNotStored, WatchExists
 from tracker import present
+from tracker.advisories.cli import advisories as advisories_group
 from tracker.app import App
 from tracker.config import load_settings, parse_interval, validate_repo_id
 from tracker.differs import diff_snapshots
@@ -153,6 +154,14 @@ def run(ctx: click.Context) -> None:
     jitter = app.settings.poll.jitter
     jitter_s = 0 if str(jitter).strip() in {"0", "0s"} else parse_interval(jitter, "[poll] jitter")
     scheduler = Scheduler(app.store.list_watches, app.poll_if_due, jitter_s=jitter_s)
+    osv = app.settings.osv
+    if osv.enabled:
+        every = parse_interval(osv.recheck_interval, "[osv] recheck_interval")
+        scheduler.add_periodic("__osv_recheck__", app.advisories.recheck, every, app.advisories.recheck_due_at(every))
+        scheduler.add_periodic(
+            "__osv_pending__", app.advisories.retry_pending,
+            parse_interval(osv.retry_pending_interval, "[osv] retry_pending_interval"),
+        )
     server = _http_server(app, trigger=lambda repo_id, branch: scheduler.trigger(repo_id, branch or "main") or True)
     stop_deliveries = _start_dispatcher(app)
     try:
@@ -485,6 +494,9 @@ def deliveries_redeliver(ctx: click.Context, delivery_id: str, queue_only: bool)
         after = f"next try {item.delivery.next_attempt_at}" if item and item.delivery.status == "pending" else (
             f"now {item.delivery.status}" if item else "")
         ctx.exit(_fail(f"{delivery_id} not delivered: {attempt.error}; {after}", 1))
+
+
+cli.add_command(advisories_group)
 
 
 def _fail(message: str, code: int) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tracker import present
+from tracker.advisories.fake import OsvFake
 from tracker.app import App
 from tracker.config import settings_from_mapping
 from tracker.logs import configure_logging
@@ -21,10 +22,11 @@ def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = pri
     """Watch every bundled repo from its first commit, then reveal one commit at a time and poll."""
     folder = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="hubwatch-demo-"))
     folder.mkdir(parents=True, exist_ok=True)
-    with ReplayServer(roots=[BUNDLED_ROOT]) as server:
+    with ReplayServer(roots=[BUNDLED_ROOT]) as server, OsvFake() as osv:
         settings = settings_from_mapping(
             {
                 "hub": {"endpoint": server.endpoint},
+                "osv": {"api_url": osv.endpoint},
                 "storage": {"url": f"sqlite:///{folder / 'hubwatch.db'}"},
                 "log": {"level": "warning"},
             },
@@ -35,6 +37,7 @@ def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = pri
         app = App(settings)
         repos = server.repo_ids()
         echo(f"hubwatch demo: replaying {len(repos)} recorded Hub repos from {server.endpoint}")
+        echo(f"advisories from the bundled OSV fake at {osv.endpoint}")
         echo(f"database: {folder / 'hubwatch.db'}\n")
         for repo_id in repos:
             server.set_head(repo_id, 1)

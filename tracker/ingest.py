@@ -16,6 +16,7 @@ import structlog
 
 from storage.models import Watch
 from storage.store import NewChange, NewEstimate, NewEvent, NewFile, NewRevision, RevisionNotStored, Store
+from tracker.advisories.service import AdvisoryService
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import is_pickle, kind_of
 from tracker.config import Settings, parse_interval
@@ -57,10 +58,13 @@ class PollOutcome:
 
 
 class Ingestor:
-    def __init__(self, store: Store, hub: HubClient, settings: Settings) -> None:
+    def __init__(
+        self, store: Store, hub: HubClient, settings: Settings, advisories: AdvisoryService | None = None
+    ) -> None:
         self.store = store
         self.hub = hub
         self.settings = settings
+        self.advisories = advisories
         self.max_file_bytes = settings.poll.max_file_mb * 1024 * 1024
 
     def poll(self, watch: Watch, backfill: int | None = None) -> PollOutcome:
@@ -163,11 +167,18 @@ class Ingestor:
         estimate, estimate_events = self._estimate(watch.repo_id, commit.sha, fetched.snapshot, changes, is_baseline)
         title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
         events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline), *estimate_events]
+        extra_writes = []
+        if self.advisories is not None:  # OSV is queried here, before the write; a failure is marked pending
+            check = self.advisories.check_revision(
+                watch.repo_id, commit.sha, fetched.snapshot, parent_snapshot, changes, commit.title
+            )
+            extra_writes.append(check.write)
         self.store.save_revision(
             _new_revision(
                 watch, commit, parent_sha if not is_baseline else None, fetched, changes, events, estimate, is_baseline
             ),
             watch_id=watch.id,
+            extra_writes=extra_writes,
         )
         outcome.revisions.append(IngestedRevision(commit.sha, commit.title, title, changes, is_baseline))
         log.info(

@@ -62,6 +62,13 @@ class Scheduler:
             )
             self._intervals[job_id] = watch.interval_s
 
+    def add_periodic(
+        self, job_id: str, fn: Callable[[], object], interval_s: int, first_at: datetime | None = None
+    ) -> None:
+        """A job that is not a watch (the daily OSV re-check), every `interval_s`, first at `first_at`."""
+        timing = {} if first_at is None else {"next_run_time": first_at}  # None would pause the job
+        self._scheduler.add_job(fn, IntervalTrigger(seconds=interval_s), id=job_id, replace_existing=True, **timing)
+
     def trigger(self, repo_id: str, branch: str) -> None:
         """Poll a watch at once (a Hub webhook said it moved)."""
         job = self._scheduler.get_job(f"{repo_id}@{branch}")

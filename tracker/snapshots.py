@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
+from storage.blobs import git_blob_oid
 from storage.models import Revision
 from storage.store import NewTensor, NewWeightFile, Store
 from tracker.classify import is_safetensors, should_download
 from tracker.hub import HubClient, MissingFile
 from tracker.snapshot import FileEntry, Snapshot, TensorInfo, WeightManifest
-
-
-def git_blob_oid(data: bytes) -> str:
-    """The git blob sha1 of `data`, which is what the Hub's tree calls a file's oid."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 @dataclass

@@ -45,9 +45,9 @@ def upgrade() -> None:
     )
     op.create_table('advisory_facts',
     sa.Column('revision_id', sa.Integer(), nullable=False),
-    sa.Column('facts', sa.JSON(), nullable=False),
+    sa.Column('facts_oid', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=False),
+    sa.Column('advice_oid', sqlmodel.sql.sqltypes.AutoString(length=40), nullable=True),
     sa.Column('fact_changes', sa.JSON(), nullable=False),
-    sa.Column('advice', sa.JSON(), nullable=True),
     sa.Column('checked_at', storage.types.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['revision_id'], ['revision.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('revision_id')
