@@ -24,7 +24,7 @@ from feeds.params import (
     Severity,
     known_repo,
 )
-from feeds.webhooks.safety import check_url
+from feeds.webhooks import subscribe
 from storage.events import EventFilter
 from storage.models import (
     ChangeRecord,
@@ -34,7 +34,7 @@ from storage.models import (
     RevisionFile,
     Watch,
 )
-from storage.outbox import InvalidSubscription, Subscription
+from storage.outbox import InvalidSubscription, Subscription, redact_url
 from storage.store import AmbiguousRevision, RevisionNotStored, WatchExists
 
 
@@ -405,10 +405,11 @@ def _outbox(request: Request) -> Any:
     return outbox
 
 
-def _subscription(s: Subscription, secret: str | None = None) -> SubscriptionOut:
-    """What identifies and filters a subscription; its secret only when `secret` is passed (at creation)."""
+def _subscription(s: Subscription, secret: str | None = None, full_url: bool = False) -> SubscriptionOut:
+    """What identifies and filters a subscription. Slack and Discord URLs are secrets: listings show
+    scheme and host only; the full URL and a generated secret only in the answer that created it."""
     return SubscriptionOut(
-        id=s.id, url=s.url, format=s.format, repos=list(s.repos or []), kinds=list(s.kinds or []),  # type: ignore[arg-type]
+        id=s.id, url=s.url if full_url else redact_url(s.url), format=s.format, repos=list(s.repos or []), kinds=list(s.kinds or []),  # type: ignore[arg-type]
         min_severity=s.min_severity, source=s.source, enabled=s.enabled, disabled_reason=s.disabled_reason, secret=secret,
     )
 
@@ -425,12 +426,11 @@ def add_subscription(request: Request, body: SubscriptionIn) -> SubscriptionOut:
     outbox = _outbox(request)
     kinds = tuple(body.kinds)
     try:  # a user-given URL: malformed, unresolvable or private addresses are refused before storing
-        check_url(body.url, _services(request).options.allow_private_targets)
-        created = outbox.add_subscription(body.url, body.format, secret=body.secret, repos=tuple(body.repos), kinds=kinds,
-                                          min_severity=body.min_severity.value, source="api")
+        created = subscribe(outbox, body.url, body.format, allow_private=_services(request).options.allow_private_targets,
+                            secret=body.secret, repos=tuple(body.repos), kinds=kinds, min_severity=body.min_severity.value)
     except InvalidSubscription as err:
         raise HTTPException(422, str(err)) from err
-    return _subscription(created, secret=created.secret if body.secret is None else None)
+    return _subscription(created, secret=created.secret if body.secret is None else None, full_url=True)
 
 
 @router.delete("/subscriptions/{subscription_id}", status_code=204, dependencies=write, responses=_errors(401, 403, 404, 503),

@@ -21,8 +21,8 @@ SEVERITIES = ("info", "notice", "warning", "critical")
 @dataclass(frozen=True)
 class EventFilter:
     """Which events a feed or an API page holds. `kinds` mixes event kinds (dotted, `revision.ingested`)
-    and change kinds (`chat_template`): an event matches a change kind when its revision has a change of
-    that kind or its own kind starts with `<kind>.`. Several kinds match any of them."""
+    and change kinds (`chat_template`): an event matches a change kind when it is a revision's event and
+    the revision has a change of that kind, or when its own kind starts with `<kind>.`. Several kinds match any of them."""
 
     repo_id: str | None = None
     org: str | None = None
@@ -91,7 +91,9 @@ def _conditions(flt: EventFilter) -> list[sa.ColumnElement[bool]]:
                 .where(col(ChangeRecord.revision_id) == col(Event.revision_id), col(ChangeRecord.kind).in_(change_kinds))
                 .exists()
             )
-            either.append(has_change)
+            # Only the revision's own event carries its changes: an advisory or estimate event attached
+            # to the same revision is not a chat-template event because the revision changed one.
+            either.append(sa.and_(col(Event.kind) == "revision.ingested", has_change))
             either.extend(col(Event.kind).startswith(f"{k}.", autoescape=True) for k in change_kinds)
         where.append(sa.or_(*either))
     return where
