@@ -24,12 +24,13 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+from tracker.loopback import KeepAliveHandler, LoopbackServer
 
 DATA_DIR = Path(__file__).resolve().parent / "osv_data"
 MAX_QUERIES = 1000
@@ -81,37 +82,18 @@ class OsvFake:
         self._faults: list[_Fault] = []
         self._log: list[OsvRequest] = []
         self._released = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._connections: set[socket.socket] = set()
+        self._http = LoopbackServer(_Handler, self, "osv-fake", host, port)
         self._token_serial = 0
 
     # -- life cycle
     def start(self) -> OsvFake:
         self._released.clear()
-        self._httpd = ThreadingHTTPServer((self.host, self.port), _Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.fake = self  # type: ignore[attr-defined]
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="osv-fake", daemon=True)  # fmt: skip
-        self._thread.start()
+        self.port = self._http.start()
         return self
 
     def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._released.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        with self._lock:
-            connections, self._connections = list(self._connections), set()
-        for conn in connections:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._httpd = self._thread = None
+        self._released.set()  # a request held "slow" returns at once
+        self._http.stop()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -330,26 +312,10 @@ def _in_ecosystem_range(rng: Mapping[str, Any], version: str) -> bool:
     return inside
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self.fake._lock:
-            self.fake._connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.fake._lock:
-            self.fake._connections.discard(self.connection)
-        try:
-            super().finish()
-        except OSError:
-            pass
-
+class _Handler(KeepAliveHandler):
     @property
     def fake(self) -> OsvFake:
-        return self.server.fake  # type: ignore[attr-defined]
+        return self.owner
 
     def do_GET(self) -> None:  # noqa: N802 (the name BaseHTTPRequestHandler dispatches to)
         self._handle("GET")

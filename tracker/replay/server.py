@@ -35,18 +35,25 @@ from __future__ import annotations
 import html
 import json
 import re
-import socket
 import threading
 import traceback
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-from tracker.replay.history import Blob, LfsBlob, Node, ReplayCommit, RepoHistory, load_roots, parameter_counts
+from tracker.loopback import KeepAliveHandler, LoopbackServer
+from tracker.replay.history import (
+    Blob,
+    LfsBlob,
+    Node,
+    ReplayCommit,
+    RepoHistory,
+    load_roots,
+    parameter_counts,
+)
 
 BUNDLED_ROOT = Path(__file__).resolve().parent / "histories"
 
@@ -150,36 +157,17 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._faults: list[_Fault] = []
-        self._connections: set[socket.socket] = set()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http = LoopbackServer(_Handler, self, "hub-replay", host, port)
 
     # -- life cycle
     def start(self) -> ReplayServer:
-        if self._httpd is not None:
+        if self._http.running:
             raise RuntimeError("replay server already started")
-        self._httpd = ThreadingHTTPServer((self.host, self.port), _Handler)
-        self._httpd.replay = self  # type: ignore[attr-defined]
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="hub-replay", daemon=True
-        )
-        self._thread.start()
+        self.port = self._http.start()
         return self
 
     def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        with self._lock:
-            connections, self._connections = list(self._connections), set()
-        for conn in connections:  # idle keep-alive connections would otherwise still be answered
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self._httpd = self._thread = None
+        self._http.stop()
 
     def __enter__(self) -> ReplayServer:
         return self.start()
@@ -593,27 +581,12 @@ def _node_json(repo: RepoHistory, sha: str, node: Node, expand: bool) -> dict[st
     return data
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """HTTP/1.1 with keep-alive; every answer carries Content-Length."""
-
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body go out in separate writes: without this, Nagle's algorithm and the client's
-        # delayed ACK add ~40 ms to every keep-alive request.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self.replay._lock:
-            self.replay._connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.replay._lock:
-            self.replay._connections.discard(self.connection)
-        super().finish()
+class _Handler(KeepAliveHandler):
+    """Routes every request to the replay's answers."""
 
     @property
     def replay(self) -> ReplayServer:
-        return self.server.replay  # type: ignore[attr-defined]
+        return self.owner
 
     def do_GET(self) -> None:  # noqa: N802 (the name BaseHTTPRequestHandler dispatches to)
         self._handle("GET")
