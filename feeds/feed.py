@@ -207,6 +207,15 @@ class FeedBuilder:
             fe.category(entry.categories)
         return fg.atom_str(pretty=True) if req.fmt == "atom" else fg.rss_str(pretty=True)
 
+    def warm(self, limit: int = 1000) -> int:
+        """Render the newest events' entries ahead of any request, so no reader pays for a first render
+        (events never change: an entry made once serves every feed it appears in). Returns how many
+        entries were made; the daemon calls this at start and after each poll that stored revisions."""
+        heads = self.queries.event_heads(EventFilter(), min(limit, self._entries.size))
+        before = sum(1 for h in heads if self._entries.get(h.event_id) is not None)
+        self._entries_for(heads)
+        return len(heads) - before
+
     def _entries_for(self, heads: list[EventHead]) -> dict[int, _Entry]:
         """Each event's entry, made once per event and kept: events are never rewritten."""
         out: dict[int, _Entry] = {}

@@ -238,6 +238,7 @@ class ServerThread:
         self.socket.listen(2048)
         self.host = host
         self.port = int(self.socket.getsockname()[1])
+        self.app = app
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=10)
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, name="http", daemon=True)
@@ -251,6 +252,10 @@ class ServerThread:
         self._thread.start()
         log.info("http_server_started", host=self.host, port=self.port, url=self.url)
         return self
+
+    def warm_feeds(self) -> int:
+        """Render the newest events' feed entries now rather than on a reader's request."""
+        return self.app.state.services.feeds.warm()
 
     def stop(self) -> None:
         """Stop accepting, let requests in flight finish, join the thread."""

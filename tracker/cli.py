@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+import threading
 from typing import Any
 
 import click
@@ -154,7 +155,15 @@ def run(ctx: click.Context) -> None:
     app = _app(ctx)
     jitter = app.settings.poll.jitter
     jitter_s = 0 if str(jitter).strip() in {"0", "0s"} else parse_interval(jitter, "[poll] jitter")
-    scheduler = Scheduler(app.store.list_watches, app.poll_if_due, jitter_s=jitter_s)
+    server_holder: list[Any] = []
+
+    def poll(repo_id: str, branch: str) -> None:
+        """A scheduled poll; revisions it stored get their feed entries rendered before anyone asks."""
+        outcome = app.poll_if_due(repo_id, branch)
+        if outcome is not None and outcome.revisions and server_holder:
+            server_holder[0].warm_feeds()
+
+    scheduler = Scheduler(app.store.list_watches, poll, jitter_s=jitter_s)
     osv = app.settings.osv
     if osv.enabled:
         every = parse_interval(osv.recheck_interval, "[osv] recheck_interval")
@@ -164,6 +173,7 @@ def run(ctx: click.Context) -> None:
             parse_interval(osv.retry_pending_interval, "[osv] retry_pending_interval"),
         )
     server = _http_server(app, trigger=lambda repo_id, branch: scheduler.trigger(repo_id, branch or "main") or True)
+    server_holder.append(server)
     stop_deliveries = _start_dispatcher(app)
     try:
         scheduler.run_until_signalled()
@@ -305,7 +315,9 @@ def _http_server(app: App, trigger: Any):  # noqa: ANN202 - feeds.http.ServerThr
     # walking it; those passes were the API's p99 tail (100+ ms pauses at 100 requests/s).
     gc.collect()
     gc.freeze()
-    return server.start()
+    started = server.start()
+    threading.Thread(target=server.warm_feeds, name="feed-warm-up", daemon=True).start()
+    return started
 
 
 def _outbox(app: App) -> Any:

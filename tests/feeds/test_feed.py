@@ -214,3 +214,15 @@ def test_cli_feed_prints_the_servers_document(history: History, tmp_path: Path) 
         assert c.get(f"/repos/{LLAMA}/feed.rss?kind=chat_template").text == printed_repo.stdout
         assert c.get("/feeds/all.atom").text == printed_all.stdout
     assert unknown.returncode == 3 and "not watched" in unknown.stderr
+
+
+def test_warm_renders_each_new_entry_once(history) -> None:  # noqa: ANN001
+    """Warming renders the entries no feed has asked for yet, once; a second warm has nothing to do."""
+    from feeds.feed import FeedBuilder
+
+    store = history.store()
+    builder = FeedBuilder(store)
+    made = builder.warm()
+    assert made == len(store.list_events(limit=1000)) and made > 0
+    assert builder.warm() == 0
+    store.engine.dispose()
