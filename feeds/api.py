@@ -433,6 +433,15 @@ def add_subscription(request: Request, body: SubscriptionIn) -> SubscriptionOut:
     return _subscription(created, secret=created.secret if body.secret is None else None, full_url=True)
 
 
+@router.post("/subscriptions/{subscription_id}/enable", response_model=SubscriptionOut, dependencies=write,
+             responses=_errors(401, 403, 404, 503), summary="Deliver to a subscription disabled by a 410 or an operator again")
+def enable_subscription(request: Request, subscription_id: int = Path(ge=1, le=2**62)) -> SubscriptionOut:
+    outbox = _outbox(request)
+    if not outbox.enable_subscription(subscription_id):
+        raise HTTPException(404, f"no subscription {subscription_id}")
+    return next(_subscription(s) for s in outbox.list_subscriptions() if s.id == subscription_id)
+
+
 @router.delete("/subscriptions/{subscription_id}", status_code=204, dependencies=write, responses=_errors(401, 403, 404, 503),
                summary="Remove a subscription (its delivery log stays)")
 def remove_subscription(request: Request, subscription_id: int = Path(ge=1, le=2**62)) -> Response:

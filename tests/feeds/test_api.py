@@ -161,13 +161,15 @@ def test_writes_are_refused_when_no_token_is_configured(history: History) -> Non
 
 
 def test_subscriptions_are_managed_with_the_token(writable: Served) -> None:
-    """A subscription is added, listed without its secret, refused for a bad URL, and removed; all writes need the token."""
+    """A subscription is added, listed without its secret, refused for a bad URL, re-enabled and removed; writes need the token."""
     with writable.client() as c:
         refused = c.post("/api/v1/subscriptions", json={"url": "http://127.0.0.1:9/hook"})
         created = c.post("/api/v1/subscriptions", json={"url": "http://127.0.0.1:9/hook", "repos": ["meta-llama/*"],
                                                         "kinds": ["chat_template"], "min_severity": "warning"}, headers=AUTH)
         malformed = c.post("/api/v1/subscriptions", json={"url": "http://user:pw@127.0.0.1:9/x"}, headers=AUTH)
         listed = c.get("/api/v1/subscriptions").json()
+        enabled = c.post(f"/api/v1/subscriptions/{created.json()['id']}/enable", headers=AUTH)
+        unknown = c.post("/api/v1/subscriptions/999/enable", headers=AUTH)
         removed = c.delete(f"/api/v1/subscriptions/{created.json()['id']}", headers=AUTH)
         after = c.get("/api/v1/subscriptions").json()
     assert refused.status_code == 401
@@ -177,6 +179,7 @@ def test_subscriptions_are_managed_with_the_token(writable: Served) -> None:
     assert [s["url"] for s in listed] == ["http://127.0.0.1:9/…"] and listed[0]["secret"] is None
     assert secret not in json.dumps(listed)
     assert malformed.status_code == 422
+    assert enabled.status_code == 200 and enabled.json()["enabled"] is True and unknown.status_code == 404
     assert removed.status_code == 204 and after == []
 
 
