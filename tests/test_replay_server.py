@@ -447,3 +447,14 @@ def test_history_extensions(tmp_path):
         assert (tok.lfs.sha256, tok.size) == (hashlib.sha256(b"{}").hexdigest(), 2)
         assert api.list_repo_files("acme/ext") == ["c.txt"]
         assert len(api.list_repo_commits("acme/ext")) == 1
+
+
+def test_byte_code_left_by_an_installer_is_not_part_of_a_history(tmp_path: Path) -> None:
+    """pip byte-compiles the .py files of bundled histories; __pycache__ must not appear as repo files."""
+    write_history(tmp_path, "acme/code", [{"files": {"modeling.py": "x = 1\n"}}])
+    files_dir = next((tmp_path / "acme" / "code" / "commits").iterdir()) / "files"
+    (files_dir / "__pycache__").mkdir()
+    (files_dir / "__pycache__" / "modeling.cpython-311.pyc").write_bytes(b"\x00bytecode")
+    with ReplayServer(roots=[tmp_path]) as server:
+        paths = [f.path for f in HfApi(endpoint=server.endpoint).list_repo_tree("acme/code", recursive=True)]
+    assert paths == ["modeling.py"]

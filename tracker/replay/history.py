@@ -296,6 +296,12 @@ def _lfs_blob(spec: dict[str, Any], source: Blob | None) -> tuple[LfsBlob, dict[
     return LfsBlob(size, prefix[:size], spec.get("sha256"), source), header
 
 
+def _installer_made(relative: Path) -> bool:
+    """Byte code pip writes beside the .py files of a history when it installs the package: not part
+    of any recorded repo."""
+    return "__pycache__" in relative.parts or relative.suffix in {".pyc", ".pyo"}
+
+
 def _apply_commit(parent_tree: Tree, folder: Path, spec: dict[str, Any]) -> tuple[Tree, frozenset[str]]:
     """The tree after the commit in `folder` (FORMAT.md: parent's tree + files, lfs, synthetic - delete)."""
     tree = dict(parent_tree)
@@ -303,7 +309,7 @@ def _apply_commit(parent_tree: Tree, folder: Path, spec: dict[str, Any]) -> tupl
     files = {
         p.relative_to(files_dir).as_posix(): DiskBlob(p)
         for p in (sorted(files_dir.rglob("*")) if files_dir.is_dir() else [])
-        if p.is_file()
+        if p.is_file() and not _installer_made(p.relative_to(files_dir))
     }
     lfs, synthetic = spec.get("lfs", {}), spec.get("synthetic", {})
     if overlap := (set(files) | set(lfs)) & set(synthetic):
