@@ -317,15 +317,6 @@ class _Handler(KeepAliveHandler):
     def fake(self) -> OsvFake:
         return self.owner
 
-    def do_GET(self) -> None:  # noqa: N802 (the name BaseHTTPRequestHandler dispatches to)
-        self._handle("GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._handle("POST")
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (signature of the base class)
-        pass
-
     def _handle(self, method: str) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path = self.path.split("?", 1)[0]
