@@ -26,11 +26,17 @@ def add_blobs(session: Session, blobs: dict[str, bytes]) -> None:
     """Add the blobs the store does not hold yet (in the caller's transaction)."""
     if not blobs:
         return
-    present = set(session.exec(select(Blob.oid).where(col(Blob.oid).in_(set(blobs)))))
-    for oid, data in blobs.items():
-        if oid not in present:
-            session.add(Blob(oid=oid, size=len(data), encoding="zlib", data=zlib.compress(data, 9)))
-            present.add(oid)
+    # Blobs added earlier in this session may not be flushed yet (writers run with autoflush off):
+    # remember them on the session, which lives for one transaction.
+    pending: set[str] = session.info.setdefault("hubwatch_pending_blobs", set())
+    wanted = set(blobs) - pending
+    if not wanted:
+        return
+    present = set(session.exec(select(Blob.oid).where(col(Blob.oid).in_(wanted))))
+    for oid in wanted - present:
+        data = blobs[oid]
+        session.add(Blob(oid=oid, size=len(data), encoding="zlib", data=zlib.compress(data, 9)))
+    pending.update(wanted)
 
 
 def read_blobs(session: Session, oids: Iterable[str]) -> dict[str, bytes]:

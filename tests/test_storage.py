@@ -158,3 +158,17 @@ def test_nul_characters_are_scrubbed_on_every_backend(store: Store) -> None:
     assert stored.title == "fix\u2400it"
     [change] = store.changes_by_revision([stored.id])[stored.id]
     assert change.summary == "a\u2400b" and change.detail == {"v": ["x\u2400"]}
+
+
+def test_the_same_json_document_twice_in_one_transaction_is_stored_once(store: Store) -> None:
+    """Content-addressed JSON written twice before a flush (autoflush off) makes one blob row."""
+    from storage.blobs import put_json, read_json
+
+    with store.session() as s, s.no_autoflush:
+        first, second = put_json(s, {"a": [1, 2]}), put_json(s, {"a": [1, 2]})
+        s.commit()
+    assert first == second
+    with store.session() as s:
+        assert read_json(s, [first]) == {first: {"a": [1, 2]}}
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM blob").scalar() == 1
