@@ -342,3 +342,20 @@ def test_recheck_due_time_follows_the_last_successful_recheck(store, service, cl
     checked = clock()
     clock.advance(hours=3)
     assert service.recheck_due_at(86400) == checked.replace(day=checked.day + 1)
+
+
+def test_ingests_stop_asking_osv_for_a_while_after_it_failed(store, service, fake, clock):
+    """Once OSV failed an ingest, later ingests in the cool-down are not sent (marked pending with the
+    reason); after the cool-down they ask again, and pending retries always ask."""
+    fake.inject("status", status=503, times=100)
+    first = ingest(store, service, llama(SHAS[0]))
+    sent = len(fake.requests)
+    second = ingest(store, service, llama(SHAS[1], files={"README.md": "# Llama\n"}))
+    assert first.pending.startswith("POST /v1/querybatch answered 503")
+    assert second.pending.startswith("not asked: OSV unreachable: POST /v1/querybatch answered 503")
+    assert len(fake.requests) == sent
+    fake.clear_faults()
+    assert service.retry_pending().pending_cleared == 2  # retries ignore the cool-down
+    clock.advance(seconds=301)
+    third = ingest(store, service, llama(SHAS[2], files={"README.md": "# Llama 3\n"}))
+    assert third.pending is None and len(fake.requests) > sent

@@ -39,6 +39,7 @@ from tracker.advisories.osv import (
     OsvBadAnswer,
     OsvClient,
     OsvError,
+    OsvUnavailable,
     PackageQuery,
 )
 from tracker.advisories.own import close_record, own_classes, own_records
@@ -58,6 +59,7 @@ from tracker.snapshots import load_snapshot
 log = structlog.get_logger(__name__)
 
 ADVISORY_PUBLISHED = "advisory.published"
+UNREACHABLE_COOL_DOWN_S = 300
 OWN_EVENT_SEVERITY = {"critical": "critical", "high": "critical", "medium-high": "warning", "medium": "warning"}
 
 
@@ -86,6 +88,7 @@ class Lookup:
     fetched: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None  # set: the look-up failed as a whole
     disabled: bool = False  # OSV is off by configuration: nothing to ask again later
+    unreachable: bool = False  # OSV did not answer (time-outs, 429, 5xx after the client's retries)
     notes: list[str] = field(default_factory=list)  # partial failures: paging cut, a bad record
 
 
@@ -159,6 +162,9 @@ class AdvisoryService:
         self.hub_url = hub_url.rstrip("/")
         self.clock = clock or store.clock
         self.rules = rules
+        # After OSV failed to answer, ingests stop asking it for a while: each revision of a poll would
+        # otherwise pay the client's retries again. Re-checks and pending retries always ask.
+        self._unreachable: tuple[datetime, str] | None = None
 
     @classmethod
     def from_settings(
@@ -206,7 +212,7 @@ class AdvisoryService:
     ) -> RevisionCheck:  # fmt: skip
         facts = extract_facts(snapshot)
         fact_changes = diff_facts(extract_facts(parent) if parent is not None else None, facts)
-        lookup = self._lookup(self._queries([facts]))
+        lookup = self._lookup_unless_unreachable(self._queries([facts]), now)
         index = self._index(lookup)
         matches = self._matches(facts, lookup.answer, index)
         advice = loader_advice(index, facts, self.rules, self._advice_notes(lookup))
@@ -387,6 +393,20 @@ class AdvisoryService:
             wanted.update(PackageQuery(package) for package in advice_packages(facts))
         return sorted(wanted, key=lambda q: (q.name, q.version or ""))
 
+    def _lookup_unless_unreachable(self, queries: list[PackageQuery], now: datetime) -> Lookup:
+        """An ingest's look-up: not sent while OSV is known to be down (the revision is marked pending
+        with the reason, and the pending retry asks again)."""
+        if self._unreachable is not None and now < self._unreachable[0]:
+            lookup = Lookup()
+            lookup.error = f"not asked: {self._unreachable[1]} (until {self._unreachable[0]:%H:%M:%S}Z)"
+            return lookup
+        lookup = self._lookup(queries)
+        if lookup.unreachable:
+            self._unreachable = (now + timedelta(seconds=UNREACHABLE_COOL_DOWN_S), f"OSV unreachable: {lookup.error}")
+        else:
+            self._unreachable = None
+        return lookup
+
     def _lookup(self, queries: list[PackageQuery], find_withdrawn: bool = False) -> Lookup:
         """querybatch, then the details of ids new or modified since cached (the network part)."""
         lookup = Lookup()
@@ -410,6 +430,7 @@ class AdvisoryService:
                     lookup.notes.append(err.reason)
         except OsvError as err:
             lookup.error = err.reason
+            lookup.unreachable = isinstance(err, OsvUnavailable)
             return lookup
         lookup.answer = answer
         lookup.notes += list(answer.incomplete.values())
