@@ -172,7 +172,7 @@ def run(ctx: click.Context) -> None:
             "__osv_pending__", app.advisories.retry_pending,
             parse_interval(osv.retry_pending_interval, "[osv] retry_pending_interval"),
         )
-    server = _http_server(app, trigger=lambda repo_id, branch: scheduler.trigger(repo_id, branch or "main") or True)
+    server = _http_server(app, trigger=lambda repo_id, branch: scheduler.trigger(repo_id, branch or "main"))
     server_holder.append(server)
     stop_deliveries = _start_dispatcher(app)
     try:

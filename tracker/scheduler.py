@@ -69,11 +69,17 @@ class Scheduler:
         timing = {} if first_at is None else {"next_run_time": first_at}  # None would pause the job
         self._scheduler.add_job(fn, IntervalTrigger(seconds=interval_s), id=job_id, replace_existing=True, **timing)
 
-    def trigger(self, repo_id: str, branch: str) -> None:
-        """Poll a watch at once (a Hub webhook said it moved)."""
-        job = self._scheduler.get_job(f"{repo_id}@{branch}")
-        if job is not None:
-            job.modify(next_run_time=datetime.now(timezone.utc))
+    def trigger(self, repo_id: str, branch: str) -> bool:
+        """Poll a watch at once (a Hub webhook said it moved). A watch added since the last sync (through
+        the API) is picked up first. False when no such watch exists."""
+        job_id = f"{repo_id}@{branch}"
+        if self._scheduler.get_job(job_id) is None:
+            self.sync()
+        job = self._scheduler.get_job(job_id)
+        if job is None:
+            return False
+        job.modify(next_run_time=datetime.now(timezone.utc))
+        return True
 
     def stop(self) -> None:
         if self._scheduler.running:
