@@ -36,6 +36,11 @@ class Scheduler:
         self._intervals: dict[str, int] = {}
         self.stopped = threading.Event()
 
+    @property
+    def intervals(self) -> dict[str, int]:
+        """The scheduled watches ("repo@branch") and their intervals in seconds."""
+        return dict(self._intervals)
+
     def start(self) -> None:
         self.sync()
         self._scheduler.add_job(self.sync, IntervalTrigger(seconds=self._refresh_s), id="__sync__")
