@@ -94,6 +94,9 @@ async def hub_webhook(request: Request) -> JSONResponse:
     if not same_secret(request.headers.get("x-webhook-secret"), secret):
         log.warning("hub_webhook_refused", reason="bad secret")
         return _answer(request, 401, "refused", "unauthorized: missing or wrong X-Webhook-Secret")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:  # refused before reading it
+        return _answer(request, 413, "refused", f"too large: the body is over {MAX_BODY_BYTES} bytes")
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
         return _answer(request, 413, "refused", f"too large: the body is over {MAX_BODY_BYTES} bytes")
