@@ -114,8 +114,9 @@ class Ingestor:
                 walk.commits = walk.commits[:1]
         commits = list(reversed(walk.commits))
         repo_facts = _repo_facts(watch, head, dropped)
+        previous: Snapshot | None = None  # the snapshot just ingested: the next commit's parent
         for commit in commits:
-            self._ingest(watch, commit, parent, repo_facts, outcome)
+            previous = self._ingest(watch, commit, parent, previous, repo_facts, outcome)
             parent = commit.sha
             repo_facts = []
         if not commits and head.sha in stored:
@@ -151,13 +152,23 @@ class Ingestor:
         return dropped
 
     def _ingest(
-        self, watch: Watch, commit: CommitInfo, parent_sha: str | None, repo_facts: list[Change], outcome: PollOutcome
-    ) -> None:
+        self,
+        watch: Watch,
+        commit: CommitInfo,
+        parent_sha: str | None,
+        previous: Snapshot | None,
+        repo_facts: list[Change],
+        outcome: PollOutcome,
+    ) -> Snapshot | None:
+        """Ingest one commit; returns its snapshot (None when it was stored already)."""
         if self.store.has_revision(watch.repo_id, commit.sha):
             self.store.move_watch(watch.id, commit.sha)  # type: ignore[arg-type]
-            return
+            return None
         fetched = fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes)
-        parent_snapshot = self._stored_snapshot(watch.repo_id, parent_sha)
+        if previous is not None and previous.sha == parent_sha:
+            parent_snapshot: Snapshot | None = previous  # not read back from the database
+        else:
+            parent_snapshot = self._stored_snapshot(watch.repo_id, parent_sha)
         is_baseline = parent_snapshot is None
         if is_baseline:
             changes = [_baseline_change(fetched.snapshot)]
@@ -189,6 +200,7 @@ class Ingestor:
             new_blobs=len(fetched.new_blobs),
             baseline=is_baseline,
         )
+        return fetched.snapshot
 
     def _estimate(
         self, repo_id: str, sha: str, snapshot: Snapshot, changes: list[Change], is_baseline: bool
