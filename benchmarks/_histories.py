@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from tracker.advisories.fake import OsvFake
+from tracker.app import App
+from tracker.config import settings_from_mapping
+from tracker.logs import configure_logging
+from tracker.replay.server import ReplayServer
 
 CONFIG = {
     "architectures": ["LlamaForCausalLM"],
@@ -46,3 +54,16 @@ def write_repo(root: Path, repo_id: str, commits: list[dict[str, object]]) -> No
             _write(base / "commits" / name / "files" / path, data)
     _write(base / "repo.json", {"id": repo_id, "private": False, "gated": False, "default_branch": "main",
                                 "source": "benchmark", "commits": names})
+
+
+@contextmanager
+def replayed_app(root: Path, db_path: Path) -> Iterator[tuple[App, ReplayServer]]:
+    """An App wired to a replay of the histories under `root` and the OSV fake, logging warnings only."""
+    with ReplayServer(roots=[root]) as server, OsvFake() as osv:
+        settings = settings_from_mapping(
+            {"hub": {"endpoint": server.endpoint}, "storage": {"url": f"sqlite:///{db_path}"},
+             "osv": {"api_url": osv.endpoint}, "log": {"level": "warning"}},
+            env={},
+        )
+        configure_logging(settings.log)
+        yield App(settings), server

@@ -17,12 +17,8 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._histories import CONFIG, write_repo  # noqa: E402
-from tracker.advisories.fake import OsvFake  # noqa: E402
+from benchmarks._histories import CONFIG, replayed_app, write_repo  # noqa: E402
 from tracker.app import App  # noqa: E402
-from tracker.config import settings_from_mapping  # noqa: E402
-from tracker.logs import configure_logging  # noqa: E402
-from tracker.replay.server import ReplayServer  # noqa: E402
 
 COMMITS = 40
 GOAL_BYTES = 10 * 1024
@@ -71,15 +67,7 @@ def main() -> None:
             commits.append({"title": f"Update config.json ({i})",
                             "files": {"config.json": {**CONFIG, "rope_theta": 500000.0 + i + 1}}})
         write_repo(root, "bench/llama-like", commits)
-        with ReplayServer(roots=[root]) as server, OsvFake() as osv:
-            settings = settings_from_mapping(
-                {"hub": {"endpoint": server.endpoint}, "storage": {"url": f"sqlite:///{tmp}/h.db"},
-                 "osv": {"api_url": osv.endpoint},
-                 "log": {"level": "warning"}},
-                env={},
-            )
-            configure_logging(settings.log)
-            app = App(settings)
+        with replayed_app(root, Path(tmp) / "h.db") as (app, server):
             app.store.add_watch("bench/llama-like", "main", 900)
             server.set_head("bench/llama-like", 1)
             app.poll()

@@ -13,12 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._histories import CONFIG, write_repo  # noqa: E402
-from tracker.advisories.fake import OsvFake  # noqa: E402
-from tracker.app import App  # noqa: E402
-from tracker.config import settings_from_mapping  # noqa: E402
-from tracker.logs import configure_logging  # noqa: E402
-from tracker.replay.server import ReplayServer  # noqa: E402
+from benchmarks._histories import CONFIG, replayed_app, write_repo  # noqa: E402
 
 N = 100
 
@@ -28,15 +23,7 @@ def main() -> None:
         root = Path(tmp) / "histories"
         for i in range(N):
             write_repo(root, f"bench/model-{i:03d}", [{"files": {"config.json": CONFIG, "README.md": "# model\n"}}])
-        with ReplayServer(roots=[root]) as server, OsvFake() as osv:
-            settings = settings_from_mapping(
-                {"hub": {"endpoint": server.endpoint}, "storage": {"url": f"sqlite:///{tmp}/h.db"},
-                 "osv": {"api_url": osv.endpoint},
-                 "log": {"level": "warning"}},
-                env={},
-            )
-            configure_logging(settings.log)
-            app = App(settings)
+        with replayed_app(root, Path(tmp) / "h.db") as (app, server):
             for repo_id in server.repo_ids():
                 app.store.add_watch(repo_id, "main", 900)
             app.poll()  # baselines
