@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tracker.advisories.fake import OsvFake
+from tracker.fakes.osv import OsvFake
 from tracker.app import App
 from tracker.config import settings_from_mapping
 from tracker.logs import configure_logging

@@ -28,13 +28,13 @@ from storage.advisories import NewAdvisoryCheck, write_check  # noqa: E402
 from storage.db import create_db_engine, migrate  # noqa: E402
 from storage.store import NewEvent, NewFile, NewRevision, Store  # noqa: E402
 from tracker.advisories.facts import extract_facts  # noqa: E402
-from tracker.advisories.fake import OsvFake, bundled_records  # noqa: E402
+from tracker.fakes.osv import OsvFake, bundled_records  # noqa: E402
 from tracker.advisories.osv import OsvClient  # noqa: E402
 from tracker.advisories.service import AdvisoryService  # noqa: E402
 from tracker.config import LogSettings  # noqa: E402
 from tracker.logs import configure_logging  # noqa: E402
 from tracker.snapshot import FileEntry, Snapshot  # noqa: E402
-from tracker.snapshots import git_blob_oid  # noqa: E402
+from tracker.snapshot_io import git_blob_oid  # noqa: E402
 
 N = 1000
 HELD_BACK = "PYSEC-2026-3929"  # published by "OSV" between the first and the daily re-check

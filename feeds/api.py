@@ -25,7 +25,7 @@ from feeds.params import (
     known_repo,
 )
 from feeds.webhooks import subscribe
-from storage.events import EventFilter
+from storage.event_queries import EventFilter
 from storage.models import (
     ChangeRecord,
     EstimateRecord,

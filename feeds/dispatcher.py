@@ -38,7 +38,7 @@ from feeds.webhooks.safety import (
     system_resolve,
     vet,
 )
-from feeds.webhooks.text import visible
+from feeds.webhooks.chat_text import visible
 from storage.outbox import (
     InvalidSubscription,
     OutboxItem,

@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 
 from feedgen.feed import FeedGenerator
 
-from feeds.text import visible
-from feeds.views import entry_view, render, templates_digest
-from storage.events import EventFilter, EventHead, EventQueries, FeedState
+from feeds.xml_text import visible
+from feeds.view_models import entry_view, render, templates_digest
+from storage.event_queries import EventFilter, EventHead, EventQueries, FeedState
 from storage.models import Event
 from storage.store import Store
 

@@ -21,7 +21,7 @@ from feeds import api, hubhooks, metrics, pages
 from feeds.auth import require_read
 from feeds.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
 from feeds.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
-from storage.events import EventQueries
+from storage.event_queries import EventQueries
 from storage.models import Revision
 from storage.store import Store
 

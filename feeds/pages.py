@@ -1,6 +1,6 @@
 """HTML pages: home, a repo's timeline, one revision, and any two revisions compared.
 
-Rendered by Jinja with autoescape (feeds.views); a strict Content-Security-Policy forbids scripts
+Rendered by Jinja with autoescape (feeds.view_models); a strict Content-Security-Policy forbids scripts
 outright, so even a template mistake could not run upstream text as code.
 """
 
@@ -13,8 +13,8 @@ from fastapi.responses import HTMLResponse
 
 from feeds.auth import require_read
 from feeds.params import NamePath, OrgPath, base_url, known_repo
-from feeds.views import PAGE_LIMITS, advisories_of, change_view, render
-from storage.events import EventFilter
+from feeds.view_models import PAGE_LIMITS, advisories_of, change_view, render
+from storage.event_queries import EventFilter
 from storage.store import AmbiguousRevision, RevisionNotStored
 
 PAGE_SIZE = 50

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import HTTPException, Path, Request
 from pydantic import StringConstraints
 
-from storage.events import EventQueries
+from storage.event_queries import EventQueries
 
 # The Hub's repo id rules (the same as tracker.config.REPO_ID_RE, which feeds may not import).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"

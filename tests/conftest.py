@@ -78,7 +78,7 @@ def osv_endpoint() -> str:
     if not _OSV:
         import atexit
 
-        from tracker.advisories.fake import OsvFake
+        from tracker.fakes.osv import OsvFake
 
         _OSV.append(OsvFake().start())
         atexit.register(_OSV[0].stop)

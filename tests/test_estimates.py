@@ -11,7 +11,7 @@ from storage.store import NewEstimate
 from tests.conftest import run_cli, write_config
 from tracker.app import App
 from tracker.changes import Severity
-from tracker.estimates import estimate_change
+from tracker.estimate_change import estimate_change
 
 EVERY_KIND = "hubwatch-tests/every-kind"
 BUNDLED = Path(__file__).parent.parent / "tracker" / "replay" / "histories"

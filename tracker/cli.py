@@ -22,7 +22,7 @@ from tracker.config import load_settings, parse_interval, validate_repo_id
 from tracker.differs import diff_snapshots
 from tracker.errors import ConfigError, HubwatchError, UnknownRevision
 from tracker.logs import configure_logging
-from tracker.snapshots import load_snapshot
+from tracker.snapshot_io import load_snapshot
 
 
 def _emit_json(data: Any) -> None:
@@ -369,7 +369,7 @@ def feed(
     """The feed document on stdout: byte for byte what the server answers at [server] public_url."""
     from feeds.feed import FeedBuilder, FeedRequest
     from feeds.params import bad_kinds
-    from storage.events import EventQueries
+    from storage.event_queries import EventQueries
 
     if sum([repo is not None, all_repos, org is not None, security]) != 1:
         raise click.UsageError("give exactly one of REPO, --all, --org ORG or --security")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tracker import present
-from tracker.advisories.fake import OsvFake
+from tracker.fakes.osv import OsvFake
 from tracker.app import App
 from tracker.config import settings_from_mapping
 from tracker.logs import configure_logging

@@ -11,8 +11,8 @@ import click
 from estimator import Estimate, EstimateError, estimate
 from tracker.app import App
 from tracker.errors import HubwatchError, UnknownRevision
-from tracker.estimates import manifest_of
-from tracker.snapshots import load_snapshot
+from tracker.estimate_change import manifest_of
+from tracker.snapshot_io import load_snapshot
 
 
 class EstimateFailed(HubwatchError):

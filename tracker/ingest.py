@@ -22,11 +22,11 @@ from tracker.classify import is_pickle, kind_of
 from tracker.config import Settings, parse_interval
 from tracker.differs import diff_snapshots
 from tracker.errors import HubwatchError, RateLimited
-from tracker.estimates import estimate_change, estimate_snapshot, should_estimate
+from tracker.estimate_change import estimate_change, estimate_snapshot, should_estimate
 from tracker.events import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED, event_id, revision_event, revision_title
 from tracker.hub import CommitInfo, HubClient, RepoHead
 from tracker.snapshot import Snapshot
-from tracker.snapshots import FetchedSnapshot, fetch_snapshot, load_snapshot
+from tracker.snapshot_io import FetchedSnapshot, fetch_snapshot, load_snapshot
 
 log = structlog.get_logger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from feeds.webhooks.text import fit, units, visible
+from feeds.webhooks.chat_text import fit, units, visible
 from storage.models import Event
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import pytest
 
 from storage.db import create_db_engine, migrate
 from storage.store import Store
-from tracker.advisories.fake import OsvFake, bundled_records
+from tracker.fakes.osv import OsvFake, bundled_records
 from tracker.advisories.osv import OsvClient
 
 from .kit import SCHEMA, Clock, Sleeps

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.advisories.fake import OsvFake
+from tracker.fakes.osv import OsvFake
 from tracker.advisories.osv import OsvBadAnswer, OsvClient, OsvUnavailable, PackageQuery
 
 from .kit import Sleeps

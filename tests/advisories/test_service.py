@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from storage.store import NewChange, NewEvent, NewFile, NewRevision, Store
-from tracker.advisories.fake import OsvFake, bundled_records
+from tracker.fakes.osv import OsvFake, bundled_records
 from tracker.advisories.osv import OsvClient
 from tracker.advisories.rules import default_rules
 from tracker.advisories.service import (

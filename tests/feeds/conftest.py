@@ -20,7 +20,7 @@ from storage.store import Store
 from tests.conftest import TEST_HISTORIES, settings_for
 from tracker.app import App
 from tracker.differs import diff_snapshots
-from tracker.snapshots import load_snapshot
+from tracker.snapshot_io import load_snapshot
 
 HOSTILE = "hubwatch-tests/hostile-model"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

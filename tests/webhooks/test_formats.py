@@ -8,7 +8,7 @@ import re
 import pytest
 
 from feeds.webhooks import discord, generic, slack
-from feeds.webhooks.text import units, visible
+from feeds.webhooks.chat_text import units, visible
 from storage.models import Event
 from tests.webhooks.conftest import LINKS, T0
 

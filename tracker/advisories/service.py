@@ -54,7 +54,7 @@ from tracker.advisories.rules import REPO, Judgement, Rule, judge
 from tracker.config import Settings
 from tracker.events import event_id
 from tracker.snapshot import Snapshot
-from tracker.snapshots import load_snapshot
+from tracker.snapshot_io import load_snapshot
 
 log = structlog.get_logger(__name__)
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
-from tracker.loopback import KeepAliveHandler, LoopbackServer
+from tracker.fakes.loopback import KeepAliveHandler, LoopbackServer
 from tracker.replay.history import (
     Blob,
     LfsBlob,

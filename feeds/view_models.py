@@ -16,7 +16,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from feeds.text import clip, visible
+from feeds.xml_text import clip, visible
 from storage.models import ChangeRecord, EstimateRecord, Event, Revision
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -131,7 +131,7 @@ def _gib(value: Any) -> str | None:
 
 
 def _estimate_rows(detail: Mapping[str, Any]) -> list[KeyChange]:
-    """An estimate change's headline figures, before -> after (tracker.estimates writes them)."""
+    """An estimate change's headline figures, before -> after (tracker.estimate_change writes them)."""
     before = detail.get("before") if isinstance(detail.get("before"), Mapping) else {}
     after = detail.get("after") if isinstance(detail.get("after"), Mapping) else {}
     rows = []
