@@ -26,6 +26,7 @@ from feeds.params import (
 )
 from feeds.webhooks import subscribe
 from storage.event_queries import EventFilter
+from storage.kinds import WEBHOOK_FORMATS
 from storage.models import (
     ChangeRecord,
     EstimateRecord,
@@ -165,7 +166,7 @@ class RepoOut(BaseModel):
 
 class SubscriptionIn(BaseModel):
     url: str = Field(pattern=r"^https?://\S+$", max_length=2000)
-    format: Literal["generic", "slack", "discord"] = "generic"
+    format: Literal[WEBHOOK_FORMATS] = "generic"  # type: ignore[valid-type]
     secret: str | None = Field(default=None, max_length=500, description="generic: Standard Webhooks secret (whsec_...)")
     repos: list[str] = Field(default_factory=lambda: ["*"], max_length=500)
     kinds: list[Kind] = Field(default_factory=list, max_length=50)

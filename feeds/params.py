@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 import enum
-import re
 from typing import Annotated
 
 from fastapi import HTTPException, Path, Request
 from pydantic import StringConstraints
 
+from storage import kinds
 from storage.event_queries import EventQueries
+from storage.kinds import EVENT_KIND_PATTERN, FILTER_WORDS, REPO_NAME_PATTERN, SEVERITIES, is_filter_kind
 
-# The Hub's repo id rules (the same as tracker.config.REPO_ID_RE, which feeds may not import).
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"
-REPO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"
+NAME_PATTERN = rf"^{REPO_NAME_PATTERN}$"
+REPO_ID_PATTERN = rf"^{kinds.REPO_ID_PATTERN}$"
 SHA_PATTERN = r"^[0-9a-fA-F]{4,40}$"
 BRANCH_PATTERN = r"^[A-Za-z0-9._/-]{1,200}$"
-CHANGE_KINDS = ("config", "tokenizer", "chat_template", "weights", "custom_code", "files", "repo", "estimate", "advisory")
-_EVENT_KIND = re.compile(r"^[a-z][a-z_]*\.[a-z][a-z_]*$")
-# One `kind` filter value: a change kind, or a dotted event kind. Declared in the OpenAPI document.
-KIND_PATTERN = rf"^({'|'.join(CHANGE_KINDS)}|[a-z][a-z_]*\.[a-z][a-z_]*)$"
+# One `kind` filter value: a change kind, `advisory`, or a dotted event kind. Declared in the OpenAPI document.
+KIND_PATTERN = rf"^({'|'.join(FILTER_WORDS)}|{EVENT_KIND_PATTERN})$"
 Kind = Annotated[str, StringConstraints(pattern=KIND_PATTERN, max_length=80)]
 
-
-class Severity(str, enum.Enum):
-    info = "info"
-    notice = "notice"
-    warning = "warning"
-    critical = "critical"
+Severity = enum.Enum("Severity", {name: name for name in SEVERITIES}, type=str)  # type: ignore[misc]
 
 
 OrgPath = Path(pattern=NAME_PATTERN, max_length=96, description="The org or user (first half of the repo id)")
@@ -51,7 +44,7 @@ def known_repo(queries: EventQueries, org: str, name: str) -> str:
 
 def bad_kinds(kinds: list[str] | tuple[str, ...]) -> list[str]:
     """The kinds that are neither a change kind (`chat_template`) nor a dotted event kind (`revision.ingested`)."""
-    return [k for k in kinds if not (k in CHANGE_KINDS or _EVENT_KIND.match(k))]
+    return [k for k in kinds if not is_filter_kind(k)]
 
 
 def base_url(request: Request) -> str:

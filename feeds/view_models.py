@@ -20,7 +20,6 @@ from feeds.xml_text import clip, visible
 from storage.models import ChangeRecord, EstimateRecord, Event, Revision
 
 TEMPLATES = Path(__file__).parent / "templates"
-SEVERITY_RANK = {"info": 0, "notice": 1, "warning": 2, "critical": 3}
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
 
+from storage.kinds import REVISION_INGESTED, at_least
 from storage.models import ChangeRecord, EstimateRecord, Event, Revision, Watch
 
-SEVERITIES = ("info", "notice", "warning", "critical")
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ class EventFilter:
     security_only: bool = False
 
     def __post_init__(self) -> None:
-        if self.min_severity is not None and self.min_severity not in SEVERITIES:
-            raise ValueError(f"min_severity must be one of {', '.join(SEVERITIES)}")
+        if self.min_severity is not None:
+            at_least(self.min_severity)
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,7 @@ def _conditions(flt: EventFilter) -> list[sa.ColumnElement[bool]]:
     if flt.org is not None:
         where.append(col(Event.repo_id).startswith(f"{flt.org}/", autoescape=True))
     if flt.min_severity is not None:
-        allowed = SEVERITIES[SEVERITIES.index(flt.min_severity):]
-        where.append(col(Event.severity).in_(allowed))
+        where.append(col(Event.severity).in_(at_least(flt.min_severity)))
     if flt.security_only:
         where.append(col(Event.security).is_(True))
     if flt.kinds:
@@ -93,7 +92,7 @@ def _conditions(flt: EventFilter) -> list[sa.ColumnElement[bool]]:
             )
             # Only the revision's own event carries its changes: an advisory or estimate event attached
             # to the same revision is not a chat-template event because the revision changed one.
-            either.append(sa.and_(col(Event.kind) == "revision.ingested", has_change))
+            either.append(sa.and_(col(Event.kind) == REVISION_INGESTED, has_change))
             either.extend(col(Event.kind).startswith(f"{k}.", autoescape=True) for k in change_kinds)
         where.append(sa.or_(*either))
     return where

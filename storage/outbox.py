@@ -28,12 +28,11 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlmodel import Field, Session, SQLModel, col, select
 
+from storage.kinds import SEVERITY_RANK, WEBHOOK_FORMATS
 from storage.models import Event, _json, _utc
 
 Clock = Callable[[], datetime]
 
-FORMATS = ("generic", "slack", "discord")
-SEVERITY_RANK = {"info": 0, "notice": 1, "warning": 2, "critical": 3}
 STATUSES = ("pending", "delivered", "failed", "dead")
 SOURCES = ("config", "api")
 MAX_URL_LENGTH = 2000
@@ -609,8 +608,8 @@ class OutboxStore:
     @staticmethod
     def _validated(sub: Subscription) -> Subscription:
         validate_url(sub.url)
-        if sub.format not in FORMATS:
-            raise InvalidSubscription(f"format must be one of {', '.join(FORMATS)}, got {sub.format!r}")
+        if sub.format not in WEBHOOK_FORMATS:
+            raise InvalidSubscription(f"format must be one of {', '.join(WEBHOOK_FORMATS)}, got {sub.format!r}")
         if sub.min_severity not in SEVERITY_RANK:
             raise InvalidSubscription(f"min_severity must be one of {', '.join(SEVERITY_RANK)}, got {sub.min_severity!r}")
         if sub.source not in SOURCES:

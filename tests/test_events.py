@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tracker.changes import Change, ChangeKind, Severity
-from tracker.events import REVISION_INGESTED, event_id, revision_event, revision_title
+from storage.kinds import REVISION_INGESTED
+from tracker.events import event_id, revision_event, revision_title
 
 W, I, C = Severity.WARNING, Severity.INFO, Severity.CRITICAL
 

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from storage.kinds import SEVERITY_RANK
+
 
 class Severity(str, enum.Enum):
     """How loudly a change should be announced, in increasing order."""
@@ -17,7 +19,7 @@ class Severity(str, enum.Enum):
 
     @property
     def rank(self) -> int:
-        return _SEVERITY_ORDER.index(self)
+        return SEVERITY_RANK[self.value]
 
     def __ge__(self, other: object) -> bool:  # type: ignore[override]
         if not isinstance(other, Severity):
@@ -39,8 +41,6 @@ class Severity(str, enum.Enum):
             return NotImplemented
         return self.rank < other.rank
 
-
-_SEVERITY_ORDER = [Severity.INFO, Severity.NOTICE, Severity.WARNING, Severity.CRITICAL]
 
 
 class ChangeKind(str, enum.Enum):

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from storage.kinds import SEVERITIES
 from storage.store import AmbiguousRevision, RevisionNotStored, WatchExists
 from tracker import present
 from tracker.advisories.cli import advisories as advisories_group
@@ -359,7 +360,7 @@ def serve(ctx: click.Context) -> None:
 @click.option("--security", is_flag=True, help="Security-relevant events of every repo.")
 @click.option("--format", "fmt", type=click.Choice(["atom", "rss"]), default="atom", show_default=True)
 @click.option("--kind", "kinds", multiple=True, help="Only this kind (repeatable): chat_template, revision.ingested, ...")
-@click.option("--min-severity", type=click.Choice(["info", "notice", "warning", "critical"]), default=None)
+@click.option("--min-severity", type=click.Choice(SEVERITIES), default=None)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000), help="Newest entries shown.")
 @click.pass_context
 def feed(

@@ -15,15 +15,13 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from storage.kinds import SEVERITIES, WEBHOOK_FORMATS, is_repo_id
 from storage.outbox import InvalidSubscription, secret_keys
 from tracker.errors import ConfigError
 
 PUBLIC_HUB = "https://huggingface.co"
-REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _INTERVAL_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-SEVERITIES = ("info", "notice", "warning", "critical")
-WEBHOOK_FORMATS = ("generic", "slack", "discord")
 
 
 def parse_interval(value: object, key: str = "interval") -> int:
@@ -43,7 +41,7 @@ def parse_interval(value: object, key: str = "interval") -> int:
 
 
 def validate_repo_id(repo_id: str) -> str:
-    if not isinstance(repo_id, str) or not REPO_ID_RE.match(repo_id) or ".." in repo_id:
+    if not is_repo_id(repo_id):
         raise ConfigError(f"{repo_id!r} is not a Hub repo id (expected 'org/name')")
     return repo_id
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from storage.kinds import REVISION_INGESTED
 from storage.store import NewEvent
 from tracker.changes import Change, ChangeKind, Severity, max_severity
-
-REVISION_INGESTED = "revision.ingested"
-REPO_VISIBILITY_CHANGED = "repo.visibility_changed"
-ESTIMATE_CHANGED = "estimate.changed"
 
 _NAMESPACE = uuid.UUID("6f1c2d3e-8b7a-4c5d-9e0f-1a2b3c4d5e6f")
 

@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import structlog
 
+from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
 from storage.models import Watch
 from storage.store import NewChange, NewEstimate, NewEvent, NewFile, NewRevision, RevisionNotStored, Store
 from tracker.advisories.service import AdvisoryService
@@ -23,7 +24,7 @@ from tracker.config import Settings, parse_interval
 from tracker.differs import diff_snapshots
 from tracker.errors import HubwatchError, RateLimited
 from tracker.estimate_change import estimate_change, estimate_snapshot, should_estimate
-from tracker.events import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED, event_id, revision_event, revision_title
+from tracker.events import event_id, revision_event, revision_title
 from tracker.hub import CommitInfo, HubClient, RepoHead
 from tracker.snapshot import Snapshot
 from tracker.snapshot_io import FetchedSnapshot, fetch_snapshot, load_snapshot

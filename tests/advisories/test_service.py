@@ -10,12 +10,12 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
+from storage.kinds import ADVISORY_PUBLISHED
 from storage.store import NewChange, NewEvent, NewFile, NewRevision, Store
 from tracker.fakes.osv import OsvFake, bundled_records
 from tracker.advisories.osv import OsvClient
 from tracker.advisories.rules import default_rules
 from tracker.advisories.service import (
-    ADVISORY_PUBLISHED,
     AdvisoryService,
     RevisionCheck,
 )

@@ -30,6 +30,7 @@ from storage.advisories import (
     NewOwnAdvisory,
     write_check,
 )
+from storage.kinds import ADVISORY_PUBLISHED
 from storage.models import Revision
 from storage.store import NewEvent, RevisionNotStored, Store
 from tracker.advisories.advice import LoaderAdvice, advice_packages, loader_advice
@@ -58,7 +59,6 @@ from tracker.snapshot_io import load_snapshot
 
 log = structlog.get_logger(__name__)
 
-ADVISORY_PUBLISHED = "advisory.published"
 UNREACHABLE_COOL_DOWN_S = 300
 OWN_EVENT_SEVERITY = {"critical": "critical", "high": "critical", "medium-high": "warning", "medium": "warning"}
 

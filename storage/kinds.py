@@ -1,0 +1,54 @@
+"""hubwatch's shared vocabulary: the values its columns hold, imported by every package.
+
+Severities, change and event kinds, webhook formats and the repo-id pattern are written here once;
+tracker's enums (`tracker.changes`) and feeds' request parameters are built on these values, and a
+test checks that they agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+# How loudly a change is announced, in increasing order.
+SEVERITIES = ("info", "notice", "warning", "critical")
+SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+
+# What a Change is about (DESIGN.md's table, repo-level facts, the estimate).
+CHANGE_KINDS = ("config", "tokenizer", "chat_template", "weights", "custom_code", "files", "repo", "estimate")
+
+# What an Event announces: the RSS category, the webhook `type`, the API filter.
+REVISION_INGESTED = "revision.ingested"
+ESTIMATE_CHANGED = "estimate.changed"
+ADVISORY_PUBLISHED = "advisory.published"
+REPO_VISIBILITY_CHANGED = "repo.visibility_changed"
+EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED)
+
+# The plain words a `kind` filter takes: a change kind, or `advisory` for every `advisory.*` event.
+FILTER_WORDS = (*CHANGE_KINDS, "advisory")
+# Any dotted event kind (`revision.ingested`), also one a later version adds.
+EVENT_KIND_PATTERN = r"[a-z][a-z_]*\.[a-z][a-z_]*"
+
+# How outbound webhooks are written.
+WEBHOOK_FORMATS = ("generic", "slack", "discord")
+
+# The Hub's repo ids: `org/name`, each half a name.
+REPO_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
+REPO_ID_PATTERN = rf"{REPO_NAME_PATTERN}/{REPO_NAME_PATTERN}"
+REPO_ID_RE = re.compile(rf"^{REPO_ID_PATTERN}$")
+
+
+def at_least(min_severity: str) -> tuple[str, ...]:
+    """The severities at or above `min_severity` (ValueError names the allowed ones)."""
+    if min_severity not in SEVERITY_RANK:
+        raise ValueError(f"min_severity must be one of {', '.join(SEVERITIES)}, got {min_severity!r}")
+    return SEVERITIES[SEVERITY_RANK[min_severity]:]
+
+
+def is_repo_id(value: object) -> bool:
+    """`org/name` as the Hub allows it (no `..`, which would read as a path)."""
+    return isinstance(value, str) and REPO_ID_RE.match(value) is not None and ".." not in value
+
+
+def is_filter_kind(kind: str) -> bool:
+    """A change kind (`chat_template`), `advisory`, or a dotted event kind (`revision.ingested`)."""
+    return kind in FILTER_WORDS or re.fullmatch(EVENT_KIND_PATTERN, kind) is not None
