@@ -36,7 +36,7 @@ from storage.models import (
     Watch,
 )
 from storage.outbox import InvalidSubscription, Subscription, redact_url
-from storage.store import AmbiguousRevision, RevisionNotStored, WatchExists
+from storage.errors import AmbiguousRevision, RevisionNotStored, WatchExists
 
 
 class ErrorOut(BaseModel):

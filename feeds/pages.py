@@ -15,7 +15,7 @@ from feeds.auth import require_read
 from feeds.params import NamePath, OrgPath, base_url, known_repo
 from feeds.view_models import PAGE_LIMITS, advisories_of, change_view, render
 from storage.event_queries import EventFilter
-from storage.store import AmbiguousRevision, RevisionNotStored
+from storage.errors import AmbiguousRevision, RevisionNotStored
 
 PAGE_SIZE = 50
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"

@@ -8,11 +8,9 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config as AlembicConfig
 
+from storage.errors import StorageError
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-
-
-class StorageError(Exception):
-    """The database cannot be opened, migrated or written."""
 
 
 def create_db_engine(url: str) -> sa.Engine:

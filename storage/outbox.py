@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlmodel import Field, Session, SQLModel, col, select
 
+from storage.errors import DeliveryNotFound, SubscriptionDisabled
 from storage.kinds import SEVERITY_RANK, WEBHOOK_FORMATS
 from storage.models import Event, _json, _utc
 
@@ -49,14 +50,6 @@ def utc_now() -> datetime:
 
 class InvalidSubscription(ValueError):
     """A subscription's URL, format, filters or secret is not acceptable; the message says which."""
-
-
-class DeliveryNotFound(LookupError):
-    """No delivery has that id."""
-
-
-class SubscriptionDisabled(Exception):
-    """The delivery's subscription is disabled (410 Gone, a refused address, removed from the config)."""
 
 
 class Subscription(SQLModel, table=True):

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from storage import blobs
+from storage.errors import AmbiguousRevision, RevisionNotStored, WatchExists
 from storage.models import (
     Blob,
     ChangeRecord,
@@ -32,18 +33,6 @@ ExtraWrite = Callable[[Session, "Revision"], None]
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-class WatchExists(Exception):
-    """The repo branch is already watched."""
-
-
-class RevisionNotStored(Exception):
-    """No stored revision matches what was asked for."""
-
-
-class AmbiguousRevision(Exception):
-    """A short sha matches more than one stored revision."""
 
 
 @dataclass(frozen=True)

@@ -14,18 +14,8 @@ from sqlmodel import SQLModel
 from alembic.script import ScriptDirectory
 
 from storage.db import alembic_config, create_db_engine, migrate
-from storage.store import (
-    AmbiguousRevision,
-    NewChange,
-    NewEvent,
-    NewFile,
-    NewRevision,
-    NewTensor,
-    NewWeightFile,
-    RevisionNotStored,
-    Store,
-    WatchExists,
-)
+from storage.errors import AmbiguousRevision, RevisionNotStored, WatchExists
+from storage.store import NewChange, NewEvent, NewFile, NewRevision, NewTensor, NewWeightFile, Store
 
 T0 = datetime(2024, 7, 23, 15, 0, tzinfo=timezone.utc)
 

@@ -8,7 +8,8 @@ from functools import cached_property
 
 import structlog
 
-from storage.db import StorageError, create_db_engine, migrate
+from storage.errors import StorageError
+from storage.db import create_db_engine, migrate
 from storage.models import Watch
 from storage.outbox import InvalidSubscription, OutboxStore
 from storage.store import Clock, Store, utc_now

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from storage.kinds import SEVERITIES
-from storage.store import AmbiguousRevision, RevisionNotStored, WatchExists
+from storage.errors import AmbiguousRevision, RevisionNotStored, WatchExists
 from tracker import present
 from tracker.advisories.cli import advisories as advisories_group
 from tracker.app import App
@@ -484,7 +484,7 @@ def deliveries_list(ctx: click.Context, status: str | None, limit: int, as_json:
 @click.pass_context
 def deliveries_redeliver(ctx: click.Context, delivery_id: str, queue_only: bool) -> None:
     """Send delivery DELIVERY_ID again now, with the same webhook-id (receivers deduplicate on it)."""
-    from storage.outbox import DeliveryNotFound, SubscriptionDisabled
+    from storage.errors import DeliveryNotFound, SubscriptionDisabled
 
     app = _app(ctx)
     try:

@@ -66,7 +66,7 @@ def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int)
             raise UnknownRevision(f"no stored revision of {repo_id} (watch it and run: hubwatch poll {repo_id})")
         revision = revisions[0]
     else:
-        from storage.store import AmbiguousRevision, RevisionNotStored
+        from storage.errors import AmbiguousRevision, RevisionNotStored
 
         try:
             revision = app.store.find_revision(repo_id, ref)

@@ -16,7 +16,8 @@ import structlog
 
 from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
 from storage.models import Watch
-from storage.store import NewChange, NewEstimate, NewEvent, NewFile, NewRevision, RevisionNotStored, Store
+from storage.errors import RevisionNotStored
+from storage.store import NewChange, NewEstimate, NewEvent, NewFile, NewRevision, Store
 from tracker.advisories.service import AdvisoryService
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import is_pickle, kind_of

@@ -10,17 +10,8 @@ from sqlmodel import Session, select
 from standardwebhooks import Webhook
 
 from storage.models import Event
-from storage.outbox import (
-    Delivery,
-    DeliveryNotFound,
-    InvalidSubscription,
-    OutboxStore,
-    Subscription,
-    SubscriptionDisabled,
-    delivery_id,
-    enqueue,
-    matches,
-)
+from storage.errors import DeliveryNotFound, SubscriptionDisabled
+from storage.outbox import Delivery, InvalidSubscription, OutboxStore, Subscription, delivery_id, enqueue, matches
 from storage.store import NewChange, NewEvent, NewRevision, Store
 from tests.webhooks.conftest import SECRET, T0, emit, subscribe
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from storage.store import AmbiguousRevision, RevisionNotStored
+from storage.errors import AmbiguousRevision, RevisionNotStored
 from tracker.config import validate_repo_id
 from tracker.errors import ConfigError
 

@@ -32,7 +32,8 @@ from storage.advisories import (
 )
 from storage.kinds import ADVISORY_PUBLISHED
 from storage.models import Revision
-from storage.store import NewEvent, RevisionNotStored, Store
+from storage.errors import RevisionNotStored
+from storage.store import NewEvent, Store
 from tracker.advisories.advice import LoaderAdvice, advice_packages, loader_advice
 from tracker.advisories.facts import RepoFacts, diff_facts, extract_facts
 from tracker.advisories.osv import (
