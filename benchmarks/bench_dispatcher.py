@@ -25,8 +25,11 @@ import structlog  # noqa: E402
 
 from feeds.dispatcher import DeliveryOptions, Dispatcher  # noqa: E402
 from storage.db import create_db_engine, migrate  # noqa: E402
-from storage.outbox import OutboxStore, new_secret  # noqa: E402
-from storage.store import NewEvent, Store  # noqa: E402
+from storage.event_log import NewEvent  # noqa: E402
+from storage.outbox import OutboxStore  # noqa: E402
+from storage.store import Store  # noqa: E402
+from storage.subscription_store import SubscriptionStore  # noqa: E402
+from storage.subscriptions import new_secret  # noqa: E402
 
 T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
 
@@ -63,8 +66,9 @@ def _case(tmp: str, name: str, url: str, n: int, endpoints: int, concurrency: in
     engine = create_db_engine(f"sqlite:///{tmp}/{name}.db")
     migrate(engine)
     store, outbox = Store(engine, clock=lambda: T0), OutboxStore(engine, clock=lambda: T0)
+    subscriptions = SubscriptionStore(engine, clock=lambda: T0)
     for i in range(endpoints):
-        outbox.add_subscription(f"{url}/{i}", "generic", secret=new_secret(), min_severity="info")
+        subscriptions.add_subscription(f"{url}/{i}", "generic", secret=new_secret(), min_severity="info")
     _events(store, n // endpoints)
     dispatcher = Dispatcher(outbox, DeliveryOptions(allow_private_targets=True, concurrency=concurrency))
     started = time.perf_counter()

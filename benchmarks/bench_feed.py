@@ -28,7 +28,8 @@ import httpx
 from feeds.feed import FeedBuilder, FeedRequest
 from feeds.http import ServerThread, create_app
 from storage.db import create_db_engine, migrate
-from storage.store import NewChange, NewEvent, NewRevision, Store
+from storage.event_log import NewEvent
+from storage.store import NewChange, NewRevision, Store
 
 REPO = "bench/model-feed"
 EVENTS = 1000

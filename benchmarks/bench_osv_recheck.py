@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from storage.advisories import NewAdvisoryCheck, write_check  # noqa: E402
 from storage.db import create_db_engine, migrate  # noqa: E402
-from storage.store import NewEvent, NewFile, NewRevision, Store  # noqa: E402
+from storage.event_log import NewEvent  # noqa: E402
+from storage.store import NewFile, NewRevision, Store  # noqa: E402
 from tracker.advisories.facts import extract_facts  # noqa: E402
 from tracker.fakes.osv import OsvFake, bundled_records  # noqa: E402
 from tracker.advisories.osv import OsvClient  # noqa: E402

@@ -2,20 +2,38 @@
 
 Reads follow the operator's read policy (`require_read`); anything that changes state needs the API
 token. The diff of two revisions is computed by the differ the composition root injects (feeds may not
-import the tracker); stored changes of one revision need no differ.
+import the tracker); stored changes of one revision need no differ. The bodies are `feeds.api_models`;
+this module holds the routes and the conversions from stored rows to those bodies.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
-from pydantic import BaseModel, Field
 
+from feeds.api_models import (
+    ChangeOut,
+    DiffOut,
+    ErrorOut,
+    EstimateOut,
+    EstimatePage,
+    EventOut,
+    EventPage,
+    FileOut,
+    RepoOut,
+    RevisionDetail,
+    RevisionOut,
+    RevisionPage,
+    SubscriptionIn,
+    SubscriptionOut,
+    WatchIn,
+    WatchOut,
+)
 from feeds.auth import require_read, require_write
 from feeds.params import (
     BRANCH_PATTERN,
+    NAME_PATTERN,
     REPO_ID_PATTERN,
     SHA_PATTERN,
     Kind,
@@ -26,7 +44,6 @@ from feeds.params import (
 )
 from feeds.webhooks import subscribe
 from storage.event_queries import EventFilter
-from storage.kinds import WEBHOOK_FORMATS
 from storage.models import (
     ChangeRecord,
     EstimateRecord,
@@ -35,155 +52,8 @@ from storage.models import (
     RevisionFile,
     Watch,
 )
-from storage.outbox import InvalidSubscription, Subscription, redact_url
-from storage.errors import AmbiguousRevision, RevisionNotStored, WatchExists
-
-
-class ErrorOut(BaseModel):
-    detail: str | list[dict[str, Any]] = Field(description="What was wrong: a sentence, or the invalid parameters")
-
-
-class WatchOut(BaseModel):
-    repo_id: str
-    branch: str
-    interval_s: int
-    source: str
-    last_sha: str | None
-    last_polled_at: datetime | None
-    last_ok_at: datetime | None
-    last_error: str | None
-    error_count: int
-    next_retry_at: datetime | None
-
-
-class WatchIn(BaseModel):
-    repo_id: str = Field(pattern=REPO_ID_PATTERN, examples=["meta-llama/Llama-3.1-8B-Instruct"])
-    branch: str = Field(default="main", pattern=BRANCH_PATTERN)
-    interval_s: int | None = Field(default=None, ge=60, le=30 * 86400, description="Default: [poll] default_interval")
-
-
-class ChangeBrief(BaseModel):
-    kind: str
-    path: str
-    summary: str
-    severity: str
-    security: bool
-
-
-class ChangeOut(ChangeBrief):
-    structural: bool
-    detail: dict[str, Any]
-
-
-class RevisionOut(BaseModel):
-    repo_id: str
-    sha: str
-    parent_sha: str | None
-    branch: str
-    committed_at: datetime
-    ingested_at: datetime
-    title: str
-    message: str
-    authors: list[str]
-    baseline: bool
-    file_count: int
-    changes: list[ChangeBrief]
-
-
-class FileOut(BaseModel):
-    path: str
-    kind: str
-    oid: str
-    size: int
-    lfs_sha256: str | None
-    held: bool
-    note: str | None
-
-
-class EstimateOut(BaseModel):
-    sha: str
-    committed_at: datetime
-    created_at: datetime
-    parameters_total: int | None
-    result: dict[str, Any] | None
-    error: str | None
-
-
-class RevisionDetail(RevisionOut):
-    changes: list[ChangeOut]  # type: ignore[assignment]
-    files: list[FileOut]
-    estimate: EstimateOut | None
-
-
-class RevisionPage(BaseModel):
-    items: list[RevisionOut]
-    total: int
-    limit: int
-    offset: int
-    next_offset: int | None
-
-
-class EstimatePage(BaseModel):
-    items: list[EstimateOut]
-    total: int
-    limit: int
-    offset: int
-    next_offset: int | None
-
-
-class DiffOut(BaseModel):
-    repo_id: str
-    from_sha: str
-    to_sha: str
-    changes: list[ChangeOut]
-
-
-class EventOut(BaseModel):
-    seq: int
-    event_id: str
-    kind: str
-    repo_id: str
-    sha: str | None
-    title: str
-    severity: str
-    security: bool
-    created_at: datetime
-    payload: dict[str, Any]
-
-
-class EventPage(BaseModel):
-    items: list[EventOut]
-    order: Literal["asc", "desc"]
-    next_cursor: int | None = Field(description="Pass as `after` (asc) or `before` (desc) for the next page; null at the end")
-
-
-class RepoOut(BaseModel):
-    repo_id: str
-    revisions: int
-    last_committed_at: datetime | None
-    watched: bool
-
-
-class SubscriptionIn(BaseModel):
-    url: str = Field(pattern=r"^https?://\S+$", max_length=2000)
-    format: Literal[WEBHOOK_FORMATS] = "generic"  # type: ignore[valid-type]
-    secret: str | None = Field(default=None, max_length=500, description="generic: Standard Webhooks secret (whsec_...)")
-    repos: list[str] = Field(default_factory=lambda: ["*"], max_length=500)
-    kinds: list[Kind] = Field(default_factory=list, max_length=50)
-    min_severity: Severity = Severity.notice
-
-
-class SubscriptionOut(BaseModel):
-    id: int
-    url: str
-    format: str
-    repos: list[str]
-    kinds: list[str]
-    min_severity: str
-    source: str
-    enabled: bool
-    disabled_reason: str | None
-    secret: str | None = Field(default=None, description="Only in the answer that created it, when hubwatch generated the secret")
+from storage.subscriptions import Subscription, redact_url
+from storage.errors import InvalidSubscription
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -244,15 +114,6 @@ def _event(e: Event) -> EventOut:
     return EventOut(**{k: getattr(e, k) for k in EventOut.model_fields})
 
 
-def find_revision(request: Request, repo_id: str, ref: str) -> Revision:
-    try:
-        return _services(request).store.find_revision(repo_id, ref)
-    except RevisionNotStored as err:
-        raise HTTPException(404, str(err)) from err
-    except AmbiguousRevision as err:
-        raise HTTPException(409, str(err)) from err
-
-
 # -- repos and watches ---------------------------------------------------------------------------
 
 
@@ -273,10 +134,7 @@ def add_watch(request: Request, body: WatchIn) -> WatchOut:
     interval_s = body.interval_s or services.options.default_interval_s
     if ".." in body.repo_id:
         raise HTTPException(422, f"{body.repo_id} is not a Hub repo id")
-    try:
-        return _watch(services.store.add_watch(body.repo_id, body.branch, interval_s, source="api"))
-    except WatchExists as err:
-        raise HTTPException(409, str(err)) from err
+    return _watch(services.store.add_watch(body.repo_id, body.branch, interval_s, source="api"))
 
 
 @router.delete("/watches/{org}/{name}", status_code=204, dependencies=write, responses=_errors(401, 403, 404),
@@ -319,7 +177,7 @@ def list_revisions(
             summary="One revision with its changes (full detail), files and estimate")
 def get_revision(request: Request, org: str = OrgPath, name: str = NamePath, sha: str = ShaPath) -> RevisionDetail:
     services = _services(request)
-    revision = find_revision(request, known_repo(services.queries, org, name), sha)
+    revision = services.store.find_revision(known_repo(services.queries, org, name), sha)
     changes = services.store.changes_by_revision([revision.id])[revision.id]
     estimate = services.store.estimate_for(revision.id)
     return RevisionDetail(
@@ -340,7 +198,7 @@ def diff_revisions(
 ) -> DiffOut:
     services = _services(request)
     repo_id = known_repo(services.queries, org, name)
-    a, b = find_revision(request, repo_id, from_ref), find_revision(request, repo_id, to_ref)
+    a, b = services.store.find_revision(repo_id, from_ref), services.store.find_revision(repo_id, to_ref)
     changes = services.diff_revisions(a, b)
     if changes is None:
         raise HTTPException(501, "this server has no differ wired in: run it with `hubwatch serve` or `hubwatch run`")
@@ -381,7 +239,7 @@ def list_advisories(request: Request, org: str = OrgPath, name: str = NamePath, 
 def list_events(
     request: Request,
     repo: str | None = Query(default=None, pattern=REPO_ID_PATTERN),
-    org: str | None = Query(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"),
+    org: str | None = Query(default=None, pattern=NAME_PATTERN),
     kind: Annotated[list[Kind] | None, Query(description="Only these kinds: change kinds (chat_template) or event kinds (revision.ingested)")] = None,
     min_severity: Severity | None = None,
     security: bool = Query(default=False, description="Only security-relevant events"),

@@ -39,14 +39,10 @@ from feeds.webhooks.safety import (
     vet,
 )
 from feeds.webhooks.chat_text import visible
-from storage.outbox import (
-    InvalidSubscription,
-    OutboxItem,
-    OutboxStore,
-    Subscription,
-    redact_url,
-    utc_now,
-)
+from storage.errors import InvalidSubscription
+from storage.outbox import OutboxItem, OutboxStore
+from storage.sessions import utc_now
+from storage.subscriptions import Subscription, redact_url
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,7 @@
 """The HTTP server: one ASGI app (feeds, JSON API, pages, Hub webhooks, health, metrics) and a uvicorn
 runner for a background thread. Everything outside `feeds` and `storage` comes in as arguments: the
-ingest trigger for Hub webhooks, the differ for "compare", the outbox for subscriptions.
+ingest trigger for Hub webhooks, the differ for "compare", the outbox for subscriptions. Storage lookup
+errors become answers in one place (`LOOKUP_STATUS`, `lookup_failed`), for every route.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from typing import Annotated, Any, Self
 import structlog
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from feeds import api, hubhooks, metrics, pages
 from feeds.auth import require_read
 from feeds.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
 from feeds.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
+from storage.errors import AmbiguousRevision, NotStored, StoreLookupError, SubscriptionDisabled, WatchExists
 from storage.event_queries import EventQueries
 from storage.models import Revision
 from storage.store import Store
@@ -31,6 +34,14 @@ log = structlog.get_logger(__name__)
 Trigger = Callable[[str, str | None], bool]
 # Two stored revisions -> their changes as dicts (kind, path, summary, severity, structural, security, detail).
 DiffFn = Callable[[Revision, Revision], list[dict[str, Any]]]
+
+# The HTTP status of each storage lookup error; a subclass answers as its nearest listed base.
+LOOKUP_STATUS: dict[type[StoreLookupError], int] = {
+    NotStored: 404,
+    AmbiguousRevision: 409,
+    WatchExists: 409,
+    SubscriptionDisabled: 409,
+}
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.services = services
+    app.add_exception_handler(StoreLookupError, lookup_failed)
     app.include_router(api.router)
     app.include_router(feed_router)
     app.include_router(hubhooks.router)
@@ -113,6 +125,23 @@ def create_app(
     app.include_router(pages.router)
     app.add_middleware(metrics.MetricsMiddleware, metrics=services.metrics)
     return app
+
+
+def lookup_status(err: Exception) -> int:
+    """The status `LOOKUP_STATUS` gives the error's class or its nearest base."""
+    for cls in type(err).__mro__:
+        if cls in LOOKUP_STATUS:
+            return LOOKUP_STATUS[cls]
+    raise TypeError(f"no HTTP status for {type(err).__name__}") from err
+
+
+def lookup_failed(request: Request, err: Exception) -> Response:
+    """The handler of `StoreLookupError`: the error page on HTML pages, else `{"detail": message}` as an
+    HTTPException answers."""
+    status = lookup_status(err)
+    if pages.is_page(request):
+        return pages.error_page(status, str(err))
+    return JSONResponse({"detail": str(err)}, status_code=status)
 
 
 # -- feeds ---------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from feeds.auth import require_read
 from feeds.params import NamePath, OrgPath, base_url, known_repo
 from feeds.view_models import PAGE_LIMITS, advisories_of, change_view, render
 from storage.event_queries import EventFilter
-from storage.errors import AmbiguousRevision, RevisionNotStored
 
 PAGE_SIZE = 50
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -27,24 +26,21 @@ def _page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(render(name, **context), status_code=status, headers={"Content-Security-Policy": CSP})
 
 
-def _error(status: int, message: str) -> HTMLResponse:
+def error_page(status: int, message: str) -> HTMLResponse:
+    """The error page: the status and a sentence saying what was wrong."""
     return _page("error.html", status=status, status_code=status, message=message)
+
+
+def is_page(request: Request) -> bool:
+    """Whether the request was routed to one of these pages (its errors are answered with `error_page`)."""
+    return any(getattr(route, "endpoint", None) is request.scope.get("endpoint") for route in router.routes)
 
 
 def _known(request: Request, org: str, name: str) -> str | HTMLResponse:
     try:
         return known_repo(request.app.state.services.queries, org, name)
     except HTTPException as err:
-        return _error(err.status_code, str(err.detail))
-
-
-def _revision(request: Request, repo_id: str, ref: str) -> Any:
-    try:
-        return request.app.state.services.store.find_revision(repo_id, ref)
-    except RevisionNotStored as err:
-        return _error(404, str(err))
-    except AmbiguousRevision as err:
-        return _error(409, str(err))
+        return error_page(err.status_code, str(err.detail))
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -73,10 +69,8 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
     repo_id = _known(request, org, name)
     if isinstance(repo_id, HTMLResponse):
         return repo_id
-    revision = _revision(request, repo_id, sha)
-    if isinstance(revision, HTMLResponse):
-        return revision
     services = request.app.state.services
+    revision = services.store.find_revision(repo_id, sha)
     changes = services.store.changes_by_revision([revision.id])[revision.id]
     events = services.queries.events_for_revision(revision.id)
     return _page("revision.html", repo_id=repo_id, revision=revision, events=events,
@@ -90,16 +84,12 @@ def compare_page(request: Request, spec: str, org: str = OrgPath, name: str = Na
     if isinstance(repo_id, HTMLResponse):
         return repo_id
     if spec.count("...") != 1:
-        return _error(404, "compare two revisions as A...B (two commit shas)")
+        return error_page(404, "compare two revisions as A...B (two commit shas)")
     left, right = spec.split("...")
-    a = _revision(request, repo_id, left)
-    if isinstance(a, HTMLResponse):
-        return a
-    b = _revision(request, repo_id, right)
-    if isinstance(b, HTMLResponse):
-        return b
-    changes = request.app.state.services.diff_revisions(a, b)
+    services = request.app.state.services
+    a, b = services.store.find_revision(repo_id, left), services.store.find_revision(repo_id, right)
+    changes = services.diff_revisions(a, b)
     if changes is None:
-        return _error(501, "this server has no differ wired in: run it with `hubwatch serve` or `hubwatch run`")
+        return error_page(501, "this server has no differ wired in: run it with `hubwatch serve` or `hubwatch run`")
     return _page("compare.html", repo_id=repo_id, a=a, b=b, changes=[change_view(c, PAGE_LIMITS) for c in changes])
 

@@ -9,6 +9,7 @@ transaction (or in a transaction of their own, for re-checks and back-fills).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,9 +19,9 @@ import sqlalchemy as sa
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from storage import blobs
-from storage.models import Event, Revision, Watch
-from storage.outbox import enqueue
-from storage.store import NewEvent, Store
+from storage.event_log import NewEvent, write_events
+from storage.models import Revision, Watch
+from storage.store import Store
 from storage.types import UTCDateTime
 
 
@@ -250,19 +251,11 @@ def _told(session: Session, repo_id: str, state: Iterable[tuple[str, str]], now:
 
 
 def _add_events(session: Session, repo_id: str, revision_id: int | None, events: Iterable[NewEvent], now: datetime) -> None:
-    wanted = {e.event_id: e for e in events}
-    if not wanted:
-        return
-    present = set(session.exec(select(Event.event_id).where(col(Event.event_id).in_(wanted))))
-    rows = [
-        Event(event_id=event.event_id, kind=event.kind, repo_id=repo_id, revision_id=revision_id,
-              sha=event.payload.get("sha"), title=event.title, severity=event.severity,
-              security=event.security, created_at=now, payload=event.payload)
-        for event in wanted.values()
-        if event.event_id not in present
-    ]
-    session.add_all(rows)
-    enqueue(session, rows)  # webhooks for re-check events too, in the same transaction
+    """The check's events, webhooks for re-check events too, in the same transaction. An advisory
+    event names its commit in its payload (`sha`): each run of events naming one commit is one write."""
+    unique = {e.event_id: e for e in events}.values()
+    for sha, run in itertools.groupby(unique, key=lambda e: e.payload.get("sha")):
+        write_events(session, repo_id, list(run), now, revision_id=revision_id, sha=sha)
 
 
 # --- queries ------------------------------------------------------------------------------------------

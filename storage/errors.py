@@ -3,6 +3,7 @@
 `StorageError`: the database cannot be opened, migrated or written. `StoreLookupError` and its
 subclasses: what a caller asked for names nothing the store can act on (not stored, ambiguous,
 already there, switched off); the message says which, in words a person can act on.
+`InvalidSubscription`: a webhook subscription's settings are refused (a `ValueError`).
 """
 
 from __future__ import annotations
@@ -38,3 +39,7 @@ class WatchExists(StoreLookupError):
 
 class SubscriptionDisabled(StoreLookupError):
     """The subscription is switched off (removed, or disabled after permanent failures)."""
+
+
+class InvalidSubscription(ValueError):
+    """A subscription's URL, format, filters or secret is not acceptable; the message says which."""

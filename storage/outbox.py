@@ -1,77 +1,29 @@
-"""The webhook outbox: subscriptions, and one Delivery row per (event, subscription) written with the event.
+"""The webhook outbox: one Delivery row per (event, subscription), written with the event, and its state machine.
 
-`enqueue` runs inside the transaction that writes the events (Store.save_revision and Store.add_event
-call it), so an event and its deliveries are committed together or not at all. The dispatcher
-(feeds/dispatcher.py) then works through due deliveries with `OutboxStore`.
-
-Secrets: a subscription from the config file stores only the NAME of the environment variable that
-holds its signing secret (`secret_env`); one created through the API stores the secret itself
-(`secret`), in clear, because the dispatcher signs with it. Neither is ever logged, put in a repr or
-shown in a listing.
+`enqueue` runs inside the transaction that writes the events (storage.event_log.write_events calls
+it), so an event and its deliveries are committed together or not at all. The dispatcher
+(feeds/dispatcher.py) then works through due deliveries with `OutboxStore`: claim, send, mark.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import fnmatch
-import re
-import secrets as secrets_module
-import urllib.parse
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from storage.errors import DeliveryNotFound, SubscriptionDisabled
-from storage.kinds import SEVERITY_RANK, WEBHOOK_FORMATS
-from storage.models import Event, _json, _utc
-
-Clock = Callable[[], datetime]
+from storage.models import Event, _utc
+from storage.sessions import EngineStore
+from storage.subscriptions import Subscription, matches, redact_url
 
 STATUSES = ("pending", "delivered", "failed", "dead")
-SOURCES = ("config", "api")
-MAX_URL_LENGTH = 2000
-REMOVED_FROM_CONFIG = "removed from the config file"
 
-_KIND_RE = re.compile(r"^[a-z0-9_.*-]{1,40}$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
 _NAMESPACE = uuid.UUID("0b3c5d7e-2f41-4a6b-8c9d-1e2f3a4b5c6d")
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-class InvalidSubscription(ValueError):
-    """A subscription's URL, format, filters or secret is not acceptable; the message says which."""
-
-
-class Subscription(SQLModel, table=True):
-    """Where to send events, in which format, and which events (repo globs, kinds, minimum severity)."""
-
-    __tablename__ = "subscription"
-    __table_args__ = {"sqlite_autoincrement": True}  # ids are never reused: they go into webhook-ids
-
-    id: int | None = Field(default=None, primary_key=True)
-    url: str = Field(max_length=MAX_URL_LENGTH)
-    format: str = Field(default="generic", max_length=10)
-    secret_env: str | None = Field(default=None, max_length=200)  # config: the variable's name
-    secret: str | None = Field(default=None, max_length=1000, repr=False)  # api: the secret itself
-    repos: list[str] = _json()
-    kinds: list[str] = _json()
-    min_severity: str = Field(default="notice", max_length=10)
-    source: str = Field(default="api", max_length=10)  # config | api
-    enabled: bool = True
-    disabled_reason: str | None = None
-    created_at: datetime = _utc()
-    backoff_until: datetime | None = _utc(nullable=True)  # the endpoint failed: hold its deliveries
-    removed_at: datetime | None = _utc(nullable=True)  # removed: listed no more, its delivery log kept
 
 
 class Delivery(SQLModel, table=True):
@@ -141,103 +93,9 @@ class OutboxItem:
         }
 
 
-class SubscriptionSpec(Protocol):
-    """What sync_config_subscriptions reads from each [[webhooks]] entry (tracker.config.WebhookSpec)."""
-
-    url: str
-    format: str
-    secret_env: str
-    repos: Sequence[str]
-    kinds: Sequence[str]
-    min_severity: str
-
-
-# -- pure helpers ------------------------------------------------------------------------------------
-
-
 def delivery_id(event_id: str, subscription_id: int) -> str:
     """The webhook-id: derived from the event and the subscription, so it never changes."""
     return "msg_" + uuid.uuid5(_NAMESPACE, f"{event_id}\n{subscription_id}").hex
-
-
-def validate_url(url: object) -> str:
-    """An absolute http(s) URL with a host, no credentials, no whitespace; raises InvalidSubscription."""
-    if not isinstance(url, str) or not url:
-        raise InvalidSubscription("the URL is empty")
-    if len(url) > MAX_URL_LENGTH:
-        raise InvalidSubscription(f"the URL is longer than {MAX_URL_LENGTH} characters")
-    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
-        raise InvalidSubscription("the URL contains whitespace or control characters")
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as err:
-        raise InvalidSubscription(f"the URL is malformed: {err}") from err
-    if parts.scheme not in ("http", "https"):
-        raise InvalidSubscription(f"the URL must start with http:// or https://, got {parts.scheme or 'no'} scheme")
-    if not parts.hostname:
-        raise InvalidSubscription("the URL has no host")
-    if parts.username is not None or parts.password is not None:
-        raise InvalidSubscription("the URL carries credentials; use a signing secret instead")
-    if port == 0:
-        raise InvalidSubscription("the URL's port must be 1-65535")
-    try:
-        parts.hostname.encode("idna")
-    except UnicodeError as err:
-        raise InvalidSubscription(f"the URL's host is not a valid host name: {err}") from err
-    return url
-
-
-def redact_url(url: str) -> str:
-    """scheme://host[:port]/… : enough to tell endpoints apart without showing a path that is a token."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or "?"
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "<malformed URL>"
-    host = f"[{host}]" if ":" in host else host
-    tail = "/…" if parts.path not in ("", "/") or parts.query else ""
-    return f"{parts.scheme}://{host}{port}{tail}"
-
-
-def new_secret() -> str:
-    """A fresh Standard Webhooks signing secret (24 random bytes, `whsec_` + base64)."""
-    return "whsec_" + base64.b64encode(secrets_module.token_bytes(24)).decode("ascii")
-
-
-def secret_keys(secret: str) -> list[bytes]:
-    """The HMAC keys in a secret value: one or more space-separated `whsec_<base64>` (key rotation)."""
-    keys = []
-    for part in secret.split():
-        if not part.startswith("whsec_"):
-            raise InvalidSubscription("a signing secret must look like whsec_<base64>")
-        try:
-            key = base64.b64decode(part[len("whsec_"):], validate=True)
-        except (binascii.Error, ValueError) as err:
-            raise InvalidSubscription("a signing secret's part after whsec_ is not base64") from err
-        if not 24 <= len(key) <= 64:
-            raise InvalidSubscription("a signing secret must hold 24 to 64 bytes")
-        keys.append(key)
-    if not keys:
-        raise InvalidSubscription("the signing secret is empty")
-    return keys
-
-
-def matches(subscription: Subscription, event: Event) -> bool:
-    """Does the event pass the subscription's repo globs, kinds and minimum severity?"""
-    if not subscription.enabled:
-        return False
-    repo = event.repo_id.lower()
-    if not any(fnmatch.fnmatchcase(repo, glob.lower()) for glob in subscription.repos or ["*"]):
-        return False
-    if SEVERITY_RANK.get(event.severity, 0) < SEVERITY_RANK.get(subscription.min_severity, 0):
-        return False
-    if subscription.kinds:
-        offered = {event.kind, *((event.payload or {}).get("kinds") or [])}
-        if not any(fnmatch.fnmatchcase(k, want) for want in subscription.kinds for k in offered):
-            return False
-    return True
 
 
 def enqueue(session: Session, events: Iterable[Event]) -> int:
@@ -276,143 +134,22 @@ def enqueue(session: Session, events: Iterable[Event]) -> int:
     return len(fresh)
 
 
+def switch_off(session: Session, subscription: Subscription, reason: str) -> None:
+    """Disable a subscription in `session`: its pending deliveries become dead, with the reason."""
+    subscription.enabled, subscription.disabled_reason, subscription.backoff_until = False, reason, None
+    session.add(subscription)
+    session.execute(
+        sa.update(Delivery)
+        .where(Delivery.subscription_id == subscription.id, Delivery.status == "pending")
+        .values(status="dead", next_attempt_at=None, last_error=f"subscription disabled: {reason}")
+    )
+
+
 # -- the store ---------------------------------------------------------------------------------------
 
 
-class OutboxStore:
-    """Subscriptions and the delivery log. Callers get detached rows back."""
-
-    def __init__(self, engine: sa.Engine, clock: Clock = utc_now) -> None:
-        self.engine = engine
-        self.clock = clock
-
-    @contextmanager
-    def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session:
-            yield session
-
-    # -- subscriptions -------------------------------------------------------------------------------
-
-    def add_subscription(
-        self,
-        url: str,
-        format: str,  # noqa: A002 - the user-facing name of the setting
-        secret_env: str | None = None,
-        secret: str | None = None,
-        repos: Sequence[str] = ("*",),
-        kinds: Sequence[str] = (),
-        min_severity: str = "notice",
-        source: str = "api",
-    ) -> Subscription:
-        """Validate and store a subscription. A generic (signed) one created without a secret gets a new
-        one, returned on the row so the caller can show it once. Does not resolve the host: callers
-        taking URLs from users check the address first (feeds.webhooks.safety.check_url)."""
-        if format == "generic" and not secret and not secret_env:
-            secret = new_secret()
-        subscription = self._validated(
-            Subscription(
-                url=url,
-                format=format,
-                secret_env=secret_env or None,
-                secret=secret or None,
-                repos=list(repos),
-                kinds=list(kinds),
-                min_severity=min_severity,
-                source=source,
-                created_at=self.clock(),
-            )
-        )
-        with self.session() as s:
-            s.add(subscription)
-            s.commit()
-            return subscription
-
-    def sync_config_subscriptions(self, specs: Iterable[SubscriptionSpec]) -> None:
-        """Make the config file's [[webhooks]] exist (matched by URL and format) with their filters;
-        ones no longer in the file are disabled, keeping their delivery log. A subscription the
-        dispatcher disabled (410 Gone, a refused address) stays disabled until its entry changes."""
-        with self.session() as s:
-            query = select(Subscription).where(Subscription.source == "config", col(Subscription.removed_at).is_(None))
-            existing = {(sub.url, sub.format): sub for sub in s.exec(query)}
-            seen = set()
-            for spec in specs:
-                key = (spec.url, spec.format)
-                seen.add(key)
-                wanted = self._validated(
-                    Subscription(
-                        url=spec.url,
-                        format=spec.format,
-                        secret_env=spec.secret_env or None,
-                        repos=list(spec.repos),
-                        kinds=list(spec.kinds),
-                        min_severity=spec.min_severity,
-                        source="config",
-                        created_at=self.clock(),
-                    )
-                )
-                sub = existing.get(key)
-                if sub is None:
-                    s.add(wanted)
-                    continue
-                changed = (sub.secret_env, sub.repos, sub.kinds, sub.min_severity) != (
-                    wanted.secret_env, wanted.repos, wanted.kinds, wanted.min_severity
-                )
-                sub.secret_env, sub.repos, sub.kinds, sub.min_severity = (
-                    wanted.secret_env, wanted.repos, wanted.kinds, wanted.min_severity
-                )
-                if not sub.enabled and (changed or sub.disabled_reason == REMOVED_FROM_CONFIG):
-                    sub.enabled, sub.disabled_reason, sub.backoff_until = True, None, None
-                s.add(sub)
-            for key, sub in existing.items():
-                if key not in seen and sub.enabled:
-                    self._disable(s, sub, REMOVED_FROM_CONFIG)
-            s.commit()
-
-    def list_subscriptions(self, include_removed: bool = False) -> list[Subscription]:
-        query = select(Subscription).order_by(col(Subscription.id))
-        if not include_removed:
-            query = query.where(col(Subscription.removed_at).is_(None))
-        with self.session() as s:
-            return list(s.exec(query))
-
-    def get_subscription(self, subscription_id: int) -> Subscription | None:
-        with self.session() as s:
-            return s.get(Subscription, subscription_id)
-
-    def remove_subscription(self, subscription_id: int) -> bool:
-        """Remove a subscription: it gets no more events and is no longer listed; its pending deliveries
-        become dead and its delivery log stays. Returns False when there was none (or it was removed)."""
-        with self.session() as s:
-            sub = s.get(Subscription, subscription_id)
-            if sub is None or sub.removed_at is not None:
-                return False
-            sub.removed_at = self.clock()
-            self._disable(s, sub, "removed")
-            s.commit()
-            return True
-
-    def disable_subscription(self, subscription_id: int, reason: str) -> bool:
-        """Stop delivering to a subscription; its pending deliveries become dead, with the reason."""
-        with self.session() as s:
-            sub = s.get(Subscription, subscription_id)
-            if sub is None:
-                return False
-            self._disable(s, sub, reason)
-            s.commit()
-            return True
-
-    def enable_subscription(self, subscription_id: int) -> bool:
-        """Deliver to a disabled subscription again (its dead deliveries stay dead: redeliver them)."""
-        with self.session() as s:
-            sub = s.get(Subscription, subscription_id)
-            if sub is None or sub.removed_at is not None:
-                return False
-            sub.enabled, sub.disabled_reason, sub.backoff_until = True, None, None
-            s.add(sub)
-            s.commit()
-            return True
-
-    # -- deliveries ----------------------------------------------------------------------------------
+class OutboxStore(EngineStore):
+    """The delivery log and its state machine: due, claimed, delivered, retried, failed, dead."""
 
     def due_deliveries(
         self, now: datetime, limit: int = 100, lease_s: float | None = None, per_subscription: int | None = None
@@ -547,7 +284,7 @@ class OutboxStore:
                                      status="failed", next_attempt_at=None)
             sub = s.get(Subscription, sub_id) if disable_reason else None
             if sub is not None and disable_reason:
-                self._disable(s, sub, disable_reason)
+                switch_off(s, sub, disable_reason)
             s.commit()
 
     def mark_dead(
@@ -597,39 +334,6 @@ class OutboxStore:
             return list(s.exec(query.order_by(col(DeliveryAttempt.id))))
 
     # -- internals -----------------------------------------------------------------------------------
-
-    @staticmethod
-    def _validated(sub: Subscription) -> Subscription:
-        validate_url(sub.url)
-        if sub.format not in WEBHOOK_FORMATS:
-            raise InvalidSubscription(f"format must be one of {', '.join(WEBHOOK_FORMATS)}, got {sub.format!r}")
-        if sub.min_severity not in SEVERITY_RANK:
-            raise InvalidSubscription(f"min_severity must be one of {', '.join(SEVERITY_RANK)}, got {sub.min_severity!r}")
-        if sub.source not in SOURCES:
-            raise InvalidSubscription(f"source must be config or api, got {sub.source!r}")
-        if not sub.repos:
-            sub.repos = ["*"]
-        if not all(isinstance(r, str) and 0 < len(r) <= 200 for r in sub.repos):
-            raise InvalidSubscription("repos must be globs like 'org/*' (1-200 characters each)")
-        if not all(isinstance(k, str) and _KIND_RE.match(k) for k in sub.kinds):
-            raise InvalidSubscription("kinds must be change kinds (chat_template) or event kinds (advisory.published)")
-        if sub.secret and sub.secret_env:
-            raise InvalidSubscription("give a secret or the name of the variable holding it, not both")
-        if sub.secret_env and not _ENV_NAME_RE.match(sub.secret_env):
-            raise InvalidSubscription("secret_env must be an environment variable name")
-        if sub.secret:
-            secret_keys(sub.secret)
-        return sub
-
-    @staticmethod
-    def _disable(s: Session, sub: Subscription, reason: str) -> None:
-        sub.enabled, sub.disabled_reason, sub.backoff_until = False, reason, None
-        s.add(sub)
-        s.execute(
-            sa.update(Delivery)
-            .where(Delivery.subscription_id == sub.id, Delivery.status == "pending")
-            .values(status="dead", next_attempt_at=None, last_error=f"subscription disabled: {reason}")
-        )
 
     @staticmethod
     def _attempted(

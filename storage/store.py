@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from storage import blobs
 from storage.errors import AmbiguousRevision, RevisionNotStored, WatchExists
+from storage.event_log import NewEvent, write_events
 from storage.models import (
     Blob,
     ChangeRecord,
@@ -24,15 +23,10 @@ from storage.models import (
     WeightFile,
     WeightTensor,
 )
-from storage.outbox import enqueue
+from storage.sessions import EngineStore
 
-Clock = Callable[[], datetime]
 # Rows another storage module adds to a revision's transaction (given the session and the new revision).
 ExtraWrite = Callable[[Session, "Revision"], None]
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -75,16 +69,6 @@ class NewChange:
 
 
 @dataclass(frozen=True)
-class NewEvent:
-    event_id: str
-    kind: str
-    title: str
-    severity: str
-    security: bool = False
-    payload: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class NewEstimate:
     parameters_total: int | None
     result: dict[str, Any] | None
@@ -112,17 +96,8 @@ class NewRevision:
     estimate: NewEstimate | None = None
 
 
-class Store:
+class Store(EngineStore):
     """Watches, revisions, content-addressed blobs, weight manifests, changes and events."""
-
-    def __init__(self, engine: sa.Engine, clock: Clock = utc_now) -> None:
-        self.engine = engine
-        self.clock = clock
-
-    @contextmanager
-    def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session:
-            yield session
 
     # -- watches -------------------------------------------------------------------------------
 
@@ -312,21 +287,7 @@ class Store:
                 )
                 for i, c in enumerate(new.changes)
             )
-            s.add_all(
-                Event(
-                    event_id=e.event_id,
-                    kind=e.kind,
-                    repo_id=new.repo_id,
-                    revision_id=revision.id,
-                    sha=new.sha,
-                    title=e.title,
-                    severity=e.severity,
-                    security=e.security,
-                    created_at=now,
-                    payload=e.payload,
-                )
-                for e in new.events
-            )
+            write_events(s, new.repo_id, new.events, now, revision_id=revision.id, sha=new.sha, skip_stored=False)
             if new.estimate is not None:
                 s.add(
                     EstimateRecord(
@@ -344,7 +305,6 @@ class Store:
                 if watch is not None:
                     watch.last_sha = new.sha
                     s.add(watch)
-            enqueue(s, s.exec(select(Event).where(Event.revision_id == revision.id)).all())
             s.commit()
             return revision
 
@@ -352,25 +312,9 @@ class Store:
         """Record an event not tied to a new revision (a repo made private, an advisory published).
         Returns False when an event with that id exists already (events are never rewritten)."""
         with self.session() as s:
-            if s.exec(select(Event.seq).where(Event.event_id == event.event_id)).first() is not None:
-                return False
-            s.add(
-                Event(
-                    event_id=event.event_id,
-                    kind=event.kind,
-                    repo_id=repo_id,
-                    revision_id=revision_id,
-                    sha=sha,
-                    title=event.title,
-                    severity=event.severity,
-                    security=event.security,
-                    created_at=self.clock(),
-                    payload=event.payload,
-                )
-            )
-            enqueue(s, s.exec(select(Event).where(Event.event_id == event.event_id)).all())
+            written = write_events(s, repo_id, [event], self.clock(), revision_id=revision_id, sha=sha)
             s.commit()
-            return True
+            return bool(written)
 
     def latest_estimate(self, repo_id: str, before_revision_id: int | None = None) -> tuple[Revision, EstimateRecord] | None:
         """The newest stored estimate of a repo (optionally: of a revision older than the given one)."""
@@ -456,6 +400,15 @@ class Store:
         if len(found) > 1:
             raise AmbiguousRevision(f"{ref} matches several revisions of {repo_id}: give more characters")
         return found[0]
+
+    def revision_at(self, repo_id: str, ref: str | None) -> Revision:
+        """The revision `ref` names (see `find_revision`), or the newest stored one when `ref` is None."""
+        if ref is not None:
+            return self.find_revision(repo_id, ref)
+        newest = self.list_revisions(repo_id, limit=1)
+        if not newest:
+            raise RevisionNotStored(f"no stored revision of {repo_id} (watch it and poll: hubwatch watch add {repo_id})")
+        return newest[0]
 
     def list_revisions(self, repo_id: str, limit: int | None = None, offset: int = 0) -> list[Revision]:
         """Revisions of a repo, newest ingested history first."""

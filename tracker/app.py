@@ -1,26 +1,30 @@
-"""Wiring: settings -> database (migrated) -> store, Hub client and ingestor, shared by CLI and daemon."""
+"""Wiring: settings -> database (migrated) -> store, Hub client and ingestor, shared by CLI and daemon.
+
+Each part is built on first use and imports its stack then: a command that only reads the database
+never loads the Hub client, the differs or the advisory service.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-import structlog
-
-from storage.errors import StorageError
 from storage.db import create_db_engine, migrate
-from storage.models import Watch
-from storage.outbox import InvalidSubscription, OutboxStore
-from storage.store import Clock, Store, utc_now
-from tracker.advisories.service import AdvisoryService
+from storage.errors import InvalidSubscription, StorageError
+from storage.outbox import OutboxStore
+from storage.sessions import Clock, utc_now
+from storage.store import Store
+from storage.subscription_store import SubscriptionStore
 from tracker.config import Settings
 from tracker.errors import ConfigError, NotWatched
-from tracker.hub import HubClient
-from tracker.ingest import Ingestor, PollOutcome
 
-log = structlog.get_logger(__name__)
-
+if TYPE_CHECKING:
+    from storage.models import Watch
+    from tracker.advisories.service import AdvisoryService
+    from tracker.hub import HubClient
+    from tracker.ingest import Ingestor, PollOutcome
 
 @dataclass
 class App:
@@ -39,27 +43,38 @@ class App:
             (spec.repo, spec.branch, self.settings.interval_s(spec)) for spec in self.settings.watch
         )
         try:
-            OutboxStore(engine, clock=self.clock).sync_config_subscriptions(self.settings.webhooks)
+            SubscriptionStore(engine, clock=self.clock).sync_config_subscriptions(self.settings.webhooks)
         except InvalidSubscription as err:
             raise ConfigError(f"{self.settings.source}: [[webhooks]]: {err}") from err
         return store
 
     @cached_property
+    def subscriptions(self) -> SubscriptionStore:
+        """Webhook subscriptions (the config's [[webhooks]] synced by `store`, the API's beside them)."""
+        return SubscriptionStore(self.store.engine, clock=self.clock)
+
+    @cached_property
     def outbox(self) -> OutboxStore:
-        """Webhook subscriptions and the delivery log (the config's [[webhooks]] synced by `store`)."""
+        """The delivery log of outbound webhooks: due deliveries, attempts, redeliveries."""
         return OutboxStore(self.store.engine, clock=self.clock)
 
     @cached_property
     def hub(self) -> HubClient:
+        from tracker.hub import HubClient
+
         return HubClient(self.settings.hub.endpoint, self.settings.hub_token, self.settings.hub.timeout_s)
 
     @cached_property
     def advisories(self) -> AdvisoryService:
         """OSV matches, loader advice and hubwatch's own advisories per revision."""
+        from tracker.advisories.service import AdvisoryService
+
         return AdvisoryService.from_settings(self.settings, self.store, clock=self.clock)
 
     @cached_property
     def ingestor(self) -> Ingestor:
+        from tracker.ingest import Ingestor
+
         return Ingestor(self.store, self.hub, self.settings, advisories=self.advisories)
 
     def watches_for(self, repo_ids: Iterable[str]) -> list[Watch]:
@@ -79,7 +94,7 @@ class App:
     def poll(self, repo_ids: Iterable[str] = (), backfill: int | None = None) -> list[PollOutcome]:
         """One ingest pass over the named watches (all when none are named); one summary log line."""
         outcomes = [self.ingestor.poll(w, backfill=backfill) for w in self.watches_for(repo_ids)]
-        log.info(
+        _log().info(
             "poll_finished",
             repos=len(outcomes),
             failed=sum(o.failed for o in outcomes),
@@ -93,6 +108,13 @@ class App:
         if watch is None:
             return None
         if watch.next_retry_at is not None and watch.next_retry_at > self.clock():
-            log.info("repo_poll_deferred", repo_id=repo_id, branch=branch, until=watch.next_retry_at.isoformat())
+            _log().info("repo_poll_deferred", repo_id=repo_id, branch=branch, until=watch.next_retry_at.isoformat())
             return None
         return self.ingestor.poll(watch)
+
+
+def _log() -> Any:
+    """structlog's logger, imported with the polling stack: commands that only read never load it."""
+    import structlog
+
+    return structlog.get_logger(__name__)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from storage.kinds import SEVERITIES, WEBHOOK_FORMATS, is_repo_id
-from storage.outbox import InvalidSubscription, secret_keys
+from storage.errors import InvalidSubscription
+from storage.subscriptions import secret_keys
 from tracker.errors import ConfigError
 
 PUBLIC_HUB = "https://huggingface.co"

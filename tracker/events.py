@@ -1,12 +1,17 @@
-"""Composing the Event of an ingested revision: a title a person can act on, a stable id."""
+"""Composing the Events the tracker writes, each with a title a person can act on and a stable id: the
+one of an ingested revision, and those of advisories published (OSV's, and hubwatch's own records)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from storage.kinds import REVISION_INGESTED
-from storage.store import NewEvent
+from storage.event_log import NewEvent
+from storage.kinds import ADVISORY_PUBLISHED, REVISION_INGESTED
+from tracker.advisories.own import own_classes
+from tracker.advisories.records import Advisory
+from tracker.advisories.rules import REPO, Rule, judge
 from tracker.changes import Change, ChangeKind, Severity, max_severity
 
 _NAMESPACE = uuid.UUID("6f1c2d3e-8b7a-4c5d-9e0f-1a2b3c4d5e6f")
@@ -20,6 +25,9 @@ _PHRASES = {
     ChangeKind.FILES: "files",
     ChangeKind.ESTIMATE: "memory estimate",
 }
+# hubwatch's own record classes (data/own_classes.json) rate themselves like CVSS; their events are louder.
+OWN_EVENT_SEVERITY = {"critical": Severity.CRITICAL, "high": Severity.CRITICAL, "medium-high": Severity.WARNING,
+                      "medium": Severity.WARNING}  # fmt: skip
 
 
 def event_id(repo_id: str, sha: str | None, kind: str, extra: str = "") -> str:
@@ -100,4 +108,38 @@ def revision_event(
             "kinds": sorted({c.kind.value for c in changes}),
             "summaries": [c.summary for c in changes],
         },
+    )
+
+
+def osv_advisory_event(
+    repo_id: str, sha: str, advisory: Advisory, why: str, rules: Sequence[Rule] | None
+) -> NewEvent:
+    """An OSV advisory a repo is told about: a warning when a repo can trigger it while loading. Its id
+    names the repo and the advisory's version, not the revision it was found at."""
+    name = repo_id.split("/", 1)[-1]
+    repo_triggered = any(judge(advisory, p, rules).verdict == REPO for p in advisory.packages())
+    return NewEvent(
+        event_id=event_id(repo_id, None, ADVISORY_PUBLISHED, f"{advisory.key}@{advisory.modified}"),
+        kind=ADVISORY_PUBLISHED,
+        title=f"{name}: advisory {advisory.key}: {advisory.summary[:120]}",
+        severity=(Severity.WARNING if repo_triggered else Severity.NOTICE).value,
+        security=True,
+        payload={"advisory": advisory.key, "ids": list(advisory.ids), "modified": advisory.modified,
+                 "summary": advisory.summary, "why": why, "sha": sha, "source": "osv"},
+    )
+
+
+def own_advisory_event(repo_id: str, sha: str, record: Mapping[str, Any]) -> NewEvent:
+    """One of hubwatch's own records, published or fixed at this revision (a fix is a notice)."""
+    ours = record["database_specific"]["hubwatch"]
+    name = repo_id.split("/", 1)[-1]
+    fixed = f" (fixed at {ours['fixed_sha'][:12]})" if ours.get("fixed_sha") else ""
+    return NewEvent(
+        event_id=event_id(repo_id, sha, ADVISORY_PUBLISHED, f"{record['id']}@{record['modified']}"),
+        kind=ADVISORY_PUBLISHED,
+        title=f"{name}: {record['id']}: {own_classes()[ours['class']].title}{fixed}",
+        severity=(Severity.NOTICE if fixed else OWN_EVENT_SEVERITY.get(ours["severity"], Severity.WARNING)).value,
+        security=True,
+        payload={"advisory": record["id"], "class": ours["class"], "modified": record["modified"],
+                 "summary": record["summary"], "sha": sha, "source": "hubwatch"},
     )

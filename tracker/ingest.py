@@ -15,9 +15,10 @@ from datetime import timedelta
 import structlog
 
 from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
-from storage.models import Watch
+from storage.models import Revision, Watch
 from storage.errors import RevisionNotStored
-from storage.store import NewChange, NewEstimate, NewEvent, NewFile, NewRevision, Store
+from storage.event_log import NewEvent
+from storage.store import NewChange, NewEstimate, NewFile, NewRevision, Store
 from tracker.advisories.service import AdvisoryService
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import is_pickle, kind_of
@@ -102,7 +103,8 @@ class Ingestor:
                 self._announce(watch, head, fact)
             self.store.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
             return
-        stored = {r.sha for r in self.store.list_revisions(watch.repo_id)}
+        revisions = self.store.list_revisions(watch.repo_id)  # newest first, read once per moved head
+        stored = {r.sha for r in revisions}
         if watch.last_sha is None:
             walk = self.hub.walk_commits(watch.repo_id, head.sha, stop_at=stored, limit=backfill + 1)
             parent = walk.stopped_at
@@ -110,7 +112,7 @@ class Ingestor:
         else:
             walk = self.hub.walk_commits(watch.repo_id, head.sha, stop_at=stored)
             parent = watch.last_sha
-            dropped = [] if walk.stopped_at == watch.last_sha else self._dropped(watch, walk.stopped_at)
+            dropped = [] if walk.stopped_at == watch.last_sha else _dropped(watch, walk.stopped_at, revisions)
             if dropped and walk.stopped_at is None:
                 # Nothing we stored is reachable any more: take the new head only, against what we saw.
                 walk.commits = walk.commits[:1]
@@ -141,17 +143,6 @@ class Ingestor:
             ),
             sha=head.sha,
         )
-
-    def _dropped(self, watch: Watch, fork_sha: str | None) -> list[str]:
-        """Stored revisions of this branch that are no longer reachable from its head."""
-        revisions = self.store.list_revisions(watch.repo_id)  # newest first
-        dropped = []
-        for revision in revisions:
-            if revision.sha == fork_sha:
-                break
-            if revision.branch == watch.branch:
-                dropped.append(revision.sha)
-        return dropped
 
     def _ingest(
         self,
@@ -362,3 +353,14 @@ def _new_revision(
         events=events,
         estimate=estimate,
     )
+
+
+def _dropped(watch: Watch, fork_sha: str | None, revisions: list[Revision]) -> list[str]:
+    """Stored revisions of this branch (`revisions`, newest first) no longer reachable from its head."""
+    dropped = []
+    for revision in revisions:
+        if revision.sha == fork_sha:
+            break
+        if revision.branch == watch.branch:
+            dropped.append(revision.sha)
+    return dropped

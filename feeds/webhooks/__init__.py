@@ -14,7 +14,8 @@ from types import ModuleType
 from feeds.webhooks import discord, generic, slack
 from feeds.webhooks.safety import Resolver, check_url, system_resolve
 from storage.models import Event
-from storage.outbox import OutboxStore, Subscription
+from storage.subscription_store import SubscriptionStore
+from storage.subscriptions import Subscription
 
 FORMATS: dict[str, ModuleType] = {"generic": generic, "slack": slack, "discord": discord}
 
@@ -47,7 +48,7 @@ def render(event: Event, format: str, links: Links) -> bytes:  # noqa: A002 - th
 
 
 def subscribe(
-    outbox: OutboxStore,
+    subscriptions: SubscriptionStore,
     url: str,
     format: str,  # noqa: A002
     *,
@@ -62,6 +63,6 @@ def subscribe(
     resolves to) before it is stored. Raises InvalidSubscription or safety.UnsafeTarget with a message
     for the user. A generic subscription without a secret gets a new one on the returned row."""
     check_url(url, allow_private=allow_private, resolve=resolve)
-    return outbox.add_subscription(
+    return subscriptions.add_subscription(
         url, format, secret=secret, repos=repos, kinds=kinds, min_severity=min_severity, source="api"
     )

@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from storage.models import Event
-from storage.outbox import secret_keys
+from storage.subscriptions import secret_keys
 
 if TYPE_CHECKING:
     from feeds.webhooks import Links

@@ -16,7 +16,8 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from storage.outbox import InvalidSubscription, validate_url
+from storage.errors import InvalidSubscription
+from storage.subscriptions import validate_url
 
 # host, port -> the addresses it resolves to (tests pass their own; the default asks the system).
 Resolver = Callable[[str, int], list[str]]

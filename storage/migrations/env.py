@@ -5,7 +5,8 @@ from sqlmodel import SQLModel
 
 import storage.advisories  # noqa: F401  (registers the advisory tables on SQLModel.metadata)
 import storage.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-import storage.outbox  # noqa: F401  (the outbox tables: subscription, delivery, delivery_attempt)
+import storage.outbox  # noqa: F401  (the outbox tables: delivery, delivery_attempt)
+import storage.subscriptions  # noqa: F401  (the subscription table)
 
 config = context.config
 engine = config.attributes["engine"]

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from storage.store import Store
-from tracker.advisories.cli import advisories
+from tracker.cli import cli
 from tracker.advisories.service import AdvisoryService
 
 from .test_service import REPO, SHAS, ingest, llama, service_for
@@ -30,7 +30,7 @@ def invoke(store, fake, sleeps, clock):
     app = _App(store, service)
 
     def run(*args: str):
-        return CliRunner().invoke(advisories, list(args), obj={"app_factory": lambda: app}, catch_exceptions=False)
+        return CliRunner().invoke(cli, ["advisories", *args], obj={"app_factory": lambda logs=True: app}, catch_exceptions=False)
 
     yield run
     service.close()

@@ -11,7 +11,8 @@ import pytest
 import sqlalchemy as sa
 
 from storage.kinds import ADVISORY_PUBLISHED
-from storage.store import NewChange, NewEvent, NewFile, NewRevision, Store
+from storage.event_log import NewEvent
+from storage.store import NewChange, NewFile, NewRevision, Store
 from tracker.fakes.osv import OsvFake, bundled_records
 from tracker.advisories.osv import OsvClient
 from tracker.advisories.rules import default_rules

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from tracker.changes import Change, ChangeKind, Severity
-from tracker.differs.chat_template import RULES, diff, effective_templates
+from tracker.differs.chat_sources import effective_templates
+from tracker.differs.chat_template import RULES, diff
 from tracker.differs.render import RenderLimits
 
 from .chat_fixtures import (

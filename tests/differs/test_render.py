@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tracker.differs.chat_template import SAMPLE_CONVERSATIONS
+from tracker.differs.chat_samples import SAMPLE_CONVERSATIONS
 from tracker.differs.render import RenderLimits, RenderRequest, Rendered, render_all, template_tokens
 
 from .chat_fixtures import LLAMA3_TOKENS, LLAMA32, LLAMA33, QWEN25, template

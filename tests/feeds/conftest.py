@@ -15,7 +15,7 @@ import pytest
 from feeds.http import ServerOptions, ServerThread, create_app
 from storage.db import create_db_engine
 from storage.models import Revision
-from storage.outbox import OutboxStore
+from storage.subscription_store import SubscriptionStore
 from storage.store import Store
 from tests.conftest import TEST_HISTORIES, settings_for
 from tracker.app import App
@@ -88,7 +88,7 @@ class Served:
 def serve(store: Store, **options: Any) -> Iterator[Served]:
     """The real ASGI app on uvicorn, on a free loopback port."""
     trigger = options.pop("trigger", None)
-    app = create_app(store, options=ServerOptions(**options), trigger=trigger, outbox=OutboxStore(store.engine),
+    app = create_app(store, options=ServerOptions(**options), trigger=trigger, outbox=SubscriptionStore(store.engine),
                      diff=differ_for(store))
     with ServerThread(app, "127.0.0.1", 0) as server:
         yield Served(server.url, store, app)

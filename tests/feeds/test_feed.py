@@ -9,7 +9,7 @@ import feedparser
 import pytest
 from lxml import etree
 
-from storage.store import NewEvent
+from storage.event_log import NewEvent
 from tests.conftest import run_cli
 from tests.feeds.conftest import (
     HOSTILE,

@@ -16,8 +16,11 @@ from feeds.dispatcher import DeliveryOptions, Dispatcher
 from feeds.webhooks import Links
 from feeds.webhooks.safety import Resolver
 from storage.db import create_db_engine, migrate
-from storage.outbox import OutboxStore, Subscription
-from storage.store import NewEvent, Store
+from storage.event_log import NewEvent
+from storage.outbox import OutboxStore
+from storage.store import Store
+from storage.subscription_store import SubscriptionStore
+from storage.subscriptions import Subscription
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 SECRET = "whsec_" + base64.b64encode(b"hubwatch-test-secret-0123456789").decode()
@@ -176,6 +179,11 @@ def outbox(store: Store, clock: FakeClock) -> OutboxStore:
     return OutboxStore(store.engine, clock=clock)
 
 
+@pytest.fixture
+def subscriptions(store: Store, clock: FakeClock) -> SubscriptionStore:
+    return SubscriptionStore(store.engine, clock=clock)
+
+
 LINKS = Links("https://huggingface.co", "https://hubwatch.example")
 
 
@@ -228,8 +236,8 @@ def emit(
     return ids
 
 
-def subscribe(outbox: OutboxStore, url: str, fmt: str = "generic", **kwargs: object) -> Subscription:
+def subscribe(subscriptions: SubscriptionStore, url: str, fmt: str = "generic", **kwargs: object) -> Subscription:
     """An API subscription straight into the store (loopback URLs: the receiver is local)."""
     kwargs.setdefault("secret", SECRET if fmt == "generic" else None)
     kwargs.setdefault("min_severity", "info")
-    return outbox.add_subscription(url, fmt, **kwargs)  # type: ignore[arg-type]
+    return subscriptions.add_subscription(url, fmt, **kwargs)  # type: ignore[arg-type]

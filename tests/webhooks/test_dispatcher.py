@@ -17,7 +17,9 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from feeds.dispatcher import SCHEDULE_S, Dispatcher
 from feeds.webhooks import subscribe as subscribe_checked
-from storage.outbox import OutboxStore, delivery_id, new_secret
+from storage.outbox import OutboxStore, delivery_id
+from storage.subscription_store import SubscriptionStore
+from storage.subscriptions import new_secret
 from storage.store import Store
 from tests.webhooks.conftest import (
     OLD_SECRET,
@@ -52,10 +54,10 @@ def _history(store: Store) -> list[tuple]:
 
 
 def test_generic_deliveries_carry_verifiable_standard_webhooks_signatures(
-    store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
     """Body {type, timestamp, data}; webhook-id is the delivery id; every rotating secret's signature verifies."""
-    sub = subscribe(outbox, receiver.url, secret=f"{SECRET} {OLD_SECRET}")
+    sub = subscribe(subscriptions, receiver.url, secret=f"{SECRET} {OLD_SECRET}")
     [event_id] = emit(store, commit_title="fix <b>it</b>\x1b[31m", summaries=("a", "b"))
     report = make_dispatcher().run_once(T0)
     assert report.delivered == 1
@@ -79,11 +81,11 @@ def test_generic_deliveries_carry_verifiable_standard_webhooks_signatures(
 
 
 def test_a_receiver_down_for_n_attempts_then_back_gets_every_event_exactly_once(
-    store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
     """503 three times, then up: every event arrives once per webhook-id, in order, on the retry schedule."""
     receiver.plan = [Reply(503), Reply(503), Reply(503)]
-    subscribe(outbox, receiver.url)
+    subscribe(subscriptions, receiver.url)
     event_ids = emit(store, n=4)
     times = _drive(make_dispatcher(), outbox)
     assert times == [T0, _at(5), _at(5 + 300), _at(5 + 300 + 1800)]
@@ -102,11 +104,11 @@ def test_a_receiver_down_for_n_attempts_then_back_gets_every_event_exactly_once(
 
 
 def test_the_retry_schedule_ends_in_a_dead_delivery_and_history_is_untouched(
-    store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
     """Every attempt failing: the Standard Webhooks delays in turn, then dead; events and revisions never change."""
     receiver.default = Reply(500, body=b"boom")
-    subscribe(outbox, receiver.url)
+    subscribe(subscriptions, receiver.url)
     emit(store)
     before = _history(store)
     times = _drive(make_dispatcher(), outbox)
@@ -118,10 +120,10 @@ def test_the_retry_schedule_ends_in_a_dead_delivery_and_history_is_untouched(
     assert _history(store) == before
 
 
-def test_410_gone_disables_the_subscription(store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_410_gone_disables_the_subscription(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
     """A 410 fails the delivery, disables the subscription, kills its pending deliveries and stops new ones."""
     receiver.default = Reply(410)
-    sub = subscribe(outbox, receiver.url)
+    sub = subscribe(subscriptions, receiver.url)
     emit(store, n=3)
     before = _history(store)
     make_dispatcher().run_once(T0)
@@ -131,7 +133,7 @@ def test_410_gone_disables_the_subscription(store: Store, outbox: OutboxStore, r
         ("dead", "subscription disabled: 410 Gone"), ("dead", "subscription disabled: 410 Gone"),
         ("failed", "410 Gone: the receiver retired this endpoint"),
     ]
-    disabled = outbox.get_subscription(sub.id)
+    disabled = subscriptions.get_subscription(sub.id)
     assert not disabled.enabled and disabled.disabled_reason == "410 Gone"
     assert _history(store) == before
     emit(store)
@@ -150,11 +152,11 @@ def test_410_gone_disables_the_subscription(store: Store, outbox: OutboxStore, r
     ],
 )
 def test_retry_after_is_honoured(
-    store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher, reply: Reply, fmt: str, wait_s: float
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher, reply: Reply, fmt: str, wait_s: float
 ) -> None:  # noqa: ANN001
     """429/503 with Retry-After (seconds, or Discord's JSON retry_after) waits that long, capped; not a moment less."""
     receiver.plan = [reply]
-    subscribe(outbox, receiver.url, fmt)
+    subscribe(subscriptions, receiver.url, fmt)
     emit(store, n=2)
     dispatcher = make_dispatcher(retry_after_max_s=600)
     dispatcher.run_once(T0)
@@ -166,10 +168,10 @@ def test_retry_after_is_honoured(
     assert len(receiver.accepted) == 2
 
 
-def test_retry_after_as_an_http_date_is_honoured(store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_retry_after_as_an_http_date_is_honoured(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
     """Retry-After may be an HTTP date: the wait is measured from the dispatcher's clock."""
     receiver.plan = [Reply(503, {"Retry-After": format_datetime(datetime.now(timezone.utc) + timedelta(seconds=90), usegmt=True)})]
-    subscribe(outbox, receiver.url)
+    subscribe(subscriptions, receiver.url)
     emit(store)
     make_dispatcher().run_once(T0)
     [item] = outbox.list_deliveries()
@@ -177,12 +179,12 @@ def test_retry_after_as_an_http_date_is_honoured(store: Store, outbox: OutboxSto
 
 
 def test_redirects_are_not_followed(
-    store: Store, outbox: OutboxStore, receiver: Receiver, make_receiver, make_dispatcher
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
     """A 302 elsewhere (or to itself, a loop) is not followed: one request, recorded as a failed attempt."""
     elsewhere = make_receiver()
     receiver.plan = [Reply(302, {"Location": elsewhere.url + "?token=secret"}), Reply(307, {"Location": receiver.url})]
-    subscribe(outbox, receiver.url)
+    subscribe(subscriptions, receiver.url)
     emit(store, n=2)
     make_dispatcher().run_once(T0)
     assert len(receiver.requests) == 2 and elsewhere.requests == []
@@ -193,10 +195,10 @@ def test_redirects_are_not_followed(
     ]
 
 
-def test_a_slow_receiver_times_out(store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_a_slow_receiver_times_out(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
     """A receiver that never answers costs one time-out, is recorded as such, and the retry gets through."""
     receiver.plan = [Reply(stall=True)]
-    subscribe(outbox, receiver.url)
+    subscribe(subscriptions, receiver.url)
     emit(store)
     dispatcher = make_dispatcher(timeout_s=0.5, connect_timeout_s=0.5)
     started = time.monotonic()
@@ -209,10 +211,10 @@ def test_a_slow_receiver_times_out(store: Store, outbox: OutboxStore, receiver: 
     assert len(receiver.accepted) == 1 and outbox.list_deliveries()[0].delivery.status == "delivered"
 
 
-def test_a_huge_response_body_is_not_read(store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_a_huge_response_body_is_not_read(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
     """A 2xx with a 1 GB body is a delivery after reading at most 64 KB; a 500's huge body is cut in the log."""
     receiver.plan = [Reply(500, body=b"E" * 100_000), Reply(200, body_bytes=1 << 30)]
-    subscribe(outbox, receiver.url)
+    subscribe(subscriptions, receiver.url)
     emit(store)
     dispatcher = make_dispatcher()
     dispatcher.run_once(T0)
@@ -224,48 +226,48 @@ def test_a_huge_response_body_is_not_read(store: Store, outbox: OutboxStore, rec
 
 
 def test_dns_rebinding_to_a_private_address_is_refused_at_delivery(
-    store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
     """A host that was public at subscription time and resolves to loopback at delivery: refused, disabled."""
     url = f"http://hooks.example:{receiver.port}/hook"
-    sub = subscribe_checked(outbox, url, "generic", allow_private=False, secret=SECRET,
+    sub = subscribe_checked(subscriptions, url, "generic", allow_private=False, secret=SECRET,
                             resolve=lambda host, port: ["93.184.215.14"])
     emit(store)
     make_dispatcher(allow_private_targets=False, resolve=lambda host, port: ["127.0.0.1"]).run_once(T0)
     assert receiver.requests == []
     [item] = outbox.list_deliveries()
     assert item.delivery.status == "failed" and "loopback address (127.0.0.1)" in item.delivery.last_error
-    assert outbox.get_subscription(sub.id).disabled_reason.startswith("refused address: hooks.example resolves to")
+    assert subscriptions.get_subscription(sub.id).disabled_reason.startswith("refused address: hooks.example resolves to")
 
 
 def test_the_connection_goes_to_the_checked_address(
-    store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher
+    store: Store, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
     """Delivery connects to the address it vetted and sends the URL's own Host header."""
-    subscribe(outbox, f"http://hooks.example:{receiver.port}/hook?x=1")
+    subscribe(subscriptions, f"http://hooks.example:{receiver.port}/hook?x=1")
     emit(store)
     make_dispatcher(resolve=lambda host, port: ["127.0.0.1"]).run_once(T0)
     [got] = receiver.accepted
     assert got.headers["host"] == f"hooks.example:{receiver.port}" and got.path == "/hook?x=1"
 
 
-def test_slack_permanent_errors_fail_for_good(store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_slack_permanent_errors_fail_for_good(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
     """Slack's plain-text channel_is_archived is permanent: delivery failed, subscription disabled."""
     receiver.default = Reply(404, body=b"channel_is_archived")
-    sub = subscribe(outbox, receiver.url, "slack")
+    sub = subscribe(subscriptions, receiver.url, "slack")
     emit(store, n=2)
     make_dispatcher().run_once(T0)
     assert len(receiver.requests) == 1
     assert sorted(i.delivery.status for i in outbox.list_deliveries()) == ["dead", "failed"]
-    assert outbox.get_subscription(sub.id).disabled_reason == "Slack answered channel_is_archived"
+    assert subscriptions.get_subscription(sub.id).disabled_reason == "Slack answered channel_is_archived"
 
 
 def test_a_rejected_payload_does_not_hold_back_the_others(
-    store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
     """A 400 for one delivery retries that one on the schedule; the endpoint's other deliveries go on."""
     receiver.plan = [Reply(400, body=b"bad payload")]
-    subscribe(outbox, receiver.url)
+    subscribe(subscriptions, receiver.url)
     emit(store, n=3)
     make_dispatcher().run_once(T0)
     assert len(receiver.requests) == 3
@@ -275,10 +277,10 @@ def test_a_rejected_payload_does_not_hold_back_the_others(
 
 
 def test_a_missing_signing_secret_is_reported_and_nothing_is_sent_unsigned(
-    store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
     """A config subscription whose secret variable is unset: nothing goes out, the log says which variable."""
-    outbox.add_subscription(receiver.url, "generic", secret_env="HOOK_SECRET", min_severity="info", source="config")
+    subscriptions.add_subscription(receiver.url, "generic", secret_env="HOOK_SECRET", min_severity="info", source="config")
     emit(store)
     make_dispatcher(secrets={}).run_once(T0)
     assert receiver.requests == []
@@ -289,21 +291,21 @@ def test_a_missing_signing_secret_is_reported_and_nothing_is_sent_unsigned(
 
 
 def test_endpoints_are_delivered_in_parallel_and_independently(
-    store: Store, outbox: OutboxStore, make_receiver, make_dispatcher
+    store: Store, subscriptions: SubscriptionStore, make_receiver, make_dispatcher
 ) -> None:  # noqa: ANN001
     """One endpoint down does not delay another: each subscription gets its own deliveries."""
     down, up = make_receiver(), make_receiver()
     down.default = Reply(503)
-    subscribe(outbox, down.url)
-    subscribe(outbox, up.url, "slack")
+    subscribe(subscriptions, down.url)
+    subscribe(subscriptions, up.url, "slack")
     emit(store, n=5)
     make_dispatcher().run_once(T0)
     assert len(up.accepted) == 5 and len(down.requests) == 1
 
 
-def test_run_forever_delivers_until_stopped(store: Store, outbox: OutboxStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_run_forever_delivers_until_stopped(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
     """The daemon loop delivers what is due and returns promptly once its stop event is set."""
-    subscribe(outbox, receiver.url)
+    subscribe(subscriptions, receiver.url)
     emit(store, n=3)
     stop = threading.Event()
     thread = threading.Thread(target=make_dispatcher(poll_interval_s=0.05).run_forever, args=(stop,))

@@ -11,8 +11,12 @@ from standardwebhooks import Webhook
 
 from storage.models import Event
 from storage.errors import DeliveryNotFound, SubscriptionDisabled
-from storage.outbox import Delivery, InvalidSubscription, OutboxStore, Subscription, delivery_id, enqueue, matches
-from storage.store import NewChange, NewEvent, NewRevision, Store
+from storage.errors import InvalidSubscription
+from storage.event_log import NewEvent
+from storage.outbox import Delivery, OutboxStore, delivery_id, enqueue
+from storage.store import NewChange, NewRevision, Store
+from storage.subscription_store import SubscriptionStore
+from storage.subscriptions import Subscription, matches
 from tests.webhooks.conftest import SECRET, T0, emit, subscribe
 
 HOOK = "https://hooks.example.com/hook"
@@ -55,13 +59,13 @@ def test_matching_by_repo_glob_kind_and_severity(sub: Subscription, event: Event
     assert matches(sub, event) is expected
 
 
-def test_deliveries_are_written_with_the_event_for_matching_subscriptions(store: Store, outbox: OutboxStore) -> None:
+def test_deliveries_are_written_with_the_event_for_matching_subscriptions(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """add_event writes one pending Delivery per matching enabled subscription, due at once, id derived."""
-    wanted = subscribe(outbox, HOOK, kinds=("chat_template",))
-    also = subscribe(outbox, "https://other.example.com/x", "slack", repos=("org/*",))
-    subscribe(outbox, "https://third.example.com/x", "discord", kinds=("weights",))
-    disabled = subscribe(outbox, "https://fourth.example.com/x", "slack")
-    outbox.disable_subscription(disabled.id, "testing")
+    wanted = subscribe(subscriptions, HOOK, kinds=("chat_template",))
+    also = subscribe(subscriptions, "https://other.example.com/x", "slack", repos=("org/*",))
+    subscribe(subscriptions, "https://third.example.com/x", "discord", kinds=("weights",))
+    disabled = subscribe(subscriptions, "https://fourth.example.com/x", "slack")
+    subscriptions.disable_subscription(disabled.id, "testing")
     [event_id] = emit(store)
     items = outbox.list_deliveries()
     assert {i.subscription.id for i in items} == {wanted.id, also.id}
@@ -81,9 +85,9 @@ def _revision(sha: str, severity: str = "warning") -> NewRevision:
     )
 
 
-def test_a_revision_and_its_deliveries_commit_together_or_not_at_all(store: Store, outbox: OutboxStore) -> None:
+def test_a_revision_and_its_deliveries_commit_together_or_not_at_all(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """save_revision writes the deliveries in its own transaction: a failure inside it leaves neither."""
-    subscribe(outbox, HOOK)
+    subscribe(subscriptions, HOOK)
 
     def crash(session: Session, revision: object) -> None:
         raise RuntimeError("crash inside the transaction")
@@ -98,9 +102,9 @@ def test_a_revision_and_its_deliveries_commit_together_or_not_at_all(store: Stor
         assert s.exec(select(Delivery.created_at)).one() == s.exec(select(Event.created_at)).one()
 
 
-def test_an_event_recorded_twice_is_delivered_once(store: Store, outbox: OutboxStore) -> None:
+def test_an_event_recorded_twice_is_delivered_once(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """Events are never rewritten, so a second add_event of the same id adds no delivery."""
-    subscribe(outbox, HOOK)
+    subscribe(subscriptions, HOOK)
     event = NewEvent("ev-same", "advisory.published", "advisory", "critical")
     assert store.add_event("org/model", event) is True
     assert store.add_event("org/model", event) is False
@@ -125,11 +129,11 @@ def test_an_event_recorded_twice_is_delivered_once(store: Store, outbox: OutboxS
         ("https://example.com/" + "a" * 2001, "longer"),
     ],
 )
-def test_malformed_urls_are_refused_at_subscription_time(outbox: OutboxStore, url: str, message: str) -> None:
+def test_malformed_urls_are_refused_at_subscription_time(subscriptions: SubscriptionStore, url: str, message: str) -> None:
     """A malformed subscription URL is refused with a message saying what is wrong, and nothing is stored."""
     with pytest.raises(InvalidSubscription, match=message):
-        outbox.add_subscription(url, "slack")
-    assert outbox.list_subscriptions() == []
+        subscriptions.add_subscription(url, "slack")
+    assert subscriptions.list_subscriptions() == []
 
 
 @pytest.mark.parametrize(
@@ -146,19 +150,19 @@ def test_malformed_urls_are_refused_at_subscription_time(outbox: OutboxStore, ur
         ({"secret_env": "NOT A NAME"}, "variable name"),
     ],
 )
-def test_bad_subscription_settings_are_refused(outbox: OutboxStore, kwargs: dict, message: str) -> None:
+def test_bad_subscription_settings_are_refused(subscriptions: SubscriptionStore, kwargs: dict, message: str) -> None:
     """Formats, severities, kinds, repo globs and secrets are checked before anything is stored."""
     args = {"format": "generic", **kwargs}
     with pytest.raises(InvalidSubscription, match=message):
-        outbox.add_subscription(HOOK, **args)
+        subscriptions.add_subscription(HOOK, **args)
 
 
-def test_a_generic_subscription_without_a_secret_gets_one(outbox: OutboxStore) -> None:
+def test_a_generic_subscription_without_a_secret_gets_one(subscriptions: SubscriptionStore) -> None:
     """A signed subscription created without a secret gets a fresh whsec_ one, hidden from its repr."""
-    sub = outbox.add_subscription(HOOK, "generic")
+    sub = subscriptions.add_subscription(HOOK, "generic")
     assert sub.secret and sub.secret.startswith("whsec_")
     Webhook(sub.secret)  # the reference implementation accepts it
-    assert sub.secret not in repr(sub) and sub.secret not in repr(outbox.list_subscriptions())
+    assert sub.secret not in repr(sub) and sub.secret not in repr(subscriptions.list_subscriptions())
 
 
 @dataclass(frozen=True)
@@ -171,39 +175,39 @@ class Spec:
     min_severity: str = "notice"
 
 
-def test_config_webhooks_are_synced(store: Store, outbox: OutboxStore) -> None:
+def test_config_webhooks_are_synced(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """[[webhooks]] become config subscriptions; edits update them; removal disables them, keeping the log."""
-    outbox.sync_config_subscriptions([Spec(HOOK), Spec("https://ci.example.com/h", "generic", "CI_SECRET")])
-    subs = {s.url: s for s in outbox.list_subscriptions()}
+    subscriptions.sync_config_subscriptions([Spec(HOOK), Spec("https://ci.example.com/h", "generic", "CI_SECRET")])
+    subs = {s.url: s for s in subscriptions.list_subscriptions()}
     assert subs[HOOK].source == "config" and subs["https://ci.example.com/h"].secret_env == "CI_SECRET"
     assert subs["https://ci.example.com/h"].secret is None
-    outbox.sync_config_subscriptions([Spec(HOOK, min_severity="critical"), Spec("https://ci.example.com/h", "generic", "CI_SECRET")])
-    assert {s.url: s for s in outbox.list_subscriptions()}[HOOK].min_severity == "critical"
+    subscriptions.sync_config_subscriptions([Spec(HOOK, min_severity="critical"), Spec("https://ci.example.com/h", "generic", "CI_SECRET")])
+    assert {s.url: s for s in subscriptions.list_subscriptions()}[HOOK].min_severity == "critical"
     emit(store, severity="critical")
-    outbox.sync_config_subscriptions([Spec(HOOK, min_severity="critical")])
-    ci = {s.url: s for s in outbox.list_subscriptions()}["https://ci.example.com/h"]
+    subscriptions.sync_config_subscriptions([Spec(HOOK, min_severity="critical")])
+    ci = {s.url: s for s in subscriptions.list_subscriptions()}["https://ci.example.com/h"]
     assert not ci.enabled and ci.disabled_reason == "removed from the config file"
     [dead] = outbox.list_deliveries(subscription_id=ci.id)
     assert dead.delivery.status == "dead" and "removed from the config file" in dead.delivery.last_error
-    outbox.sync_config_subscriptions([Spec(HOOK, min_severity="critical"), Spec("https://ci.example.com/h", "generic", "CI_SECRET")])
-    assert all(s.enabled for s in outbox.list_subscriptions())
-    assert len(outbox.list_subscriptions()) == 2
+    subscriptions.sync_config_subscriptions([Spec(HOOK, min_severity="critical"), Spec("https://ci.example.com/h", "generic", "CI_SECRET")])
+    assert all(s.enabled for s in subscriptions.list_subscriptions())
+    assert len(subscriptions.list_subscriptions()) == 2
 
 
-def test_a_subscription_the_receiver_retired_stays_disabled_across_restarts(outbox: OutboxStore) -> None:
+def test_a_subscription_the_receiver_retired_stays_disabled_across_restarts(subscriptions: SubscriptionStore) -> None:
     """A config subscription disabled by a 410 is not re-enabled by the next start, only by editing it."""
-    outbox.sync_config_subscriptions([Spec(HOOK)])
-    [sub] = outbox.list_subscriptions()
-    outbox.disable_subscription(sub.id, "410 Gone")
-    outbox.sync_config_subscriptions([Spec(HOOK)])
-    assert outbox.get_subscription(sub.id).disabled_reason == "410 Gone"
-    outbox.sync_config_subscriptions([Spec(HOOK, repos=("org/*",))])
-    assert outbox.get_subscription(sub.id).enabled
+    subscriptions.sync_config_subscriptions([Spec(HOOK)])
+    [sub] = subscriptions.list_subscriptions()
+    subscriptions.disable_subscription(sub.id, "410 Gone")
+    subscriptions.sync_config_subscriptions([Spec(HOOK)])
+    assert subscriptions.get_subscription(sub.id).disabled_reason == "410 Gone"
+    subscriptions.sync_config_subscriptions([Spec(HOOK, repos=("org/*",))])
+    assert subscriptions.get_subscription(sub.id).enabled
 
 
-def test_redeliver_queues_the_same_webhook_id_again(store: Store, outbox: OutboxStore, clock) -> None:  # noqa: ANN001
+def test_redeliver_queues_the_same_webhook_id_again(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, clock) -> None:  # noqa: ANN001
     """A delivered delivery can be queued again; it keeps its id; unknown ids and disabled subscriptions are refused."""
-    sub = subscribe(outbox, HOOK)
+    sub = subscribe(subscriptions, HOOK)
     emit(store)
     [item] = outbox.list_deliveries()
     outbox.mark_delivered(item.delivery.id, T0, 204)
@@ -213,27 +217,27 @@ def test_redeliver_queues_the_same_webhook_id_again(store: Store, outbox: Outbox
     assert [i.delivery.id for i in outbox.due_deliveries(later)] == [item.delivery.id]
     with pytest.raises(DeliveryNotFound):
         outbox.redeliver("msg_nope")
-    outbox.disable_subscription(sub.id, "410 Gone")
+    subscriptions.disable_subscription(sub.id, "410 Gone")
     with pytest.raises(SubscriptionDisabled, match="410 Gone"):
         outbox.redeliver(item.delivery.id)
 
 
-def test_removing_a_subscription_keeps_its_delivery_log(store: Store, outbox: OutboxStore) -> None:
+def test_removing_a_subscription_keeps_its_delivery_log(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """A removed subscription is no longer listed or delivered to; its deliveries stay, pending ones dead."""
-    sub = subscribe(outbox, HOOK)
+    sub = subscribe(subscriptions, HOOK)
     emit(store)
-    assert outbox.remove_subscription(sub.id) is True
-    assert outbox.remove_subscription(sub.id) is False and outbox.remove_subscription(999) is False
-    assert outbox.list_subscriptions() == [] and len(outbox.list_subscriptions(include_removed=True)) == 1
+    assert subscriptions.remove_subscription(sub.id) is True
+    assert subscriptions.remove_subscription(sub.id) is False and subscriptions.remove_subscription(999) is False
+    assert subscriptions.list_subscriptions() == [] and len(subscriptions.list_subscriptions(include_removed=True)) == 1
     [item] = outbox.list_deliveries()
     assert item.delivery.status == "dead"
     emit(store)
     assert len(outbox.list_deliveries()) == 1
 
 
-def test_claimed_deliveries_are_not_handed_out_twice(store: Store, outbox: OutboxStore) -> None:
+def test_claimed_deliveries_are_not_handed_out_twice(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """Two dispatchers asking at once: a claimed delivery is leased to the first until the lease ends."""
-    subscribe(outbox, HOOK)
+    subscribe(subscriptions, HOOK)
     emit(store, n=3)
     first = outbox.due_deliveries(T0, lease_s=60)
     assert len(first) == 3
@@ -242,9 +246,9 @@ def test_claimed_deliveries_are_not_handed_out_twice(store: Store, outbox: Outbo
     assert len(outbox.due_deliveries(later, lease_s=60)) == 3  # the first one crashed: its lease ran out
 
 
-def test_enqueue_twice_in_one_transaction_adds_each_delivery_once(store: Store, outbox: OutboxStore) -> None:
+def test_enqueue_twice_in_one_transaction_adds_each_delivery_once(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """A writer that enqueues its own events inside save_revision's transaction does not duplicate them."""
-    subscribe(outbox, HOOK)
+    subscribe(subscriptions, HOOK)
 
     def own_enqueue(session: Session, revision: object) -> None:
         enqueue(session, session.exec(select(Event)).all())

@@ -33,7 +33,7 @@ def _deliveries_by_event(app: App) -> dict[str, list[str]]:
 
 def test_every_ingested_revision_gets_its_delivery_and_a_failed_ingest_none(app: App, replay, receiver: Receiver) -> None:  # noqa: ANN001
     """Polling writes each revision's event with its Delivery rows; a revision aborted mid-ingest writes neither."""
-    app.outbox.add_subscription(receiver.url, "slack", min_severity="info")
+    app.subscriptions.add_subscription(receiver.url, "slack", min_severity="info")
     app.store.add_watch(BROKEN, "main", 900)
     replay.set_head(BROKEN, 1)
     app.poll()
@@ -51,8 +51,8 @@ def test_every_ingested_revision_gets_its_delivery_and_a_failed_ingest_none(app:
 def test_hostile_commit_titles_reach_slack_and_discord_escaped(app: App, replay, make_receiver) -> None:  # noqa: ANN001
     """A commit title with HTML, a script tag and control characters arrives escaped in Slack and Discord."""
     slack_hook, discord_hook = make_receiver(), make_receiver()
-    app.outbox.add_subscription(slack_hook.url, "slack", min_severity="info")
-    app.outbox.add_subscription(discord_hook.url, "discord", min_severity="info")
+    app.subscriptions.add_subscription(slack_hook.url, "slack", min_severity="info")
+    app.subscriptions.add_subscription(discord_hook.url, "discord", min_severity="info")
     app.store.add_watch(HOSTILE, "main", 900)
     replay.set_head(HOSTILE, 2)
     app.poll(backfill=1)

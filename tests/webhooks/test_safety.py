@@ -8,7 +8,8 @@ import pytest
 
 from feeds.webhooks import subscribe
 from feeds.webhooks.safety import UnsafeTarget, check_url, refusal, vet
-from storage.outbox import InvalidSubscription, OutboxStore
+from storage.errors import InvalidSubscription
+from storage.subscription_store import SubscriptionStore
 
 
 @pytest.mark.parametrize(
@@ -84,11 +85,11 @@ def test_unresolvable_hosts_are_refused_at_subscription_time() -> None:
         check_url("https://no-such-host.invalid/hook", allow_private=False)
 
 
-def test_subscribe_checks_the_address_before_storing(outbox: OutboxStore) -> None:
+def test_subscribe_checks_the_address_before_storing(subscriptions: SubscriptionStore) -> None:
     """feeds.webhooks.subscribe (the API's way in) stores nothing for a refused URL, and stores a public one."""
     with pytest.raises(UnsafeTarget):
-        subscribe(outbox, "http://127.0.0.1:9/hook", "slack", allow_private=False)
-    assert outbox.list_subscriptions() == []
-    sub = subscribe(outbox, "https://hooks.example.com/x", "generic", allow_private=False,
+        subscribe(subscriptions, "http://127.0.0.1:9/hook", "slack", allow_private=False)
+    assert subscriptions.list_subscriptions() == []
+    sub = subscribe(subscriptions, "https://hooks.example.com/x", "generic", allow_private=False,
                     resolve=_resolver({"hooks.example.com": ["93.184.215.14"]}))
     assert sub.source == "api" and sub.secret and sub.secret.startswith("whsec_")

@@ -4,8 +4,8 @@
   configs), the `__version__` of config_sentence_transformers.json, `_diffusers_version` (model_index.json
   and diffusers component configs);
 - `library_name` and `tags` of the model card's front matter;
-- requirements.txt, line by line: exact pins become dependencies; ranges, URLs, VCS and pip options are
-  kept as text with the reason they give no version to check;
+- requirements.txt, line by line (parsed by tracker/requirements.py): exact pins become dependencies;
+  ranges, URLs, VCS and pip options are kept as text with the reason they give no version to check;
 - the imports of every .py file (ast), mapped to PyPI names (`data/import_names.json`); code that does
   not parse gives a reason instead;
 - repo features the advisory rules look at (pickle weights, chat templates, custom code...).
@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import json
 import posixpath
-import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -26,7 +25,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from tracker.advisories.records import parse_version
@@ -38,6 +36,7 @@ from tracker.classify import (
     is_safetensors,
 )
 from tracker.differs.files import front_matter
+from tracker.requirements import RequirementLine, parse_requirements
 from tracker.snapshot import Snapshot
 
 IMPORT_TABLE = Path(__file__).parent / "data" / "import_names.json"
@@ -48,10 +47,6 @@ SENTENCE_TRANSFORMERS_NAMES = {"sentence_transformers": "sentence-transformers",
                                "pytorch": "torch", "torch": "torch"}  # fmt: skip
 MODEL_CARD = "README.md"
 MAX_IMPORTS = 500
-_SOURCE_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--trusted-host")
-_INCLUDE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
-_EDITABLE_OPTIONS = ("-e", "--editable")
-_EGG = re.compile(r"[#&]egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 @dataclass(frozen=True)
@@ -78,20 +73,6 @@ class Dependency:
     @property
     def note(self) -> str | None:
         return parse_version(self.version).note
-
-
-@dataclass(frozen=True)
-class RequirementLine:
-    """One line of a requirements file. `kind`: pin | range | any | url | editable | source | include |
-    option | invalid; `reason` says why it gives no single version to check (None for a pin)."""
-
-    path: str
-    line: int
-    text: str
-    kind: str
-    name: str | None = None
-    specifier: str = ""
-    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -250,73 +231,6 @@ def _requirements(snapshot: Snapshot, problems: list[Problem]) -> list[Requireme
             continue
         out.extend(parse_requirements(path, text))
     return out
-
-
-def parse_requirements(path: str, text: str) -> list[RequirementLine]:
-    """Each logical line of a requirements file, classified; comments and blank lines dropped."""
-    out = []
-    for number, line in _logical_lines(text):
-        out.append(_classify(path, number, line))
-    return out
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    lines, pending, start = [], "", 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        if not pending:
-            start = number
-        stripped = raw.rstrip()
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        joined = pending + stripped
-        pending = ""
-        joined = re.split(r"(?:^|\s)#", joined, maxsplit=1)[0].strip()
-        if joined:
-            lines.append((start, re.sub(r"\s+", " ", joined)))
-    if pending.strip():
-        lines.append((start, pending.strip()))
-    return lines
-
-
-def _classify(path: str, number: int, line: str) -> RequirementLine:
-    def row(kind: str, reason: str | None, name: str | None = None, specifier: str = "") -> RequirementLine:
-        return RequirementLine(path, number, line, kind, name, specifier, reason)
-
-    head = line.split(" ", 1)[0].split("=", 1)[0]
-    if head in _SOURCE_OPTIONS:
-        return row("source", "adds a package source: pip may take packages from it instead of PyPI")
-    if head in _INCLUDE_OPTIONS:
-        return row("include", "includes another requirements file, not followed: its pins are unknown")
-    if head in _EDITABLE_OPTIONS:
-        egg = _EGG.search(line)
-        return row("editable", "an editable install from a path or URL: no version to check",
-                   canonicalize_name(egg.group(1)) if egg else None)  # fmt: skip
-    if line.startswith("-"):
-        return row("option", "a pip option, not a requirement")
-    if "://" in line.split(" @ ", 1)[0] or line.startswith(("git+", "hg+", "svn+", "bzr+")):
-        egg = _EGG.search(line)
-        name = canonicalize_name(egg.group(1)) if egg else None
-        kind_of = "a VCS checkout" if "+" in line.split("://", 1)[0] else "a URL"
-        return row("url", f"installs whatever {kind_of} serves: no version to check", name)
-    requirement_text, _, options = line.partition(" --")
-    try:
-        req = Requirement(requirement_text)
-    except InvalidRequirement as err:
-        return row("invalid", f"not a valid requirement: {str(err).splitlines()[0]}")
-    name = canonicalize_name(req.name)
-    extra = f" (per-requirement options --{options} kept as text)" if options else ""
-    if req.url:
-        return row("url", f"installs {name} from {req.url}: no version to check{extra}", name)
-    specs = list(req.specifier)
-    marker = f"; {req.marker}" if req.marker else ""
-    if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
-        notes = ([f"only when {req.marker}"] if req.marker else []) + ([extra.strip(" ()")] if extra else [])
-        return row("pin", "; ".join(notes) or None, name, f"=={specs[0].version}")
-    if not specs:
-        return row("any", f"any version of {name} allowed: no single version to check{marker}", name)
-    return row("range", f"{req.specifier} is not a single version: checked against the advice floor{marker}",
-               name, str(req.specifier))  # fmt: skip
 
 
 # --- model card -------------------------------------------------------------------------------------

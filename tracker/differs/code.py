@@ -1,5 +1,6 @@
 """Custom code: every `.py` added, removed or changed (a unified diff; always critical and
-security-relevant), and requirements.txt (the requirement lines added, removed and re-pinned)."""
+security-relevant), and requirements.txt (the requirement lines added, removed and re-pinned, as
+tracker/requirements.py reads them)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import REQUIREMENTS_NAMES, kind_of
 from tracker.differs.files import ADDED, REMOVED, FileDelta, file_deltas
+from tracker.requirements import is_package_source, leading_name, requirement_lines
 from tracker.snapshot import Snapshot
 
 MAX_DIFF_LINES = 400
@@ -21,8 +23,6 @@ NOTABLE = re.compile(
     r"\b(subprocess|os\.system|os\.popen|eval\(|exec\(|__import__|socket|urllib|requests\.|httpx|"
     r"base64|pickle|marshal|ctypes|importlib|trust_remote_code|hf_hub_download|snapshot_download)"
 )
-_REQ_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
-_SOURCE_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--trusted-host")
 AUTO_MAP_FILES = ("config.json", "tokenizer_config.json")
 
 
@@ -126,29 +126,6 @@ def unified_diff(path: str, old_text: str, new_text: str) -> dict[str, Any]:
 # --- requirements.txt ----------------------------------------------------------------------------
 
 
-def requirement_lines(text: str) -> list[str]:
-    """Requirement lines without comments, blank lines or continuations; options and URLs kept as text."""
-    joined = re.sub(r"\\\r?\n", " ", text)
-    out = []
-    for line in joined.splitlines():
-        line = re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip()
-        if line:
-            out.append(re.sub(r"\s+", " ", line))
-    return out
-
-
-def _requirement_name(line: str) -> str | None:
-    if line.startswith("-") or "://" in line or line.startswith("git+"):
-        return None
-    match = _REQ_NAME.match(line)
-    return match.group(0).lower().replace("_", "-") if match else None
-
-
-def is_package_source(line: str) -> bool:
-    """True for lines that add where packages come from: index options, URLs, VCS references."""
-    return line.split(" ", 1)[0].split("=", 1)[0] in _SOURCE_OPTIONS or "://" in line or line.startswith("git+")
-
-
 def _requirements_change(old: Snapshot, new: Snapshot, delta: FileDelta) -> Change:
     old_text, new_text, reason = _texts(old, new, delta)
     if reason is not None:
@@ -173,10 +150,10 @@ def compare_requirements(old_lines: list[str], new_lines: list[str]) -> dict[str
     old_set, new_set = set(old_lines), set(new_lines)
     added = [line for line in new_lines if line not in old_set]
     removed = [line for line in old_lines if line not in new_set]
-    removed_by_name = {_requirement_name(line): line for line in removed if _requirement_name(line)}
+    removed_by_name = {leading_name(line): line for line in removed if leading_name(line)}
     changed = []
     for line in list(added):
-        name = _requirement_name(line)
+        name = leading_name(line)
         if name is not None and name in removed_by_name:
             changed.append({"name": name, "old": removed_by_name[name], "new": line})
             added.remove(line)

@@ -7,19 +7,32 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tracker import present
-from tracker.fakes.osv import OsvFake
-from tracker.app import App
-from tracker.config import settings_from_mapping
-from tracker.logs import configure_logging
-from tracker.replay.server import BUNDLED_ROOT, ReplayServer
+import click
+
+if TYPE_CHECKING:
+    from tracker.app import App
 
 Echo = Callable[[str], None]
 
 
+@click.command()
+@click.option("--data-dir", default=None, help="Keep the demo's database here (default: a temporary folder).")
+@click.option("--delay", default=0.0, type=click.FloatRange(0), help="Seconds to pause between steps.")
+def demo(data_dir: str | None, delay: float) -> None:
+    """The whole pipeline offline, against the bundled Hub replay."""
+    run_demo(data_dir=data_dir, delay_s=delay, echo=click.echo)
+
+
 def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = print) -> App:
     """Watch every bundled repo from its first commit, then reveal one commit at a time and poll."""
+    from tracker.app import App
+    from tracker.config import settings_from_mapping
+    from tracker.fakes.osv import OsvFake
+    from tracker.logs import configure_logging
+    from tracker.replay.server import BUNDLED_ROOT, ReplayServer
+
     folder = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="hubwatch-demo-"))
     folder.mkdir(parents=True, exist_ok=True)
     with ReplayServer(roots=[BUNDLED_ROOT]) as server, OsvFake() as osv:
@@ -57,8 +70,10 @@ def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = pri
 
 
 def _poll_and_show(app: App, echo: Echo, repo_ids: list[str] | None = None) -> None:
+    from tracker.cli import output
+
     for outcome in app.poll(repo_ids or []):
-        for line in present.outcome_text(outcome):
+        for line in output.outcome_text(outcome):
             echo(line)
     echo("")
 

@@ -1,16 +1,18 @@
-"""What the CLI prints: JSON-ready dicts and plain text for watches, revisions, changes and polls."""
+"""What the CLI prints: JSON-ready dicts and plain text for watches, revisions, changes, polls and deliveries."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from storage.models import ChangeRecord, Revision, RevisionFile, Watch
-from tracker.changes import Change
-from tracker.ingest import PollOutcome
+if TYPE_CHECKING:
+    from storage.models import ChangeRecord, Revision, RevisionFile, Watch
+    from tracker.changes import Change
+    from tracker.ingest import PollOutcome
 
 _MARK = {"info": " ", "notice": "*", "warning": "!", "critical": "!!"}
+_VERDICT_MARK = {"repo": "!!", "unclassified": "? ", "runtime": "  "}
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -33,7 +35,7 @@ def watch_dict(w: Watch) -> dict[str, Any]:
 
 
 def change_dict(c: ChangeRecord | Change) -> dict[str, Any]:
-    if isinstance(c, Change):
+    if hasattr(c, "to_dict"):  # a differ's Change, not yet stored
         return c.to_dict()
     return {
         "kind": c.kind,
@@ -133,3 +135,62 @@ def watch_text(w: Watch) -> str:
     if w.last_error:
         state += f"; last error: {w.last_error}"
     return f"{w.repo_id}@{w.branch}  every {w.interval_s}s  ({w.source})  {state}"
+
+
+def delivery_lines(d: dict[str, Any]) -> list[str]:
+    """One delivery of `deliveries list` (an `OutboxItem.as_dict()`), and its last error unless delivered."""
+    event, sub = d["event"], d["subscription"]
+    when = f"next try {d['next_attempt_at']}" if d["status"] == "pending" else (d["delivered_at"] or d["last_attempt_at"] or "")
+    lines = [
+        f"{d['id']}  {d['status']:<9} {d['attempts']:>2} tries  {d['last_status_code'] or '-'!s:>3}  "
+        f"#{sub['id']} {sub['format']} {sub['url']}  {event['kind']} {event['repo_id']}@{(event['sha'] or '')[:12]}  {when}"
+    ]
+    if d["last_error"] and d["status"] != "delivered":
+        lines.append(f"    {d['last_error']}")
+    return lines
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """The plain-text view of an advisory report (`hubwatch advisories REPO`)."""
+    checked = report.get("checked_at") or "never"
+    lines = [f"{report['repo_id']} @ {report['sha'][:12]} (committed {report['committed_at'][:10]}, checked {checked})"]
+    advice = report.get("advice")
+    if advice is None:
+        lines.append("  not checked yet (run: hubwatch advisories recheck)")
+    else:
+        lines.append(f"  loader advice: {advice['sentence']}")
+        for package in advice["packages"]:
+            if not package["because"] and not package["unfixed"]:
+                continue
+            lines.append(f"    {package['package']} {package['floor'] or '(no fixed release sets a floor)'}")
+            for b in package["because"] + package["unfixed"]:
+                lines.append(f"      {b['floor']:<18} {b['key']:<22} {b['trigger']}: {b['summary'][:80]}")
+            lines += [f"      note: {n}" for n in package["notes"]]
+        if advice["runtime_only"]:
+            lines.append(f"    runtime-only, not counted: {', '.join(advice['runtime_only'])}")
+        if advice["unclassified"]:
+            lines.append(f"    no rule matched, not counted: {', '.join(advice['unclassified'])}")
+        lines += [f"    note: {n}" for n in advice["notes"]]
+    matches = report.get("osv_matches") or []
+    lines.append(f"  OSV matches for the versions this revision names ({len(matches)}):")
+    for m in matches:
+        others = ", ".join(i for i in m["ids"] if i != m["advisory"])
+        lines.append(
+            f"    {_VERDICT_MARK.get(m['verdict'], '  ')} {m['advisory']}" + (f" ({others})" if others else "")
+            + f"  {m['package']} {m['version']}  {m['status']}  [{m['verdict']}: {m['rule'] or '-'}]  {m['summary'][:70]}"
+        )
+    own = report.get("own_advisories") or []
+    lines.append(f"  hubwatch advisories ({len(own)}):")
+    for record in own:
+        ours = record["database_specific"]["hubwatch"]
+        state = f"fixed at {ours['fixed_sha'][:12]}" if ours.get("fixed_sha") else "open"
+        lines.append(f"    {record['id']}  {ours['severity']:<11} {record['summary'][len(report['repo_id']) + 2:][:80]}"
+                     f"  introduced {ours['introduced_sha'][:12]}, {state}")  # fmt: skip
+    facts = report.get("facts") or {}
+    problems = facts.get("problems") or []
+    if problems:
+        lines.append(f"  could not be read ({len(problems)}):")
+        lines += [f"    {p['reason']}" for p in problems]
+    if report.get("pending"):
+        lines.append(f"  OSV pending: {report['pending']} (asked again later)")
+    return lines

@@ -4,19 +4,55 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from estimator import Estimate, EstimateError, estimate
-from tracker.app import App
-from tracker.errors import HubwatchError, UnknownRevision
-from tracker.estimate_change import manifest_of
-from tracker.snapshot_io import load_snapshot
+from tracker.cli.root import app_of, emit_json, repo_arg
+from tracker.errors import HubwatchError
+
+if TYPE_CHECKING:
+    from estimator import Estimate
+    from tracker.app import App
 
 
 class EstimateFailed(HubwatchError):
     """The estimator refused the input (the message names the key)."""
+
+
+@click.command()
+@click.argument("repo", required=False)
+@click.option("--revision", default=None, help="A stored revision (default: the newest).")
+@click.option("--config-file", type=click.Path(exists=True, dir_okay=False), help="Estimate a config.json file.")
+@click.option("--manifest", type=click.Path(exists=True, dir_okay=False),
+              help="With --config-file: a safetensors header (JSON: name -> {dtype, shape}) to count from.")
+@click.option("--seq-len-cap", default=None, type=click.IntRange(1, 1_048_576),
+              help="Cap on the sequence length (default: [estimate] seq_len_cap).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def estimate(
+    ctx: click.Context, repo: str | None, revision: str | None, config_file: str | None, manifest: str | None,
+    seq_len_cap: int | None, as_json: bool,
+) -> None:
+    """Parameters and GPU memory: of a stored revision of REPO, or of a config.json file."""
+    if (repo is None) == (config_file is None):
+        raise click.UsageError("give either REPO or --config-file")
+    if manifest and not config_file:
+        raise click.UsageError("--manifest goes with --config-file")
+    if config_file:
+        result, header = estimate_file(config_file, manifest, seq_len_cap or 2048), None
+    else:
+        app = app_of(ctx)
+        repo = repo_arg(repo)  # type: ignore[arg-type]
+        result, header = estimate_revision(app, repo, revision, seq_len_cap or app.settings.estimate.seq_len_cap)
+    if as_json:
+        emit_json({**({"repo_id": repo, **header} if header else {}), **result.to_dict()})
+        return
+    from estimator import render_table
+
+    if header:
+        click.echo(f"{repo} at {header['sha'][:12]} ({header['source']})")
+    click.echo(render_table(result))
 
 
 def _read_json(path: str, what: str) -> Any:
@@ -52,6 +88,8 @@ def estimate_file(config_path: str, manifest_path: str | None, seq_len_cap: int)
     if not isinstance(config, dict):
         raise click.BadParameter(f"{config_path}: expected a JSON object", param_hint="--config-file")
     manifest = read_manifest(manifest_path) if manifest_path else None
+    from estimator import EstimateError, estimate
+
     try:
         return estimate(config, manifest, seq_len_cap=seq_len_cap)
     except EstimateError as err:
@@ -60,18 +98,11 @@ def estimate_file(config_path: str, manifest_path: str | None, seq_len_cap: int)
 
 def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int) -> tuple[Estimate, dict[str, Any]]:
     """Estimate a stored revision from its stored config.json and weight headers."""
-    if ref is None:
-        revisions = app.store.list_revisions(repo_id, limit=1)
-        if not revisions:
-            raise UnknownRevision(f"no stored revision of {repo_id} (watch it and run: hubwatch poll {repo_id})")
-        revision = revisions[0]
-    else:
-        from storage.errors import AmbiguousRevision, RevisionNotStored
+    from estimator import EstimateError, estimate
+    from tracker.estimate_change import manifest_of
+    from tracker.snapshot_io import load_snapshot
 
-        try:
-            revision = app.store.find_revision(repo_id, ref)
-        except (RevisionNotStored, AmbiguousRevision) as err:
-            raise UnknownRevision(str(err)) from err
+    revision = app.store.revision_at(repo_id, ref)
     snapshot = load_snapshot(app.store, revision)
     config, error = snapshot.read_json("config.json")
     manifest = manifest_of(snapshot)

@@ -1,0 +1,160 @@
+"""The JSON API's request and response bodies: what each /api/v1 route accepts and answers, as the
+OpenAPI document shows them. Conversions from stored rows live with the routes (feeds.api).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from feeds.params import BRANCH_PATTERN, REPO_ID_PATTERN, Kind, Severity
+from storage.kinds import WEBHOOK_FORMATS
+
+
+class ErrorOut(BaseModel):
+    detail: str | list[dict[str, Any]] = Field(description="What was wrong: a sentence, or the invalid parameters")
+
+
+class WatchOut(BaseModel):
+    repo_id: str
+    branch: str
+    interval_s: int
+    source: str
+    last_sha: str | None
+    last_polled_at: datetime | None
+    last_ok_at: datetime | None
+    last_error: str | None
+    error_count: int
+    next_retry_at: datetime | None
+
+
+class WatchIn(BaseModel):
+    repo_id: str = Field(pattern=REPO_ID_PATTERN, examples=["meta-llama/Llama-3.1-8B-Instruct"])
+    branch: str = Field(default="main", pattern=BRANCH_PATTERN)
+    interval_s: int | None = Field(default=None, ge=60, le=30 * 86400, description="Default: [poll] default_interval")
+
+
+class ChangeBrief(BaseModel):
+    kind: str
+    path: str
+    summary: str
+    severity: str
+    security: bool
+
+
+class ChangeOut(ChangeBrief):
+    structural: bool
+    detail: dict[str, Any]
+
+
+class RevisionOut(BaseModel):
+    repo_id: str
+    sha: str
+    parent_sha: str | None
+    branch: str
+    committed_at: datetime
+    ingested_at: datetime
+    title: str
+    message: str
+    authors: list[str]
+    baseline: bool
+    file_count: int
+    changes: list[ChangeBrief]
+
+
+class FileOut(BaseModel):
+    path: str
+    kind: str
+    oid: str
+    size: int
+    lfs_sha256: str | None
+    held: bool
+    note: str | None
+
+
+class EstimateOut(BaseModel):
+    sha: str
+    committed_at: datetime
+    created_at: datetime
+    parameters_total: int | None
+    result: dict[str, Any] | None
+    error: str | None
+
+
+class RevisionDetail(RevisionOut):
+    changes: list[ChangeOut]  # type: ignore[assignment]
+    files: list[FileOut]
+    estimate: EstimateOut | None
+
+
+class RevisionPage(BaseModel):
+    items: list[RevisionOut]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class EstimatePage(BaseModel):
+    items: list[EstimateOut]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class DiffOut(BaseModel):
+    repo_id: str
+    from_sha: str
+    to_sha: str
+    changes: list[ChangeOut]
+
+
+class EventOut(BaseModel):
+    seq: int
+    event_id: str
+    kind: str
+    repo_id: str
+    sha: str | None
+    title: str
+    severity: str
+    security: bool
+    created_at: datetime
+    payload: dict[str, Any]
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+    order: Literal["asc", "desc"]
+    next_cursor: int | None = Field(description="Pass as `after` (asc) or `before` (desc) for the next page; null at the end")
+
+
+class RepoOut(BaseModel):
+    repo_id: str
+    revisions: int
+    last_committed_at: datetime | None
+    watched: bool
+
+
+class SubscriptionIn(BaseModel):
+    url: str = Field(pattern=r"^https?://\S+$", max_length=2000)
+    format: Literal[WEBHOOK_FORMATS] = "generic"  # type: ignore[valid-type]
+    secret: str | None = Field(default=None, max_length=500, description="generic: Standard Webhooks secret (whsec_...)")
+    repos: list[str] = Field(default_factory=lambda: ["*"], max_length=500)
+    kinds: list[Kind] = Field(default_factory=list, max_length=50)
+    min_severity: Severity = Severity.notice
+
+
+class SubscriptionOut(BaseModel):
+    id: int
+    url: str
+    format: str
+    repos: list[str]
+    kinds: list[str]
+    min_severity: str
+    source: str
+    enabled: bool
+    disabled_reason: str | None
+    secret: str | None = Field(default=None, description="Only in the answer that created it, when hubwatch generated the secret")

@@ -1,0 +1,59 @@
+"""The CLI starts fast: each command imports only what it uses (checked in fresh processes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# What a command that reads the database must not load: the HTTP stack, the Hub client, the differs,
+# the advisory service and its HTTP client, Alembic once the schema is current, and structlog (only
+# commands that log configure it).
+HEAVY = ("fastapi", "uvicorn", "starlette", "huggingface_hub", "tracker.hub", "tracker.differs", "deepdiff",
+         "tracker.advisories.service", "httpx", "feedgen", "alembic", "estimator", "structlog")
+# --help needs click alone.
+DATABASE = ("sqlmodel", "sqlalchemy", "pydantic")
+
+_PROBE = """
+import atexit, json, sys
+atexit.register(lambda: open(sys.argv[1], "w").write(json.dumps(sorted(sys.modules))))
+from tracker.cli import main
+main(sys.argv[2:])
+"""
+
+
+def _modules_after(tmp_path: Path, *args: str) -> set[str]:
+    out = tmp_path / "modules.json"
+    env = {"HUBWATCH_STORAGE_URL": f"sqlite:///{tmp_path / 'h.db'}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", _PROBE, str(out), *args], cwd=ROOT, env=env, capture_output=True, check=False)
+    return set(json.loads(out.read_text()))
+
+
+def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in names if n in modules)
+
+
+def test_importing_the_cli_loads_click_alone(tmp_path):
+    """`import tracker.cli` (and so `hubwatch --help`) loads neither the database nor any heavy stack."""
+    modules = _modules_after(tmp_path, "--help")
+    assert "click" in modules
+    assert _loaded(modules, HEAVY + DATABASE) == []
+
+
+@pytest.mark.parametrize("args", [("watch", "list"), ("history", "org/model"), ("show", "org/model", "abcd")])
+def test_database_reads_load_no_heavy_stack(tmp_path, args):
+    """Commands that only read the database (after the first run migrated it) load no heavy stack."""
+    _modules_after(tmp_path, "watch", "add", "org/model", "--no-check")  # creates and migrates the database
+    modules = _modules_after(tmp_path, *args)
+    assert "sqlmodel" in modules  # it did reach the database
+    assert _loaded(modules, HEAVY) == []
+
+
+def test_diff_loads_the_differs(tmp_path):
+    """The probe can fail: a command that needs the differs does load them."""
+    _modules_after(tmp_path, "watch", "add", "org/model", "--no-check")
+    assert "tracker.differs" in _modules_after(tmp_path, "diff", "org/model", "abcd", "abce")

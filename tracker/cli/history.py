@@ -1,0 +1,80 @@
+"""`hubwatch history`, `show` and `diff`: reading the stored history of a repo."""
+
+from __future__ import annotations
+
+import click
+
+from tracker.cli.root import app_of, emit_json, fail, repo_arg
+
+
+@click.command()
+@click.argument("repo")
+@click.option("--limit", default=None, type=click.IntRange(1), help="At most this many revisions.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> None:
+    """Revisions of REPO, newest first, with their changes."""
+    from tracker.cli import output
+
+    app = app_of(ctx, logs=False)
+    repo = repo_arg(repo)
+    revisions = app.store.list_revisions(repo, limit=limit)
+    if not revisions and app.store.get_watch(repo) is None:
+        ctx.exit(fail(f"no history for {repo}: it is not watched (hubwatch watch add {repo})", 3))
+    changes = app.store.changes_by_revision(r.id for r in revisions)  # type: ignore[misc]
+    if as_json:
+        emit_json([output.revision_dict(r, changes[r.id]) for r in revisions])  # type: ignore[index]
+        return
+    if not revisions:
+        click.echo(f"{repo}: watched, nothing ingested yet (run: hubwatch poll {repo})")
+    for r in revisions:
+        for line in output.revision_text(r, changes[r.id]):  # type: ignore[index]
+            click.echo(line)
+
+
+@click.command()
+@click.argument("repo")
+@click.argument("revision")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
+    """One stored revision of REPO with its files and changes."""
+    from tracker.cli import output
+
+    app = app_of(ctx, logs=False)
+    rev = app.store.find_revision(repo_arg(repo), revision)
+    files = app.store.revision_files(rev.id)  # type: ignore[arg-type]
+    changes = app.store.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
+    if as_json:
+        emit_json({**output.revision_dict(rev, changes), "files": [output.file_dict(f) for f in files]})
+        return
+    for line in output.revision_text(rev, changes):
+        click.echo(line)
+    click.echo(f"  files ({len(files)}):")
+    for f in files:
+        note = f"  ({f.note})" if f.note else ""
+        click.echo(f"    {f.kind:<13} {f.size:>14,}  {f.path}{note}")
+
+
+@click.command()
+@click.argument("repo")
+@click.argument("rev_a")
+@click.argument("rev_b")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -> None:
+    """What changed in REPO between two stored revisions."""
+    from tracker.cli import output
+    from tracker.differs import diff_snapshots
+    from tracker.snapshot_io import load_snapshot
+
+    app = app_of(ctx)
+    repo = repo_arg(repo)
+    a, b = app.store.find_revision(repo, rev_a), app.store.find_revision(repo, rev_b)
+    changes = diff_snapshots(load_snapshot(app.store, a), load_snapshot(app.store, b))
+    if as_json:
+        emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes]})
+        return
+    click.echo(f"{repo}: {a.sha[:12]} -> {b.sha[:12]}: {len(changes)} change(s)")
+    for line in output.change_lines(changes, indent="  "):
+        click.echo(line)
