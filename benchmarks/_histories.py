@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tracker.fakes.osv import OsvFake
 from tracker.app import App
 from tracker.config import settings_from_mapping
+from tracker.fakes.osv import OsvFake
 from tracker.logs import configure_logging
 from tracker.replay.server import ReplayServer
 

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._histories import CONFIG, replayed_app, write_repo  # noqa: E402
-from tracker.app import App  # noqa: E402
+from benchmarks._histories import CONFIG, replayed_app, write_repo
+from tracker.app import App
 
 COMMITS = 40
 GOAL_BYTES = 10 * 1024

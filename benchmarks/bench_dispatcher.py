@@ -14,36 +14,36 @@ import multiprocessing
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
-import structlog  # noqa: E402
+import httpx
+import structlog
 
-from feeds.dispatcher import DeliveryOptions, Dispatcher  # noqa: E402
-from storage.db import create_db_engine, migrate  # noqa: E402
-from storage.event_log import NewEvent  # noqa: E402
-from storage.outbox import OutboxStore  # noqa: E402
-from storage.store import Store  # noqa: E402
-from storage.subscription_store import SubscriptionStore  # noqa: E402
-from storage.subscriptions import new_secret  # noqa: E402
+from feeds.dispatcher import DeliveryOptions, Dispatcher
+from storage.db import create_db_engine, migrate
+from storage.event_log import NewEvent
+from storage.outbox import OutboxStore
+from storage.store import Store
+from storage.subscription_store import SubscriptionStore
+from storage.subscriptions import new_secret
 
-T0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 1, tzinfo=UTC)
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
         self.send_response(204)
         self.send_header("content-length", "0")
         self.end_headers()
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
         pass
 
 

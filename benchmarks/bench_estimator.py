@@ -24,7 +24,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "estimator" / "configs"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "estimator"))
 
-from estimator import estimate  # noqa: E402  (after the path set-up above)
+from estimator import estimate
 
 REPEAT = 200
 

@@ -59,7 +59,8 @@ def _changes(i: int) -> list[NewChange]:
                                  "warning", detail={"template": "default", "change": "changed", "diff": diff, "samples": samples}))
     if i % 10 == 0:
         changes.append(NewChange("weights", "model.safetensors", "model.safetensors changed (4.98 GB -> 4.98 GB)", "warning",
-                                 security=True, detail={"status": "changed", "parameters": {"old": 2_000_000_000, "new": 2_000_000_000 + i}}))
+                                 security=True,
+                                 detail={"status": "changed", "parameters": {"old": 2_000_000_000, "new": 2_000_000_000 + i}}))
     return changes
 
 
@@ -81,8 +82,10 @@ def write_history(url: str, events: int = EVENTS, repo_id: str = REPO) -> Store:
             weight_files=[], changes=changes,
             events=[NewEvent(f"00000000-0000-4000-8000-{i:012x}", "revision.ingested",
                              f"model-feed: config{' and chat template' if i % 5 == 0 else ''} changed ({severity})", severity,
-                             security=i % 10 == 0, payload={"commit_title": f"Update config.json (#{i})", "baseline": parent is None,
-                                                            "kinds": sorted({c.kind for c in changes}), "summaries": [c.summary for c in changes]})],
+                             security=i % 10 == 0,
+                             payload={"commit_title": f"Update config.json (#{i})", "baseline": parent is None,
+                                      "kinds": sorted({c.kind for c in changes}),
+                                      "summaries": [c.summary for c in changes]})],
         ))
         parent = sha
     return store
@@ -116,7 +119,8 @@ def main() -> None:
                 warm.append((time.perf_counter() - t) * 1000)
             median = statistics.median(warm)
             print(f"{fmt}: {body.count(b'<entry>') + body.count(b'<item>')} entries, {len(body) / 1e6:.2f} MB")
-            print(f"  cold render (no cache):          {_ms(cold)}  ratio vs {GOAL_MS:.0f} ms goal: {statistics.median(cold) / GOAL_MS:.2f}x")
+            print(f"  cold render (no cache):          {_ms(cold)}  "
+                  f"ratio vs {GOAL_MS:.0f} ms goal: {statistics.median(cold) / GOAL_MS:.2f}x")
             print(f"  warm render (entry HTML cached): {_ms(warm)}  ratio vs {GOAL_MS:.0f} ms goal: {median / GOAL_MS:.2f}x")
 
         with ServerThread(create_app(store)) as server, httpx.Client(base_url=server.url) as client:

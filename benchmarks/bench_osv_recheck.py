@@ -5,9 +5,9 @@ package), and detail fetches only for advisory ids new or modified since the las
 
 The 1,000 repos are stored revisions whose facts name real version strings: `transformers_version` from
 the real release list (dev builds for some), and requirements.txt pins of torch, numpy, tokenizers,
-accelerate, safetensors, huggingface-hub, regex, tqdm and scipy for half of them, drawn with a fixed seed. Three re-checks are measured: the first one (cold
-cache: every advisory's detail fetched once), a daily one after OSV modified two advisories and published
-a new one, and a daily one with nothing new.
+accelerate, safetensors, huggingface-hub, regex, tqdm and scipy for half of them, drawn with a fixed seed.
+Three re-checks are measured: the first one (cold cache: every advisory's detail fetched once), a daily
+one after OSV modified two advisories and published a new one, and a daily one with nothing new.
 Run: .venv/bin/python benchmarks/bench_osv_recheck.py
 """
 
@@ -24,18 +24,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from storage.advisories import NewAdvisoryCheck, write_check  # noqa: E402
-from storage.db import create_db_engine, migrate  # noqa: E402
-from storage.event_log import NewEvent  # noqa: E402
-from storage.store import NewFile, NewRevision, Store  # noqa: E402
-from tracker.advisories.facts import extract_facts  # noqa: E402
-from tracker.fakes.osv import OsvFake, bundled_records  # noqa: E402
-from tracker.advisories.osv import OsvClient  # noqa: E402
-from tracker.advisories.service import AdvisoryService  # noqa: E402
-from tracker.config import LogSettings  # noqa: E402
-from tracker.logs import configure_logging  # noqa: E402
-from tracker.snapshot import FileEntry, Snapshot  # noqa: E402
-from tracker.snapshot_io import git_blob_oid  # noqa: E402
+from storage.advisories import NewAdvisoryCheck, write_check
+from storage.db import create_db_engine, migrate
+from storage.event_log import NewEvent
+from storage.store import NewFile, NewRevision, Store
+from tracker.advisories.facts import extract_facts
+from tracker.advisories.osv import OsvClient
+from tracker.advisories.service import AdvisoryService
+from tracker.config import LogSettings
+from tracker.fakes.osv import OsvFake, bundled_records
+from tracker.logs import configure_logging
+from tracker.snapshot import FileEntry, Snapshot
+from tracker.snapshot_io import git_blob_oid
 
 N = 1000
 HELD_BACK = "PYSEC-2026-3929"  # published by "OSV" between the first and the daily re-check
@@ -63,7 +63,7 @@ def repo_files(rng: random.Random, i: int) -> dict[str, bytes]:
                 f"tokenizers==0.{rng.randint(10, 21)}.{rng.randint(0, 4)}", f"accelerate==0.{rng.randint(20, 34)}.{rng.randint(0, 2)}",
                 f"safetensors==0.{rng.randint(3, 5)}.{rng.randint(0, 5)}", f"huggingface-hub==0.{rng.randint(10, 36)}.{rng.randint(0, 4)}",
                 f"regex=={rng.randint(2021, 2024)}.{rng.randint(1, 12)}.{rng.randint(1, 28)}",
-                f"tqdm==4.{rng.randint(50, 67)}.{rng.randint(0, 5)}", f"scipy==1.{rng.randint(5, 14)}.{rng.randint(0, 3)}"]  # fmt: skip
+                f"tqdm==4.{rng.randint(50, 67)}.{rng.randint(0, 5)}", f"scipy==1.{rng.randint(5, 14)}.{rng.randint(0, 3)}"]
         files["requirements.txt"] = "\n".join(pins).encode() + b"\n"
     return files
 
@@ -83,7 +83,7 @@ def seed(store: Store) -> int:
                           message="", authors=[], is_baseline=True,
                           files=[NewFile(p, git_blob_oid(d), len(d), "config", held=True) for p, d in files.items()],
                           blobs={git_blob_oid(d): d for d in files.values()}, weight_files=[], changes=[],
-                          events=[NewEvent(f"bench-{i}", "revision.ingested", "init", "info")])  # fmt: skip
+                          events=[NewEvent(f"bench-{i}", "revision.ingested", "init", "info")])
         check = NewAdvisoryCheck(repo_id=repo_id, facts=facts.to_dict())
         store.save_revision(new, watch_id=watch.id, extra_writes=[lambda s, r, c=check: write_check(s, r.id, c, T0)])
     return len(versions)
@@ -127,13 +127,15 @@ def main() -> None:
         ("daily, nothing new", quiet, quiet_s, quiet_counts),
     ):
         print(f"{label:<34}{counts.get('querybatch', 0):>11}{counts.get('vulns', 0):>9}{len(outcome.events):>8}"
-              f"{seconds * 1000:>8.0f} ms")  # fmt: skip
+              f"{seconds * 1000:>8.0f} ms")
     print()
-    print(f"querybatch requests vs goal (daily):   {daily_counts['querybatch']} / {goal} = {daily_counts['querybatch'] / goal:.2f}x")
-    print(f"detail fetches vs new or modified ids: {daily_counts.get('vulns', 0)} / {changed} = {daily_counts.get('vulns', 0) / changed:.2f}x")
+    print(f"querybatch requests vs goal (daily):   {daily_counts['querybatch']} / {goal} = "
+          f"{daily_counts['querybatch'] / goal:.2f}x")
+    print(f"detail fetches vs new or modified ids: {daily_counts.get('vulns', 0)} / {changed} = "
+          f"{daily_counts.get('vulns', 0) / changed:.2f}x")
     print(f"detail fetches with nothing new:       {quiet_counts.get('vulns', 0)} (goal 0)")
     print(f"daily re-check time:                   {daily_s:.2f} s for {N} repos ({daily_s * 1000 / N:.1f} ms per repo, "
-          f"loopback fake, SQLite)")  # fmt: skip
+          f"loopback fake, SQLite)")
 
 
 if __name__ == "__main__":

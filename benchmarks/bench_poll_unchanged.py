@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._histories import CONFIG, replayed_app, write_repo  # noqa: E402
+from benchmarks._histories import CONFIG, replayed_app, write_repo
 
 N = 100
 

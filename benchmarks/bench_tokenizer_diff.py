@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from deepdiff import DeepDiff  # noqa: E402
+from deepdiff import DeepDiff
 
-from tracker.differs import tokenizer  # noqa: E402
-from tracker.snapshot import FileEntry, Snapshot  # noqa: E402
+from tracker.differs import tokenizer
+from tracker.snapshot import FileEntry, Snapshot
 
 VOCAB = 128_000
 MERGES = 280_000
@@ -78,7 +78,7 @@ def build_pair() -> tuple[bytes, bytes]:
             seen.add(pair)
             merges.append(list(pair))
     added = [{"id": VOCAB + i, "content": _special_name(i), "single_word": False, "lstrip": False,
-              "rstrip": False, "normalized": False, "special": True} for i in range(SPECIAL)]  # fmt: skip
+              "rstrip": False, "normalized": False, "special": True} for i in range(SPECIAL)]
     old = _tokenizer_json(vocab, merges, added)
     new = json.loads(json.dumps(old))
     for token in new["added_tokens"]:
@@ -91,7 +91,7 @@ def build_pair() -> tuple[bytes, bytes]:
 
 def _special_name(i: int) -> str:
     named = {0: "<|begin_of_text|>", 1: "<|end_of_text|>", 6: "<|start_header_id|>", 7: "<|end_header_id|>",
-             9: "<|eot_id|>"}  # fmt: skip
+             9: "<|eot_id|>"}
     reserved = i - sum(1 for k in named if k < i)
     return named.get(i, f"<|reserved_special_token_{reserved}|>")
 
@@ -135,7 +135,7 @@ def _tokenizer_json(vocab: dict[str, int], merges: list[list[str]], added: list[
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
                   "vocab": vocab, "merges": [" ".join(m) for m in merges]},
-    }  # fmt: skip
+    }
 
 
 def _dump(doc: dict) -> bytes:
@@ -174,7 +174,7 @@ def main() -> None:
     deep = cpu_seconds(lambda: DeepDiff(old_doc, new_doc), args.deepdiff_runs)
     print(f"tokenizer.json pair:             {len(old_bytes) / 1e6:.1f} MB -> {len(new_bytes) / 1e6:.1f} MB, "
           f"vocab {len(old_doc['model']['vocab']):,} + {SPECIAL} added = {VOCAB + SPECIAL:,} ids, "
-          f"{len(old_doc['model']['merges']):,} merges")  # fmt: skip
+          f"{len(old_doc['model']['merges']):,} merges")
     print(f"change summary:                  {changes[0].summary}")
     print(f"tokenizer.diff, CPU (median {args.runs}):  {full * 1000:8.0f} ms  (goal < 1000 ms)")
     print(f"  of which JSON parsing of both: {parse * 1000:8.0f} ms")

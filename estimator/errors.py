@@ -4,7 +4,7 @@
 class EstimateError(ValueError):
     """A config or manifest the estimator cannot read; ``key`` names the offending key or tensor."""
 
-    def __init__(self, key: str, message: str):
+    def __init__(self, key: str, message: str) -> None:
         super().__init__(f"{key}: {message}")
         self.key = key
         self.message = message

@@ -31,7 +31,7 @@ class ConfigReader:
     recorded in ``defaulted`` so the estimate can say so.
     """
 
-    def __init__(self, data: Any, path: str = "", defaults: dict | None = None):
+    def __init__(self, data: Any, path: str = "", defaults: dict[str, Any] | None = None) -> None:
         if not isinstance(data, dict):
             raise EstimateError(path or "config", f"expected a JSON object, got {type(data).__name__}")
         self.data = data
@@ -99,7 +99,7 @@ class ConfigReader:
             raise EstimateError(self.name(key), f"expected a string, got {value!r}")
         return value
 
-    def sub(self, key: str, defaults: dict | None = None) -> "ConfigReader":
+    def sub(self, key: str, defaults: dict[str, Any] | None = None) -> ConfigReader:
         value = self.data.get(key)
         return ConfigReader({} if value is None else value, self.name(key), defaults)
 

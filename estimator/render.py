@@ -5,11 +5,11 @@ from __future__ import annotations
 from .result import Estimate
 
 
-def _n(value) -> str:
+def _n(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 
-def _gib(value) -> str:
+def _gib(value: float | None) -> str:
     if value is None:
         return "-"
     if value < 1024**3 / 10:

@@ -43,6 +43,7 @@ from feeds.params import (
     known_repo,
 )
 from feeds.webhooks import subscribe
+from storage.errors import InvalidSubscription
 from storage.event_queries import EventFilter
 from storage.models import (
     ChangeRecord,
@@ -53,7 +54,6 @@ from storage.models import (
     Watch,
 )
 from storage.subscriptions import Subscription, redact_url
-from storage.errors import InvalidSubscription
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -224,7 +224,8 @@ def list_estimates(
 
 @router.get("/repos/{org}/{name}/advisories", response_model=list[EventOut], dependencies=read, responses=_errors(401, 404),
             summary="Advisory events of a repo, newest first")
-def list_advisories(request: Request, org: str = OrgPath, name: str = NamePath, limit: int = Query(default=100, ge=1, le=1000)) -> list[EventOut]:
+def list_advisories(request: Request, org: str = OrgPath, name: str = NamePath,
+                    limit: int = Query(default=100, ge=1, le=1000)) -> list[EventOut]:
     services = _services(request)
     repo_id = known_repo(services.queries, org, name)
     return [_event(e) for e in services.queries.events(EventFilter(repo_id=repo_id, kinds=("advisory",)), limit)]
@@ -240,7 +241,10 @@ def list_events(
     request: Request,
     repo: str | None = Query(default=None, pattern=REPO_ID_PATTERN),
     org: str | None = Query(default=None, pattern=NAME_PATTERN),
-    kind: Annotated[list[Kind] | None, Query(description="Only these kinds: change kinds (chat_template) or event kinds (revision.ingested)")] = None,
+    kind: Annotated[
+        list[Kind] | None,
+        Query(description="Only these kinds: change kinds (chat_template) or event kinds (revision.ingested)"),
+    ] = None,
     min_severity: Severity | None = None,
     security: bool = Query(default=False, description="Only security-relevant events"),
     after: int | None = Query(default=None, ge=0, le=2**62),

@@ -31,6 +31,7 @@ import httpx
 import structlog
 
 from feeds.webhooks import Links, generic, render
+from feeds.webhooks.chat_text import visible
 from feeds.webhooks.safety import (
     Resolver,
     UnresolvableTarget,
@@ -38,7 +39,6 @@ from feeds.webhooks.safety import (
     system_resolve,
     vet,
 )
-from feeds.webhooks.chat_text import visible
 from storage.errors import InvalidSubscription
 from storage.outbox import OutboxItem, OutboxStore
 from storage.sessions import utc_now
@@ -172,7 +172,7 @@ class Dispatcher:
             while not stop.is_set():
                 try:
                     self.run_once(self.clock(), stop)
-                except Exception:  # noqa: BLE001 - one bad round (a locked database...) never stops the loop
+                except Exception:
                     log.exception("dispatcher_round_failed")
                 stop.wait(self.options.poll_interval_s)
         finally:

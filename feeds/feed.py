@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 
 from feedgen.feed import FeedGenerator
 
-from feeds.xml_text import visible
 from feeds.view_models import entry_view, render, templates_digest
+from feeds.xml_text import visible
 from storage.event_queries import EventFilter, EventHead, EventQueries, FeedState
 from storage.models import Event
 from storage.store import Store

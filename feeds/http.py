@@ -165,7 +165,10 @@ class FeedQuery:
 
 
 def feed_query(
-    kind: Annotated[list[Kind] | None, Query(description="Only events of these kinds: change kinds (chat_template) or event kinds (revision.ingested)")] = None,
+    kind: Annotated[
+        list[Kind] | None,
+        Query(description="Only events of these kinds: change kinds (chat_template) or event kinds (revision.ingested)"),
+    ] = None,
     min_severity: Annotated[Severity | None, Query(description="Only events at least this severe")] = None,
     limit: int = Query(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Newest entries shown"),
     token: str | None = Query(default=None, include_in_schema=False),

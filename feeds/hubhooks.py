@@ -130,7 +130,8 @@ async def hub_webhook(request: Request) -> JSONResponse:
             continue  # a replay, or the scheduler got there first
         due.append(branch)
     if not due:
-        return _answer(request, 200, "ignored", f"already ingested: {repo_id} at {', '.join(s[:12] for s in wanted.values() if s)}", repo_id)
+        shas = ", ".join(s[:12] for s in wanted.values() if s)
+        return _answer(request, 200, "ignored", f"already ingested: {repo_id} at {shas}", repo_id)
     for branch in due:
         await run_in_threadpool(services.trigger, repo_id, branch)
     log.info("hub_webhook_accepted", repo_id=repo_id, branches=due, sha=head_sha)

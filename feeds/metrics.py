@@ -55,7 +55,7 @@ class Metrics:
                 lines.append(f'hubwatch_http_requests_total{{method="{method}",route="{_label(route)}",status="{status}"}} {n}')
             lines += ["# HELP hubwatch_http_request_duration_seconds Time to answer a request.",
                       "# TYPE hubwatch_http_request_duration_seconds histogram"]
-            for bound, n in zip(_BUCKETS_S, self._buckets):
+            for bound, n in zip(_BUCKETS_S, self._buckets, strict=True):
                 lines.append(f'hubwatch_http_request_duration_seconds_bucket{{le="{bound}"}} {n}')
             lines.append(f'hubwatch_http_request_duration_seconds_bucket{{le="+Inf"}} {self._count}')
             lines.append(f"hubwatch_http_request_duration_seconds_sum {self._sum_s:.6f}")

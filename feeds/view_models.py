@@ -116,12 +116,14 @@ def _keys(detail: Mapping[str, Any], limits: Limits) -> tuple[list[KeyChange], i
                 )
     for item in detail.get("metadata", []) or []:
         if isinstance(item, Mapping) and "key" in item:
-            rows.append(KeyChange(str(item["key"]), "changed", _value(item.get("old"), limits.value_chars), _value(item.get("new"), limits.value_chars)))
+            rows.append(KeyChange(str(item["key"]), "changed", _value(item.get("old"), limits.value_chars),
+                                  _value(item.get("new"), limits.value_chars)))
     for key, value in detail.items():  # {"parameters": {"old": 1, "new": 2}} and {"x": {"before": .., "after": ..}}
         if isinstance(value, Mapping) and key not in ("before", "after"):
             pair = ("old", "new") if "old" in value and "new" in value else ("before", "after")
             if pair[0] in value and pair[1] in value and not isinstance(value[pair[0]], Mapping | list):
-                rows.append(KeyChange(str(key), "changed", _value(value[pair[0]], limits.value_chars), _value(value[pair[1]], limits.value_chars)))
+                rows.append(KeyChange(str(key), "changed", _value(value[pair[0]], limits.value_chars),
+                                      _value(value[pair[1]], limits.value_chars)))
     return rows[: limits.keys], max(len(rows) - limits.keys, 0)
 
 
@@ -137,7 +139,8 @@ def _estimate_rows(detail: Mapping[str, Any]) -> list[KeyChange]:
     for key in ("parameters", "used"):
         old, new = before.get(key), after.get(key)
         if old is not None or new is not None:
-            rows.append(KeyChange(key, "changed", f"{old:,}" if isinstance(old, int) else None, f"{new:,}" if isinstance(new, int) else None))
+            rows.append(KeyChange(key, "changed", f"{old:,}" if isinstance(old, int) else None,
+                                  f"{new:,}" if isinstance(new, int) else None))
     old_memory, new_memory = before.get("memory_batch_1") or {}, after.get("memory_batch_1") or {}
     for mode in sorted(set(old_memory) | set(new_memory)) if isinstance(old_memory, Mapping) and isinstance(new_memory, Mapping) else ():
         old, new = _gib(old_memory.get(mode)), _gib(new_memory.get(mode))

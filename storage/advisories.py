@@ -211,7 +211,7 @@ def _write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, no
         row = session.get(OwnAdvisory, own.id)
         if row is None:
             row = OwnAdvisory(id=own.id, repo_id=own.repo_id, revision_id=revision_id, sha=own.sha,
-                              class_id=own.class_id, severity=own.severity, published_at=now)  # fmt: skip
+                              class_id=own.class_id, severity=own.severity, published_at=now)
         row.record, row.modified_at, row.fixed_sha = own.record, now, own.fixed_sha
         session.add(row)
     _told(session, check.repo_id, check.state, now)
@@ -281,7 +281,7 @@ class AdvisoryStore:
             s.commit()
 
     def write_many(self, checks: Iterable[tuple[int, NewAdvisoryCheck]], rechecked: Iterable[tuple[str, int]] = (),
-                   batch: int = 200) -> None:  # fmt: skip
+                   batch: int = 200) -> None:
         """Many revisions' checks, `batch` to a transaction; then `rechecked` (repo, head revision) noted."""
         now = self.store.clock()
         items = list(checks)

@@ -17,7 +17,6 @@ from storage.kinds import REVISION_INGESTED, at_least
 from storage.models import ChangeRecord, EstimateRecord, Event, Revision, Watch
 
 
-
 @dataclass(frozen=True)
 class EventFilter:
     """Which events a feed or an API page holds. `kinds` mixes event kinds (dotted, `revision.ingested`)

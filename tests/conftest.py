@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # huggingface_hub reads its paths once, at import: isolate them before anything imports it.
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="hubwatch-tests-hf-")
@@ -16,10 +17,13 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.pop("HF_TOKEN", None)
 os.environ.pop("HF_ENDPOINT", None)
 
-import pytest  # noqa: E402
+import pytest
 
-from tracker.app import App  # noqa: E402
-from tracker.config import settings_from_mapping  # noqa: E402
+from tracker.app import App
+from tracker.config import settings_from_mapping
+
+if TYPE_CHECKING:
+    from tracker.replay.server import ReplayServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEST_HISTORIES = FIXTURES / "histories"
@@ -33,7 +37,7 @@ def _no_ambient_config(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def replay() -> Iterator["ReplayServer"]:  # noqa: F821
+def replay() -> Iterator[ReplayServer]:
     from tracker.replay.server import BUNDLED_ROOT, ReplayServer
 
     with ReplayServer(roots=[BUNDLED_ROOT, TEST_HISTORIES]) as server:
@@ -104,7 +108,7 @@ def settings_for(endpoint: str, db_path: Path | str, **sections: dict) -> object
 
 
 @pytest.fixture
-def app(replay, database_url: str) -> Iterator[App]:  # noqa: ANN001
+def app(replay, database_url: str) -> Iterator[App]:
     app = App(settings_for(replay.endpoint, database_url))  # type: ignore[arg-type]
     yield app
     if "store" in app.__dict__:
@@ -128,7 +132,7 @@ def run_cli(*args: str, config: Path | None = None, env: dict[str, str] | None =
     return subprocess.run([*cmd, *args], capture_output=True, text=True, env=full_env, timeout=timeout)
 
 
-def cli_json(*args: str, config: Path, env: dict[str, str] | None = None):  # noqa: ANN201
+def cli_json(*args: str, config: Path, env: dict[str, str] | None = None):
     result = run_cli(*args, "--json", config=config, env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)

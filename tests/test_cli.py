@@ -19,11 +19,11 @@ BROKEN = "hubwatch-tests/broken-model"
 
 
 @pytest.fixture
-def config(replay, tmp_path: Path, database_url: str) -> Path:  # noqa: ANN001
+def config(replay, tmp_path: Path, database_url: str) -> Path:
     return write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
 
 
-def test_watch_poll_history_show_diff(replay, config: Path) -> None:  # noqa: ANN001
+def test_watch_poll_history_show_diff(replay, config: Path) -> None:
     """A user's round trip: watch, poll twice as upstream moves, then read history, a revision and a diff."""
     replay.set_head(BROKEN, 1)
     added = run_cli("watch", "add", BROKEN, "--interval", "10m", config=config)
@@ -74,7 +74,7 @@ def test_errors_have_clear_messages_and_exit_codes(config: Path, args: list[str]
     assert message in result.stderr
 
 
-def test_failed_repo_makes_poll_exit_1(replay, config: Path) -> None:  # noqa: ANN001
+def test_failed_repo_makes_poll_exit_1(replay, config: Path) -> None:
     """`hubwatch poll` exits 1 when a repo failed, after polling the others."""
     replay.set_head(BROKEN, 1)
     assert run_cli("watch", "add", BROKEN, config=config).returncode == 0
@@ -94,7 +94,7 @@ def test_bad_config_file_exits_4(tmp_path: Path) -> None:
     assert "not valid TOML" in result.stderr and str(bad) in result.stderr
 
 
-def test_logs_go_to_stderr_as_json_lines_without_secrets(replay, config: Path) -> None:  # noqa: ANN001
+def test_logs_go_to_stderr_as_json_lines_without_secrets(replay, config: Path) -> None:
     """Off a terminal, logs are JSON lines on stderr with one summary per repo; the token never appears."""
     replay.set_head(BROKEN, 1)
     run_cli("watch", "add", BROKEN, config=config)
@@ -126,7 +126,7 @@ def _read_until(proc: subprocess.Popen, needle: str, timeout_s: float) -> str:
     raise AssertionError(f"{needle!r} not seen in time; stderr so far:\n{seen.decode(errors='replace')}")
 
 
-def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path) -> None:  # noqa: ANN001
+def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path) -> None:
     """`hubwatch run` polls its watches at once, then SIGTERM stops it with exit code 0."""
     replay.set_head(BROKEN, 1)
     run_cli("watch", "add", BROKEN, "--interval", "1h", config=config)

@@ -49,7 +49,7 @@ def test_unchanged_estimate_is_not_a_change() -> None:
     assert estimate_change(NewEstimate(10, same), NewEstimate(10, same)) is None
 
 
-def _ingest_all(app: App, replay, repo_id: str) -> None:  # noqa: ANN001
+def _ingest_all(app: App, replay, repo_id: str) -> None:
     replay.set_head(repo_id, 1)
     app.store.add_watch(repo_id, "main", 900)
     app.poll()
@@ -57,7 +57,7 @@ def _ingest_all(app: App, replay, repo_id: str) -> None:  # noqa: ANN001
     app.poll()
 
 
-def test_structural_change_reruns_the_estimate(app: App, replay) -> None:  # noqa: ANN001
+def test_structural_change_reruns_the_estimate(app: App, replay) -> None:
     """Raising max_position_embeddings reruns the estimate; its change and event are stored."""
     _ingest_all(app, replay, EVERY_KIND)
     sha = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == "0002-longer-context")
@@ -76,7 +76,7 @@ def test_structural_change_reruns_the_estimate(app: App, replay) -> None:  # noq
     ("repo_id", "published"),
     [("jinaai/jina-clip-v2", 865_278_476), ("laion/CLIP-ViT-B-32-laion2B-s34B-b79K", 151_277_439)],
 )
-def test_custom_code_and_two_tower_repos_match_their_checkpoint(app: App, replay, repo_id: str, published: int) -> None:  # noqa: ANN001
+def test_custom_code_and_two_tower_repos_match_their_checkpoint(app: App, replay, repo_id: str, published: int) -> None:
     """A custom-code repo and a two-tower CLIP come out within 0.1% of their published checkpoint size."""
     _ingest_all(app, replay, repo_id)
     revision = app.store.list_revisions(repo_id, limit=1)[0]
@@ -85,7 +85,7 @@ def test_custom_code_and_two_tower_repos_match_their_checkpoint(app: App, replay
     assert revision.sha == replay.head_sha(repo_id)
 
 
-def test_estimate_cli_on_a_config_file_and_a_revision(replay, tmp_path: Path, database_url: str) -> None:  # noqa: ANN001
+def test_estimate_cli_on_a_config_file_and_a_revision(replay, tmp_path: Path, database_url: str) -> None:
     """`hubwatch estimate --config-file` and `hubwatch estimate REPO` print tables and JSON with integers."""
     config_file = next(BUNDLED.glob("meta-llama/Llama-3.1-8B-Instruct/commits/*/files/config.json"))
     result = run_cli("estimate", "--config-file", str(config_file), "--json")

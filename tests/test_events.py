@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.changes import Change, ChangeKind, Severity
 from storage.kinds import REVISION_INGESTED
+from tracker.changes import Change, ChangeKind, Severity
 from tracker.events import event_id, revision_event, revision_title
 
-W, I, C = Severity.WARNING, Severity.INFO, Severity.CRITICAL
+WARNING, INFO, CRITICAL = Severity.WARNING, Severity.INFO, Severity.CRITICAL
 
 
 def _c(kind: ChangeKind, severity: Severity, summary: str = "x", **detail: object) -> Change:
@@ -19,24 +19,24 @@ def _c(kind: ChangeKind, severity: Severity, summary: str = "x", **detail: objec
     ("changes", "title"),
     [
         (
-            [_c(ChangeKind.CHAT_TEMPLATE, W, change="changed"),
-             _c(ChangeKind.CONFIG, W, changes=[{"path": "eos_token_id[2]"}])],
+            [_c(ChangeKind.CHAT_TEMPLATE, WARNING, change="changed"),
+             _c(ChangeKind.CONFIG, WARNING, changes=[{"path": "eos_token_id[2]"}])],
             "Llama-3.1-8B-Instruct: chat template and eos token changed (warning)",
         ),
         (
-            [_c(ChangeKind.CONFIG, W, changes=[{"path": "eos_token_id"}, {"path": "temperature"}])],
+            [_c(ChangeKind.CONFIG, WARNING, changes=[{"path": "eos_token_id"}, {"path": "temperature"}])],
             "Llama-3.1-8B-Instruct: config and eos token changed (warning)",
         ),
         (
-            [_c(ChangeKind.CHAT_TEMPLATE, I, change="moved")],
+            [_c(ChangeKind.CHAT_TEMPLATE, INFO, change="moved")],
             "Llama-3.1-8B-Instruct: chat template moved, text unchanged (info)",
         ),
         (
-            [_c(ChangeKind.WEIGHTS, C), _c(ChangeKind.CUSTOM_CODE, C), _c(ChangeKind.FILES, I)],
+            [_c(ChangeKind.WEIGHTS, CRITICAL), _c(ChangeKind.CUSTOM_CODE, CRITICAL), _c(ChangeKind.FILES, INFO)],
             "Llama-3.1-8B-Instruct: weights, custom code and files changed (critical)",
         ),
         (
-            [_c(ChangeKind.REPO, W, rewrite=True), _c(ChangeKind.CONFIG, W, changes=[{"path": "num_hidden_layers"}])],
+            [_c(ChangeKind.REPO, WARNING, rewrite=True), _c(ChangeKind.CONFIG, WARNING, changes=[{"path": "num_hidden_layers"}])],
             "Llama-3.1-8B-Instruct: config changed; history rewritten (warning)",
         ),
         ([], "Llama-3.1-8B-Instruct: new commit, nothing tracked changed (info)"),
@@ -62,6 +62,6 @@ def test_event_ids_are_stable_and_distinct() -> None:
 
 def test_revision_event_carries_security_and_severity() -> None:
     """A revision event is security-relevant when any change is, and as severe as the worst."""
-    event = revision_event("org/m", "1" * 40, "t", "commit", [_c(ChangeKind.FILES, I), _c(ChangeKind.CUSTOM_CODE, C)], False)
+    event = revision_event("org/m", "1" * 40, "t", "commit", [_c(ChangeKind.FILES, INFO), _c(ChangeKind.CUSTOM_CODE, CRITICAL)], False)
     assert event.severity == "critical" and event.kind == REVISION_INGESTED
     assert event.payload["kinds"] == ["custom_code", "files"]

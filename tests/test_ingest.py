@@ -12,7 +12,7 @@ BROKEN = "hubwatch-tests/broken-model"
 REWRITTEN = "hubwatch-tests/rewritten-model"
 
 
-def _watch(app: App, repo_id: str, backfill: int = 0):  # noqa: ANN202
+def _watch(app: App, repo_id: str, backfill: int = 0):
     app.store.add_watch(repo_id, "main", 900, backfill=backfill)
     return app.store.get_watch(repo_id)
 
@@ -22,12 +22,12 @@ def _shas(app: App, repo_id: str) -> list[str]:
     return [r.sha for r in reversed(app.store.list_revisions(repo_id))]
 
 
-def _changes(app: App, repo_id: str, sha: str) -> list:  # noqa: ANN201 - ChangeRecord rows
+def _changes(app: App, repo_id: str, sha: str) -> list:
     revision = app.store.find_revision(repo_id, sha)
     return app.store.changes_by_revision([revision.id])[revision.id]
 
 
-def test_first_poll_stores_the_head_as_baseline(app: App, replay) -> None:  # noqa: ANN001
+def test_first_poll_stores_the_head_as_baseline(app: App, replay) -> None:
     """A new watch's first poll stores only the head, as a baseline with a summary change."""
     replay.set_head(BROKEN, 3)
     _watch(app, BROKEN)
@@ -41,7 +41,7 @@ def test_first_poll_stores_the_head_as_baseline(app: App, replay) -> None:  # no
     assert app.store.find_revision(BROKEN, replay.head_sha(BROKEN)).is_baseline
 
 
-def test_backfill_ingests_earlier_commits_oldest_first(app: App, replay) -> None:  # noqa: ANN001
+def test_backfill_ingests_earlier_commits_oldest_first(app: App, replay) -> None:
     """--backfill N ingests the N commits before the head too, the oldest as baseline."""
     replay.set_head(BROKEN, 3)
     _watch(app, BROKEN)
@@ -52,7 +52,7 @@ def test_backfill_ingests_earlier_commits_oldest_first(app: App, replay) -> None
     assert not app.store.find_revision(BROKEN, commits[1]).is_baseline
 
 
-def test_unchanged_repo_costs_exactly_one_request(app: App, replay) -> None:  # noqa: ANN001
+def test_unchanged_repo_costs_exactly_one_request(app: App, replay) -> None:
     """Polling a repo whose head did not move makes one HTTP request and stores nothing."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)
@@ -64,7 +64,7 @@ def test_unchanged_repo_costs_exactly_one_request(app: App, replay) -> None:  # 
     assert len(_shas(app, BROKEN)) == 1
 
 
-def test_every_intermediate_commit_is_ingested_in_order(app: App, replay) -> None:  # noqa: ANN001
+def test_every_intermediate_commit_is_ingested_in_order(app: App, replay) -> None:
     """When the head moves by several commits, each one is ingested, oldest first, none skipped."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)
@@ -78,7 +78,7 @@ def test_every_intermediate_commit_is_ingested_in_order(app: App, replay) -> Non
     assert [revisions[s].parent_sha for s in expected[1:]] == expected[:-1]
 
 
-def test_bad_input_is_recorded_on_changes_and_the_poll_succeeds(app: App, replay) -> None:  # noqa: ANN001
+def test_bad_input_is_recorded_on_changes_and_the_poll_succeeds(app: App, replay) -> None:
     """Malformed JSON, a 300 MB file, broken headers, hostile templates and a 404 file are each recorded."""
     replay.set_head(BROKEN, 1)
     watch = _watch(app, BROKEN)
@@ -107,7 +107,7 @@ def test_bad_input_is_recorded_on_changes_and_the_poll_succeeds(app: App, replay
     assert watch is not None
 
 
-def test_server_error_mid_ingest_writes_nothing_of_that_revision(app: App, replay) -> None:  # noqa: ANN001
+def test_server_error_mid_ingest_writes_nothing_of_that_revision(app: App, replay) -> None:
     """A 5xx while fetching a commit aborts that revision whole, is recorded, and the next poll retries."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)
@@ -129,7 +129,7 @@ def test_server_error_mid_ingest_writes_nothing_of_that_revision(app: App, repla
     assert app.store.get_watch(BROKEN).last_error is None
 
 
-def test_rate_limit_mid_ingest_defers_the_retry(app: App, replay) -> None:  # noqa: ANN001
+def test_rate_limit_mid_ingest_defers_the_retry(app: App, replay) -> None:
     """A 429 while reading a safetensors header fails the poll, keeps earlier revisions, and backs off."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)
@@ -162,7 +162,7 @@ def test_unknown_and_gated_repos_fail_clearly(app: App, repo_id: str, message: s
     assert app.store.list_revisions(repo_id) == []
 
 
-def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None:  # noqa: ANN001
+def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None:
     """A force-push dropping a commit already seen is recorded as a rewrite, diffed against what was seen."""
     first, dropped, new = (c.sha for c in replay.commits(REWRITTEN))
     replay.set_head(REWRITTEN, 2)
@@ -198,7 +198,7 @@ EVERY_KIND = "hubwatch-tests/every-kind"
         ("0008-force-push", "files", "warning", None),
     ],
 )
-def test_one_history_produces_every_change_kind(app: App, replay, dirname, kind, severity, flag) -> None:  # noqa: ANN001
+def test_one_history_produces_every_change_kind(app: App, replay, dirname, kind, severity, flag) -> None:
     """Replaying the every-kind history yields each change kind with the expected severity and flags."""
     replay.set_head(EVERY_KIND, 1)
     _watch(app, EVERY_KIND)
@@ -216,7 +216,7 @@ def test_one_history_produces_every_change_kind(app: App, replay, dirname, kind,
         assert any(getattr(c, flag) for c in matching)
 
 
-def test_gating_toggled_without_a_commit_becomes_an_event(app: App, replay) -> None:  # noqa: ANN001
+def test_gating_toggled_without_a_commit_becomes_an_event(app: App, replay) -> None:
     """A repo that becomes gated while its head stays put yields one repo event, not a revision."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)

@@ -11,10 +11,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import httpx2  # noqa: E402
-import pytest  # noqa: E402
-from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_download, hf_hub_url  # noqa: E402
-from huggingface_hub.errors import (  # noqa: E402
+import httpx2
+import pytest
+from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_download, hf_hub_url
+from huggingface_hub.errors import (
     BadRequestError,
     GatedRepoError,
     HfHubHTTPError,
@@ -23,10 +23,10 @@ from huggingface_hub.errors import (  # noqa: E402
     RevisionNotFoundError,
     SafetensorsParsingError,
 )
-from huggingface_hub.hf_api import RepoFile, RepoFolder  # noqa: E402
+from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-from tracker.replay.history import CHUNK_SIZE, HistoryError, LfsBlob, PatternBlob, load_repo  # noqa: E402
-from tracker.replay.server import ReplayServer  # noqa: E402
+from tracker.replay.history import CHUNK_SIZE, HistoryError, LfsBlob, PatternBlob, load_repo
+from tracker.replay.server import ReplayServer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "replay_small"
 TINY = "acme/tiny-model"
@@ -46,7 +46,7 @@ def write_history(root: Path, repo_id: str, commits: list[dict]) -> None:
     names = [f"{i + 1:04d}-{c.get('title', 'commit').lower().replace(' ', '-')}" for i, c in enumerate(commits)]
     folder.mkdir(parents=True)
     (folder / "repo.json").write_text(json.dumps({"id": repo_id, "commits": names}))
-    for name, spec in zip(names, commits):
+    for name, spec in zip(names, commits, strict=True):
         spec = {"title": "commit", "authors": ["tester"], "date": "2024-01-01T00:00:00Z", **spec}
         for path, text in spec.pop("files", {}).items():
             (folder / "commits" / name / "files" / path).parent.mkdir(parents=True, exist_ok=True)

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlmodel import SQLModel
-
 from alembic.script import ScriptDirectory
+from sqlmodel import SQLModel
 
 from storage.db import alembic_config, create_db_engine, migrate, script_heads
 from storage.errors import AmbiguousRevision, RevisionNotStored, WatchExists
 from storage.event_log import NewEvent
 from storage.store import NewChange, NewFile, NewRevision, NewTensor, NewWeightFile, Store
 
-T0 = datetime(2024, 7, 23, 15, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 7, 23, 15, 0, tzinfo=UTC)
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from storage.kinds import SEVERITIES, WEBHOOK_FORMATS, is_repo_id
 from storage.errors import InvalidSubscription
+from storage.kinds import SEVERITIES, WEBHOOK_FORMATS, is_repo_id
 from storage.subscriptions import secret_keys
 from tracker.errors import ConfigError
 

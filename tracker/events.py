@@ -27,7 +27,7 @@ _PHRASES = {
 }
 # hubwatch's own record classes (data/own_classes.json) rate themselves like CVSS; their events are louder.
 OWN_EVENT_SEVERITY = {"critical": Severity.CRITICAL, "high": Severity.CRITICAL, "medium-high": Severity.WARNING,
-                      "medium": Severity.WARNING}  # fmt: skip
+                      "medium": Severity.WARNING}
 
 
 def event_id(repo_id: str, sha: str | None, kind: str, extra: str = "") -> str:
@@ -108,6 +108,20 @@ def revision_event(
             "kinds": sorted({c.kind.value for c in changes}),
             "summaries": [c.summary for c in changes],
         },
+    )
+
+
+def change_event(repo_id: str, sha: str, kind: str, change: Change, extra: str = "") -> NewEvent:
+    """An event that announces one change on its own (an estimate that moved, a repo made private):
+    "Llama-3.1-8B: full fine-tune no longer fits L4 24GB (warning)". `extra` tells apart events of
+    the same kind at the same sha."""
+    name = repo_id.split("/", 1)[-1]
+    return NewEvent(
+        event_id=event_id(repo_id, sha, kind, extra),
+        kind=kind,
+        title=f"{name}: {change.summary} ({change.severity.value})",
+        severity=change.severity.value,
+        payload={"kinds": [change.kind.value], "summaries": [change.summary], "detail": change.detail},
     )
 
 

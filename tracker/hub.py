@@ -36,6 +36,8 @@ from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
 
 # Network-level failures the library lets through (its HTTP stack's errors derive from these).
 _TRANSPORT_ERRORS = (OSError, TimeoutError, ConnectionError)
+# What `_translate` maps to our errors; anything else propagates as it is.
+_HUB_ERRORS = (HfHubHTTPError, *_TRANSPORT_ERRORS)
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,7 @@ class HubClient:
                 commits.append(_commit_info(item))
                 if limit is not None and len(commits) >= limit:
                     break
-        except Exception as err:  # noqa: BLE001
+        except _HUB_ERRORS as err:
             _translate(err, repo_id, "list commits")
         return CommitWalk(commits, None)
 
@@ -118,7 +120,7 @@ class HubClient:
         """Every file of the commit's tree, with blob oids and LFS sha256."""
         try:
             entries = list(self.api.list_repo_tree(repo_id, revision=sha, recursive=True))
-        except Exception as err:  # noqa: BLE001
+        except _HUB_ERRORS as err:
             _translate(err, repo_id, f"list files at {sha[:12]}")
         files = []
         for entry in entries:
@@ -153,7 +155,7 @@ class HubClient:
                 if isinstance(err, LocalEntryNotFoundError):
                     raise HubUnavailable(f"{repo_id}: could not download {path} at {sha[:12]}") from err
                 raise MissingFile(f"{path} is listed at {sha[:12]} but the Hub answers 404") from err
-            except Exception as err:  # noqa: BLE001
+            except _HUB_ERRORS as err:
                 _translate(err, repo_id, f"download {path} at {sha[:12]}")
             return Path(local).read_bytes()
 
@@ -165,7 +167,7 @@ class HubClient:
             # The library's message repeats repo, file and revision before "): "; keep the reason.
             reason = _first_line(err).rsplit("): ", 1)[-1]
             return WeightManifest(error=reason)
-        except Exception as err:  # noqa: BLE001
+        except _HUB_ERRORS as err:
             _translate(err, repo_id, f"read the header of {path} at {sha[:12]}")
         tensors = tuple(
             TensorInfo(name=name, dtype=info.dtype, shape=tuple(int(d) for d in info.shape))

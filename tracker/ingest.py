@@ -10,14 +10,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import structlog
 
-from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
-from storage.models import Revision, Watch
 from storage.errors import RevisionNotStored
 from storage.event_log import NewEvent
+from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
+from storage.models import Revision, Watch
 from storage.store import NewChange, NewEstimate, NewFile, NewRevision, Store
 from tracker.advisories.service import AdvisoryService
 from tracker.changes import Change, ChangeKind, Severity
@@ -26,7 +26,7 @@ from tracker.config import Settings, parse_interval
 from tracker.differs import diff_snapshots
 from tracker.errors import HubwatchError, RateLimited
 from tracker.estimate_change import estimate_change, estimate_snapshot, should_estimate
-from tracker.events import event_id, revision_event, revision_title
+from tracker.events import change_event, revision_event, revision_title
 from tracker.hub import CommitInfo, HubClient, RepoHead
 from tracker.snapshot import Snapshot
 from tracker.snapshot_io import FetchedSnapshot, fetch_snapshot, load_snapshot
@@ -130,19 +130,8 @@ class Ingestor:
 
     def _announce(self, watch: Watch, head: RepoHead, fact: Change) -> None:
         """A repo-level fact seen without a new commit (made private, gated) becomes its own event."""
-        name = watch.repo_id.split("/", 1)[-1]
         extra = f"{fact.summary}@{self.store.clock().isoformat()}"
-        self.store.add_event(
-            watch.repo_id,
-            NewEvent(
-                event_id=event_id(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, extra),
-                kind=REPO_VISIBILITY_CHANGED,
-                title=f"{name}: {fact.summary} ({fact.severity.value})",
-                severity=fact.severity.value,
-                payload={"kinds": [ChangeKind.REPO.value], "summaries": [fact.summary], "detail": fact.detail},
-            ),
-            sha=head.sha,
-        )
+        self.store.add_event(watch.repo_id, change_event(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, fact, extra), sha=head.sha)
 
     def _ingest(
         self,
@@ -217,15 +206,7 @@ class Ingestor:
         changes.append(change)
         if change.severity < Severity.NOTICE:
             return estimate, []
-        name = repo_id.split("/", 1)[-1]
-        event = NewEvent(
-            event_id=event_id(repo_id, sha, ESTIMATE_CHANGED),
-            kind=ESTIMATE_CHANGED,
-            title=f"{name}: {change.summary} ({change.severity.value})",
-            severity=change.severity.value,
-            payload={"kinds": [ChangeKind.ESTIMATE.value], "summaries": [change.summary], "detail": change.detail},
-        )
-        return estimate, [event]
+        return estimate, [change_event(repo_id, sha, ESTIMATE_CHANGED, change)]
 
     def _stored_snapshot(self, repo_id: str, sha: str | None) -> Snapshot | None:
         if sha is None:
@@ -236,7 +217,7 @@ class Ingestor:
             return None
         return load_snapshot(self.store, revision)
 
-    def _next_retry(self, watch: Watch, err: HubwatchError):  # noqa: ANN202
+    def _next_retry(self, watch: Watch, err: HubwatchError) -> datetime:
         poll = self.settings.poll
         if isinstance(err, RateLimited) and err.retry_after_s:
             wait_s = err.retry_after_s

@@ -81,7 +81,7 @@ def classify(path: str, number: int, line: str) -> RequirementLine:
     if head in _EDITABLE_OPTIONS:
         egg = _EGG.search(line)
         return row("editable", "an editable install from a path or URL: no version to check",
-                   canonicalize_name(egg.group(1)) if egg else None)  # fmt: skip
+                   canonicalize_name(egg.group(1)) if egg else None)
     if line.startswith("-"):
         return row("option", "a pip option, not a requirement")
     if "://" in line.split(" @ ", 1)[0] or line.startswith(("git+", "hg+", "svn+", "bzr+")):
@@ -111,7 +111,7 @@ def _classify_requirement(line: str, row: Callable[..., RequirementLine]) -> Req
     if not specs:
         return row("any", f"any version of {name} allowed: no single version to check{marker}", name)
     return row("range", f"{req.specifier} is not a single version: checked against the advice floor{marker}",
-               name, str(req.specifier))  # fmt: skip
+               name, str(req.specifier))
 
 
 def leading_name(line: str) -> str | None:

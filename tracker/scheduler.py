@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -32,7 +32,7 @@ class Scheduler:
         self._poll = poll
         self._jitter_s = jitter_s
         self._refresh_s = refresh_s
-        self._scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={"coalesce": True, "max_instances": 1})
+        self._scheduler = BackgroundScheduler(timezone=UTC, job_defaults={"coalesce": True, "max_instances": 1})
         self._intervals: dict[str, int] = {}
         self.stopped = threading.Event()
 
@@ -63,7 +63,7 @@ class Scheduler:
                 IntervalTrigger(seconds=watch.interval_s, jitter=self._jitter_s or None),
                 args=[watch.repo_id, watch.branch],
                 id=job_id,
-                next_run_time=datetime.now(timezone.utc),
+                next_run_time=datetime.now(UTC),
             )
             self._intervals[job_id] = watch.interval_s
 
@@ -83,7 +83,7 @@ class Scheduler:
         job = self._scheduler.get_job(job_id)
         if job is None:
             return False
-        job.modify(next_run_time=datetime.now(timezone.utc))
+        job.modify(next_run_time=datetime.now(UTC))
         return True
 
     def stop(self) -> None:

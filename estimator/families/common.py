@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .. import blocks
 from ..errors import EstimateError
 from ..reader import ConfigReader
@@ -10,7 +12,7 @@ from ..structure import Structure
 LOSS_TRANSIENT_PER_VOCAB = 10  # bf16 logits kept as output (2) + fp32 logits gradient (4) + softmax temp (4)
 
 
-def sequence_length(r: ConfigReader, keys, cap: int, s: Structure, default=None) -> int:
+def sequence_length(r: ConfigReader, keys: Sequence[str], cap: int, s: Structure, default: int | None = None) -> int:
     """``max_position_embeddings`` (or the family's key) capped at ``cap``; recorded in the inputs."""
     for key in keys:
         if r.has(key):

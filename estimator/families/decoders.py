@@ -142,44 +142,44 @@ def _top_k(r: ConfigReader, experts: int) -> int:
     return top_k
 
 
-def llama(r, cap):
+def llama(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "llama")
 
 
-def mistral(r, cap):
+def mistral(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "mistral", qkv_bias=False, o_bias=False)
 
 
-def mixtral(r, cap):
+def mixtral(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "mixtral", qkv_bias=False, o_bias=False, moe="mixtral")
 
 
-def qwen2(r, cap):
+def qwen2(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "qwen2", qkv_bias=True, o_bias=False)
 
 
-def qwen2_moe(r, cap):
+def qwen2_moe(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "qwen2_moe", qkv_bias=r.bool("qkv_bias", default=True), o_bias=False,
                        moe="qwen2_moe")
 
 
-def qwen3(r, cap):
+def qwen3(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "qwen3", qk_norm=True)
 
 
-def gemma(r, cap):
+def gemma(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "gemma", tie_default=True, gemma=True)
 
 
-def gemma2(r, cap):
+def gemma2(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "gemma2", tie_default=True, gemma=True, norms_per_layer=4)
 
 
-def gemma3_text(r, cap):
+def gemma3_text(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "gemma3_text", tie_default=True, gemma=True, norms_per_layer=4, qk_norm=True)
 
 
-def phi3(r, cap):
+def phi3(r: ConfigReader, cap: int) -> Structure:
     return _llama_like(r, cap, "phi3", qkv_bias=False, o_bias=False, fused=True)
 
 
@@ -221,7 +221,7 @@ def _classic(r: ConfigReader, cap: int, family: str, *, vocab: int, h: int, laye
     return s
 
 
-def gpt2(r, cap):
+def gpt2(r: ConfigReader, cap: int) -> Structure:
     h = r.first_int(["n_embd", "hidden_size"], "width")
     inner = r.int("n_inner", "width", default=4 * h)
     n_pos = r.first_int(["n_positions", "max_position_embeddings"], "positions")
@@ -236,7 +236,7 @@ def gpt2(r, cap):
                     dropouts=r.number("resid_pdrop", default=0.1), attn_extra=blocks.BF16 * 2 * h)
 
 
-def gpt_neox(r, cap):
+def gpt_neox(r: ConfigReader, cap: int) -> Structure:
     h = r.int("hidden_size", "width")
     heads = r.int("num_attention_heads", "heads")
     r.head_dim(h, heads)
@@ -250,7 +250,7 @@ def gpt_neox(r, cap):
                     dropouts=r.number("hidden_dropout", default=0.0))
 
 
-def gptj(r, cap):
+def gptj(r: ConfigReader, cap: int) -> Structure:
     h = r.first_int(["n_embd", "hidden_size"], "width")
     heads = r.first_int(["n_head", "num_attention_heads"], "heads")
     if h % heads:
@@ -263,7 +263,7 @@ def gptj(r, cap):
                     dropouts=r.number("resid_pdrop", default=0.0))
 
 
-def bloom(r, cap):
+def bloom(r: ConfigReader, cap: int) -> Structure:
     h = r.first_int(["hidden_size", "n_embed"], "width")
     heads = r.first_int(["n_head", "num_attention_heads"], "heads")
     if h % heads:
@@ -275,7 +275,7 @@ def bloom(r, cap):
                     bloom_alibi=True)
 
 
-def phi(r, cap):
+def phi(r: ConfigReader, cap: int) -> Structure:
     h = r.int("hidden_size", "width")
     heads = r.int("num_attention_heads", "heads")
     kv = r.kv_heads(heads)
@@ -291,7 +291,7 @@ def phi(r, cap):
     return s
 
 
-def starcoder2(r, cap):
+def starcoder2(r: ConfigReader, cap: int) -> Structure:
     h = r.int("hidden_size", "width")
     heads = r.int("num_attention_heads", "heads")
     kv = r.kv_heads(heads)
@@ -308,7 +308,7 @@ def starcoder2(r, cap):
     return s
 
 
-def falcon(r, cap):
+def falcon(r: ConfigReader, cap: int) -> Structure:
     s = Structure("falcon", architecture(r))
     vocab = r.int("vocab_size", "vocab")
     h = r.first_int(["hidden_size", "n_embed"], "width")
@@ -350,7 +350,7 @@ def falcon(r, cap):
     return s
 
 
-def opt(r, cap):
+def opt(r: ConfigReader, cap: int) -> Structure:
     s = Structure("opt", architecture(r))
     vocab = r.int("vocab_size", "vocab")
     h = r.int("hidden_size", "width")

@@ -105,23 +105,23 @@ def _bert_like(r: ConfigReader, cap: int, family: str, style: str) -> Structure:
     return s
 
 
-def bert(r, cap):
+def bert(r: ConfigReader, cap: int) -> Structure:
     return _bert_like(r, cap, "bert", "bert")
 
 
-def roberta(r, cap):
+def roberta(r: ConfigReader, cap: int) -> Structure:
     return _bert_like(r, cap, "roberta", "roberta")
 
 
-def xlm_roberta(r, cap):
+def xlm_roberta(r: ConfigReader, cap: int) -> Structure:
     return _bert_like(r, cap, "xlm-roberta", "roberta")
 
 
-def electra(r, cap):
+def electra(r: ConfigReader, cap: int) -> Structure:
     return _bert_like(r, cap, "electra", "electra")
 
 
-def distilbert(r, cap):
+def distilbert(r: ConfigReader, cap: int) -> Structure:
     s = Structure("distilbert", architecture(r))
     vocab = r.int("vocab_size", "vocab")
     dim = r.first_int(["dim", "hidden_size"], "width")
@@ -147,7 +147,7 @@ def distilbert(r, cap):
     return s
 
 
-def deberta_v2(r, cap):
+def deberta_v2(r: ConfigReader, cap: int) -> Structure:
     s = Structure("deberta-v2", architecture(r))
     vocab = r.int("vocab_size", "vocab")
     h = r.int("hidden_size", "width")

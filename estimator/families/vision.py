@@ -167,11 +167,11 @@ def _vit_like(r: ConfigReader, family: str, *, dino: bool) -> Structure:
     return s
 
 
-def vit(r, cap):
+def vit(r: ConfigReader, cap: int) -> Structure:
     return _vit_like(r, "vit", dino=False)
 
 
-def dinov2(r, cap):
+def dinov2(r: ConfigReader, cap: int) -> Structure:
     return _vit_like(r, "dinov2", dino=True)
 
 

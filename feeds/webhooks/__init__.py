@@ -50,7 +50,7 @@ def render(event: Event, format: str, links: Links) -> bytes:  # noqa: A002 - th
 def subscribe(
     subscriptions: SubscriptionStore,
     url: str,
-    format: str,  # noqa: A002
+    format: str,  # noqa: A002 - the subscription setting's name, as the API and config spell it
     *,
     allow_private: bool,
     secret: str | None = None,

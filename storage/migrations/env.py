@@ -3,10 +3,10 @@
 from alembic import context
 from sqlmodel import SQLModel
 
-import storage.advisories  # noqa: F401  (registers the advisory tables on SQLModel.metadata)
-import storage.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-import storage.outbox  # noqa: F401  (the outbox tables: delivery, delivery_attempt)
-import storage.subscriptions  # noqa: F401  (the subscription table)
+import storage.advisories
+import storage.models
+import storage.outbox
+import storage.subscriptions  # noqa: F401 - imported for its tables: the models register them on SQLModel.metadata
 
 config = context.config
 engine = config.attributes["engine"]

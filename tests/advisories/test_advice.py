@@ -9,7 +9,7 @@ from tracker.advisories.facts import RepoFacts, RequirementLine
 from tracker.advisories.records import AdvisoryIndex
 
 RUNTIME_ONLY = ("GHSA-282v-666c-3fvg", "GHSA-47fc-vmwq-366v", "GHSA-887c-mr87-cxwp", "GHSA-pg7h-5qx3-wjr3",
-                "GHSA-qq3j-4f4f-9583", "PYSEC-2025-189")  # fmt: skip
+                "GHSA-qq3j-4f4f-9583", "PYSEC-2025-189")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ ADVICE_CASES = [
 
 
 @pytest.mark.parametrize(("features", "transformers", "torch", "torch_unfixed"), [c[1:] for c in ADVICE_CASES],
-                         ids=[c[0] for c in ADVICE_CASES])  # fmt: skip
+                         ids=[c[0] for c in ADVICE_CASES])
 def test_floors_follow_what_the_revision_holds(index, features, transformers, torch, torch_unfixed):
     """Chat templates raise the transformers floor to the path-trick fix; pickle weights bring in torch's."""
     advice = loader_advice(index, RepoFacts(features=frozenset(features)))

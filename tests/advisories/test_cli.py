@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from storage.store import Store
-from tracker.cli import cli
 from tracker.advisories.service import AdvisoryService
+from tracker.cli import cli
 
 from .test_service import REPO, SHAS, ingest, llama, service_for
 
@@ -43,7 +43,7 @@ def test_repo_report_in_text(invoke):
     lines = result.output.splitlines()
     assert lines[0].startswith(f"{REPO} @ {SHAS[1][:12]} (committed 2026-11-29, checked ")
     assert lines[1] == ("  loader advice: to load this safely you need transformers >= 5.10.0 (torch >= 2.10.0); "
-                        "no release fixes transformers: PYSEC-2025-211")  # fmt: skip
+                        "no release fixes transformers: PYSEC-2025-211")
     assert any(line.strip().startswith("!! PYSEC-2024-227 (CVE-2024-11392)  transformers 4.42.3  affected") for line in lines)
     assert any("x_HUBWATCH-" in line and "pickle-format weights added or changed" in line for line in lines)
 
@@ -67,7 +67,7 @@ def test_older_revision(invoke):
     (("org/unknown",), 3, "error: no stored revision of org/unknown"),
     ((REPO, "--revision", "ffff"), 3, "error: no stored revision of meta-llama/Llama-3.1-8B-Instruct matches ffff"),
     (("not-a-repo",), 2, "is not a Hub repo id"),
-])  # fmt: skip
+])
 def test_bad_arguments(invoke, args, code, message):
     """Unknown repos and revisions exit 3, a malformed repo id 2, each with a message."""
     result = invoke(*args)

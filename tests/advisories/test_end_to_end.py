@@ -10,7 +10,7 @@ from tests.conftest import run_cli, write_config
 PHI = "microsoft/phi-2"
 
 
-def test_poll_then_advisories_and_export(replay, tmp_path: Path, database_url: str) -> None:  # noqa: ANN001
+def test_poll_then_advisories_and_export(replay, tmp_path: Path, database_url: str) -> None:
     """A polled custom-code repo has OSV matches, loader advice and its own OSV records, exported to disk."""
     config = write_config(tmp_path / "h.toml", replay.endpoint, database_url)
     replay.set_head(PHI, 1)

@@ -59,7 +59,7 @@ VERSION_CASES = [
          ("transformers", "4.24.0.dev0", ("config.json:text_config.transformers_version",
                                           "config.json:vision_config.transformers_version"))},
     ),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("files", "expected"), [c[1:] for c in VERSION_CASES], ids=[c[0] for c in VERSION_CASES])
@@ -88,7 +88,7 @@ def test_unparseable_writer_version_gives_a_reason(version, reason):
     """A version PEP 440 cannot parse is kept as written, with a readable reason, and the rest still lands."""
     config = real("differs/llama-3.1-8b-instruct/config.json").decode().replace('"4.42.3"', f'"{version}"')
     facts = extract_facts(snapshot({"config.json": config,
-                                    "generation_config.json": real("differs/llama-3.1-8b-instruct/generation_config.json")}))  # fmt: skip
+                                    "generation_config.json": real("differs/llama-3.1-8b-instruct/generation_config.json")}))
     assert [p.reason for p in facts.problems] == [reason]
     assert facts.versions() == [("transformers", "4.42.3")]  # generation_config.json still counts
 
@@ -153,7 +153,7 @@ REQUIREMENT_CASES = [
     (9, "pin", "xformers", 'only when sys_platform == "linux"'),
     (10, "editable", None, "an editable install from a path or URL: no version to check"),
     (11, "option", None, "a pip option, not a requirement"),
-]  # fmt: skip
+]
 
 
 def test_requirements_with_urls_and_options_keep_text_and_reason():
@@ -187,7 +187,7 @@ IMPORT_CASES = [
       ("transformers.modeling_outputs", "transformers", False), ("transformers.modeling_utils", "transformers", False),
       ("transformers.utils", "transformers", False), ("flash_attn", "flash-attn", False),
       ("flash_attn.bert_padding", "flash-attn", False)]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("path", "expected"), [c[1:] for c in IMPORT_CASES], ids=[c[0] for c in IMPORT_CASES])
@@ -217,12 +217,16 @@ def test_conditional_and_dynamic_imports():
 
 def test_code_that_does_not_parse_gives_a_reason_and_the_rest_lands():
     """A .py with a syntax error: its imports are unknown, said with the line; other files still count."""
-    broken = real("differs/phi-2/configuration_phi.py").decode().replace("class PhiConfig(PretrainedConfig):", "class PhiConfig(PretrainedConfig)")
+    broken = real("differs/phi-2/configuration_phi.py").decode().replace(
+        "class PhiConfig(PretrainedConfig):", "class PhiConfig(PretrainedConfig)"
+    )
     facts = extract_facts(snapshot({
         "configuration_phi.py": broken,
-        "modeling_mixformer_sequential.py": real(f"{PHI}/0002-upload-mixformersequentialforcausallm/files/modeling_mixformer_sequential.py"),
+        "modeling_mixformer_sequential.py": real(
+            f"{PHI}/0002-upload-mixformersequentialforcausallm/files/modeling_mixformer_sequential.py"
+        ),
         "config.json": real("differs/phi-2/config.phi-auto-map.json"),
-    }))  # fmt: skip
+    }))
     [problem] = facts.problems
     assert problem.path == "configuration_phi.py"
     assert problem.reason.startswith("configuration_phi.py does not parse as Python (line ")
@@ -233,7 +237,10 @@ def test_code_that_does_not_parse_gives_a_reason_and_the_rest_lands():
 
 def test_local_modules_are_not_packages():
     """`import configuration_phi` in a repo that has configuration_phi.py is the repo's own code."""
-    facts = extract_facts(snapshot({"configuration_phi.py": "import torch\n", "modeling_phi.py": "import configuration_phi\nimport torch\n"}))
+    facts = extract_facts(snapshot({
+        "configuration_phi.py": "import torch\n",
+        "modeling_phi.py": "import configuration_phi\nimport torch\n",
+    }))
     assert {i.module for i in facts.imports} == {"torch"}
 
 
@@ -268,7 +275,7 @@ def test_features(files, lfs, features):
 def test_facts_round_trip_through_json():
     """Facts stored as JSON read back equal."""
     facts = extract_facts(snapshot({"requirements.txt": MIXED_REQUIREMENTS, "README.md": real("differs/all-minilm-l6-v2/README.md"),
-                                    "modeling.py": "import torch\n"}))  # fmt: skip
+                                    "modeling.py": "import torch\n"}))
     assert RepoFacts.from_dict(facts.to_dict()) == facts
 
 
@@ -277,7 +284,7 @@ def test_fact_diff_between_revisions():
     old = extract_facts(snapshot({"config.json": real("differs/phi-2/config.phi-auto-map.json"), "modeling.py": "import torch\n"}))
     new_config = real("differs/phi-2/config.phi-auto-map.json").decode().replace('"4.37.0"', '"4.38.2"')
     new = extract_facts(snapshot({"config.json": new_config, "modeling.py": "import torch\nimport einops\n",
-                                  "README.md": "---\nlibrary_name: transformers\n---\n"}))  # fmt: skip
+                                  "README.md": "---\nlibrary_name: transformers\n---\n"}))
     assert [c["summary"] for c in diff_facts(old, new)] == [
         "transformers (written by): 4.37.0 -> 4.38.2",
         "library_name: None -> transformers",

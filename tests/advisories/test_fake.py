@@ -30,7 +30,7 @@ def test_querybatch_answers_in_order_with_empty_objects(http):
     """Results come in query order; a query with no vulnerability is `{}`, as OSV answers it."""
     body = {"queries": [{"package": {"name": "transformers", "ecosystem": "PyPI"}, "version": "99.0"},
                         {"package": {"name": "torch", "ecosystem": "PyPI"}, "version": "2.9.1"},
-                        {"package": {"name": "left-pad", "ecosystem": "npm"}, "version": "1.0.0"}]}  # fmt: skip
+                        {"package": {"name": "left-pad", "ecosystem": "npm"}, "version": "1.0.0"}]}
     results = http.post("/v1/querybatch", json=body).json()["results"]
     assert results[0] == {"vulns": [{"id": "PYSEC-2025-211", "modified": "2026-05-20T09:19:20.358167Z"}]}
     assert [v["id"] for v in results[1]["vulns"]] == ["PYSEC-2025-189", "PYSEC-2026-139", "PYSEC-2026-2286"]

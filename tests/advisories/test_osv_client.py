@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.fakes.osv import OsvFake
 from tracker.advisories.osv import OsvBadAnswer, OsvClient, OsvUnavailable, PackageQuery
+from tracker.fakes.osv import OsvFake
 
 from .kit import Sleeps
 

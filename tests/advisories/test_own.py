@@ -56,7 +56,8 @@ CLASS_CASES = [
     ("custom-code", snapshot(CONFIG), snapshot({**CONFIG, "configuration_phi.py": real("differs/phi-2/configuration_phi.py")})),
     ("requirements-source",
      snapshot({"requirements.txt": real("differs/requirements/requirements.txt")}),
-     snapshot({"requirements.txt": b"--extra-index-url https://download.pytorch.org/whl/cu121\n" + real("differs/requirements/requirements.txt")})),
+     snapshot({"requirements.txt": b"--extra-index-url https://download.pytorch.org/whl/cu121\n"
+                                   + real("differs/requirements/requirements.txt")})),
     ("auto-map",
      snapshot({"config.json": real("differs/phi-2/config.phi-native.json")}),
      snapshot({"config.json": real("differs/phi-2/config.phi-auto-map.json")})),
@@ -80,7 +81,7 @@ CLASS_CASES = [
     ("license-or-gating",
      snapshot({"README.md": real("differs/all-minilm-l6-v2/README.md")}),
      snapshot({"README.md": _card_with_license("other")})),
-]  # fmt: skip
+]
 
 
 def changes_between(old, new) -> list[Change]:
@@ -107,7 +108,7 @@ def test_security_change_becomes_an_osv_record(class_id, old, new, osv_schema):
     assert record["affected"] == [{
         "package": {"ecosystem": "GIT", "name": "https://huggingface.co/org/model"},
         "ranges": [{"type": "GIT", "repo": "https://huggingface.co/org/model", "events": [{"introduced": NEW_SHA}]}],
-    }]  # fmt: skip
+    }]
     assert record["references"][0] == {"type": "INTRODUCED", "url": f"https://huggingface.co/org/model/commit/{NEW_SHA}"}
     assert record["published"] == record["modified"] == "2026-11-29T12:00:00Z"
     assert record["database_specific"]["hubwatch"]["severity"] == own_classes()[class_id].severity
@@ -116,7 +117,7 @@ def test_security_change_becomes_an_osv_record(class_id, old, new, osv_schema):
 def test_history_rewrite_becomes_an_osv_record(osv_schema):
     """The history-rewrite Change the ingest writes (kind repo, detail.rewrite) becomes a medium record."""
     rewrite = Change(ChangeKind.REPO, "", "history rewritten: 1 commit(s) seen before are no longer on main (0123456789ab)",
-                     Severity.WARNING, {"rewrite": True, "dropped": ["0123456789ab" + "0" * 28], "branch": "main"}, security=True)  # fmt: skip
+                     Severity.WARNING, {"rewrite": True, "dropped": ["0123456789ab" + "0" * 28], "branch": "main"}, security=True)
     [record] = own_records(REPO, NEW_SHA, [rewrite], hub_url=HUB, published_at=T0)
     assert record["summary"] == "org/model: history rewritten"
     assert record["database_specific"]["hubwatch"]["paths"] == ["0123456789ab" + "0" * 28]
@@ -135,7 +136,7 @@ def test_harmless_changes_make_no_record():
 def test_baseline_summary_is_not_a_change():
     """The baseline Change lists pickle files already there: not an advisory of this commit."""
     baseline = Change(ChangeKind.REPO, "", "baseline: 2 files", Severity.INFO,
-                      {"baseline": True, "pickle_files": ["pytorch_model.bin"]}, security=True)  # fmt: skip
+                      {"baseline": True, "pickle_files": ["pytorch_model.bin"]}, security=True)
     assert classify(baseline) == {}
 
 
@@ -146,7 +147,7 @@ def test_several_files_of_one_class_are_one_record():
     [record] = own_records(REPO, NEW_SHA, changes_between(old, new), hub_url=HUB, published_at=T0)
     assert record["database_specific"]["hubwatch"]["paths"] == [f"pytorch_model-0000{i}-of-00003.bin" for i in (1, 2, 3)]
     assert record["summary"] == ("org/model: pickle-format weights added or changed (pytorch_model-00001-of-00003.bin, "
-                                 "pytorch_model-00002-of-00003.bin, pytorch_model-00003-of-00003.bin)")  # fmt: skip
+                                 "pytorch_model-00002-of-00003.bin, pytorch_model-00003-of-00003.bin)")
 
 
 def test_custom_code_record_lists_notable_lines():
@@ -169,7 +170,8 @@ def test_ids_are_stable_and_distinct():
     ("class_id", "old", "new", "later"),
     [
         ("pickle-added", snapshot(CONFIG), snapshot(CONFIG, lfs={"pytorch_model.bin": "p"}), snapshot(CONFIG)),
-        ("custom-code", snapshot({}), snapshot({"modeling_phi.py": real(f"{PHI}/0004-sync-modeling-phi-with-transformers-4-38/files/modeling_phi.py")}),
+        ("custom-code", snapshot({}),
+         snapshot({"modeling_phi.py": real(f"{PHI}/0004-sync-modeling-phi-with-transformers-4-38/files/modeling_phi.py")}),
          snapshot({"README.md": "moved to transformers"})),
         ("auto-map", snapshot({"config.json": real("differs/phi-2/config.phi-native.json")}),
          snapshot({"config.json": real("differs/phi-2/config.phi-auto-map.json")}),
@@ -180,7 +182,7 @@ def test_ids_are_stable_and_distinct():
 def test_record_is_fixed_when_what_it_is_about_is_gone(class_id, old, new, later, osv_schema):
     """A later revision without the files (or the auto_map) adds a `fixed` event and a FIX reference."""
     [record] = [r for r in own_records(REPO, NEW_SHA, changes_between(old, new), hub_url=HUB, published_at=T0)
-                if r["database_specific"]["hubwatch"]["class"] == class_id]  # fmt: skip
+                if r["database_specific"]["hubwatch"]["class"] == class_id]
     assert close_record(record, new, HUB, T0) is None  # still there
     later.sha = LATER_SHA
     fixed = close_record(record, later, HUB, T0.replace(hour=13))
@@ -199,7 +201,7 @@ def test_classes_without_a_notion_of_gone_stay_open():
 
 # CVSS v3.1 base score (FIRST specification, section 7), to check each class's vector against its label.
 _W = {"AV": {"N": 0.85, "A": 0.62, "L": 0.55, "P": 0.2}, "AC": {"L": 0.77, "H": 0.44}, "UI": {"N": 0.85, "R": 0.62},
-      "CIA": {"H": 0.56, "L": 0.22, "N": 0.0}, "PR": {"U": {"N": 0.85, "L": 0.62, "H": 0.27}, "C": {"N": 0.85, "L": 0.68, "H": 0.5}}}  # fmt: skip
+      "CIA": {"H": 0.56, "L": 0.22, "N": 0.0}, "PR": {"U": {"N": 0.85, "L": 0.62, "H": 0.27}, "C": {"N": 0.85, "L": 0.68, "H": 0.5}}}
 BANDS = {"critical": (9.0, 10.0), "high": (7.0, 8.9), "medium-high": (6.0, 7.9), "medium": (4.0, 6.9)}
 
 
@@ -223,7 +225,7 @@ def cvss31(vector: str) -> float:
     ("CVSS:3.1/AV:N/AC:L/PR:N/UI:R/S:U/C:H/I:H/A:H", 8.8),  # the real PYSEC-2024-227 vector, NVD: 8.8
     ("CVSS:3.1/AV:L/AC:L/PR:N/UI:R/S:U/C:H/I:H/A:H", 7.8),  # the real PYSEC-2023-301 vector, NVD: 7.8
     ("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:N/I:N/A:H", 7.5),  # the real PYSEC-2025-40 vector, NVD: 7.5
-])  # fmt: skip
+])
 def test_cvss_calculator_agrees_with_nvd(vector, score):
     """The calculator below reproduces the scores NVD gives the real records' vectors."""
     assert cvss31(vector) == score

@@ -44,7 +44,7 @@ def test_every_rule_has_a_case():
 
 
 @pytest.mark.parametrize(("rule_id", "record_id", "package", "verdict"), [c for c in RULE_CASES if c[1]],
-                         ids=[c[0] for c in RULE_CASES if c[1]])  # fmt: skip
+                         ids=[c[0] for c in RULE_CASES if c[1]])
 def test_rule_judges_its_real_advisory(records, rule_id, record_id, package, verdict):
     """Each rule is the first to match a real advisory of its kind, with the verdict it declares."""
     judgement = judge(_advisory(records, record_id), package)

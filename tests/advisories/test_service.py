@@ -10,10 +10,9 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from storage.kinds import ADVISORY_PUBLISHED
 from storage.event_log import NewEvent
+from storage.kinds import ADVISORY_PUBLISHED
 from storage.store import NewChange, NewFile, NewRevision, Store
-from tracker.fakes.osv import OsvFake, bundled_records
 from tracker.advisories.osv import OsvClient
 from tracker.advisories.rules import default_rules
 from tracker.advisories.service import (
@@ -21,6 +20,7 @@ from tracker.advisories.service import (
     RevisionCheck,
 )
 from tracker.differs import diff_snapshots
+from tracker.fakes.osv import OsvFake, bundled_records
 from tracker.snapshot import Snapshot
 
 from .kit import T0, Sleeps, blob_oid, real, snapshot
@@ -56,7 +56,7 @@ def new_revision(snap: Snapshot, parent_sha: str | None, changes=()) -> NewRevis
         blobs={blob_oid(data): data for data in snap.contents.values()}, weight_files=[],
         changes=[NewChange(c.kind.value, c.path, c.summary, c.severity.value, c.structural, c.security, c.detail) for c in changes],
         events=[NewEvent(f"rev-{snap.sha}", "revision.ingested", "t", "info")],
-    )  # fmt: skip
+    )
 
 
 def ingest(store: Store, service: AdvisoryService, snap: Snapshot, parent: Snapshot | None = None, extra=()) -> RevisionCheck:
@@ -65,7 +65,7 @@ def ingest(store: Store, service: AdvisoryService, snap: Snapshot, parent: Snaps
     changes = diff_snapshots(parent, snap) if parent is not None else []
     check = service.check_revision(snap.repo_id, snap.sha, snap, parent, changes, "Update")
     store.save_revision(new_revision(snap, parent.sha if parent else None, changes), watch_id=watch.id,
-                        extra_writes=[check.write, *extra])  # fmt: skip
+                        extra_writes=[check.write, *extra])
     return check
 
 
@@ -299,7 +299,7 @@ def test_pipeline_on_a_recorded_history(app, replay):
     assert own == [  # (class, introduced at commit n, fixed at commit n) of the five recorded commits
         ("auto-map", 2, 5), ("auto-map", 3, 5),
         ("custom-code", 2, 3), ("custom-code", 3, 5), ("custom-code", 4, 5),
-    ]  # fmt: skip
+    ]
     assert service.backfill([repo]) == 0  # the pipeline checked each revision as it landed
 
 

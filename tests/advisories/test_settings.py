@@ -38,7 +38,7 @@ def test_environment_sets_osv_settings():
 def test_service_from_settings_uses_them(store, fake):
     """The client gets the configured URL, attempts and paging bound; the Hub URL names own records."""
     settings = settings_from_mapping({"osv": {"api_url": fake.endpoint, "max_attempts": 2, "max_pages": 9},
-                                      "hub": {"endpoint": "http://hub.internal"}}, env={})  # fmt: skip
+                                      "hub": {"endpoint": "http://hub.internal"}}, env={})
     service = AdvisoryService.from_settings(settings, store)
     assert (service.client.api_url, service.client.max_attempts, service.client.max_pages) == (fake.endpoint, 2, 9)
     assert service.hub_url == "http://hub.internal"

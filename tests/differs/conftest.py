@@ -131,7 +131,7 @@ def bpe_tokenizer(merges: int = 400, seed: int = 0, pairs: bool = True) -> dict[
         {"id": len(vocab) + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
          "normalized": False, "special": True}
         for i, t in enumerate(specials)
-    ]  # fmt: skip
+    ]
     return {
         "version": "1.0",
         "truncation": None,
@@ -151,7 +151,7 @@ def bpe_tokenizer(merges: int = 400, seed: int = 0, pairs: bool = True) -> dict[
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
                   "vocab": vocab, "merges": merge_list if pairs else [" ".join(m) for m in merge_list]},
-    }  # fmt: skip
+    }
 
 
 Kit.bpe = staticmethod(bpe_tokenizer)  # type: ignore[attr-defined]

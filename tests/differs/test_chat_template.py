@@ -56,7 +56,8 @@ PRECEDENCE = [
     ("an additional default.jinja beats chat_template.jinja", {"chat_template.jinja": A, "additional_chat_templates/default.jinja": B},
      {"default": ("additional_chat_templates/default.jinja", B)}),
     ("list form with names", {TC: tokenizer_config(named(default=A, tool_use=C))},
-     {"default": ("tokenizer_config.json: chat_template[name=default]", A), "tool_use": ("tokenizer_config.json: chat_template[name=tool_use]", C)}),
+     {"default": ("tokenizer_config.json: chat_template[name=default]", A),
+      "tool_use": ("tokenizer_config.json: chat_template[name=tool_use]", C)}),
     ("mapping form", {TC: tokenizer_config({"default": A, "rag": C})},
      {"default": ("tokenizer_config.json: chat_template[default]", A), "rag": ("tokenizer_config.json: chat_template[rag]", C)}),
     ("the last of two list entries with one name wins", {TC: tokenizer_config(named(default=A) + named(default=B))},
@@ -65,13 +66,15 @@ PRECEDENCE = [
      {"default": ("chat_template.json: chat_template", A)}),
     ("tokenizer and processor share one text", {**PROCESSOR, TC: tokenizer_config(A), "chat_template.json": {"chat_template": A}},
      {"default": ("tokenizer_config.json: chat_template, chat_template.json: chat_template", A)}),
-    ("the processor prefers chat_template.json to chat_template.jinja", {**PROCESSOR, "chat_template.jinja": B, "chat_template.json": {"chat_template": A}},
+    ("the processor prefers chat_template.json to chat_template.jinja",
+     {**PROCESSOR, "chat_template.jinja": B, "chat_template.json": {"chat_template": A}},
      {"default": ("chat_template.jinja", B), "default (processor)": ("chat_template.json: chat_template", A)}),
-    ("processor_config.json's key beats the files for the processor", {"processor_config.json": {"chat_template": C}, "chat_template.jinja": B},
+    ("processor_config.json's key beats the files for the processor",
+     {"processor_config.json": {"chat_template": C}, "chat_template.jinja": B},
      {"default": ("chat_template.jinja", B), "default (processor)": ("processor_config.json: chat_template", C)}),
     ("a repo without a processor ignores chat_template.jinja's processor rules", {"chat_template.jinja": B, "config.json": {}},
      {"default": ("chat_template.jinja", B)}),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("files", "expected"), [c[1:] for c in PRECEDENCE], ids=[c[0] for c in PRECEDENCE])
@@ -109,9 +112,10 @@ MOVES = [
       "additional_chat_templates/tool_use.jinja": COHERE["tool_use"], "additional_chat_templates/rag.jinja": COHERE["rag"]}, 3),
     ("chat_template.json to chat_template.jinja", {**PROCESSOR, TC: tokenizer_config(A), "chat_template.json": {"chat_template": A}},
      {**PROCESSOR, TC: tokenizer_config(), "chat_template.jinja": A}, 1),
-    ("list form to mapping form", {TC: tokenizer_config(named(default=A, tool_use=C))}, {TC: tokenizer_config({"default": A, "tool_use": C})}, 2),
+    ("list form to mapping form", {TC: tokenizer_config(named(default=A, tool_use=C))},
+     {TC: tokenizer_config({"default": A, "tool_use": C})}, 2),
     ("string to list form", {TC: tokenizer_config(A)}, {TC: tokenizer_config(named(default=A))}, 1),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("old", "new", "moved"), [c[1:] for c in MOVES], ids=[c[0] for c in MOVES])
@@ -130,7 +134,7 @@ VERSIONS = [
     ("Meta-Llama-3-8B-Instruct add_generation_prompt fix", LLAMA3_INITIAL, LLAMA3_FIXED, LLAMA3_TOKENS, ["tool_call_round_trip"]),
     ("Llama 3.3 to Llama 3.2 dates", LLAMA33, LLAMA32, LLAMA3_TOKENS, ["system_and_history", "single_user_turn", "tool_call_round_trip"]),
     ("Qwen2 to Qwen2.5", QWEN2, QWEN25, {}, ["single_user_turn", "tool_call_round_trip"]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("old", "new", "tokens", "differing"), [c[1:] for c in VERSIONS], ids=[c[0] for c in VERSIONS])
@@ -151,7 +155,8 @@ def test_real_version_change_reports_diff_and_rendered_prompts(old: str, new: st
 
 def test_llama3_fix_stops_adding_an_assistant_header_to_finished_chats() -> None:
     """The Llama 3 fix shows in the prompts: a finished chat no longer ends with an open assistant turn."""
-    [change] = changes_between({TC: tokenizer_config(template(LLAMA3_INITIAL), **LLAMA3_TOKENS)}, {TC: tokenizer_config(template(LLAMA3_FIXED), **LLAMA3_TOKENS)})
+    [change] = changes_between({TC: tokenizer_config(template(LLAMA3_INITIAL), **LLAMA3_TOKENS)},
+                               {TC: tokenizer_config(template(LLAMA3_FIXED), **LLAMA3_TOKENS)})
     finished = change.detail["samples"][2]
     assert finished["before"]["prompt"].endswith("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
     assert finished["after"]["prompt"].endswith("It is 18 °C and partly cloudy in Paris.<|eot_id|>")
@@ -164,7 +169,9 @@ def test_render_errors_are_kept_per_conversation() -> None:
     [change] = changes_between({TC: tokenizer_config(A)}, {TC: tokenizer_config(C, bos_token="<bos>")})
     before, after = change.detail["samples"][0]["before"], change.detail["samples"][0]["after"]
     assert "prompt" in before and after == {"error": "the template raised an error: System role not supported"}
-    assert change.detail["samples"][1]["after"] == {"prompt": "<bos><start_of_turn>user\nWrite a haiku about autumn leaves.<end_of_turn>\n<start_of_turn>model\n"}
+    assert change.detail["samples"][1]["after"] == {
+        "prompt": "<bos><start_of_turn>user\nWrite a haiku about autumn leaves.<end_of_turn>\n<start_of_turn>model\n"
+    }
 
 
 def test_infinite_loop_in_a_new_template_is_reported_not_hung() -> None:
@@ -182,7 +189,7 @@ LIST_EDITS = [
      "chat_template (tool_use): template added in tokenizer_config.json: chat_template[name=tool_use]; 1 of 3 sample conversations render"),
     ("a named template changed", named(**COHERE), named(default=COHERE["default"], tool_use=COHERE["tool_use"], rag=A),
      "chat_template (rag): template changed; rendered prompt differs for 3 of 3 sample conversations"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("old", "new", "summary"), [c[1:] for c in LIST_EDITS], ids=[c[0] for c in LIST_EDITS])
@@ -204,16 +211,19 @@ def test_processor_only_change_is_labelled() -> None:
 TOKEN_CHANGES = [
     ("eos_token used by the template", MISTRAL_TOKENS, {**MISTRAL_TOKENS, "eos_token": "<|im_end|>"}, {},
      "chat_template (default): template unchanged but rendered prompt differs for 2 of 3 sample conversations (eos_token changed)"),
-    ("special_tokens_map.json overrides the config", MISTRAL_TOKENS, MISTRAL_TOKENS, {"special_tokens_map.json": {"bos_token": "<|begin|>"}},
+    ("special_tokens_map.json overrides the config", MISTRAL_TOKENS, MISTRAL_TOKENS,
+     {"special_tokens_map.json": {"bos_token": "<|begin|>"}},
      "chat_template (default): template unchanged but rendered prompt differs for 3 of 3 sample conversations (bos_token changed)"),
     ("added_tokens_decoder means special_tokens_map.json is not read", {**MISTRAL_TOKENS, "added_tokens_decoder": {}},
      {**MISTRAL_TOKENS, "added_tokens_decoder": {}}, {"special_tokens_map.json": {"bos_token": "<|begin|>"}}, None),
     ("a token the template does not use", MISTRAL_TOKENS, {**MISTRAL_TOKENS, "unk_token": "<UNK>"}, {}, None),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("old", "new", "extra", "summary"), [c[1:] for c in TOKEN_CHANGES], ids=[c[0] for c in TOKEN_CHANGES])
-def test_special_token_change_shows_in_rendered_prompts(old: dict[str, Any], new: dict[str, Any], extra: dict[str, Any], summary: str | None) -> None:
+def test_special_token_change_shows_in_rendered_prompts(
+    old: dict[str, Any], new: dict[str, Any], extra: dict[str, Any], summary: str | None
+) -> None:
     """New special tokens under the same template are a notice only when the prompts change."""
     nemo = template(NEMO)
     changes = changes_between({TC: tokenizer_config(nemo, **old)}, {TC: tokenizer_config(nemo, **new), **extra})
@@ -243,7 +253,7 @@ UNREADABLE = [
      "chat_template.jinja: file too large"),
     ("chat_template.json beside additional templates", WITH_PROCESSOR, {**WITH_PROCESSOR, "chat_template.json": {"chat_template": A}}, {},
      "transformers refuses chat_template.json together with additional_chat_templates"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("old", "new", "unavailable", "reason"), [c[1:] for c in UNREADABLE], ids=[c[0] for c in UNREADABLE])

@@ -33,7 +33,7 @@ PY_CASES = [
      "configuration_phi.py changed (+1 -1 lines); named by auto_map"),
     ("subprocess-injected", lambda t: t, inject_subprocess,
      "configuration_phi.py changed (+2 -0 lines); named by auto_map; adds subprocess"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("old, new, summary", [r[1:] for r in PY_CASES], ids=[r[0] for r in PY_CASES])
@@ -105,7 +105,7 @@ REQUIREMENT_CASES = [
     ("comments-only", lambda t: t, lambda t: "# pinned for the demo\n\n" + t.replace("\n", "  # ok\n", 1),
      ["requirements.txt: reformatted, no requirement changed"]),
     ("added", None, lambda t: t, ["requirements.txt added: +certifi==2024.7.4", "+23 more"]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(

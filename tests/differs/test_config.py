@@ -96,7 +96,7 @@ REVISIONS = [
     ("attention-builtin", "config.json", f"{LLAMA}/config.json",
      (f"{LLAMA}/config.json", set_keys(_attn_implementation="sdpa")),
      Severity.NOTICE, False, False, ['_attn_implementation added ("sdpa")']),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_eos_change_comes_first_in_the_summary(kit):
 def test_cross_repo_finding_names_the_repo(kit):
     """An auto_map value `repo--module.Class` is reported with the repo it pulls code from."""
     change = one_change(kit, "config.json", "phixtral-2x2_8/config.local-auto-map.json",
-                        "phixtral-2x2_8/config.cross-repo-auto-map.json")  # fmt: skip
+                        "phixtral-2x2_8/config.cross-repo-auto-map.json")
     [finding] = change.detail["security"]
     assert finding["repos"] == ["mlabonne/phixtral-2x2_8"]
     assert finding["path"] == "auto_map" and finding["severity"] == "critical"
@@ -185,7 +185,7 @@ def test_huge_id2label_is_summarised(kit):
         ({}, {"config.json": "phi-2/config.phi-auto-map.json"}, "config.json added: auto_map added", Severity.CRITICAL),
     ],
     ids=["generation-config-added", "generation-config-removed", "processor-config-added", "auto-map-config-added"],
-)  # fmt: skip
+)
 def test_files_added_and_removed(kit, old_files, new_files, summary, severity):
     """Adding or removing a config file is one Change that says so (security keys still found)."""
     old = kit.build({p: kit.bytes(f) for p, f in old_files.items()})

@@ -39,7 +39,7 @@ CARD_EDITS = [
     ("tags-only", lambda t: t.replace("- transformers\n", "- transformers\n- onnx\n", 1), Severity.INFO, False,
      "README.md changed"),
     ("prose-only", lambda t: t + "\nA new paragraph.\n", Severity.INFO, False, "README.md changed"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -131,7 +131,7 @@ def test_file_deltas_by_content_and_size(kit):
     deltas = files.file_deltas(old, new, lambda p: True)
     assert [(d.path, d.status) for d in deltas] == [
         ("a.txt", "removed"), ("b.txt", "changed"), ("c.txt", "added"), ("w.safetensors", "changed")
-    ]  # fmt: skip
+    ]
 
 
 def test_first_revision_and_owned_kinds(kit):

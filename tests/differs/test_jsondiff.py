@@ -43,7 +43,7 @@ CASES = [
      {"hidden_size": 2560, "num_hidden_layers": 32, "vocab_size": 51200},
      [("hidden_size", "added", None, 2560), ("n_embd", "removed", 2560, None), ("n_layer", "removed", 32, None),
       ("num_hidden_layers", "added", None, 32)]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("old, new, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from tracker.differs.chat_samples import SAMPLE_CONVERSATIONS
-from tracker.differs.render import RenderLimits, RenderRequest, Rendered, render_all, template_tokens
+from tracker.differs.render import Rendered, RenderLimits, RenderRequest, render_all, template_tokens
 
 from .chat_fixtures import LLAMA3_TOKENS, LLAMA32, LLAMA33, QWEN25, template
 
-NOW = datetime(2025, 1, 15, 9, 30, tzinfo=timezone.utc)
+NOW = datetime(2025, 1, 15, 9, 30, tzinfo=UTC)
 # Small limits keep the tests quick; the worker applies whatever it is given.
 FAST = RenderLimits(time_s=0.3)
 BENIGN = RenderRequest("still {{ 'fine' }}", {})
@@ -21,7 +21,9 @@ PARITY = [
     ("trim_blocks and lstrip_blocks", "  {% if true %}\nyes\n  {% endif %}\nend", {}, "yes\nend"),
     ("tojson keeps <, > and non-ASCII", "{{ x|tojson }}", {"x": {"a": "<b>é"}}, '{"a": "<b>é"}'),
     ("tojson takes indent", "{{ x|tojson(indent=2) }}", {"x": [1]}, "[\n  1\n]"),
-    ("loopcontrols", "{% for i in range(5) %}{% if i == 1 %}{% continue %}{% endif %}{% if i == 3 %}{% break %}{% endif %}{{ i }}{% endfor %}", {}, "02"),
+    ("loopcontrols",
+     "{% for i in range(5) %}{% if i == 1 %}{% continue %}{% endif %}{% if i == 3 %}{% break %}{% endif %}{{ i }}{% endfor %}",
+     {}, "02"),
     ("strftime_now reads the given clock", "{{ strftime_now('%d %b %Y') }}", {}, "15 Jan 2025"),
     ("the generation tag renders its body", "a{% generation %}b{% endgeneration %}c", {}, "abc"),
     ("undefined values print as nothing", "[{{ missing }}]", {}, "[]"),
@@ -50,7 +52,7 @@ HOSTILE = [
 def parity() -> dict[str, Rendered]:
     """Every parity case, rendered in one batch."""
     results = render_all([RenderRequest(t, v) for _, t, v, _ in PARITY], now=NOW, limits=FAST)
-    return {case[0]: result for case, result in zip(PARITY, results)}
+    return {case[0]: result for case, result in zip(PARITY, results, strict=True)}
 
 
 @pytest.mark.parametrize(("case", "expected"), [(c[0], c[3]) for c in PARITY], ids=[c[0] for c in PARITY])
@@ -82,7 +84,7 @@ def test_hostile_template_gives_a_readable_error_and_the_batch_goes_on(source: s
                   "Write a haiku about autumn leaves.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
     ],
     ids=["qwen2.5", "llama-3.3", "llama-3.2"],
-)  # fmt: skip
+)
 def test_real_template_renders_the_documented_prompt(name: str, expected: str) -> None:
     """Real templates render a single user turn to the prompt their model cards document."""
     single = SAMPLE_CONVERSATIONS[1]

@@ -16,7 +16,7 @@ TOK = f"{MINILM}/tokenizer.json"
 
 def add_token(doc):
     doc["added_tokens"].append({"id": 30522, "special": True, "content": "[NEW]", "single_word": False,
-                                "lstrip": False, "rstrip": False, "normalized": False})  # fmt: skip
+                                "lstrip": False, "rstrip": False, "normalized": False})
 
 
 def rename_mask(doc):
@@ -51,7 +51,7 @@ TOKENIZER_JSON_EDITS = [
      "model.max_input_chars_per_word 100 -> 200"),
     ("truncation", lambda d: d["truncation"].update(max_length=256), Severity.NOTICE, False,
      "truncation.max_length 128 -> 256"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_reformatted_tokenizer_json(kit):
         (lambda m: m.append(["ā", "Ă"]), "merges: 1 added"),
     ],
     ids=["merges-recut", "merges-reordered", "merge-appended"],
-)  # fmt: skip
+)
 def test_bpe_merges(kit, edit, fragment):
     """Merges added, removed or re-prioritised are counted (never listed whole)."""
     old_doc = kit.bpe(merges=400)
@@ -214,7 +214,7 @@ SMALL_FILES = [
     ("added-tokens-json", "added_tokens.json", b'{"<|im_start|>": 151644}',
      b'{"<|im_start|>": 151644, "<|im_end|>": 151645}', Severity.WARNING, True,
      'added_tokens.json: added tokens: 1 added: "<|im_end|>" (151645)'),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(

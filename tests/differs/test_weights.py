@@ -57,7 +57,7 @@ HEADER_EDITS = [
      "(22,713,728 -> 22,716,032)", {"shape_changed": 1}),
     ("added", add_head, "2 tensors added, parameters +770", {"added": 2}),
     ("removed", drop_pooler, "2 tensors removed, parameters -147,840", {"removed": 2}),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("edit, fragment, counts", [r[1:] for r in HEADER_EDITS], ids=[r[0] for r in HEADER_EDITS])
@@ -118,7 +118,7 @@ def test_per_file_parameters(kit, minilm_header):
     ],
     ids=["pickle-added", "pickle-changed", "training-args", "pickle-removed", "gguf-added", "gguf-changed",
          "onnx-added"],
-)  # fmt: skip
+)
 def test_formats(kit, old_lfs, new_lfs, path, severity, security, fragment):
     """Pickle added or changed is critical; GGUF a warning; other formats a notice; all by sha256 and size."""
     old = kit.build(lfs_files={p: kit.lfs(*v) for p, v in old_lfs.items()})
@@ -132,7 +132,7 @@ def test_safetensors_replaced_by_pickle(kit, minilm_header):
     """model.safetensors removed while pytorch_model.bin remains: critical, naming the pickle file."""
     old = snapshot(kit, minilm_header, "a", extra_lfs={"pytorch_model.bin": kit.lfs("p", SIZE)})
     new = kit.build({"config.json": kit.bytes(f"{MINILM}/config.json")},
-                    lfs_files={"pytorch_model.bin": kit.lfs("p", SIZE)})  # fmt: skip
+                    lfs_files={"pytorch_model.bin": kit.lfs("p", SIZE)})
     file_change, tensor_change = weights.diff(old, new)
     assert "pickle weights remain: pytorch_model.bin" in file_change.summary
     assert (file_change.severity, file_change.security) == (Severity.CRITICAL, True)
@@ -151,7 +151,7 @@ def test_unreadable_header(kit, minilm_header):
     error = "header length 10737418240 is larger than the 100,000 bytes read"
     new = kit.build({"config.json": kit.bytes(f"{MINILM}/config.json")},
                     lfs_files={"model.safetensors": kit.lfs("b", SIZE)},
-                    manifests={"model.safetensors": WeightManifest(error=error)})  # fmt: skip
+                    manifests={"model.safetensors": WeightManifest(error=error)})
     [change] = weights.diff(snapshot(kit, minilm_header, "a"), new)
     assert change.severity is Severity.WARNING and change.detail["header_error"] == error
     assert f"header unreadable: {error}" in change.summary
@@ -176,11 +176,11 @@ def sharded(kit, header, cuts, seed):
     for i in range(count):
         shard = f"model-{i + 1:05d}-of-{count:05d}.safetensors"
         part = {n: header[n] for n in names[bounds[i] : bounds[i + 1]]}
-        weight_map.update({n: shard for n in part})
+        weight_map.update(dict.fromkeys(part, shard))
         manifests[shard], files[shard] = kit.manifest(part), kit.lfs(f"{seed}{shard}", 1000 + i)
     index = {"metadata": {"total_size": 90_861_824}, "weight_map": weight_map}
     return kit.build({"model.safetensors.index.json": index, "config.json": kit.bytes(f"{MINILM}/config.json")},
-                     lfs_files=files, manifests=manifests)  # fmt: skip
+                     lfs_files=files, manifests=manifests)
 
 
 def test_shards_recut(kit, minilm_header):

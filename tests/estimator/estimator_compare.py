@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator_shapes import inputs_for, with_layers
+from estimator_truth import measure
+
 from estimator.families import BUILDERS
 from estimator.memory import constant_saved
 from estimator.reader import ConfigReader
-
-from estimator_shapes import inputs_for, with_layers
-from estimator_truth import measure
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from estimator_compare import compare
 from estimator_shapes import inputs_for, with_layers
 from estimator_truth import load_config, measure

@@ -5,10 +5,9 @@ from __future__ import annotations
 import copy
 
 import pytest
+from estimator_truth import load_config
 
 from estimator import EstimateError, estimate
-
-from estimator_truth import load_config
 
 
 def edited(path: str, **changes) -> dict:

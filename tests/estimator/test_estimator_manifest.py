@@ -6,10 +6,9 @@ import copy
 
 import pytest
 import torch
+from estimator_truth import build, load_config
 
 from estimator import EstimateError, estimate
-
-from estimator_truth import build, load_config
 
 
 def manifest_of(config: dict, dtype: str = "BF16") -> dict:

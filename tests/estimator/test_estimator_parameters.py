@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from estimator_truth import FIXTURES, build, count_parameters, load_config
 
 from estimator import estimate
-
-from estimator_truth import FIXTURES, build, count_parameters, load_config
 
 CONFIGS = sorted(str(p.relative_to(FIXTURES)) for p in FIXTURES.glob("*/*.json") if p.parent.name != "custom")
 

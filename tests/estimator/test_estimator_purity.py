@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from estimator import crossings, estimate
-
 from estimator_truth import load_config
+
+from estimator import crossings, estimate
 
 PACKAGE = Path(__file__).resolve().parents[2] / "estimator"
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from estimator_truth import load_config
 
 from estimator import Estimate, estimate, render_table
 from estimator.memory import CARDS, CUDA_CONTEXT_BYTES, HEADROOM
-
-from estimator_truth import load_config
 
 MODES = ["inference", "full_finetune", "lora", "qlora", "full_finetune_gc", "lora_gc", "qlora_gc"]
 

@@ -15,8 +15,8 @@ import pytest
 from feeds.http import ServerOptions, ServerThread, create_app
 from storage.db import create_db_engine
 from storage.models import Revision
-from storage.subscription_store import SubscriptionStore
 from storage.store import Store
+from storage.subscription_store import SubscriptionStore
 from tests.conftest import TEST_HISTORIES, settings_for
 from tracker.app import App
 from tracker.differs import diff_snapshots

@@ -83,7 +83,7 @@ def test_filters_narrow_the_feed(client) -> None:
     assert security and all("security" in {t.term for t in e.tags} for e in security)
 
 
-def test_entry_content_shows_what_changed(client) -> None:  # noqa: ANN001
+def test_entry_content_shows_what_changed(client) -> None:
     """Entry HTML carries changed keys old -> new, the chat-template diff with rendered prompts, and the estimate delta."""
     def content(path: str) -> str:
         return "".join(etree.fromstring(client.get(path).content).xpath("//*[local-name()='content']/text()"))
@@ -216,7 +216,7 @@ def test_cli_feed_prints_the_servers_document(history: History, tmp_path: Path) 
     assert unknown.returncode == 3 and "not watched" in unknown.stderr
 
 
-def test_warm_renders_each_new_entry_once(history) -> None:  # noqa: ANN001
+def test_warm_renders_each_new_entry_once(history) -> None:
     """Warming renders the entries no feed has asked for yet, once; a second warm has nothing to do."""
     from feeds.feed import FeedBuilder
 

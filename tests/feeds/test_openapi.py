@@ -35,7 +35,7 @@ def test_server_does_what_its_openapi_document_says(running: str) -> None:
         _property_test(operation)()
 
 
-def _property_test(operation):  # noqa: ANN001, ANN202 - a schemathesis APIOperation -> a Hypothesis test
+def _property_test(operation):
     # Whether a URL's host resolves to a public address is no JSON Schema: a schema-valid URL may be refused.
     excluded = [checks.positive_data_acceptance] if operation.label == "POST /api/v1/subscriptions" else []
 

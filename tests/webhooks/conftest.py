@@ -7,7 +7,7 @@ import base64
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -22,7 +22,7 @@ from storage.store import Store
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import Subscription
 
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SECRET = "whsec_" + base64.b64encode(b"hubwatch-test-secret-0123456789").decode()
 OLD_SECRET = "whsec_" + base64.b64encode(b"hubwatch-old-secret-9876543210!").decode()
 
@@ -76,7 +76,7 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802 - the name BaseHTTPRequestHandler dispatches to
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 with receiver._cond:
                     reply = receiver.plan.pop(0) if receiver.plan else receiver.default
@@ -104,7 +104,7 @@ class Receiver:
                 except OSError:
                     self.close_connection = True  # the client stopped reading: as it should
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

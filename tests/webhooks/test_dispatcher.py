@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
@@ -18,9 +18,9 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from feeds.dispatcher import SCHEDULE_S, Dispatcher
 from feeds.webhooks import subscribe as subscribe_checked
 from storage.outbox import OutboxStore, delivery_id
+from storage.store import Store
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import new_secret
-from storage.store import Store
 from tests.webhooks.conftest import (
     OLD_SECRET,
     SECRET,
@@ -55,7 +55,7 @@ def _history(store: Store) -> list[tuple]:
 
 def test_generic_deliveries_carry_verifiable_standard_webhooks_signatures(
     store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
-) -> None:  # noqa: ANN001
+) -> None:
     """Body {type, timestamp, data}; webhook-id is the delivery id; every rotating secret's signature verifies."""
     sub = subscribe(subscriptions, receiver.url, secret=f"{SECRET} {OLD_SECRET}")
     [event_id] = emit(store, commit_title="fix <b>it</b>\x1b[31m", summaries=("a", "b"))
@@ -82,7 +82,7 @@ def test_generic_deliveries_carry_verifiable_standard_webhooks_signatures(
 
 def test_a_receiver_down_for_n_attempts_then_back_gets_every_event_exactly_once(
     store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
-) -> None:  # noqa: ANN001
+) -> None:
     """503 three times, then up: every event arrives once per webhook-id, in order, on the retry schedule."""
     receiver.plan = [Reply(503), Reply(503), Reply(503)]
     subscribe(subscriptions, receiver.url)
@@ -105,7 +105,7 @@ def test_a_receiver_down_for_n_attempts_then_back_gets_every_event_exactly_once(
 
 def test_the_retry_schedule_ends_in_a_dead_delivery_and_history_is_untouched(
     store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
-) -> None:  # noqa: ANN001
+) -> None:
     """Every attempt failing: the Standard Webhooks delays in turn, then dead; events and revisions never change."""
     receiver.default = Reply(500, body=b"boom")
     subscribe(subscriptions, receiver.url)
@@ -120,7 +120,9 @@ def test_the_retry_schedule_ends_in_a_dead_delivery_and_history_is_untouched(
     assert _history(store) == before
 
 
-def test_410_gone_disables_the_subscription(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_410_gone_disables_the_subscription(
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+) -> None:
     """A 410 fails the delivery, disables the subscription, kills its pending deliveries and stops new ones."""
     receiver.default = Reply(410)
     sub = subscribe(subscriptions, receiver.url)
@@ -152,8 +154,9 @@ def test_410_gone_disables_the_subscription(store: Store, outbox: OutboxStore, s
     ],
 )
 def test_retry_after_is_honoured(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher, reply: Reply, fmt: str, wait_s: float
-) -> None:  # noqa: ANN001
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher,
+    reply: Reply, fmt: str, wait_s: float,
+) -> None:
     """429/503 with Retry-After (seconds, or Discord's JSON retry_after) waits that long, capped; not a moment less."""
     receiver.plan = [reply]
     subscribe(subscriptions, receiver.url, fmt)
@@ -168,9 +171,11 @@ def test_retry_after_is_honoured(
     assert len(receiver.accepted) == 2
 
 
-def test_retry_after_as_an_http_date_is_honoured(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_retry_after_as_an_http_date_is_honoured(
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+) -> None:
     """Retry-After may be an HTTP date: the wait is measured from the dispatcher's clock."""
-    receiver.plan = [Reply(503, {"Retry-After": format_datetime(datetime.now(timezone.utc) + timedelta(seconds=90), usegmt=True)})]
+    receiver.plan = [Reply(503, {"Retry-After": format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)})]
     subscribe(subscriptions, receiver.url)
     emit(store)
     make_dispatcher().run_once(T0)
@@ -180,7 +185,7 @@ def test_retry_after_as_an_http_date_is_honoured(store: Store, outbox: OutboxSto
 
 def test_redirects_are_not_followed(
     store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_receiver, make_dispatcher
-) -> None:  # noqa: ANN001
+) -> None:
     """A 302 elsewhere (or to itself, a loop) is not followed: one request, recorded as a failed attempt."""
     elsewhere = make_receiver()
     receiver.plan = [Reply(302, {"Location": elsewhere.url + "?token=secret"}), Reply(307, {"Location": receiver.url})]
@@ -195,7 +200,9 @@ def test_redirects_are_not_followed(
     ]
 
 
-def test_a_slow_receiver_times_out(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_a_slow_receiver_times_out(
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+) -> None:
     """A receiver that never answers costs one time-out, is recorded as such, and the retry gets through."""
     receiver.plan = [Reply(stall=True)]
     subscribe(subscriptions, receiver.url)
@@ -211,7 +218,9 @@ def test_a_slow_receiver_times_out(store: Store, outbox: OutboxStore, subscripti
     assert len(receiver.accepted) == 1 and outbox.list_deliveries()[0].delivery.status == "delivered"
 
 
-def test_a_huge_response_body_is_not_read(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_a_huge_response_body_is_not_read(
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+) -> None:
     """A 2xx with a 1 GB body is a delivery after reading at most 64 KB; a 500's huge body is cut in the log."""
     receiver.plan = [Reply(500, body=b"E" * 100_000), Reply(200, body_bytes=1 << 30)]
     subscribe(subscriptions, receiver.url)
@@ -227,7 +236,7 @@ def test_a_huge_response_body_is_not_read(store: Store, outbox: OutboxStore, sub
 
 def test_dns_rebinding_to_a_private_address_is_refused_at_delivery(
     store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
-) -> None:  # noqa: ANN001
+) -> None:
     """A host that was public at subscription time and resolves to loopback at delivery: refused, disabled."""
     url = f"http://hooks.example:{receiver.port}/hook"
     sub = subscribe_checked(subscriptions, url, "generic", allow_private=False, secret=SECRET,
@@ -242,7 +251,7 @@ def test_dns_rebinding_to_a_private_address_is_refused_at_delivery(
 
 def test_the_connection_goes_to_the_checked_address(
     store: Store, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
-) -> None:  # noqa: ANN001
+) -> None:
     """Delivery connects to the address it vetted and sends the URL's own Host header."""
     subscribe(subscriptions, f"http://hooks.example:{receiver.port}/hook?x=1")
     emit(store)
@@ -251,7 +260,9 @@ def test_the_connection_goes_to_the_checked_address(
     assert got.headers["host"] == f"hooks.example:{receiver.port}" and got.path == "/hook?x=1"
 
 
-def test_slack_permanent_errors_fail_for_good(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_slack_permanent_errors_fail_for_good(
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+) -> None:
     """Slack's plain-text channel_is_archived is permanent: delivery failed, subscription disabled."""
     receiver.default = Reply(404, body=b"channel_is_archived")
     sub = subscribe(subscriptions, receiver.url, "slack")
@@ -264,7 +275,7 @@ def test_slack_permanent_errors_fail_for_good(store: Store, outbox: OutboxStore,
 
 def test_a_rejected_payload_does_not_hold_back_the_others(
     store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
-) -> None:  # noqa: ANN001
+) -> None:
     """A 400 for one delivery retries that one on the schedule; the endpoint's other deliveries go on."""
     receiver.plan = [Reply(400, body=b"bad payload")]
     subscribe(subscriptions, receiver.url)
@@ -278,7 +289,7 @@ def test_a_rejected_payload_does_not_hold_back_the_others(
 
 def test_a_missing_signing_secret_is_reported_and_nothing_is_sent_unsigned(
     store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
-) -> None:  # noqa: ANN001
+) -> None:
     """A config subscription whose secret variable is unset: nothing goes out, the log says which variable."""
     subscriptions.add_subscription(receiver.url, "generic", secret_env="HOOK_SECRET", min_severity="info", source="config")
     emit(store)
@@ -292,7 +303,7 @@ def test_a_missing_signing_secret_is_reported_and_nothing_is_sent_unsigned(
 
 def test_endpoints_are_delivered_in_parallel_and_independently(
     store: Store, subscriptions: SubscriptionStore, make_receiver, make_dispatcher
-) -> None:  # noqa: ANN001
+) -> None:
     """One endpoint down does not delay another: each subscription gets its own deliveries."""
     down, up = make_receiver(), make_receiver()
     down.default = Reply(503)
@@ -303,7 +314,9 @@ def test_endpoints_are_delivered_in_parallel_and_independently(
     assert len(up.accepted) == 5 and len(down.requests) == 1
 
 
-def test_run_forever_delivers_until_stopped(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher) -> None:  # noqa: ANN001
+def test_run_forever_delivers_until_stopped(
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+) -> None:
     """The daemon loop delivers what is due and returns promptly once its stop event is set."""
     subscribe(subscriptions, receiver.url)
     emit(store, n=3)

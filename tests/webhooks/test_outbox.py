@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from sqlmodel import Session, select
 from standardwebhooks import Webhook
 
-from storage.models import Event
-from storage.errors import DeliveryNotFound, SubscriptionDisabled
-from storage.errors import InvalidSubscription
+from storage.errors import DeliveryNotFound, InvalidSubscription, SubscriptionDisabled
 from storage.event_log import NewEvent
+from storage.models import Event
 from storage.outbox import Delivery, OutboxStore, delivery_id, enqueue
 from storage.store import NewChange, NewRevision, Store
 from storage.subscription_store import SubscriptionStore
@@ -59,7 +58,9 @@ def test_matching_by_repo_glob_kind_and_severity(sub: Subscription, event: Event
     assert matches(sub, event) is expected
 
 
-def test_deliveries_are_written_with_the_event_for_matching_subscriptions(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
+def test_deliveries_are_written_with_the_event_for_matching_subscriptions(
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore
+) -> None:
     """add_event writes one pending Delivery per matching enabled subscription, due at once, id derived."""
     wanted = subscribe(subscriptions, HOOK, kinds=("chat_template",))
     also = subscribe(subscriptions, "https://other.example.com/x", "slack", repos=("org/*",))
@@ -85,7 +86,9 @@ def _revision(sha: str, severity: str = "warning") -> NewRevision:
     )
 
 
-def test_a_revision_and_its_deliveries_commit_together_or_not_at_all(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
+def test_a_revision_and_its_deliveries_commit_together_or_not_at_all(
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore
+) -> None:
     """save_revision writes the deliveries in its own transaction: a failure inside it leaves neither."""
     subscribe(subscriptions, HOOK)
 
@@ -205,7 +208,7 @@ def test_a_subscription_the_receiver_retired_stays_disabled_across_restarts(subs
     assert subscriptions.get_subscription(sub.id).enabled
 
 
-def test_redeliver_queues_the_same_webhook_id_again(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, clock) -> None:  # noqa: ANN001
+def test_redeliver_queues_the_same_webhook_id_again(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, clock) -> None:
     """A delivered delivery can be queued again; it keeps its id; unknown ids and disabled subscriptions are refused."""
     sub = subscribe(subscriptions, HOOK)
     emit(store)
@@ -242,11 +245,13 @@ def test_claimed_deliveries_are_not_handed_out_twice(store: Store, outbox: Outbo
     first = outbox.due_deliveries(T0, lease_s=60)
     assert len(first) == 3
     assert outbox.due_deliveries(T0, lease_s=60) == []
-    later = datetime.fromtimestamp(T0.timestamp() + 61, tz=timezone.utc)
+    later = datetime.fromtimestamp(T0.timestamp() + 61, tz=UTC)
     assert len(outbox.due_deliveries(later, lease_s=60)) == 3  # the first one crashed: its lease ran out
 
 
-def test_enqueue_twice_in_one_transaction_adds_each_delivery_once(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
+def test_enqueue_twice_in_one_transaction_adds_each_delivery_once(
+    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore
+) -> None:
     """A writer that enqueues its own events inside save_revision's transaction does not duplicate them."""
     subscribe(subscriptions, HOOK)
 

@@ -31,7 +31,7 @@ def _deliveries_by_event(app: App) -> dict[str, list[str]]:
     return out
 
 
-def test_every_ingested_revision_gets_its_delivery_and_a_failed_ingest_none(app: App, replay, receiver: Receiver) -> None:  # noqa: ANN001
+def test_every_ingested_revision_gets_its_delivery_and_a_failed_ingest_none(app: App, replay, receiver: Receiver) -> None:
     """Polling writes each revision's event with its Delivery rows; a revision aborted mid-ingest writes neither."""
     app.subscriptions.add_subscription(receiver.url, "slack", min_severity="info")
     app.store.add_watch(BROKEN, "main", 900)
@@ -48,7 +48,7 @@ def test_every_ingested_revision_gets_its_delivery_and_a_failed_ingest_none(app:
     assert len(by_event) == 3 and all(len(ids) == 1 for ids in by_event.values())
 
 
-def test_hostile_commit_titles_reach_slack_and_discord_escaped(app: App, replay, make_receiver) -> None:  # noqa: ANN001
+def test_hostile_commit_titles_reach_slack_and_discord_escaped(app: App, replay, make_receiver) -> None:
     """A commit title with HTML, a script tag and control characters arrives escaped in Slack and Discord."""
     slack_hook, discord_hook = make_receiver(), make_receiver()
     app.subscriptions.add_subscription(slack_hook.url, "slack", min_severity="info")
@@ -72,7 +72,7 @@ def test_hostile_commit_titles_reach_slack_and_discord_escaped(app: App, replay,
 
 
 @pytest.fixture
-def hook_config(replay, receiver: Receiver, database_url: str, tmp_path: Path) -> Path:  # noqa: ANN001
+def hook_config(replay, receiver: Receiver, database_url: str, tmp_path: Path) -> Path:
     extra = f"""
 [server]
 port = 0
@@ -94,7 +94,7 @@ min_severity = "info"
 ENV = {"TEST_HOOK_SECRET": SECRET}
 
 
-def test_deliveries_list_and_redeliver(replay, receiver: Receiver, hook_config: Path) -> None:  # noqa: ANN001
+def test_deliveries_list_and_redeliver(replay, receiver: Receiver, hook_config: Path) -> None:
     """`deliveries list` shows the log; `redeliver ID` sends it now with the same webhook-id, signed."""
     replay.set_head(BROKEN, 1)
     assert run_cli("watch", "add", BROKEN, config=hook_config, env=ENV).returncode == 0
@@ -102,7 +102,7 @@ def test_deliveries_list_and_redeliver(replay, receiver: Receiver, hook_config: 
     [pending] = cli_json("deliveries", "list", config=hook_config, env=ENV)
     assert pending["status"] == "pending" and pending["attempts"] == 0 and pending["event"]["repo_id"] == BROKEN
     assert pending["subscription"]["url"] == f"http://127.0.0.1:{receiver.port}/…"
-    for n in (1, 2):
+    for _ in (1, 2):
         result = run_cli("deliveries", "redeliver", pending["id"], config=hook_config, env=ENV)
         assert result.returncode == 0, result.stderr
         assert f"{pending['id']} delivered (204" in result.stdout
@@ -122,7 +122,7 @@ def test_deliveries_list_and_redeliver(replay, receiver: Receiver, hook_config: 
     assert cli_json("deliveries", "list", "--status", "dead", config=hook_config, env=ENV) == []
 
 
-def test_run_delivers_webhooks_and_stops_cleanly(replay, receiver: Receiver, hook_config: Path) -> None:  # noqa: ANN001
+def test_run_delivers_webhooks_and_stops_cleanly(replay, receiver: Receiver, hook_config: Path) -> None:
     """`hubwatch run` polls, delivers the new revision's webhook, and SIGTERM stops the dispatcher cleanly."""
     replay.set_head(BROKEN, 1)
     run_cli("watch", "add", BROKEN, "--interval", "1h", config=hook_config, env=ENV)

@@ -44,7 +44,7 @@ def test_address_classes(address: str, reason: str | None) -> None:
     assert refusal(ipaddress.ip_address(address)) == reason
 
 
-def _resolver(table: dict[str, list[str]]):  # noqa: ANN202
+def _resolver(table: dict[str, list[str]]):
     def resolve(host: str, port: int) -> list[str]:
         return table[host]
 

@@ -44,7 +44,7 @@ class Because:
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "ids": list(self.ids), "floor": self.floor, "rule": self.rule,
-                "trigger": self.trigger, "summary": self.summary}  # fmt: skip
+                "trigger": self.trigger, "summary": self.summary}
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ TRANSFORMERS_FILES = frozenset({"config.json", "generation_config.json"})
 DIFFUSERS_FILES = frozenset({"model_index.json", "config.json", "scheduler_config.json"})
 SENTENCE_TRANSFORMERS_FILE = "config_sentence_transformers.json"
 SENTENCE_TRANSFORMERS_NAMES = {"sentence_transformers": "sentence-transformers", "transformers": "transformers",
-                               "pytorch": "torch", "torch": "torch"}  # fmt: skip
+                               "pytorch": "torch", "torch": "torch"}
 MODEL_CARD = "README.md"
 MAX_IMPORTS = 500
 
@@ -355,7 +355,9 @@ def features_of(snapshot: Snapshot) -> frozenset[str]:
         found.add("custom_code")
     if any(posixpath.basename(p) in REQUIREMENTS_NAMES for p in files):
         found.add("requirements")
-    if any(is_chat_template_file(p) for p in files) or _json_has(snapshot, ("tokenizer_config.json", "processor_config.json"), "chat_template"):
+    if any(is_chat_template_file(p) for p in files) or _json_has(
+        snapshot, ("tokenizer_config.json", "processor_config.json"), "chat_template"
+    ):
         found.add("chat_template")
     if _json_has(snapshot, ("config.json", "tokenizer_config.json"), "auto_map"):
         found.add("auto_map")
@@ -394,10 +396,10 @@ def diff_facts(old: RepoFacts | None, new: RepoFacts) -> list[dict[str, Any]]:
             label = "pinned" if role == "pin" else "written by"
             summary = f"{package} ({label}): {', '.join(was) or '(none)'} -> {', '.join(now) or '(none)'}"
             out.append({"what": "dependency", "package": package, "role": role, "old": was, "new": now,
-                        "summary": summary})  # fmt: skip
+                        "summary": summary})
     if old.library_name != new.library_name:
         out.append({"what": "library_name", "old": old.library_name, "new": new.library_name,
-                    "summary": f"library_name: {old.library_name} -> {new.library_name}"})  # fmt: skip
+                    "summary": f"library_name: {old.library_name} -> {new.library_name}"})
     for label, was_set, now_set in (
         ("tags", set(old.tags), set(new.tags)),
         ("imports", {i.package for i in old.imports}, {i.package for i in new.imports}),

@@ -51,7 +51,7 @@ class Match:
     def link(self) -> NewLink:
         a = self.advisory
         return NewLink(a.key, self.package, self.version, self.status, self.reason, self.judgement.verdict,
-                       self.judgement.rule, a.ids, a.modified, a.summary)  # fmt: skip
+                       self.judgement.rule, a.ids, a.modified, a.summary)
 
 
 @dataclass
@@ -179,7 +179,7 @@ def matches(
             where = ", ".join(dep.sources[:3])
             reason = "; ".join(filter(None, [f"{dep.package} {dep.version} ({where})", reason]))
             out[(advisory.key, dep.package)] = Match(advisory, dep.package, dep.version, status, reason,
-                                                     judge(advisory, dep.package, rules))  # fmt: skip
+                                                     judge(advisory, dep.package, rules))
     return sorted(out.values(), key=lambda m: (m.package, m.advisory.key))
 
 

@@ -148,9 +148,9 @@ class OsvClient:
     # -- querybatch pages ---------------------------------------------------------------------------------
 
     def _batch(self, chunk: list[PackageQuery], answer: BatchAnswer) -> None:
-        pending: dict[PackageQuery, str | None] = {q: None for q in chunk}
+        pending: dict[PackageQuery, str | None] = dict.fromkeys(chunk)
         seen_tokens: dict[PackageQuery, set[str]] = {q: set() for q in chunk}
-        for page in range(self.max_pages):
+        for _page in range(self.max_pages):
             queries = list(pending)
             results = self._querybatch_page([q.payload(pending[q]) for q in queries])
             self.counts.pages += 1

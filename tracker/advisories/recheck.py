@@ -73,7 +73,7 @@ class Rechecker:
     def __init__(
         self, store: Store, db: AdvisoryStore, lookup: OsvLookup, *, rules: Sequence[Rule] | None,
         clock: Callable[[], datetime], check: Callable[..., RevisionCheck],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.store = store
         self.db = db
         self.lookup = lookup
@@ -171,13 +171,13 @@ class Rechecker:
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         log.info("advisory_recheck_finished", repos=outcome.repos, revisions=outcome.revisions,
                  queries=outcome.queries, querybatch=outcome.querybatch_requests,
-                 details=outcome.detail_fetches, events=len(outcome.events), duration_ms=outcome.duration_ms)  # fmt: skip
+                 details=outcome.detail_fetches, events=len(outcome.events), duration_ms=outcome.duration_ms)
         return outcome
 
     def _write_rechecks(
         self, targets: list[_Target], facts: Mapping[int, RepoFacts], stored: Mapping[int, Any],
         lookup: Lookup, emit: bool, outcome: RecheckOutcome,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """The rows of every target whose result changed (or that was pending), in one transaction."""
         index = self.lookup.index(lookup)
         self.db.save_osv_records(lookup.fetched)
@@ -204,7 +204,7 @@ class Rechecker:
     def _recheck_one(
         self, target: _Target, facts: RepoFacts, stored: Any, lookup: Lookup, index: AdvisoryIndex,
         told: Mapping[tuple[str, str], str], emit: bool,
-    ) -> NewAdvisoryCheck:  # fmt: skip
+    ) -> NewAdvisoryCheck:
         """The rows of one re-checked revision; its events (new or modified advisories the repo was not
         told about) are written with the state that remembers them, in one transaction."""
         found = matches(facts, lookup.answer, index, self.rules)

@@ -283,7 +283,8 @@ def _in_range(events: list[tuple[str, Version | None]], version: Version) -> boo
         if kind == "introduced":
             if bound is None or version >= bound:
                 affected = True
-        elif kind == "fixed" and bound is not None and version >= bound or kind == "last_affected" and bound is not None and version > bound:
+        elif ((kind == "fixed" and bound is not None and version >= bound)
+              or (kind == "last_affected" and bound is not None and version > bound)):
             affected = False
     return affected
 

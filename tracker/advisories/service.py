@@ -106,19 +106,19 @@ class AdvisoryService:
         self.rules = rules
         self.lookup = OsvLookup(client, self.db)
         self.rechecker = Rechecker(store, self.db, self.lookup, rules=rules, clock=self.clock,
-                                   check=self.check_revision)  # fmt: skip
+                                   check=self.check_revision)
 
     @classmethod
     def from_settings(
         cls, settings: Settings, store: Store, clock: Callable[[], datetime] | None = None,
         sleep: Callable[[float], None] = time.sleep,
-    ) -> AdvisoryService:  # fmt: skip
+    ) -> AdvisoryService:
         osv = settings.osv
         client = None
         if osv.enabled:
             client = OsvClient(osv.api_url, timeout_s=osv.timeout_s, max_attempts=osv.max_attempts,
                                backoff_s=osv.backoff_s, max_backoff_s=osv.max_backoff_s, max_pages=osv.max_pages,
-                               sleep=sleep)  # fmt: skip
+                               sleep=sleep)
         return cls(store, client, hub_url=settings.hub.endpoint, clock=clock or store.clock)
 
     def close(self) -> None:
@@ -141,7 +141,7 @@ class AdvisoryService:
         now = self.clock()
         try:
             return self._check(repo_id, sha, snapshot, parent_snapshot, list(changes), commit_title, now)
-        except Exception as err:  # noqa: BLE001 - an advisory bug must not lose the revision
+        except Exception as err:
             log.exception("advisory_check_failed", repo_id=repo_id, sha=sha)
             reason = f"advisory check failed: {type(err).__name__}: {err}"
             facts = RepoFacts()
@@ -151,7 +151,7 @@ class AdvisoryService:
     def _check(
         self, repo_id: str, sha: str, snapshot: Snapshot, parent: Snapshot | None, changes: list[Any],
         commit_title: str, now: datetime,
-    ) -> RevisionCheck:  # fmt: skip
+    ) -> RevisionCheck:
         facts = extract_facts(snapshot)
         fact_changes = diff_facts(extract_facts(parent) if parent is not None else None, facts)
         lookup = self.lookup.ask_unless_unreachable(queries([facts]), now)
@@ -183,7 +183,7 @@ class AdvisoryService:
             pending_reason=pending_reason(lookup),
         )
         log.info("advisories_checked", repo_id=repo_id, sha=sha, matches=len(found), own=len(own),
-                 pending=new.pending_reason is not None)  # fmt: skip
+                 pending=new.pending_reason is not None)
         return RevisionCheck(repo_id, sha, facts, advice, found, own + closed, new, now)
 
     # -- stored revisions (recheck.py) and reading for the CLI (report.py) -----------------------------------
@@ -216,4 +216,4 @@ class AdvisoryService:
 def _own_row(repo_id: str, record: Mapping[str, Any]) -> NewOwnAdvisory:
     ours = record["database_specific"]["hubwatch"]
     return NewOwnAdvisory(id=record["id"], repo_id=repo_id, sha=ours["introduced_sha"], class_id=ours["class"],
-                          severity=ours["severity"], record=dict(record), fixed_sha=ours.get("fixed_sha"))  # fmt: skip
+                          severity=ours["severity"], record=dict(record), fixed_sha=ours.get("fixed_sha"))

@@ -8,6 +8,7 @@ import click
 
 from tracker.cli.root import app_of, repo_arg
 
+
 class _RepoOrCommand(click.Group):
     """`advisories REPO` runs the hidden `show` command; `advisories export DIR` the subcommand."""
 

@@ -34,7 +34,7 @@ def diff_snapshots(old: Snapshot | None, new: Snapshot) -> list[Change]:
     for kind, differ in DIFFERS:
         try:
             changes.extend(differ(old, new))
-        except Exception as err:  # noqa: BLE001 - one broken differ must not lose the revision
+        except Exception as err:
             log.exception("differ_failed", kind=kind.value, repo_id=new.repo_id, sha=new.sha)
             changes.append(
                 Change(

@@ -8,7 +8,7 @@ prompt depends on the revision only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -84,4 +84,4 @@ SAMPLE_CONVERSATIONS = (
     ),
 )
 # What `strftime_now` returns while rendering samples, so a prompt depends on the revision only.
-SAMPLE_NOW = datetime(2025, 1, 15, 9, 30, tzinfo=timezone.utc)
+SAMPLE_NOW = datetime(2025, 1, 15, 9, 30, tzinfo=UTC)

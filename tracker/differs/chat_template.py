@@ -20,16 +20,15 @@ from tracker.differs.chat_samples import SAMPLE_CONVERSATIONS, SAMPLE_NOW, Sampl
 from tracker.differs.chat_sources import (
     LOADERS,
     TOKENIZER_CONFIG,
-    Location,
     LoaderView,
+    Location,
     Resolution,
     TemplateSource,
     resolve,
     special_tokens,
 )
-from tracker.differs.render import DEFAULT_LIMITS, RenderLimits, RenderRequest, Rendered, render_all, template_tokens
+from tracker.differs.render import DEFAULT_LIMITS, Rendered, RenderLimits, RenderRequest, render_all, template_tokens
 from tracker.snapshot import Snapshot
-
 
 # --- the security rules ---------------------------------------------------------------------------
 
@@ -149,7 +148,7 @@ def _render_samples(
                 requests[key] = RenderRequest(source.text, _variables(conversation, tokens[side]))
     if not requests:
         return {}
-    return dict(zip(requests, render_all(list(requests.values()), now=SAMPLE_NOW, limits=limits)))
+    return dict(zip(requests, render_all(list(requests.values()), now=SAMPLE_NOW, limits=limits), strict=True))
 
 
 def _variables(conversation: SampleConversation, tokens: dict[str, str]) -> dict[str, Any]:

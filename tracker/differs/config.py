@@ -40,7 +40,7 @@ STRUCTURAL_KEYS = frozenset(
         "hidden_sizes", "num_mel_bins", "word_embedding_dimension", "first_k_dense_replace",
         "r", "target_modules", "modules_to_save", "peft_type",
     }
-)  # fmt: skip
+)
 _STRUCTURAL_NAME = re.compile(
     r"^(num|n)_\w*(layers?|heads?|experts?)(_per_tok)?$|_(size|dim|dims|dimension|channels)$|_per_block$"
 )
@@ -51,13 +51,13 @@ NOT_STRUCTURAL = frozenset(
         "chunk_size_feed_forward", "sliding_window_size", "max_window_layers", "batch_size",
         "pad_to_multiple_of", "_attn_implementation", "attn_implementation",
     }
-)  # fmt: skip
+)
 TOKEN_ID_KEYS = frozenset(
     {
         "eos_token_id", "bos_token_id", "pad_token_id", "decoder_start_token_id", "sep_token_id",
         "forced_eos_token_id", "forced_bos_token_id", "unk_token_id", "mask_token_id",
     }
-)  # fmt: skip
+)
 VERSION_KEYS = frozenset({"transformers_version", "_diffusers_version", "__version__", "_commit_hash"})
 # Files whose keys decide the model's shape; in WHOLLY_STRUCTURAL any non-version change does.
 KEYED_STRUCTURAL_FILES = frozenset({"config.json", "adapter_config.json"})
@@ -319,7 +319,7 @@ def _code_key_finding(keys: tuple, change: JsonChange, new_doc: Any) -> dict[str
     repos = sorted(cross_repo_refs(None if value is MISSING else value))
     phrase = f"{path} {verb}" + (f": code from {', '.join(repos)}" if repos else "")
     return {"path": path, "issue": f"{keys[-1]} {verb}", "repos": repos,
-            "severity": Severity.CRITICAL.value, "phrase": phrase}  # fmt: skip
+            "severity": Severity.CRITICAL.value, "phrase": phrase}
 
 
 def _trust_finding(keys: tuple, change: JsonChange) -> dict[str, Any]:
@@ -328,7 +328,7 @@ def _trust_finding(keys: tuple, change: JsonChange) -> dict[str, Any]:
     severity = Severity.CRITICAL if enabled else Severity.WARNING
     phrase = f"{path} {'enabled' if enabled else 'disabled or removed'}"
     return {"path": path, "issue": "trust_remote_code", "repos": [],
-            "severity": severity.value, "phrase": phrase}  # fmt: skip
+            "severity": severity.value, "phrase": phrase}
 
 
 def _attn_finding(keys: tuple, change: JsonChange) -> dict[str, Any] | None:
@@ -339,7 +339,7 @@ def _attn_finding(keys: tuple, change: JsonChange) -> dict[str, Any] | None:
     repo = new.split(":", 1)[0].split("@", 1)[0]
     phrase = f"{path} {brief(change.old)} -> {brief(new)}: kernel code from {repo}"
     return {"path": path, "issue": "attention kernel from another repo", "repos": [repo],
-            "severity": Severity.CRITICAL.value, "phrase": phrase}  # fmt: skip
+            "severity": Severity.CRITICAL.value, "phrase": phrase}
 
 
 def cross_repo_refs(value: Any) -> set[str]:

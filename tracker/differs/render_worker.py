@@ -23,6 +23,7 @@ import resource
 import signal
 import sys
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 
@@ -90,7 +91,7 @@ def _environment(now: datetime) -> tuple[Any, type[Exception]]:
     ) -> str:
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    def strftime_now(format: str) -> str:
+    def strftime_now(format: str) -> str:  # noqa: A002 - transformers' name; a template may pass `format=` by keyword
         return now.strftime(format)
 
     env = StrictSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, "jinja2.ext.loopcontrols"])
@@ -166,17 +167,18 @@ def main() -> None:
             if key not in compiled:
                 source = request["templates"][key]
                 try:
-                    compiled[key] = _timed(lambda: env.from_string(source), request["time_s"])
-                except BaseException as err:  # a template that does not compile fails every job using it
-                    compiled[key] = err
+                    compiled[key] = _timed(partial(env.from_string, source), request["time_s"])
+                except BaseException as err:  # noqa: BLE001 - sandbox: whatever compiling raised is the template's error
+                    compiled[key] = err  # a template that does not compile fails every job using it
             template = compiled[key]
             if isinstance(template, BaseException):
                 raise template
-            prompt = _timed(lambda: _render(template, job["context"], request["output_chars"]), request["time_s"])
+            render = partial(_render, template, job["context"], request["output_chars"])
+            prompt = _timed(render, request["time_s"])
             _emit({"job": index, "prompt": prompt})
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as err:
+        except BaseException as err:  # noqa: BLE001 - sandbox: any failure of one job is reported, the worker goes on
             _emit({"job": index, "error": _describe(err, request, raised)})
 
 

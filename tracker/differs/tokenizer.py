@@ -26,7 +26,7 @@ SMALL_JSON = frozenset({"tokenizer_config.json", "special_tokens_map.json", "add
 OWNED_ELSEWHERE = ("chat_template",)  # the chat_template differ reports it
 SPECIAL_LISTS = frozenset({"additional_special_tokens", "extra_special_tokens", "added_tokens_decoder"})
 BEHAVIOUR_KEYS = frozenset({"add_bos_token", "add_eos_token", "add_prefix_space", "tokenizer_class", "legacy",
-                            "do_lower_case", "strip_accents", "split_special_tokens"})  # fmt: skip
+                            "do_lower_case", "strip_accents", "split_special_tokens"})
 PIPELINE = ("normalizer", "pre_tokenizer", "post_processor", "decoder", "model")
 QUIET_PARTS = frozenset({"truncation", "padding"})
 TOKEN_FIELDS = ("content", "special", "normalized", "lstrip", "rstrip", "single_word")
@@ -126,7 +126,7 @@ def compare_added_tokens(old: list[dict[str, Any]], new: list[dict[str, Any]]) -
     if not (added or removed or changed):
         return None
     return {"added": added, "removed": removed, "changed": changed,
-            "counts": {"added": len(added), "removed": len(removed), "changed": len(changed)}}  # fmt: skip
+            "counts": {"added": len(added), "removed": len(removed), "changed": len(changed)}}
 
 
 def _sorted_ids(ids: Any) -> list[Any]:
@@ -143,7 +143,7 @@ def token_phrases(tokens: dict[str, Any]) -> list[str]:
     for c in tokens["changed"][:2]:
         fields = ", ".join(f"{f} {brief(c['old'][f], 40)} -> {brief(c['new'][f], 40)}" for f in c["old"])
         parts.append(f"{c['id']} {fields}" if "content" not in c["old"] else
-                     f"{c['id']} {brief(c['old']['content'], 40)} -> {brief(c['new']['content'], 40)}")  # fmt: skip
+                     f"{c['id']} {brief(c['old']['content'], 40)} -> {brief(c['new']['content'], 40)}")
     if len(tokens["changed"]) > 2:
         parts.append(f"+{len(tokens['changed']) - 2} more changed")
     for label, items in (("added", tokens["added"]), ("removed", tokens["removed"])):
@@ -171,7 +171,7 @@ def _tokenizer_json_change(old: Snapshot, new: Snapshot, delta: FileDelta) -> Ch
 
 def _by_content_id(delta: FileDelta, reason: str, side: str) -> Change:
     detail = {"status": delta.status, "compared": "content id", "not_compared": reason, "side": side,
-              **content_ids(delta)}  # fmt: skip
+              **content_ids(delta)}
     summary = f"{delta.path} {delta.status}; not compared ({side} version: {reason})"
     return Change(ChangeKind.TOKENIZER, delta.path, summary[:240], Severity.WARNING, detail)
 
@@ -241,7 +241,7 @@ def compare_vocab(old: dict[str, int], new: dict[str, int]) -> dict[str, Any] | 
             "removed": [{"token": t, "id": old[t]} for t in removed[:EXAMPLES]],
             "renumbered": [{"token": t, "old_id": old[t], "new_id": new[t]} for t in renumbered[:EXAMPLES]],
         },
-    }  # fmt: skip
+    }
 
 
 def _merge_keys(merges: list[Any]) -> tuple[list[Any], set[Any]]:
@@ -270,7 +270,7 @@ def compare_merges(old: list[Any], new: list[Any]) -> dict[str, Any] | None:
         "old_count": len(old_m), "new_count": len(new_m), "added": len(added), "removed": len(removed),
         "reordered": reordered,
         "examples": {"added": added[:EXAMPLES], "removed": removed[:EXAMPLES]},
-    }  # fmt: skip
+    }
 
 
 def _special_tokens(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
@@ -282,7 +282,7 @@ def _special_tokens(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] 
     if before == after:
         return None
     return {"added": sorted(after - before)[:EXAMPLES], "removed": sorted(before - after)[:EXAMPLES],
-            "old_count": len(before), "new_count": len(after)}  # fmt: skip
+            "old_count": len(before), "new_count": len(after)}
 
 
 def _tokenizer_change(delta: FileDelta, detail: dict[str, Any]) -> Change:
@@ -293,7 +293,7 @@ def _tokenizer_change(delta: FileDelta, detail: dict[str, Any]) -> Change:
         phrases += token_phrases(detail["added_tokens"])
     if "special_tokens" in detail and "added_tokens" not in detail:
         phrases.append(f"special tokens: {len(detail['special_tokens']['added'])} added, "
-                       f"{len(detail['special_tokens']['removed'])} removed")  # fmt: skip
+                       f"{len(detail['special_tokens']['removed'])} removed")
     if "model_type" in detail:
         phrases.append(f"model type {brief(detail['model_type']['old'])} -> {brief(detail['model_type']['new'])}")
     if "vocab" in detail:

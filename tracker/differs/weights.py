@@ -249,7 +249,7 @@ def _tensor_source(snap: Snapshot, cp: Checkpoint) -> tuple[dict[str, Signature]
         if tensors is not None or cp.weight_map is None:
             return tensors, per_file, why
     if cp.weight_map is not None:
-        return {name: ("?", ()) for name in cp.weight_map}, {}, None
+        return dict.fromkeys(cp.weight_map, ("?", ())), {}, None
     return None, {}, None
 
 
@@ -321,7 +321,7 @@ def _index_changes(before: Checkpoint, after: Checkpoint) -> dict[str, Any] | No
     return {
         "old_shards": old_shards, "new_shards": new_shards, "moved": moved,
         "old_metadata": before.index_meta, "new_metadata": after.index_meta, "phrases": phrases,
-    }  # fmt: skip
+    }
 
 
 # --- tensors ------------------------------------------------------------------------------------------
@@ -340,14 +340,14 @@ def compare_tensors(old: dict[str, Signature], new: dict[str, Signature]) -> dic
     shape = [{"name": n, "old": list(old[n][1]), "new": list(new[n][1])} for n in common if old[n][1] != new[n][1]]
     dtype = [{"name": n, "old": old[n][0], "new": new[n][0]} for n in common if old[n][0] != new[n][0]]
     counts = {k: v for k, v in (("added", len(added)), ("removed", len(removed)), ("renamed", len(renamed)),
-                                ("shape_changed", len(shape)), ("dtype_changed", len(dtype))) if v}  # fmt: skip
+                                ("shape_changed", len(shape)), ("dtype_changed", len(dtype))) if v}
     return {
         "old_count": len(old), "new_count": len(new), "counts": counts,
         "added": sorted(added)[:EXAMPLES], "removed": sorted(removed)[:EXAMPLES],
         "renamed": [{"old": a, "new": b} for a, b in renamed[:EXAMPLES]],
         "shape_changed": shape[:EXAMPLES], "dtype_changed": dtype[:EXAMPLES],
         "dtype_moves": {f"{a} -> {b}": n for (a, b), n in Counter((d["old"], d["new"]) for d in dtype).items()},
-    }  # fmt: skip
+    }
 
 
 def match_renames(removed: dict[str, Signature], added: dict[str, Signature]) -> list[tuple[str, str]]:
@@ -416,7 +416,7 @@ def _tensor_phrases(tensors: dict[str, Any]) -> list[str]:
     if counts.get("renamed"):
         first = tensors["renamed"][0]
         phrases.append(f"{counts['renamed']:,} renamed ({first['old']} -> {first['new']}" +
-                       (", ..." if counts["renamed"] > 1 else "") + ")")  # fmt: skip
+                       (", ..." if counts["renamed"] > 1 else "") + ")")
     if counts.get("shape_changed"):
         first = tensors["shape_changed"][0]
         more = f", +{counts['shape_changed'] - 1} more" if counts["shape_changed"] > 1 else ""

@@ -35,19 +35,19 @@ class KeepAliveHandler(BaseHTTPRequestHandler):
         """The object the server serves (the replay, the fake)."""
         return self.server.loopback.owner  # type: ignore[attr-defined]
 
-    def do_GET(self) -> None:  # noqa: N802 (the names BaseHTTPRequestHandler dispatches to)
+    def do_GET(self) -> None:
         self._handle("GET")
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._handle("HEAD")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._handle("POST")
 
     def _handle(self, method: str) -> None:
         raise NotImplementedError
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (signature of the base class)
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
         """Quiet: the owners record what they need."""
 
 

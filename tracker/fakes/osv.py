@@ -8,9 +8,10 @@ records included, 404 otherwise). Matching is its own small implementation (the 
 ECOSYSTEM ranges), not hubwatch's, so the two can disagree and a test can see it.
 
 Faults for the next `times` requests whose path matches: `inject("status", status=503)`, `"malformed"`
-(200, not JSON), `"body"` (200 with the JSON `body=` given), `"cut_json"` (200, JSON cut in half), `"truncated"` (Content-Length promises more than
-is sent), `"slow"` (answers after `delay_s`; `stop()` releases it), `"page_forever"` (every querybatch
-result gets a fresh next_page_token), `"same_token"` (the same token every time). Requests are recorded.
+(200, not JSON), `"body"` (200 with the JSON `body=` given), `"cut_json"` (200, JSON cut in half),
+`"truncated"` (Content-Length promises more than is sent), `"slow"` (answers after `delay_s`; `stop()`
+releases it), `"page_forever"` (every querybatch result gets a fresh next_page_token), `"same_token"` (the
+same token every time). Requests are recorded.
 """
 
 from __future__ import annotations
@@ -305,7 +306,8 @@ def _in_ecosystem_range(rng: Mapping[str, Any], version: str) -> bool:
         try:
             if "introduced" in event:
                 inside = inside or event["introduced"] == "0" or v >= Version(event["introduced"])
-            elif "fixed" in event and inside and v >= Version(event["fixed"]) or "last_affected" in event and inside and v > Version(event["last_affected"]):
+            elif (("fixed" in event and inside and v >= Version(event["fixed"]))
+                  or ("last_affected" in event and inside and v > Version(event["last_affected"]))):
                 inside = False
         except InvalidVersion:
             continue

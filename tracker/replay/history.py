@@ -94,7 +94,7 @@ class PatternBlob(Blob):
 class LfsBlob(Blob):
     """An LFS file: real bytes from `files/`, or a synthesised prefix (safetensors header) then zeros."""
 
-    def __init__(self, size: int, prefix: bytes = b"", sha256: str | None = None, source: Blob | None = None):
+    def __init__(self, size: int, prefix: bytes = b"", sha256: str | None = None, source: Blob | None = None) -> None:
         self.size, self.prefix, self.source, self._sha256 = size, prefix, source, sha256
 
     def _read(self, offset: int, length: int) -> bytes:
@@ -184,7 +184,7 @@ class Node:
 class RepoHistory:
     """One repo: its settings from repo.json, its commits oldest first and the tree of each."""
 
-    def __init__(self, meta: dict[str, Any], commits: list[ReplayCommit], trees: dict[str, Tree]):
+    def __init__(self, meta: dict[str, Any], commits: list[ReplayCommit], trees: dict[str, Tree]) -> None:
         self.repo_id: str = meta["id"]
         self.private = bool(meta.get("private", False))
         self.gated: str | bool = meta.get("gated", False) or False

@@ -109,7 +109,7 @@ class _Response:
 class _HubError(Exception):
     """An error answered the way the Hub does: status, X-Error-Code, X-Error-Message, JSON body."""
 
-    def __init__(self, status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None):
+    def __init__(self, status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.code, self.headers = status, message, code, headers or {}
 
@@ -310,7 +310,7 @@ class ReplayServer:
 class _Exchange:
     """One Hub request: authorisation, repo and revision look-up, and the answer of each route."""
 
-    def __init__(self, replay: ReplayServer, handler: _Handler, method: str, raw_path: str, query: str, body: bytes):
+    def __init__(self, replay: ReplayServer, handler: _Handler, method: str, raw_path: str, query: str, body: bytes) -> None:
         self.replay, self.method, self.raw_path = replay, method, raw_path
         self.query = parse_qs(query, keep_blank_values=True)
         self.form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
@@ -331,7 +331,7 @@ class _Exchange:
             return self._route()
         except _HubError as err:
             return err.response()
-        except Exception as err:  # a bug or bad history data: answer it rather than drop the connection
+        except Exception as err:  # noqa: BLE001 - a bug or bad history data: answer 500 rather than drop the connection
             traceback.print_exc()
             return _HubError(500, f"replay server error: {err!r}").response()
 

@@ -1,15 +1,15 @@
 """History tables: watches, revisions, blobs, file lists, weight manifests, changes, events.
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-29 15:33:16.671865
 """
 
-from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-import storage.types
+from alembic import op
 
+import storage.types
 
 revision = '0001'
 down_revision = None

@@ -5,11 +5,11 @@ Revises: 0001
 Create Date: 2026-11-29 15:49:17.207257
 """
 
-from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-import storage.types
+from alembic import op
 
+import storage.types
 
 revision = '0002'
 down_revision = '0001'

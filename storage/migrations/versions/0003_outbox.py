@@ -5,11 +5,11 @@ Revises: 0002
 Create Date: 2026-11-29 15:59:35.430904
 """
 
-from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-import storage.types
+from alembic import op
 
+import storage.types
 
 revision = '0003'
 down_revision = '0002'

@@ -6,11 +6,11 @@ Revises: 0002
 Create Date: 2026-11-29 16:02:56.857312
 """
 
-from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-import storage.types
+from alembic import op
 
+import storage.types
 
 revision = '0004'
 down_revision = '0002'
