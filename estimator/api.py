@@ -92,23 +92,39 @@ def _assemble(r: ConfigReader, s: Structure | None, counted: ManifestCount | Non
     inputs = {"batch": 1, "seq_len_cap": cap, **(s.inputs if s else {})}
     if total is None:
         return Estimate(params, inputs, {}, {}, notes, warnings)
-    modes = memory.modes(s, total)
-    mem = {m.name: {"batch_1_bytes": m.at_batch(1), "static_bytes": m.static_bytes,
-                    "per_sample_bytes": m.per_sample_bytes, "parts": m.parts} for m in modes}
+    linear = (counted.linear_dims, counted.linear_params, counted.largest_linear) if counted and not s else None
+    modes = memory.modes(s, total, linear)
+    mem = {m.name: _mode_dict(m) for m in modes}
     mem["assumptions"] = {
         "cuda_context_bytes": memory.CUDA_CONTEXT_BYTES,
         "headroom_fraction": memory.HEADROOM,
+        "borderline_fraction": memory.BORDERLINE,
         "lora_rank": memory.LORA_RANK,
         "text": "bf16 autocast, AdamW (fp32 master weights, fp32 grads, two fp32 moments), SDPA without a "
                 "stored score matrix, LoRA r=16 on every linear layer but the head with a frozen bf16 base, "
-                "QLoRA on an NF4 base with double quantization; a per-process allowance for the CUDA context; "
+                "QLoRA on an NF4 base with double quantization; the step's peak is the largest of its phases (forward "
+                "with the saved activations and the loss's logits, the end of backward with every gradient, the "
+                "foreach AdamW step with a temporary the size of the moments); a per-process allowance for the CUDA context; "
                 "inference: bf16 weights, bf16 KV cache at the input length and a transient workspace of half "
                 "one layer's training activations; activations as measured on transformers' modules under "
-                "bf16 autocast (tests/estimator), LoRA and QLoRA assumed to save what full fine-tuning saves",
+                "bf16 autocast (tests/estimator); LoRA as PEFT builds it (all-linear, dropout on the adapter "
+                "input, fp32 adapters): full fine-tuning's activations plus each adapter's dropped-out input; "
+                "a verdict is borderline when the peak is within the borderline fraction of the usable bytes",
     }
     if s is None:
-        notes.append("activations and KV cache need the structure: only weight and optimizer memory is given")
-    return Estimate(params, inputs, mem, memory.cards(modes, total), notes, warnings)
+        notes.append("activations unknown: they need the structure, so only weight and optimizer memory is given "
+                     "(LoRA targets read from the manifest's 2-D weights); a card is ruled out only when those "
+                     "alone do not fit")
+    return Estimate(params, inputs, mem, memory.cards(modes), notes, warnings)
+
+
+def _mode_dict(m: memory.Mode) -> dict:
+    """One mode as stored: batch-1 peak, the binding phase's fixed and per-sample bytes, every phase."""
+    return {"batch_1_bytes": m.at_batch(1), "static_bytes": m.static_bytes, "per_sample_bytes": m.per_sample_bytes,
+            "parts": m.parts, "floor_bytes": m.floor_bytes(), "peak_phase_batch_1": m.peak_phase(1),
+            "phases": {name: {"static_bytes": p.static_bytes, "per_sample_bytes": p.per_sample_bytes}
+                       for name, p in m.phases.items()},
+            "phase_peaks_batch_1": m.phase_peaks(1)}
 
 
 def _choose(s: Structure | None, counted: ManifestCount | None, warnings: list[str], notes: list[str]) -> str | None:

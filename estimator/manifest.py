@@ -17,6 +17,9 @@ BUFFER_NAMES = re.compile(r"(^|\.)(position_ids|inv_freq|masked_bias|final_logit
 QUANT_NAMES = re.compile(r"\.(qweight|qzeros|scales|g_idx|absmax|quant_map|nested_absmax|nested_quant_map|"
                          r"quant_state\.[\w]+|weight_scale|weight_scale_inv|input_scale|SCB|weight_format)$")
 
+# 2-D weights that are lookup tables, not linear layers (LoRA on "every linear layer" skips them).
+EMBEDDING_NAMES = re.compile(r"(embed|wte|wpe|(^|\.)shared\.|relative_attention_bias|position_embedding)")
+
 TOWER_RULES = (
     ("projection", re.compile(r"(^|\.)(visual_projection|text_projection|multi_modal_projector|logit_scale|"
                               r"logit_bias|mm_projector|vision_proj|text_proj)(\.|$)")),
@@ -43,6 +46,9 @@ class ManifestCount:
     quantized: bool = False
     stored_bytes: int = 0
     tensors: int = 0
+    linear_dims: int = 0      # sum of (in + out) over 2-D block weights: what LoRA on every linear adapts
+    linear_params: int = 0    # elements of those weights (4-bit under QLoRA)
+    largest_linear: int = 0
 
 
 def count_manifest(manifest: object, *, audio_encoder: bool = False) -> ManifestCount:
@@ -73,6 +79,10 @@ def count_manifest(manifest: object, *, audio_encoder: bool = False) -> Manifest
         out.parameters += n
         tower = tower_of(name, audio_encoder=audio_encoder)
         out.by_tower[tower] = out.by_tower.get(tower, 0) + n
+        if len(shape) == 2 and name.endswith(".weight") and tower != "head" and not EMBEDDING_NAMES.search(name):
+            out.linear_dims += shape[0] + shape[1]
+            out.linear_params += n
+            out.largest_linear = max(out.largest_linear, n)
     return out
 
 

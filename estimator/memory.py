@@ -14,6 +14,8 @@ GIB = 1024**3
 CUDA_CONTEXT_BYTES = 600 * 1024**2   # per-process allowance: CUDA context, cuBLAS workspace, allocator slack
 HEADROOM = 0.10                      # share of each card kept free (fragmentation, caching allocator)
 LORA_RANK = 16
+BORDERLINE = 0.10                    # a peak within 10% of a card's usable bytes: the estimate cannot call it
+LORA_DROPOUT_INPUT_BYTES = 3         # an adapter's input: PEFT's dropout keeps a 1-byte mask and its bf16 output
 NF4_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)  # 4-bit weights, 8-bit absmax per 64, fp32 per 256 absmax (double quant)
 
 CARDS = {  # marketed memory; H200's 141 GB is decimal
@@ -28,26 +30,97 @@ CARDS = {  # marketed memory; H200's 141 GB is decimal
 
 
 @dataclass(frozen=True)
-class Mode:
-    """One way to run the model: bytes that do not depend on the batch, and bytes per sample."""
+class Phase:
+    """One phase of a training step (or of a forward): bytes live at its peak, fixed plus per sample."""
 
-    name: str
     static_bytes: int
     per_sample_bytes: int | None   # None: activations could not be derived (structure unknown)
-    parts: dict
 
     def at_batch(self, batch: int) -> int | None:
-        if self.per_sample_bytes is None:
+        return None if self.per_sample_bytes is None else self.static_bytes + batch * self.per_sample_bytes
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way to run the model: the peak of each phase; the step's peak is the largest of them.
+
+    ``at_batch`` and ``max_batch`` read the same phases, so the largest batch a card holds is exactly the
+    largest batch whose peak fits the card less its headroom.
+    """
+
+    name: str
+    phases: dict[str, Phase]
+    parts: dict
+
+    @property
+    def static_bytes(self) -> int:
+        """The fixed bytes of the phase that binds as the batch grows (the largest per-sample phase)."""
+        return self._binding().static_bytes
+
+    @property
+    def per_sample_bytes(self) -> int | None:
+        return self._binding().per_sample_bytes
+
+    def _binding(self) -> Phase:
+        unknown = [p for p in self.phases.values() if p.per_sample_bytes is None]
+        if unknown:
+            return unknown[0]
+        return max(self.phases.values(), key=lambda p: (p.per_sample_bytes or 0, p.static_bytes))
+
+    def at_batch(self, batch: int) -> int | None:
+        """The step's peak at ``batch``: the largest phase peak; None when activations are unknown."""
+        peaks = [p.at_batch(batch) for p in self.phases.values()]
+        return None if None in peaks else max(peaks)  # type: ignore[type-var]
+
+    def peak_phase(self, batch: int) -> str | None:
+        peaks = {name: p.at_batch(batch) for name, p in self.phases.items()}
+        if None in peaks.values():
             return None
-        return self.static_bytes + batch * self.per_sample_bytes
+        return max(peaks, key=lambda name: peaks[name])  # type: ignore[arg-type, return-value]
+
+    def phase_peaks(self, batch: int) -> dict[str, int | None]:
+        """Peak per phase at ``batch`` as a step sees it: forward, backward (its start is the forward's end),
+        optimizer."""
+        peaks = {name: p.at_batch(batch) for name, p in self.phases.items()}
+        if "backward_end" in peaks:
+            end, fwd = peaks.pop("backward_end"), peaks["forward"]
+            peaks = {"forward": fwd, "backward": None if fwd is None else max(fwd, end),  # type: ignore[type-var]
+                     "optimizer": peaks["optimizer"]}
+        return peaks
+
+    def floor_bytes(self) -> int:
+        """What the step needs whatever the batch (weights, optimizer state): known even without activations."""
+        return max(p.static_bytes for p in self.phases.values())
 
     def max_batch(self, card_bytes: int) -> int | None:
-        usable = int(card_bytes * (1 - HEADROOM)) - self.static_bytes
-        if self.per_sample_bytes is None:
-            return None
-        if usable < self.per_sample_bytes:
+        """The largest batch whose peak fits ``card_bytes`` less the headroom; 0 when batch 1 does not, None
+        when activations are unknown and the fixed bytes alone fit."""
+        usable = int(card_bytes * (1 - HEADROOM))
+        if self.floor_bytes() > usable:
             return 0
-        return usable // max(self.per_sample_bytes, 1)
+        limits = []
+        for p in self.phases.values():
+            if p.per_sample_bytes is None:
+                return None
+            if p.per_sample_bytes > 0:
+                limits.append((usable - p.static_bytes) // p.per_sample_bytes)
+        return max(0, min(limits)) if limits else None
+
+    def verdict(self, card_bytes: int, batch: int = 1) -> str:
+        """fits / borderline / does_not_fit at ``batch``; borderline within BORDERLINE of the usable bytes.
+
+        Unknown activations: does_not_fit when the fixed bytes alone pass the borderline band, else
+        activations_unknown.
+        """
+        usable = card_bytes * (1 - HEADROOM)
+        peak = self.at_batch(batch)
+        if peak is None:
+            return "does_not_fit" if self.floor_bytes() > usable * (1 + BORDERLINE) else "activations_unknown"
+        if peak > usable * (1 + BORDERLINE):
+            return "does_not_fit"
+        if peak >= usable * (1 - BORDERLINE):
+            return "borderline"
+        return "fits"
 
 
 def activations(s: Structure, checkpointing: bool) -> float:
@@ -75,58 +148,103 @@ def kv_cache(s: Structure) -> int:
                    for st in s.stacks))
 
 
-def modes(s: Structure | None, params: int) -> list[Mode]:
-    """Inference, full fine-tune, LoRA and QLoRA, each with and without gradient checkpointing."""
+def lora_activations(s: Structure) -> int:
+    """Per sample, what PEFT's adapters save beyond full fine-tuning's activations: every adapted linear's
+    input after the adapter's dropout (a 1-byte mask and the bf16 output A reads)."""
+    extra = 0
+    for tower, inputs in s.lora_inputs.items():
+        tokens = max((st.tokens for st in s.stacks if st.tower == tower), default=0)
+        extra += LORA_DROPOUT_INPUT_BYTES * inputs * tokens
+    return int(extra)
+
+
+def _training(resident: int, copies: int, grads: int, grad_transient: int, const: int, act: int | None,
+              loss: int, optimizer: int) -> dict[str, Phase]:
+    """forward (which is also where backward starts): resident + weight copies + saved activations + the
+    loss's logits; backward_end: every gradient, plus the sum a tied head's two gradients make; optimizer:
+    weights, gradients, moments and foreach AdamW's temporary."""
+    per = None if act is None else act + loss
+    return {"forward": Phase(resident + copies + const, per),
+            "backward_end": Phase(resident + grads + grad_transient, 0),
+            "optimizer": Phase(optimizer, 0)}
+
+
+def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int] | None = None) -> list[Mode]:
+    """Inference, full fine-tune, LoRA and QLoRA, each with and without gradient checkpointing.
+
+    Without a structure (custom code, unknown architecture) every mode still gets its fixed bytes, with the
+    LoRA targets read from the manifest's 2-D weights (``counted_linear``: dims, elements, largest), and
+    activations unknown.
+    """
     ctx = CUDA_CONTEXT_BYTES
+    if s is None:
+        dims, linear_params, largest = counted_linear or (0, 0, 0)
+        matmul, tied = linear_params, 0
+    else:
+        dims, linear_params, largest = s.lora_linear_dims, s.quantizable, s.largest_linear
+        matmul, tied = s.matmul_params, s.tied_elements
+    lora_params = LORA_RANK * dims
     out = []
     if s is None:
-        out.append(Mode("inference", 2 * params + ctx, None, {"weights_bf16": 2 * params, "cuda_context": ctx}))
-        full = 16 * params + ctx
-        out.append(Mode("full_finetune", full, None, {"weights_grads_adamw": 16 * params, "cuda_context": ctx}))
-        return out
-    workspace = max((st.saved_per_sample() for st in s.stacks), default=0) // 2
-    out.append(Mode("inference", 2 * params + ctx, kv_cache(s) + int(workspace),
-                    {"weights_bf16": 2 * params, "kv_cache_per_sample": kv_cache(s),
-                     "workspace_per_sample": int(workspace), "cuda_context": ctx}))
-    lora_params = LORA_RANK * s.lora_linear_dims
+        out.append(Mode("inference", {"forward": Phase(2 * params + ctx, None)},
+                        {"weights_bf16": 2 * params, "cuda_context": ctx}))
+    else:
+        workspace = int(max((st.saved_per_sample() for st in s.stacks), default=0) // 2)
+        out.append(Mode("inference", {"forward": Phase(2 * params + ctx, kv_cache(s) + workspace)},
+                        {"weights_bf16": 2 * params, "kv_cache_per_sample": kv_cache(s),
+                         "workspace_per_sample": workspace, "cuda_context": ctx}))
     for gc in (False, True):
         suffix = "_gc" if gc else ""
-        const = constant_saved(s, gc)
-        act = int(activations(s, gc))
-        loss = int(s.loss_transient_per_sample)
-        full_static = 16 * params + 2 * s.matmul_params + const + ctx
-        out.append(Mode("full_finetune" + suffix, full_static, act + loss,
-                        {"weights_fp32": 4 * params, "grads_fp32": 4 * params, "adamw_moments": 8 * params,
-                         "autocast_weight_copies": 2 * s.matmul_params, "activations_per_sample": act,
-                         "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
-        lora_static = 2 * params + 18 * lora_params + const + ctx
-        out.append(Mode("lora" + suffix, lora_static, act + loss,
-                        {"base_bf16": 2 * params, "adapters_fp32_grads_adamw": 16 * lora_params,
-                         "adapter_bf16_copies": 2 * lora_params, "lora_rank": LORA_RANK,
-                         "activations_per_sample": act, "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
-        base4 = int(NF4_BYTES * s.quantizable + 2 * (params - s.quantizable))
-        dequant = 2 * s.largest_linear
-        out.append(Mode("qlora" + suffix, base4 + 18 * lora_params + dequant + const + ctx, act + loss,
-                        {"base_nf4": base4, "adapters_fp32_grads_adamw": 16 * lora_params,
-                         "adapter_bf16_copies": 2 * lora_params, "dequantized_layer": dequant,
-                         "activations_per_sample": act, "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
+        const = constant_saved(s, gc) if s else 0
+        act = int(activations(s, gc)) if s else None
+        lora_act = None if s is None else act + lora_activations(s) * (0 if gc else 1)  # type: ignore[operator]
+        loss = int(s.loss_transient_per_sample) if s else 0
+        full_resident = 12 * params + ctx
+        out.append(Mode("full_finetune" + suffix, _training(
+            full_resident, 2 * matmul, 4 * params, 8 * tied + 2 * largest, const, act, loss,
+            20 * params + ctx),
+            {"weights_fp32": 4 * params, "grads_fp32": 4 * params, "adamw_moments": 8 * params,
+             "adamw_step_temporary": 4 * params, "autocast_weight_copies": 2 * matmul,
+             "activations_per_sample": act, "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
+        adapters = 12 * lora_params  # fp32 adapters and their two moments
+        out.append(Mode("lora" + suffix, _training(
+            2 * params + adapters + ctx, 2 * lora_params, 4 * lora_params, 0, const, lora_act, loss,
+            2 * params + 20 * lora_params + ctx),
+            {"base_bf16": 2 * params, "adapters_fp32_grads_adamw": 16 * lora_params,
+             "adamw_step_temporary": 4 * lora_params, "adapter_bf16_copies": 2 * lora_params,
+             "lora_rank": LORA_RANK, "activations_per_sample": lora_act, "logits_and_loss_per_sample": loss,
+             "cuda_context": ctx}))
+        base4 = int(NF4_BYTES * linear_params + 2 * (params - linear_params))
+        dequant = 2 * largest
+        out.append(Mode("qlora" + suffix, _training(
+            base4 + adapters + ctx, 2 * lora_params + dequant, 4 * lora_params, 0, const, lora_act,
+            loss, base4 + 20 * lora_params + ctx),
+            {"base_nf4": base4, "adapters_fp32_grads_adamw": 16 * lora_params,
+             "adamw_step_temporary": 4 * lora_params, "adapter_bf16_copies": 2 * lora_params,
+             "dequantized_layer": dequant, "activations_per_sample": lora_act,
+             "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
     return out
 
 
-def optimizer_step_peak(params: int) -> int:
-    """Foreach AdamW holds about 20 bytes a parameter at the step (activations already freed)."""
-    return 20 * params + CUDA_CONTEXT_BYTES
-
-
-def cards(mode_list: list[Mode], params: int) -> dict:
-    """Largest batch per card and mode; 0 where batch 1 does not fit, None where it cannot be derived."""
+def cards(mode_list: list[Mode]) -> dict:
+    """Per card: the largest batch per mode (0 where batch 1 does not fit, None where it cannot be derived)
+    and the verdict at batch 1 (fits / borderline / does_not_fit / activations_unknown)."""
     out = {}
     for card, size in CARDS.items():
-        row = {}
-        for m in mode_list:
-            batch = m.max_batch(size)
-            if batch and m.name.startswith("full_finetune") and optimizer_step_peak(params) > size * (1 - HEADROOM):
-                batch = 0
-            row[m.name] = batch
-        out[card] = {"memory_bytes": size, "usable_bytes": int(size * (1 - HEADROOM)), "max_batch": row}
+        out[card] = {"memory_bytes": size, "usable_bytes": int(size * (1 - HEADROOM)),
+                     "max_batch": {m.name: m.max_batch(size) for m in mode_list},
+                     "verdict_batch_1": {m.name: m.verdict(size) for m in mode_list}}
     return out
+
+
+def at_batch(result: dict, mode: str, batch: int) -> dict:
+    """A stored estimate (``Estimate.to_dict()``) answered at any batch: the peak, its phase, and each phase.
+
+    Reads the same phases the cards were sized from, so ``peak_bytes`` at a card's ``max_batch`` fits it.
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    stored = result["memory"][mode]["phases"]
+    m = Mode(mode, {name: Phase(p["static_bytes"], p["per_sample_bytes"]) for name, p in stored.items()}, {})
+    return {"mode": mode, "batch": batch, "peak_bytes": m.at_batch(batch), "peak_phase": m.peak_phase(batch),
+            "phase_peaks": m.phase_peaks(batch)}

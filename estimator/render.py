@@ -38,7 +38,10 @@ def render_table(result: Estimate) -> str:
         for name in modes:
             m = result.memory[name]
             per = m["per_sample_bytes"]
-            lines.append(f"  {name:<{width}}  {_gib(m['batch_1_bytes']):>12}   (+{_gib(per)} a sample)")
+            phase = m.get("peak_phase_batch_1")
+            lines.append(f"  {name:<{width}}  {_gib(m['batch_1_bytes']):>12}   (+{_gib(per)} a sample"
+                         + (f"; peak in {phase})" if phase else f"; activations unknown, at least "
+                            f"{_gib(m.get('floor_bytes'))})"))
         a = result.memory["assumptions"]
         lines.append(f"  includes a {a['cuda_context_bytes'] / 1024**2:.0f} MiB CUDA-context allowance; "
                      f"cards keep {a['headroom_fraction']:.0%} free")
@@ -49,6 +52,13 @@ def render_table(result: Estimate) -> str:
         for card, row in result.cards.items():
             cells = "".join(f"{_n(row['max_batch'].get(m)):>17}" for m in modes)
             lines.append(f"  {card:<12}{cells}")
+        unsure = [f"{card}: " + ", ".join(f"{m} {v.replace('_', ' ')}" for m, v in row["verdict_batch_1"].items()
+                                         if v in ("borderline", "activations_unknown"))
+                  for card, row in result.cards.items() if "verdict_batch_1" in row]
+        unsure = [line for line in unsure if not line.endswith(": ")]
+        if unsure:
+            lines.append("  batch 1 too close to call (within " f"{result.memory['assumptions']['borderline_fraction']:.0%}"
+                         " of the card) or unknown: " + "; ".join(unsure))
     for title, items in (("Notes", result.notes), ("Warnings", result.warnings)):
         if items:
             lines.append(title)

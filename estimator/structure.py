@@ -47,6 +47,8 @@ class Structure:
     quantizable: int = 0                    # parameters in block linear layers (4-bit under QLoRA)
     matmul_params: int = 0                  # parameters used in autocast matmuls (bf16 weight copies)
     largest_linear: int = 0                 # elements of the largest block weight matrix
+    lora_inputs: dict = field(default_factory=dict)  # tower -> sum of d_in over its LoRA-adapted linears
+    tied_elements: int = 0                  # elements of a head tied to the embeddings (its grads add up)
     tied: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -63,6 +65,7 @@ class Structure:
         self.matmul_params += d_in * d_out * times
         if lora:
             self.lora_linear_dims += (d_in + d_out) * times
+            self.lora_inputs[tower] = self.lora_inputs.get(tower, 0) + d_in * times
             self.quantizable += d_in * d_out * times
             self.largest_linear = max(self.largest_linear, d_in * d_out)
 

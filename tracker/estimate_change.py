@@ -91,6 +91,13 @@ def estimate_change(old: NewEstimate | None, new: NewEstimate, path: str = "conf
         b = new.result["memory"].get(mode, {}).get("batch_1_bytes")
         if a != b:
             parts.append(f"{mode_label(mode)} batch 1 {_gib(a)} -> {_gib(b)}")
+            continue
+        per_a = before["memory"].get(mode, {}).get("per_sample_bytes")
+        per_b = new.result["memory"].get(mode, {}).get("per_sample_bytes")
+        if per_a != per_b and per_a is not None and per_b is not None:
+            phase = new.result["memory"][mode].get("peak_phase_batch_1") or "step"
+            parts.append(f"{mode_label(mode)} batch 1 peak unchanged at {_gib(b)} ({phase}-bound), activations "
+                         f"{_gib(per_a)} -> {_gib(per_b)} a sample")
     lost, gained = _card_lines(before, new.result)
     if not parts and not lost and not gained:
         return None

@@ -37,6 +37,7 @@ def causal_lm_head(s: Structure, r: ConfigReader, vocab: int, hidden: int, *, ti
     softcap = r.has("final_logit_softcapping")  # tanh soft-capping keeps one more logits-sized tensor
     """The LM head (counted once when tied to the embeddings) and what its loss keeps per token."""
     if tied:
+        s.tied_elements = max(s.tied_elements, vocab * hidden)
         s.tied.append(f"{name} shares the input embeddings ({vocab:,} x {hidden:,}, counted once)")
         if bias:
             s.add("head", "heads", vocab)

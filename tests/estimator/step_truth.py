@@ -1,0 +1,152 @@
+"""Ground truth for a whole training step (test-only): the peak of live tensor bytes per phase.
+
+Two AdamW steps (foreach, as on a GPU) under bf16 autocast, run under ``FakeTensorMode`` so real widths cost
+no memory or compute. An allocator-like ``TorchDispatchMode`` counts every storage from the op that makes it
+until it is freed (sizes rounded up to the CUDA caching allocator's 512-byte blocks) and keeps the peak per
+phase: ``forward``, ``backward`` and ``optimizer`` (AdamW's step), the maximum over both steps. Parameters and
+buffers are counted from the start. Attention-probability dropout is set to 0 (a GPU's fused kernel keeps
+no score matrix for it; the CPU's would). LoRA is PEFT's: ``LoraConfig(r=16, target_modules="all-linear")`` on a
+bf16 base (PEFT casts the adapters to fp32), dropout on the adapter input.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+
+import torch
+import transformers
+from estimator_shapes import ATTENTION_DROPOUT_KEYS, inputs_for
+from estimator_truth import hf_config, model_class
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+BLOCK = 512
+PHASES = ("forward", "backward", "optimizer")
+LORA_RANK = 16
+LORA_DROPOUT = 0.05
+
+
+def _rounded(nbytes: int) -> int:
+    return -(-nbytes // BLOCK) * BLOCK
+
+
+class LiveBytes(TorchDispatchMode):
+    """Live storage bytes after every op, and the peak per phase (set ``phase`` between phases)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = 0
+        self.phase = "setup"
+        self.peaks: dict[str, int] = {}
+        self._seen: set[int] = set()
+
+    def track(self, tensor: torch.Tensor) -> None:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        size = _rounded(storage.nbytes())
+        self.live += size
+        weakref.finalize(storage, self._free, key, size)
+
+    def _free(self, key: int, size: int) -> None:
+        self._seen.discard(key)
+        self.live -= size
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for leaf in tree_flatten(out)[0]:
+            if isinstance(leaf, torch.Tensor):
+                self.track(leaf)
+        self.peaks[self.phase] = max(self.peaks.get(self.phase, 0), self.live)
+        return out
+
+
+def _lora(model):
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=LORA_RANK, lora_alpha=32, lora_dropout=LORA_DROPOUT, target_modules="all-linear")
+    return get_peft_model(model, config)
+
+
+def without_attention_dropout(config: dict) -> dict:
+    """A copy with attention-probability dropout at 0: a GPU's fused SDPA kernel applies it without storing
+    the score matrix, which the CPU kernel cannot do (it would fall back to the math path)."""
+    cfg = copy.deepcopy(config)
+    for sub in (cfg, cfg.get("text_config"), cfg.get("vision_config")):
+        for key in ATTENTION_DROPOUT_KEYS:
+            if isinstance(sub, dict) and key in sub:
+                sub[key] = 0.0
+    return cfg
+
+
+def _build(config: dict, mode: str):
+    """The model on the meta device (fp32, or a bf16 base with PEFT's LoRA adapters on it)."""
+    if mode not in ("full_finetune", "lora"):
+        raise ValueError(mode)
+    config = without_attention_dropout(config)
+    dtype = torch.bfloat16 if mode == "lora" else torch.float32
+    cls = model_class(config)
+    with torch.device("meta"):
+        if cls is None:
+            model = transformers.AutoModel.from_config(hf_config(config), dtype=dtype)
+        else:
+            model = cls._from_config(hf_config(config), dtype=dtype)
+    return _lora(model) if mode == "lora" else model
+
+
+def _materialize(model) -> None:
+    """Meta parameters and buffers replaced by fake CPU tensors (call under FakeTensorMode); ties kept.
+
+    PEFT casts its adapters with ``Module.to()``, which cannot swap fake parameters, so the model is built on
+    the meta device and made fake afterwards.
+    """
+    made: dict[int, torch.Tensor] = {}
+    originals = []  # kept alive so that no id() is reused while ties are matched
+    for module in model.modules():
+        for table, wrap in ((module._parameters, True), (module._buffers, False)):
+            for name, tensor in table.items():
+                if tensor is None:
+                    continue
+                if id(tensor) not in made:
+                    originals.append(tensor)
+                    fake = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu")
+                    made[id(tensor)] = torch.nn.Parameter(fake, requires_grad=tensor.requires_grad) if wrap else fake
+                table[name] = made[id(tensor)]
+
+
+def _loss(output) -> torch.Tensor:
+    if getattr(output, "loss", None) is not None:
+        return output.loss
+    first = output[0] if isinstance(output, tuple) else next(iter(output.values()))
+    return first.float().mean()  # a base model without a head: a scalar over its last hidden state
+
+
+def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2) -> dict[str, int]:
+    """Peak live bytes per phase of ``steps`` AdamW steps; ``mode`` is "full_finetune" or "lora"."""
+    tracker = LiveBytes()
+    model = _build(config, mode)  # on meta, initialisation costs nothing (and no_init_weights would untie)
+    with FakeTensorMode():
+        _materialize(model)
+        model.train()
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=1e-4, weight_decay=0.01, foreach=True)
+        inputs = inputs_for(config, batch, seq)
+        with tracker:
+            for t in [*model.parameters(), *model.buffers(), *inputs.values()]:
+                if isinstance(t, torch.Tensor):
+                    tracker.track(t)
+            for _ in range(steps):
+                tracker.phase = "forward"
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = _loss(model(**inputs))
+                tracker.phase = "backward"
+                loss.backward()
+                del loss
+                tracker.phase = "optimizer"
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+    return {phase: tracker.peaks[phase] for phase in PHASES}

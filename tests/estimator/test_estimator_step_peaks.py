@@ -1,0 +1,104 @@
+"""The training step's peak, phase by phase: the estimator against measured steps, borderline and unknown verdicts."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+import torch
+from estimator_truth import load_config
+from step_truth import LiveBytes, step_peaks
+
+from estimator import at_batch, estimate
+from estimator.memory import CARDS, CUDA_CONTEXT_BYTES, HEADROOM, Mode, Phase
+
+TRUTH = json.loads((Path(__file__).resolve().parents[1] / "fixtures/estimator/step_peaks.json").read_text())
+ROWS = TRUTH["rows"]
+TOLERANCE = {"forward": 0.15, "backward": 0.15, "optimizer": 0.05}
+
+
+def _estimated(row: dict) -> dict[str, int]:
+    """The estimator's phase peaks for a committed row, less the CUDA-context allowance (not a tensor)."""
+    doc = estimate(load_config(row["config"]), seq_len_cap=row["seq"]).to_dict()
+    peaks = at_batch(doc, row["mode"], row["batch"])["phase_peaks"]
+    return {phase: value - CUDA_CONTEXT_BYTES for phase, value in peaks.items()}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['config']}-{r['mode']}-b{r['batch']}")
+def test_phase_peaks_match_the_measured_step(row):
+    """Each phase's peak is within 15% of the measured step (the optimizer step within 5%), whole model."""
+    estimated = _estimated(row)
+    for phase, measured in row["peaks"].items():
+        assert abs(estimated[phase] / measured - 1) < TOLERANCE[phase], (phase, estimated[phase], measured)
+
+
+def test_step_peak_error_is_small_in_the_median():
+    """Over every committed run the step's peak (largest phase) is within 5% in the median."""
+    errors = [abs(max(_estimated(r).values()) / max(r["peaks"].values()) - 1) for r in ROWS]
+    assert statistics.median(errors) < 0.05, errors
+
+
+def test_committed_truth_covers_every_kind_mode_and_batch():
+    """The committed truth has decoders, encoders, seq2seq and vision, full and LoRA, at batch 1 and 4."""
+    assert {r["kind"] for r in ROWS} == {"decoder", "encoder", "seq2seq", "vision"}
+    assert {(r["mode"], r["batch"]) for r in ROWS} == {(m, b) for m in ("full_finetune", "lora") for b in (1, 4)}
+
+
+@pytest.mark.slow
+def test_harness_reproduces_a_committed_row():
+    """Rerunning the harness on GPT-2 (full fine-tune, batch 1) gives the committed peaks byte for byte."""
+    [row] = [r for r in ROWS if r["config"] == "gpt2/gpt2.json" and r["mode"] == "full_finetune" and r["batch"] == 1]
+    assert step_peaks(load_config(row["config"]), row["mode"], row["batch"], row["seq"]) == row["peaks"]
+
+
+def test_live_bytes_counts_allocations_and_frees():
+    """The tracker adds a new storage's rounded bytes, ignores views, and subtracts it once freed."""
+    tracker = LiveBytes()
+    with tracker:
+        a = torch.ones(1000)            # 4000 bytes -> 4096
+        view = a[:10]
+        b = a * 2
+        del b
+        after_free = tracker.live
+        del view
+    assert tracker.peaks["setup"] == 8192 and after_free == 4096
+
+
+def _mode(static: int, per: int) -> Mode:
+    return Mode("m", {"forward": Phase(static, per), "optimizer": Phase(static // 2, 0)}, {})
+
+
+@pytest.mark.parametrize(("share", "verdict"), [(0.5, "fits"), (0.95, "borderline"), (1.05, "borderline"),
+                                                (1.2, "does_not_fit")])
+def test_verdict_is_borderline_near_the_card(share, verdict):
+    """A peak within 10% of the card's usable bytes is borderline, not a confident fit or miss."""
+    usable = CARDS["L4 24GB"] * (1 - HEADROOM)
+    assert _mode(int(usable * share) - 1, 1).verdict(CARDS["L4 24GB"]) == verdict
+
+
+def test_largest_batch_comes_from_the_same_peak():
+    """max_batch is the largest batch whose step peak (any phase) fits; the optimizer phase can bind alone."""
+    usable = int(CARDS["T4 16GB"] * (1 - HEADROOM))
+    mode = Mode("m", {"forward": Phase(1000, 10**8), "optimizer": Phase(usable + 1, 0)}, {})
+    assert mode.max_batch(CARDS["T4 16GB"]) == 0
+    mode = Mode("m", {"forward": Phase(1000, 10**8), "optimizer": Phase(2000, 0)}, {})
+    batch = mode.max_batch(CARDS["T4 16GB"])
+    assert mode.at_batch(batch) <= usable < mode.at_batch(batch + 1)  # type: ignore[operator]
+
+
+def test_custom_code_gets_weights_and_optimizer_memory_with_activations_unknown():
+    """Custom code: every training mode sized from the manifest (LoRA on its 2-D weights), activations
+    unknown, and only cards its fixed bytes overflow are ruled out."""
+    config = load_config("custom/jina-clip-v2-like.json")
+    manifest = {"text.layer.0.attn.weight": ("BF16", [4096, 4096]), "text.embed.weight": ("BF16", [250002, 4096])}
+    result = estimate(config, manifest)
+    lora = result.memory["lora"]
+    assert lora["per_sample_bytes"] is None and lora["batch_1_bytes"] is None
+    assert lora["parts"]["adapters_fp32_grads_adamw"] == 16 * 16 * (4096 + 4096)
+    assert result.memory["full_finetune"]["floor_bytes"] == 20 * result.total + CUDA_CONTEXT_BYTES
+    verdicts = {card: row["verdict_batch_1"]["full_finetune"] for card, row in result.cards.items()}
+    assert verdicts["T4 16GB"] == "does_not_fit" and verdicts["H200 141GB"] == "activations_unknown"
+    assert result.cards["H200 141GB"]["max_batch"]["full_finetune"] is None
+    assert any("activations unknown" in note for note in result.notes)
