@@ -7,7 +7,10 @@ The 1,000 repos are stored revisions whose facts name real version strings: `tra
 the real release list (dev builds for some), and requirements.txt pins of torch, numpy, tokenizers,
 accelerate, safetensors, huggingface-hub, regex, tqdm and scipy for half of them, drawn with a fixed seed.
 Three re-checks are measured: the first one (cold cache: every advisory's detail fetched once), a daily
-one after OSV modified two advisories and published a new one, and a daily one with nothing new.
+one after OSV modified two advisories and published a new one, and a daily one with nothing new. Then
+two more on one re-touched record (PYSEC-2026-2289, which every repo is told about): a cosmetic edit
+(new `modified`, reworded details, a reference added: stored silently, 0 events; before substance
+digests every repo told about it got one) and a range change (its fix moved: one event per repo told).
 Run: .venv/bin/python benchmarks/bench_osv_recheck.py
 """
 
@@ -40,6 +43,7 @@ from tracker.snapshot_io import git_blob_oid
 N = 1000
 HELD_BACK = "PYSEC-2026-3929"  # published by "OSV" between the first and the daily re-check
 MODIFIED = ("PYSEC-2026-2289", "PYSEC-2024-251")
+RETOUCHED = "PYSEC-2026-2289"
 T0 = datetime(2026, 11, 29, tzinfo=UTC)
 
 
@@ -112,6 +116,15 @@ def main() -> None:
         fake.put(next(r for r in bundled_records() if r["id"] == HELD_BACK))
         daily, daily_s, daily_counts = run(service, fake)
         quiet, quiet_s, quiet_counts = run(service, fake)
+        told_before = sum(1 for _, key in service.db.told(f"bench/model-{i:04d}" for i in range(N)) if key == RETOUCHED)
+        record = fake.record(RETOUCHED)
+        fake.modify(RETOUCHED, "2026-12-02T08:00:00Z", details=record["details"] + " (reworded)",
+                    references=[*record.get("references", []), {"type": "WEB", "url": "https://example.org/advisory"}])
+        cosmetic, cosmetic_s, cosmetic_counts = run(service, fake)
+        affected = json.loads(json.dumps(record["affected"]))
+        affected[0]["ranges"][0]["events"] = [{"introduced": "0"}, {"fixed": "5.3.1"}]
+        fake.modify(RETOUCHED, "2026-12-03T08:00:00Z", affected=affected)
+        ranged, ranged_s, ranged_counts = run(service, fake)
         service.close()
     goal = math.ceil(daily.queries / 1000)
     changed = len(MODIFIED) + 1
@@ -125,6 +138,8 @@ def main() -> None:
         ("first (cold record cache)", first, first_s, first_counts),
         (f"daily, {len(MODIFIED)} modified + 1 new advisory", daily, daily_s, daily_counts),
         ("daily, nothing new", quiet, quiet_s, quiet_counts),
+        (f"{RETOUCHED} cosmetic edit", cosmetic, cosmetic_s, cosmetic_counts),
+        (f"{RETOUCHED} range change", ranged, ranged_s, ranged_counts),
     ):
         print(f"{label:<34}{counts.get('querybatch', 0):>11}{counts.get('vulns', 0):>9}{len(outcome.events):>8}"
               f"{seconds * 1000:>8.0f} ms")
@@ -134,6 +149,9 @@ def main() -> None:
     print(f"detail fetches vs new or modified ids: {daily_counts.get('vulns', 0)} / {changed} = "
           f"{daily_counts.get('vulns', 0) / changed:.2f}x")
     print(f"detail fetches with nothing new:       {quiet_counts.get('vulns', 0)} (goal 0)")
+    print(f"repos told about {RETOUCHED}:       {told_before} (events a cosmetic edit sent before substance digests)")
+    print(f"events for its cosmetic edit:          {len(cosmetic.events)} (goal 0)")
+    print(f"events for its range change:           {len(ranged.events)} (goal {told_before}: one per repo told)")
     print(f"daily re-check time:                   {daily_s:.2f} s for {N} repos ({daily_s * 1000 / N:.1f} ms per repo, "
           f"loopback fake, SQLite)")
 

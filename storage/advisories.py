@@ -90,6 +90,9 @@ class AdvisoryLink(SQLModel, table=True):
     modified: str = Field(default="", max_length=40)
     summary: str = ""
     checked_at: datetime = _utc()
+    # An affected version is listed either way; one about other models is marked, with the reason.
+    relevant: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
+    relevance: str | None = None
 
 
 class OwnAdvisory(SQLModel, table=True):
@@ -119,6 +122,9 @@ class AdvisoryState(SQLModel, table=True):
     modified: str = Field(max_length=40)
     first_seen_at: datetime = _utc()
     last_seen_at: datetime = _utc()
+    # A digest of what a re-announcement is about (ranges, severity, aliases, withdrawal): a `modified`
+    # that moves without it is stored silently. None: told before digests were kept.
+    substance: str | None = Field(default=None, max_length=64)
 
 
 class AdvisoryRecheck(SQLModel, table=True):
@@ -159,6 +165,16 @@ class NewLink:
     ids: tuple[str, ...]
     modified: str
     summary: str
+    relevant: bool = True
+    relevance: str | None = None
+
+
+@dataclass(frozen=True)
+class Told:
+    """What a repo was last told about one advisory."""
+
+    modified: str
+    substance: str | None = None
 
 
 @dataclass(frozen=True)
@@ -183,7 +199,7 @@ class NewAdvisoryCheck:
     osv_records: list[dict[str, Any]] = field(default_factory=list)
     links: list[NewLink] | None = None  # None: keep the links stored (OSV was not reached)
     own: list[NewOwnAdvisory] = field(default_factory=list)
-    state: list[tuple[str, str]] = field(default_factory=list)  # (advisory key, modified) now told
+    state: list[tuple[str, str, str | None]] = field(default_factory=list)  # (key, modified, substance) now told
     events: list[NewEvent] = field(default_factory=list)
     pending_reason: str | None = None
 
@@ -238,15 +254,15 @@ def upsert_osv_records(session: Session, records: Iterable[dict[str, Any]], now:
         session.add(row)
 
 
-def _told(session: Session, repo_id: str, state: Iterable[tuple[str, str]], now: datetime) -> None:
-    wanted = dict(state)
+def _told(session: Session, repo_id: str, state: Iterable[tuple[str, str, str | None]], now: datetime) -> None:
+    wanted = {key: (modified, substance) for key, modified, substance in state}
     if not wanted:
         return
     query = select(AdvisoryState).where(AdvisoryState.repo_id == repo_id, col(AdvisoryState.advisory_key).in_(wanted))
     rows = {r.advisory_key: r for r in session.exec(query)}
-    for key, modified in wanted.items():
+    for key, (modified, substance) in wanted.items():
         row = rows.get(key) or AdvisoryState(repo_id=repo_id, advisory_key=key, modified=modified, first_seen_at=now)
-        row.modified, row.last_seen_at = modified, now
+        row.modified, row.substance, row.last_seen_at = modified, substance, now
         session.add(row)
 
 
@@ -375,14 +391,14 @@ class AdvisoryStore:
     def open_own(self, repo_id: str) -> list[OwnAdvisory]:
         return [o for o in self.own(repo_id) if o.fixed_sha is None]
 
-    def told(self, repo_ids: Iterable[str]) -> dict[tuple[str, str], str]:
-        """(repo, advisory key) -> the `modified` the repo was last told about."""
+    def told(self, repo_ids: Iterable[str]) -> dict[tuple[str, str], Told]:
+        """(repo, advisory key) -> the `modified` (and substance digest) the repo was last told about."""
         ids = set(repo_ids)
         if not ids:
             return {}
         with self.store.session() as s:
             rows = s.exec(select(AdvisoryState).where(col(AdvisoryState.repo_id).in_(ids)))
-            return {(r.repo_id, r.advisory_key): r.modified for r in rows}
+            return {(r.repo_id, r.advisory_key): Told(r.modified, r.substance) for r in rows}
 
     def pending(self) -> list[AdvisoryPending]:
         with self.store.session() as s:

@@ -77,3 +77,11 @@ class Sleeps:
 
     def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
+
+
+def moved_fix(record: dict[str, Any], fixed: str) -> list[dict[str, Any]]:
+    """The record's `affected` with the fix of its first range moved to `fixed` (a change of substance)."""
+    affected = json.loads(json.dumps(record["affected"]))
+    affected[0]["ranges"][0]["events"] = [e if "fixed" not in e else {"fixed": fixed}
+                                          for e in affected[0]["ranges"][0]["events"]]
+    return affected

@@ -107,4 +107,4 @@ def test_advice_round_trips_to_json(index):
     """The stored form carries the sentence, the floors and the reasons."""
     data = loader_advice(index, RepoFacts(features=frozenset({"config"}))).to_dict()
     assert data["packages"][0]["because"][0]["key"] == "GHSA-37q5-v5qm-c9v8"
-    assert {"sentence", "packages", "runtime_only", "unclassified", "not_relevant", "notes"} == set(data)
+    assert {"sentence", "packages", "runtime_only", "unclassified", "not_relevant", "notes", "package_sentence"} == set(data)

@@ -42,9 +42,18 @@ def test_repo_report_in_text(invoke):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith(f"{REPO} @ {SHAS[1][:12]} (committed 2026-11-29, checked ")
-    assert lines[1] == ("  loader advice: to load this safely you need transformers >= 5.10.0 (torch >= 2.10.0); "
-                        "no release fixes transformers: PYSEC-2025-211")
-    assert any(line.strip().startswith("!! PYSEC-2024-227 (CVE-2024-11392)  transformers 4.42.3  affected") for line in lines)
+    assert lines[1] == "  loader advice: to load this safely you need transformers >= 5.10.0 (torch >= 2.10.0)"
+    assert lines[2].startswith("  package floors: for any model: transformers >= 5.10.0, no release fixes PYSEC-2025-211")
+    assert "    transformers >= 5.10.0 for this model; >= 5.10.0 for the package overall, no release fixes PYSEC-2025-211" in lines
+    assert any(line.strip().startswith("not counted: no fixed release   PYSEC-2025-211") and "about Perceiver models" in line
+               for line in lines)
+    # an affected version is listed either way; one about another model is marked, with the reason
+    mobilevit = lines.index(next(line for line in lines if "PYSEC-2024-227 (CVE-2024-11392)" in line))
+    assert lines[mobilevit].strip().startswith("-- PYSEC-2024-227 (CVE-2024-11392)  transformers 4.42.3  affected")
+    assert lines[mobilevit + 1].strip() == (
+        "not relevant to this model: about MobileViTV2 models; this revision has model_type llama"
+    )
+    assert any(line.strip().startswith(">= 4.36.0          GHSA-3863-2447-669p") for line in lines)  # it holds pickle files
     assert any("x_HUBWATCH-" in line and "pickle-format weights added or changed" in line for line in lines)
 
 
@@ -54,6 +63,13 @@ def test_repo_report_in_json(invoke):
     report = json.loads(result.output)
     assert report["sha"] == SHAS[1]
     assert report["advice"]["packages"][1]["floor"] == ">= 2.10.0"
+    transformers = report["advice"]["packages"][0]
+    assert (transformers["floor"], transformers["package_floor"], transformers["package_unfixed"]) == (
+        ">= 5.10.0", ">= 5.10.0", ["PYSEC-2025-211"])
+    not_counted = {b["key"]: b["relevance"] for b in transformers["not_counted"]}
+    assert not_counted["GHSA-fgcw-684q-jj6r"] == "not relevant to this model: about LightGlue models; this revision has model_type llama"
+    relevance = {m["advisory"]: m["relevant"] for m in report["osv_matches"]}
+    assert relevance["PYSEC-2024-228"] is False and relevance["PYSEC-2026-2289"] is True
     assert report["own_advisories"][0]["database_specific"]["hubwatch"]["class"] == "pickle-added"
 
 

@@ -23,7 +23,7 @@ from tracker.differs import diff_snapshots
 from tracker.fakes.osv import OsvFake, bundled_records
 from tracker.snapshot import Snapshot
 
-from .kit import T0, Sleeps, blob_oid, real, snapshot
+from .kit import T0, Sleeps, blob_oid, moved_fix, real, snapshot
 
 HUB = "https://huggingface.co"
 REPO = "meta-llama/Llama-3.1-8B-Instruct"
@@ -87,10 +87,15 @@ def test_revision_lands_with_facts_matches_and_advice(store, service, fake):
     check = ingest(store, service, llama(SHAS[0]))
     revision = store.find_revision(REPO, SHAS[0])
     report = service.report(REPO, revision)
-    assert report["advice"]["sentence"] == (
-        "to load this safely you need transformers >= 5.10.0; no release fixes transformers: PYSEC-2025-211"
+    assert report["advice"]["sentence"] == "to load this safely you need transformers >= 5.10.0"
+    assert report["advice"]["package_sentence"].startswith(
+        "for any model: transformers >= 5.10.0, no release fixes PYSEC-2025-211; torch >= 2.10.0"
     )
     matched = {m["advisory"]: m for m in report["osv_matches"]}
+    assert (matched["PYSEC-2025-211"]["status"], matched["PYSEC-2025-211"]["relevant"]) == ("affected", False)
+    assert matched["PYSEC-2025-211"]["relevance"] == (
+        "not relevant to this model: about Perceiver models; this revision has model_type llama"
+    )
     assert matched["PYSEC-2024-227"]["status"] == "affected" and matched["PYSEC-2024-227"]["verdict"] == "repo"
     assert matched["GHSA-qq3j-4f4f-9583"]["verdict"] == "runtime"
     assert matched["PYSEC-2024-227"]["reason"] == (
@@ -124,8 +129,9 @@ def test_security_change_publishes_an_own_advisory_in_the_revision_transaction(s
     assert event.revision_id == own.revision_id and event.sha == SHAS[1] and event.severity == "critical"
     # pickle weights bring torch's checkpoint advisory into the advice, and it is announced
     assert check.advice.sentence.startswith("to load this safely you need transformers >= 5.10.0 (torch >= 2.10.0)")
+    # and the general transformers deserialization advisories, which concern every repo with pickle files
     announced = {e.payload["advisory"] for e in advisory_events(store) if e.payload["source"] == "osv"}
-    assert announced == {"GHSA-63cw-57p8-fm3p"}
+    assert announced == {"GHSA-63cw-57p8-fm3p", "GHSA-3863-2447-669p", "GHSA-v68g-wm8c-6x7j"}
 
 
 def test_a_failed_write_leaves_no_advisory_row(store, service):
@@ -222,9 +228,9 @@ def test_new_advisory_is_announced_for_an_unchanged_repo(store, sleeps, clock):
 
 
 def test_modified_advisory_is_fetched_again_and_announced(store, service, fake):
-    """OSV modifies a record: the re-check fetches that one record only, and announces the new version."""
+    """OSV moves a record's fix: the re-check fetches that one record only, and announces the new version."""
     ingest(store, service, llama(SHAS[0]))
-    fake.modify("PYSEC-2026-2289", "2026-12-01T08:00:00Z", summary="Transformers config.json kernel repo RCE")
+    fake.modify("PYSEC-2026-2289", "2026-12-01T08:00:00Z", affected=moved_fix(fake.record("PYSEC-2026-2289"), "5.3.1"))
     outcome = service.recheck()
     assert outcome.detail_fetches == 1 and len(outcome.events) == 1
     [event] = advisory_events(store)
@@ -311,8 +317,9 @@ def test_default_rules_are_used_when_none_are_given(store, service):
 def test_event_ids_are_stable(store, service, fake):
     """Re-running the same re-check on a fresh database yields the same event ids."""
     ingest(store, service, llama(SHAS[0]))
-    fake.modify("PYSEC-2026-2289", "2026-12-01T08:00:00Z")
+    fake.modify("PYSEC-2026-2289", "2026-12-01T08:00:00Z", affected=moved_fix(fake.record("PYSEC-2026-2289"), "5.3.1"))
     first = service.recheck().events
+    assert len(first) == 1
     with store.engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM event WHERE kind = 'advisory.published'"))
         conn.execute(sa.text("DELETE FROM advisory_state WHERE advisory_key = 'PYSEC-2026-2289'"))
@@ -360,3 +367,61 @@ def test_ingests_stop_asking_osv_for_a_while_after_it_failed(store, service, fak
     clock.advance(seconds=301)
     third = ingest(store, service, llama(SHAS[2], files={"README.md": "# Llama 3\n"}))
     assert third.pending is None and len(fake.requests) > sent
+
+
+def test_cosmetic_modification_is_stored_silently(store, service, fake):
+    """OSV re-touches a record (new `modified`, reworded details, ranges unchanged): the record and the
+    repo's state are updated, nothing is announced; a later fix move is announced once."""
+    ingest(store, service, llama(SHAS[0]))
+    fake.modify("PYSEC-2026-2289", "2026-12-01T08:00:00Z", details="Reworded by the database.")
+    outcome = service.recheck()
+    assert (outcome.detail_fetches, outcome.events) == (1, [])
+    assert service.db.osv_records(["PYSEC-2026-2289"])[0].modified == "2026-12-01T08:00:00Z"
+    assert service.db.told([REPO])[(REPO, "PYSEC-2026-2289")].modified == "2026-12-01T08:00:00Z"
+    fake.modify("PYSEC-2026-2289", "2026-12-02T08:00:00Z", affected=moved_fix(fake.record("PYSEC-2026-2289"), "5.3.1"))
+    assert len(service.recheck().events) == 1
+    assert service.recheck().events == []
+
+
+def test_model_type_change_makes_an_advisory_relevant_and_announces_it(store, service):
+    """A Llama repo is not told about the Perceiver advisory; the revision that makes it a Perceiver is."""
+    first = llama(SHAS[0])
+    ingest(store, service, first)
+    config = json.loads(LLAMA["config.json"])
+    config.update(model_type="perceiver", architectures=["PerceiverForMaskedLM"])
+    ingest(store, service, llama(SHAS[1], files={"config.json": json.dumps(config)}), parent=first)
+    announced = {e.payload["advisory"]: e for e in advisory_events(store)}
+    assert set(announced) == {"PYSEC-2025-211"}
+    event = announced["PYSEC-2025-211"]
+    assert event.sha == SHAS[1] and event.severity == "warning"
+    assert event.payload["why"] == (
+        "matches transformers 4.42.3 (repo); about Perceiver models: this revision has model_type perceiver"
+    )
+    report = service.report(REPO, store.find_revision(REPO, SHAS[1]))
+    assert report["advice"]["sentence"] == (
+        "to load this safely you need transformers >= 5.10.0; no release fixes transformers: PYSEC-2025-211"
+    )
+    assert [c["summary"] for c in report["fact_changes"]][:2] == [
+        "model types: llama -> perceiver", "architectures: LlamaForCausalLM -> PerceiverForMaskedLM"]
+
+
+def test_other_models_advisories_are_never_announced(store, service, fake):
+    """A new advisory about another model reaches the package view of a Llama repo, not its events."""
+    fake.withdraw("PYSEC-2024-228", "2026-11-01T00:00:00Z")
+    ingest(store, service, llama(SHAS[0]))
+    fake.put({**fake.record("PYSEC-2024-228"), "modified": "2026-12-01T00:00:00Z", "withdrawn": None})
+    assert service.recheck().events == []
+    report = service.report(REPO, store.find_revision(REPO, SHAS[0]))
+    [maskformer] = [m for m in report["osv_matches"] if m["advisory"] == "PYSEC-2024-228"]
+    assert (maskformer["status"], maskformer["relevant"]) == ("affected", False)
+
+
+def test_an_unreadable_config_counts_scoped_advisories_without_announcing_them(store, service):
+    """A revision whose config.json cannot be read: Perceiver-type advisories count for its advice (its
+    model is unknown) but are not announced as news for it."""
+    first = llama(SHAS[0])
+    ingest(store, service, first)
+    check = ingest(store, service, llama(SHAS[1], files={"config.json": "{not json"}), parent=first)
+    assert advisory_events(store) == []
+    [perceiver] = [b for b in check.advice.packages[0].unfixed if b.key == "PYSEC-2025-211"]
+    assert perceiver.assumed and perceiver.relevance.endswith("this revision's model type is unknown, so it counts")

@@ -8,7 +8,9 @@
   ranges, URLs, VCS and pip options are kept as text with the reason they give no version to check;
 - the imports of every .py file (ast), mapped to PyPI names (`data/import_names.json`); code that does
   not parse gives a reason instead;
-- repo features the advisory rules look at (pickle weights, chat templates, custom code...).
+- repo features the advisory rules look at (pickle weights, chat templates, custom code...);
+- what model it is, for advisories scoped to a model (scope.py): the `model_type` of every config.json
+  (and of its sub-configs), `architectures`, the classes `auto_map` names, tokenizer classes, the file list.
 
 Nothing here raises on bad input: what cannot be read becomes a `Problem` and the rest is kept.
 """
@@ -97,6 +99,18 @@ class RepoFacts:
     imports: tuple[ImportFact, ...] = ()
     features: frozenset[str] = frozenset()
     problems: tuple[Problem, ...] = ()
+    # What model this is (facts stored before these fields existed read back with model_facts False).
+    model_types: tuple[str, ...] = ()  # root config.json first, then sub-configs and other folders
+    architectures: tuple[str, ...] = ()
+    auto_map: tuple[str, ...] = ()  # class references, as written ("org/repo--modeling_x.XModel")
+    tokenizer_classes: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    model_facts: bool = False
+
+    @property
+    def model_known(self) -> bool:
+        """Whether the revision says what model it is (a model_type, an architecture or an auto_map)."""
+        return self.model_facts and bool(self.model_types or self.architectures or self.auto_map)
 
     def packages(self) -> frozenset[str]:
         """Every package the revision names: writer versions, requirements, imports."""
@@ -118,6 +132,12 @@ class RepoFacts:
             "imports": [asdict(i) for i in self.imports],
             "features": sorted(self.features),
             "problems": [asdict(p) for p in self.problems],
+            "model_types": list(self.model_types),
+            "architectures": list(self.architectures),
+            "auto_map": list(self.auto_map),
+            "tokenizer_classes": list(self.tokenizer_classes),
+            "files": list(self.files),
+            "model_facts": self.model_facts,
         }
 
     @classmethod
@@ -133,6 +153,12 @@ class RepoFacts:
             imports=tuple(ImportFact(**i) for i in data.get("imports", [])),
             features=frozenset(data.get("features", [])),
             problems=tuple(Problem(**p) for p in data.get("problems", [])),
+            model_types=tuple(data.get("model_types", [])),
+            architectures=tuple(data.get("architectures", [])),
+            auto_map=tuple(data.get("auto_map", [])),
+            tokenizer_classes=tuple(data.get("tokenizer_classes", [])),
+            files=tuple(data.get("files", [])),
+            model_facts=bool(data.get("model_facts", False)),
         )
 
 
@@ -168,6 +194,7 @@ def extract_facts(snapshot: Snapshot) -> RepoFacts:
         imports=tuple(imports),
         features=features_of(snapshot),
         problems=tuple(dict.fromkeys(problems)),
+        **model_of(snapshot),
     )
 
 
@@ -335,6 +362,61 @@ def _package_for(module: str) -> tuple[str, str]:
     return canonicalize_name(parts[0]), "assumed"
 
 
+# --- what model it is --------------------------------------------------------------------------------
+
+MODEL_FILES = ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json")
+
+
+def _nested(doc: Any, key: str) -> list[Any]:
+    """Every value of `key` in nested objects, the top level first."""
+    if not isinstance(doc, dict):
+        return []
+    out = [doc[key]] if key in doc else []
+    for value in doc.values():
+        if isinstance(value, dict):
+            out.extend(_nested(value, key))
+    return out
+
+
+def _strings(values: Iterable[Any]) -> list[str]:
+    out: list[str] = []
+    for value in values:
+        items = value if isinstance(value, list | tuple) else [value]
+        out.extend(str(v) for v in items if isinstance(v, str) and v)
+    return out
+
+
+def model_of(snapshot: Snapshot) -> dict[str, Any]:
+    """The model facts of a snapshot: model types, architectures, auto_map targets, tokenizer classes,
+    files (unreadable files are the Problems `_writer_versions` and friends already record)."""
+    wanted = sorted((p for p in snapshot.files if posixpath.basename(p) in MODEL_FILES),
+                    key=lambda p: (p.count("/"), p != "config.json", p))
+    model_types: list[str] = []
+    architectures: list[str] = []
+    auto_map: list[str] = []
+    tokenizers: list[str] = []
+    for path in wanted:
+        doc, _ = snapshot.read_json(path)
+        if not isinstance(doc, dict):
+            continue
+        model_types += _strings(_nested(doc, "model_type"))
+        architectures += _strings(_nested(doc, "architectures"))
+        tokenizers += _strings(_nested(doc, "tokenizer_class"))
+        for mapping in _nested(doc, "auto_map"):
+            if isinstance(mapping, dict):
+                auto_map += _strings(mapping.values())
+            elif isinstance(mapping, list):  # old tokenizer_config.json: ["module.Slow", "module.Fast"]
+                auto_map += _strings(mapping)
+    return {
+        "model_types": tuple(dict.fromkeys(model_types)),
+        "architectures": tuple(dict.fromkeys(architectures)),
+        "auto_map": tuple(dict.fromkeys(auto_map)),
+        "tokenizer_classes": tuple(dict.fromkeys(tokenizers)),
+        "files": tuple(sorted(snapshot.files)),
+        "model_facts": True,
+    }
+
+
 # --- features the rules look at ---------------------------------------------------------------------
 
 
@@ -397,6 +479,14 @@ def diff_facts(old: RepoFacts | None, new: RepoFacts) -> list[dict[str, Any]]:
             summary = f"{package} ({label}): {', '.join(was) or '(none)'} -> {', '.join(now) or '(none)'}"
             out.append({"what": "dependency", "package": package, "role": role, "old": was, "new": now,
                         "summary": summary})
+    for label, was_list, now_list in (
+        ("model types", old.model_types, new.model_types),
+        ("architectures", old.architectures, new.architectures),
+        ("tokenizer classes", old.tokenizer_classes, new.tokenizer_classes),
+    ):
+        if old.model_facts and was_list != now_list:
+            summary = f"{label}: {', '.join(was_list) or '(none)'} -> {', '.join(now_list) or '(none)'}"
+            out.append({"what": label.replace(" ", "_"), "old": list(was_list), "new": list(now_list), "summary": summary})
     if old.library_name != new.library_name:
         out.append({"what": "library_name", "old": old.library_name, "new": new.library_name,
                     "summary": f"library_name: {old.library_name} -> {new.library_name}"})

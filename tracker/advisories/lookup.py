@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from storage.advisories import AdvisoryStore, NewLink
+from storage.advisories import AdvisoryStore, NewLink, Told
 from tracker.advisories.advice import LoaderAdvice, advice_packages
 from tracker.advisories.facts import RepoFacts
 from tracker.advisories.osv import (
@@ -33,6 +33,7 @@ from tracker.advisories.records import (
     parse_version,
 )
 from tracker.advisories.rules import Judgement, Rule, judge
+from tracker.advisories.scope import Relevance, ScopeTable, relevance, scope_of
 
 UNREACHABLE_COOL_DOWN_S = 300
 
@@ -47,11 +48,13 @@ class Match:
     status: str  # affected | unknown
     reason: str | None
     judgement: Judgement
+    relevance: Relevance = Relevance(True, "")  # whether it concerns this model (scope.py), and why
 
     def link(self) -> NewLink:
         a = self.advisory
         return NewLink(a.key, self.package, self.version, self.status, self.reason, self.judgement.verdict,
-                       self.judgement.rule, a.ids, a.modified, a.summary)
+                       self.judgement.rule, a.ids, a.modified, a.summary, self.relevance.relevant,
+                       self.relevance.reason or None)
 
 
 @dataclass
@@ -157,9 +160,11 @@ class OsvLookup:
 
 
 def matches(
-    facts: RepoFacts, answer: BatchAnswer | None, index: AdvisoryIndex, rules: Sequence[Rule] | None
+    facts: RepoFacts, answer: BatchAnswer | None, index: AdvisoryIndex, rules: Sequence[Rule] | None,
+    scopes: ScopeTable | None = None,
 ) -> list[Match]:
-    """The advisories OSV matched to the facts' package versions, with hubwatch's own range evaluation."""
+    """The advisories OSV matched to the facts' package versions, with hubwatch's own range evaluation,
+    each saying whether it concerns this model (an affected version is listed either way)."""
     if answer is None:
         return []
     out: dict[tuple[str, str], Match] = {}
@@ -178,30 +183,54 @@ def matches(
                 reason = "; ".join(filter(None, ["OSV matched it; hubwatch's range evaluation says not affected", reason]))
             where = ", ".join(dep.sources[:3])
             reason = "; ".join(filter(None, [f"{dep.package} {dep.version} ({where})", reason]))
+            judgement = judge(advisory, dep.package, rules)
+            concerns = relevance(scope_of(advisory, dep.package, judgement.rule, scopes), facts, judgement.requires)
             out[(advisory.key, dep.package)] = Match(advisory, dep.package, dep.version, status, reason,
-                                                     judge(advisory, dep.package, rules))
+                                                     judgement, concerns)
     return sorted(out.values(), key=lambda m: (m.package, m.advisory.key))
 
 
 def relevant(found: list[Match], advice: LoaderAdvice, index: AdvisoryIndex) -> list[tuple[Advisory, str]]:
-    """Advisories a repo is told about: its version matches, and those behind its loader advice."""
+    """Advisories a repo is told about: its version matches one that concerns this model, and those
+    behind its loader advice. One about other models is listed with the matches, never announced; one
+    counted only because the revision's model is unknown (an unreadable config) is not announced either."""
     told: dict[str, tuple[Advisory, str]] = {}
     for m in found:
-        told.setdefault(m.advisory.key, (m.advisory, f"matches {m.package} {m.version} ({m.judgement.verdict})"))
+        if not m.relevance.relevant or m.relevance.assumed:
+            continue
+        why = f"matches {m.package} {m.version} ({m.judgement.verdict})"
+        if m.relevance.scoped:
+            why += f"; {m.relevance.reason}"
+        told.setdefault(m.advisory.key, (m.advisory, why))
     for package in advice.packages:
         for because in package.because + package.unfixed:
             advisory = index.by_id.get(because.key)
-            if advisory is not None:
+            if advisory is not None and not because.assumed:
                 why = f"a repo can trigger it while loading ({because.trigger}): {package.package} {because.floor}"
                 told.setdefault(advisory.key, (advisory, why))
     return sorted(told.values(), key=lambda p: p[0].key)
 
 
 def untold(
-    repo_id: str, found: list[tuple[Advisory, str]], told: Mapping[tuple[str, str], str]
+    repo_id: str, found: list[tuple[Advisory, str]], told: Mapping[tuple[str, str], Told]
 ) -> list[tuple[Advisory, str]]:
-    """Those relevant advisories the repo was not told about in this version (new, or modified since)."""
-    return [(advisory, why) for advisory, why in found if told.get((repo_id, advisory.key)) != advisory.modified]
+    """Those relevant advisories the repo was not told about: new to it, or changed in substance since
+    (ranges, severity, aliases, withdrawal). A `modified` that moved alone is no news."""
+    return [(advisory, why) for advisory, why in found if is_news(told.get((repo_id, advisory.key)), advisory)]
+
+
+def is_news(told: Told | None, advisory: Advisory) -> bool:
+    """Whether telling a repo about this version of an advisory says anything new to it."""
+    if told is None:
+        return True
+    if told.modified == advisory.modified:
+        return False
+    return told.substance is None or told.substance != advisory.substance  # None: told before digests
+
+
+def told_state(found: list[tuple[Advisory, str]]) -> list[tuple[str, str, str]]:
+    """The re-check state a check leaves: (key, modified, substance) of every advisory the repo is told about."""
+    return [(a.key, a.modified, a.substance) for a, _ in found]
 
 
 def advice_notes(lookup: Lookup) -> list[str]:

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from storage.advisories import AdvisoryStore, NewAdvisoryCheck
+from storage.advisories import AdvisoryStore, NewAdvisoryCheck, Told
 from storage.errors import RevisionNotStored
 from storage.models import Revision
 from storage.store import Store
 from tracker.advisories.advice import loader_advice
-from tracker.advisories.facts import RepoFacts, extract_facts
+from tracker.advisories.facts import RepoFacts, extract_facts, model_of
 from tracker.advisories.lookup import (
     Lookup,
     OsvLookup,
@@ -31,6 +31,7 @@ from tracker.advisories.lookup import (
     pending_reason,
     queries,
     relevant,
+    told_state,
     untold,
 )
 from tracker.advisories.records import AdvisoryIndex
@@ -138,12 +139,18 @@ class Rechecker:
             return None
 
     def _facts(self, targets: list[_Target], stored: Mapping[int, Any]) -> dict[int, RepoFacts]:
-        """Each target's stored facts; read from its snapshot if it was ingested before advisories existed."""
+        """Each target's stored facts; read from its snapshot if it was ingested before advisories existed,
+        or its facts were stored before model facts were read (they are written back with the re-check)."""
         facts: dict[int, RepoFacts] = {}
         for target in targets:
             row = stored.get(target.revision_id)
-            if row is not None:
-                facts[target.revision_id] = RepoFacts.from_dict(row.facts)
+            read = RepoFacts.from_dict(row.facts) if row is not None else None
+            if read is not None and read.model_facts:
+                facts[target.revision_id] = read
+            elif read is not None:
+                revision = self.db.revision(target.revision_id)
+                model = model_of(load_snapshot(self.store, revision))  # type: ignore[arg-type]
+                facts[target.revision_id] = replace(read, **model)
             else:
                 revision = self.db.revision(target.revision_id)
                 facts[target.revision_id] = extract_facts(load_snapshot(self.store, revision))  # type: ignore[arg-type]
@@ -203,7 +210,7 @@ class Rechecker:
 
     def _recheck_one(
         self, target: _Target, facts: RepoFacts, stored: Any, lookup: Lookup, index: AdvisoryIndex,
-        told: Mapping[tuple[str, str], str], emit: bool,
+        told: Mapping[tuple[str, str], Told], emit: bool,
     ) -> NewAdvisoryCheck:
         """The rows of one re-checked revision; its events (new or modified advisories the repo was not
         told about) are written with the state that remembers them, in one transaction."""
@@ -217,18 +224,22 @@ class Rechecker:
             fact_changes=stored.fact_changes if stored is not None else [],
             advice=advice.to_dict(),
             links=[m.link() for m in found],
-            state=[(a.key, a.modified) for a, _ in told_about],
+            state=told_state(told_about),
             events=[osv_advisory_event(target.repo_id, target.sha, a, why, self.rules) for a, why in news],
             pending_reason=pending_reason(lookup),
         )
 
 
-def _same(check: NewAdvisoryCheck, stored: Any, links: Sequence[Any], told: Mapping[tuple[str, str], str]) -> bool:
+def _same(check: NewAdvisoryCheck, stored: Any, links: Sequence[Any], told: Mapping[tuple[str, str], Told]) -> bool:
     """Whether a re-check found exactly what is stored (then nothing needs writing)."""
     if stored is None or check.events or check.pending_reason or stored.advice != check.advice:
         return False
-    if any(told.get((check.repo_id, key)) != modified for key, modified in check.state):
+    if stored.facts != check.facts:
         return False
+    if any(told.get((check.repo_id, key)) != Told(modified, substance) for key, modified, substance in check.state):
+        return False
+
     def keyed(rows: Iterable[Any]) -> set[tuple[Any, ...]]:
-        return {(r.advisory_key, r.package, r.version, r.status, r.reason, r.verdict, r.modified) for r in rows}
+        return {(r.advisory_key, r.package, r.version, r.status, r.reason, r.verdict, r.modified, r.relevant,
+                 r.relevance) for r in rows}
     return check.links is not None and keyed(check.links) == keyed(links)

@@ -9,6 +9,8 @@ version and says so.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,6 +141,14 @@ class Advisory:
     def packages(self) -> frozenset[str]:
         return frozenset(name for r in self.live for name, _ in _affected_entries(r))
 
+    @property
+    def substance(self) -> str:
+        """A digest of what a re-announcement is about: affected ranges, severity, aliases and withdrawal
+        of every record. A record whose `modified` moved with none of these changed (new references,
+        reworded details, a `versions` list re-enumerated under the same ranges) keeps its digest."""
+        parts = sorted((record_substance(r) for r in self.records), key=lambda d: str(d["id"]))
+        return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
     def _by_preference(self) -> list[Mapping[str, Any]]:
         return sorted(self.records, key=lambda r: _id_rank(str(r.get("id", ""))))
 
@@ -167,6 +177,29 @@ class Advisory:
         if any(f.version is None for f in floors):
             return next(f for f in floors if f.version is None)
         return max(floors, key=Floor.key)
+
+
+def record_substance(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of one OSV record whose change is news (see Advisory.substance)."""
+    affected = []
+    for affected_entry in record.get("affected") or ():
+        if not isinstance(affected_entry, Mapping):
+            continue
+        ranges = [{"type": r.get("type"), "events": r.get("events")} for r in affected_entry.get("ranges") or ()
+                  if isinstance(r, Mapping)]
+        entry: dict[str, Any] = {"package": affected_entry.get("package"), "ranges": ranges}
+        if not ranges:  # the versions list is the only statement of what is affected
+            entry["versions"] = sorted(str(v) for v in affected_entry.get("versions") or ())
+        affected.append(entry)
+    specific = record.get("database_specific")
+    return {
+        "id": record.get("id"),
+        "aliases": sorted(str(a) for a in record.get("aliases") or ()),
+        "withdrawn": bool(record.get("withdrawn")),
+        "severity": record.get("severity") or [],
+        "database_severity": specific.get("severity") if isinstance(specific, Mapping) else None,
+        "affected": sorted(affected, key=lambda e: json.dumps(e, sort_keys=True, default=str)),
+    }
 
 
 def _id_rank(vuln_id: str) -> tuple[int, str]:

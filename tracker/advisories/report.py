@@ -26,7 +26,8 @@ def report(db: AdvisoryStore, repo_id: str, revision: Revision) -> dict[str, Any
         "osv_matches": [
             {"advisory": lk.advisory_key, "ids": lk.ids, "package": lk.package, "version": lk.version,
              "status": lk.status, "verdict": lk.verdict, "rule": lk.rule, "reason": lk.reason,
-             "summary": lk.summary, "modified": lk.modified}
+             "summary": lk.summary, "modified": lk.modified, "relevant": lk.relevant,
+             "relevance": lk.relevance}
             for lk in db.links(revision.id)
         ],
         "own_advisories": [o.record for o in db.own(repo_id)],

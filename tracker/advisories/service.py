@@ -42,6 +42,7 @@ from tracker.advisories.lookup import (
     pending_reason,
     queries,
     relevant,
+    told_state,
     untold,
 )
 from tracker.advisories.osv import OsvClient
@@ -178,7 +179,7 @@ class AdvisoryService:
             osv_records=lookup.fetched,
             links=[m.link() for m in found] if lookup.answer is not None else None,
             own=[_own_row(repo_id, r) for r in own + closed],
-            state=[(a.key, a.modified) for a, _ in told_about] if lookup.error is None else [],
+            state=told_state(told_about) if lookup.error is None else [],
             events=events,
             pending_reason=pending_reason(lookup),
         )

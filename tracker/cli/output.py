@@ -159,13 +159,23 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines.append("  not checked yet (run: hubwatch advisories recheck)")
     else:
         lines.append(f"  loader advice: {advice['sentence']}")
+        if advice.get("package_sentence"):
+            lines.append(f"  package floors: {advice['package_sentence']}")
         for package in advice["packages"]:
-            if not package["because"] and not package["unfixed"]:
+            not_counted = package.get("not_counted") or []
+            if not package["because"] and not package["unfixed"] and not not_counted:
                 continue
-            lines.append(f"    {package['package']} {package['floor'] or '(no fixed release sets a floor)'}")
+            head = f"    {package['package']} {package['floor'] or '(no fixed release sets a floor)'} for this model"
+            if "package_floor" in package:
+                overall = package["package_floor"] or "(no fixed release sets a floor)"
+                unfixed = package.get("package_unfixed") or []
+                head += f"; {overall} for the package overall" + (f", no release fixes {', '.join(unfixed)}" if unfixed else "")
+            lines.append(head)
             for b in package["because"] + package["unfixed"]:
                 lines.append(f"      {b['floor']:<18} {b['key']:<22} {b['trigger']}: {b['summary'][:80]}")
             lines += [f"      note: {n}" for n in package["notes"]]
+            for b in not_counted:
+                lines.append(f"      not counted: {b['floor']:<18} {b['key']:<22} {b.get('relevance') or b['trigger']}")
         if advice["runtime_only"]:
             lines.append(f"    runtime-only, not counted: {', '.join(advice['runtime_only'])}")
         if advice["unclassified"]:
@@ -175,10 +185,14 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"  OSV matches for the versions this revision names ({len(matches)}):")
     for m in matches:
         others = ", ".join(i for i in m["ids"] if i != m["advisory"])
+        relevant = m.get("relevant", True)
+        mark = _VERDICT_MARK.get(m["verdict"], "  ") if relevant else "--"
         lines.append(
-            f"    {_VERDICT_MARK.get(m['verdict'], '  ')} {m['advisory']}" + (f" ({others})" if others else "")
+            f"    {mark} {m['advisory']}" + (f" ({others})" if others else "")
             + f"  {m['package']} {m['version']}  {m['status']}  [{m['verdict']}: {m['rule'] or '-'}]  {m['summary'][:70]}"
         )
+        if not relevant:
+            lines.append(f"         {m.get('relevance') or 'not relevant to this model'}")
     own = report.get("own_advisories") or []
     lines.append(f"  hubwatch advisories ({len(own)}):")
     for record in own:
