@@ -1,4 +1,5 @@
-"""HTML pages: home, a repo's timeline, one revision, and any two revisions compared.
+"""HTML pages: home, a repo's timeline (filtered by change kind, severity, security), one revision
+(with its advisories), any two revisions compared, and a repo's estimates over time.
 
 Rendered by Jinja with autoescape (feeds.view_models); a strict Content-Security-Policy forbids scripts
 outright, so even a template mistake could not run upstream text as code.
@@ -6,17 +7,24 @@ outright, so even a template mistake could not run upstream text as code.
 
 from __future__ import annotations
 
+import urllib.parse
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from feeds.auth import require_read
+from feeds.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
 from feeds.params import NamePath, OrgPath, base_url, known_repo
 from feeds.view_models import PAGE_LIMITS, advisories_of, change_view, render
-from storage.event_queries import EventFilter
+from storage.advisories import AdvisoryStore
+from storage.event_queries import EventFilter, RevisionFilter
+from storage.kinds import CHANGE_KINDS, SEVERITIES
 
 PAGE_SIZE = 50
+TABLE_ROWS = 100  # the estimates page's table of figures: the newest rows (the chart holds every point)
+HUB = "https://huggingface.co"  # commit links; a server pointed at a mirror would need it from [hub] endpoint
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_read)])
@@ -47,21 +55,106 @@ def _known(request: Request, org: str, name: str) -> str | HTMLResponse:
 def home(request: Request) -> HTMLResponse:
     services = request.app.state.services
     events = services.queries.events(EventFilter(), 30)
-    return _page("home.html", repos=services.queries.repos(), events=events, base=base_url(request))
+    watches = sorted(services.store.list_watches(), key=lambda w: (w.repo_id, w.branch))
+    return _page("home.html", repos=services.queries.repos(), events=events, base=base_url(request), watches=watches)
+
+
+@dataclass(frozen=True)
+class FilterLink:
+    label: str
+    href: str
+    current: bool
+
+
+def _query(kinds: list[str], min_severity: str | None, security: bool) -> str:
+    params = [("kind", k) for k in kinds] + ([("min_severity", min_severity)] if min_severity else [])
+    params += [("security", "1")] if security else []
+    return "?" + urllib.parse.urlencode(params) if params else "?"
+
+
+def _filter_links(kinds: list[str], min_severity: str | None, security: bool) -> dict[str, list[FilterLink]]:
+    """Plain links for each filter, each keeping the other filters as they are."""
+    return {
+        "kind": [FilterLink("any kind", _query([], min_severity, security), not kinds)]
+        + [FilterLink(k.replace("_", " "), _query([k], min_severity, security), kinds == [k]) for k in CHANGE_KINDS],
+        "severity": [FilterLink("any severity", _query(kinds, None, security), min_severity is None)]
+        + [FilterLink(f"{s} and above" if s != "critical" else s, _query(kinds, s, security), min_severity == s) for s in SEVERITIES[1:]],
+        "security": [FilterLink("all changes", _query(kinds, min_severity, False), not security),
+                     FilterLink("security only", _query(kinds, min_severity, True), security)],
+    }
 
 
 @router.get("/repos/{org}/{name}", response_class=HTMLResponse)
-def timeline(request: Request, org: str = OrgPath, name: str = NamePath, page: int = Query(default=1, ge=1, le=100_000)) -> HTMLResponse:
+def timeline(
+    request: Request,
+    org: str = OrgPath,
+    name: str = NamePath,
+    page: int = Query(default=1, ge=1, le=100_000),
+    kind: list[str] = Query(default=[], max_length=len(CHANGE_KINDS)),  # noqa: B008 - FastAPI's way to declare a parameter
+    min_severity: str | None = Query(default=None, max_length=20),
+    security: bool = Query(default=False),
+) -> HTMLResponse:
     repo_id = _known(request, org, name)
     if isinstance(repo_id, HTMLResponse):
         return repo_id
-    store = request.app.state.services.store
-    revisions = store.list_revisions(repo_id, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
-    changes = store.changes_by_revision(r.id for r in revisions)
-    total = request.app.state.services.queries.count_revisions(repo_id)
-    rows = [(r, [change_view(c, PAGE_LIMITS) for c in changes[r.id]]) for r in revisions]
-    return _page("timeline.html", repo_id=repo_id, rows=rows, page=page, more=page * PAGE_SIZE < total, total=total,
-                 watches=[w for w in store.list_watches() if w.repo_id == repo_id])
+    unknown = [k for k in kind if k not in CHANGE_KINDS] + ([min_severity] if min_severity and min_severity not in SEVERITIES else [])
+    if unknown:
+        return error_page(422, f"unknown filter value {unknown[0]!r}: kinds are {', '.join(CHANGE_KINDS)}; "
+                               f"severities {', '.join(SEVERITIES)}")
+    services = request.app.state.services
+    flt = RevisionFilter(kinds=tuple(dict.fromkeys(kind)), min_severity=min_severity, security_only=security)
+    revisions, matching = services.queries.timeline(repo_id, flt, PAGE_SIZE, (page - 1) * PAGE_SIZE)
+    changes = services.store.changes_by_revision(r.id for r in revisions)
+    rows = [(r, changes[r.id]) for r in revisions]  # the timeline shows each change's summary line only
+    query = _query(list(flt.kinds), min_severity, security)
+    return _page("timeline.html", repo_id=repo_id, rows=rows, page=page, more=page * PAGE_SIZE < matching, matching=matching,
+                 total=services.queries.count_revisions(repo_id), filtered=flt != RevisionFilter(), hub=HUB,
+                 links=_filter_links(list(flt.kinds), min_severity, security), query=query.rstrip("?") + ("&" if len(query) > 1 else "?"),
+                 watches=[w for w in services.store.list_watches() if w.repo_id == repo_id])
+
+
+def _advisory_section(store: Any, revision: Any) -> dict[str, Any]:
+    """OSV matches (marked relevant or not, with the reason when the check gave one), the loader
+    advice and hubwatch's own records for one revision."""
+    advisories = AdvisoryStore(store)
+    links = advisories.links(revision.id)
+    facts = advisories.facts([revision.id]).get(revision.id)
+    own = [o for o in advisories.own(revision.repo_id) if o.revision_id == revision.id]
+    matches = [
+        {
+            "key": link.advisory_key, "package": link.package, "version": link.version, "status": link.status,
+            "summary": link.summary, "aliases": [i for i in link.ids or [] if i != link.advisory_key],
+            "relevant": getattr(link, "relevant", True) is not False, "relevance": _reason(getattr(link, "relevance", None)),
+            "url": f"https://osv.dev/vulnerability/{urllib.parse.quote(link.advisory_key, safe='')}",
+        }
+        for link in links
+    ]
+    matches.sort(key=lambda m: (not m["relevant"], m["key"]))
+    advice = facts.advice if facts is not None and isinstance(facts.advice, dict) else {}
+    return {
+        "matches": matches,
+        "advice": [str(advice[k]) for k in ("sentence", "package_sentence") if advice.get(k)]
+        + [str(n) for n in advice.get("notes") or [] if isinstance(n, str)],
+        "own": [{"id": o.id, "severity": o.severity, "summary": str((o.record or {}).get("summary") or o.class_id),
+                 "fixed": o.fixed_sha, "url": _first_reference(o.record) or f"{HUB}/{o.repo_id}/commit/{o.sha}"} for o in own],
+    }
+
+
+def _reason(relevance: str | None) -> str:
+    """The reason of a relevance marking, without the verdict the page already shows."""
+    text = relevance or ""
+    for verdict in ("not relevant to this model: ", "relevant: "):
+        text = text.removeprefix(verdict)
+    return text
+
+
+def _first_reference(record: Any) -> str:
+    refs = record.get("references") if isinstance(record, dict) else None
+    for ref in refs or []:
+        url = ref.get("url") if isinstance(ref, dict) else None
+        if isinstance(url, str) and url.startswith(("https://", "http://")):
+            return url
+    return ""
 
 
 @router.get("/repos/{org}/{name}/revisions/{sha}", response_class=HTMLResponse)
@@ -73,9 +166,25 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
     revision = services.store.find_revision(repo_id, sha)
     changes = services.store.changes_by_revision([revision.id])[revision.id]
     events = services.queries.events_for_revision(revision.id)
-    return _page("revision.html", repo_id=repo_id, revision=revision, events=events,
+    return _page("revision.html", repo_id=repo_id, revision=revision, events=events, hub=HUB,
                  changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=services.store.estimate_for(revision.id),
-                 advisories=[a for e in events for a in advisories_of(e)], files=services.store.revision_files(revision.id))
+                 advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
+                 checks=_advisory_section(services.store, revision), files=services.store.revision_files(revision.id))
+
+
+@router.get("/repos/{org}/{name}/estimates", response_class=HTMLResponse)
+def estimates_page(request: Request, org: str = OrgPath, name: str = NamePath) -> HTMLResponse:
+    repo_id = _known(request, org, name)
+    if isinstance(repo_id, HTMLResponse):
+        return repo_id
+    queries = request.app.state.services.queries
+    points = queries.estimate_points(repo_id)
+    newest = queries.repo_estimates(repo_id, 1)
+    result = newest[0][1].result if newest else None
+    charted = [p for p in points if p.parameters is not None]
+    panels = [parameters_panel(charted), memory_panel(charted, card_capacities(result))] if charted else []
+    return _page("estimates.html", repo_id=repo_id, newest=newest[0] if newest else None, tables=estimate_tables(result),
+                 panels=panels, points=list(reversed(points))[:TABLE_ROWS], estimated=len(points))
 
 
 @router.get("/repos/{org}/{name}/compare/{spec}", response_class=HTMLResponse)

@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from feeds.prompt_diff import PromptDiff, as_text, diff_prompts
 from feeds.xml_text import clip, visible
 from storage.models import ChangeRecord, EstimateRecord, Event, Revision
 
@@ -30,10 +31,11 @@ class Limits:
     diff_lines: int = 80
     prompt_chars: int = 800
     keys: int = 40
+    prompt_lines: int = 30
 
 
 FEED_LIMITS = Limits()
-PAGE_LIMITS = Limits(value_chars=2000, diff_lines=1000, prompt_chars=6000, keys=500)
+PAGE_LIMITS = Limits(value_chars=2000, diff_lines=1000, prompt_chars=6000, keys=500, prompt_lines=400)
 
 
 @dataclass
@@ -46,9 +48,13 @@ class KeyChange:
 
 @dataclass
 class PromptSample:
+    """One sample conversation's rendered prompt: the diff when both sides render, else each side's text."""
+
     conversation: str
     before: str | None
     after: str | None
+    diff: PromptDiff | None = None
+    short: str = ""  # the diff's changed lines as plain text (feeds' summaries, chat messages)
 
 
 @dataclass
@@ -88,7 +94,11 @@ class EntryView:
     def summary(self) -> str:
         """Plain text for the feed's summary: the commit title and the change summaries."""
         lines = [f"{self.event.repo_id} {(self.event.sha or '')[:12]}: {self.commit_title}".strip()]
-        lines += [c.summary for c in self.changes] or [str(s) for s in self.event.payload.get("summaries", [])]
+        for change in self.changes:
+            lines.append(change.summary)
+            lines += [f"sample {p.conversation}:\n{p.short}" for p in change.prompts if p.short]
+        if not self.changes:
+            lines += [str(s) for s in self.event.payload.get("summaries", [])]
         return visible(clip("\n".join(lines), 2000))
 
 
@@ -154,6 +164,14 @@ def _prompts(detail: Mapping[str, Any], limits: Limits) -> list[PromptSample]:
     for sample in detail.get("samples", []) or []:
         if not isinstance(sample, Mapping) or not sample.get("differs"):
             continue
+        before, after = sample.get("before"), sample.get("after")
+        text = {side: str(value["prompt"]) for side, value in (("before", before), ("after", after))
+                if isinstance(value, Mapping) and "prompt" in value}
+        if "after" in text:  # a template added diffs against the empty prompt: every line inserted
+            diff = diff_prompts(text.get("before", ""), text["after"], limits.prompt_lines)
+            short = as_text(diff)
+        else:
+            diff, short = None, ""
 
         def side(rendered: Any) -> str | None:
             if not isinstance(rendered, Mapping):
@@ -162,7 +180,7 @@ def _prompts(detail: Mapping[str, Any], limits: Limits) -> list[PromptSample]:
                 return clip(str(rendered["prompt"]), limits.prompt_chars)
             return f"(does not render: {clip(str(rendered.get('error', 'unknown error')), 300)})"
 
-        out.append(PromptSample(str(sample.get("conversation", "")), side(sample.get("before")), side(sample.get("after"))))
+        out.append(PromptSample(str(sample.get("conversation", "")), side(before), side(after), diff, short))
     return out
 
 

@@ -35,6 +35,31 @@ class EventFilter:
 
 
 @dataclass(frozen=True)
+class RevisionFilter:
+    """Which revisions a repo's timeline shows: those with a change of one of `kinds`, with a change of
+    `min_severity` or above, and (with `security_only`) with a security-relevant change or event."""
+
+    kinds: tuple[str, ...] = ()
+    min_severity: str | None = None
+    security_only: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_severity is not None:
+            at_least(self.min_severity)
+
+
+@dataclass(frozen=True)
+class EstimatePoint:
+    """One revision's estimate reduced to what a chart of the repo's history plots."""
+
+    sha: str
+    committed_at: datetime
+    parameters: int | None
+    full_finetune_bytes: int | None
+    lora_bytes: int | None
+
+
+@dataclass(frozen=True)
 class FeedState:
     """The newest event, how many there are, and when the newest was written, for one filter."""
 
@@ -180,6 +205,48 @@ class EventQueries:
         )
         with self._session() as s:
             return [(r, e) for r, e in s.exec(query)]
+
+    def timeline(self, repo_id: str, flt: RevisionFilter, limit: int, offset: int = 0) -> tuple[list[Revision], int]:
+        """A page of the repo's revisions matching `flt`, newest first, and how many match in all."""
+        where: list[sa.ColumnElement[bool]] = [col(Revision.repo_id) == repo_id]
+        change: list[sa.ColumnElement[bool]] = []
+        if flt.kinds:
+            change.append(col(ChangeRecord.kind).in_(flt.kinds))
+        if flt.min_severity is not None:
+            change.append(col(ChangeRecord.severity).in_(at_least(flt.min_severity)))
+        if change:
+            where.append(col(Revision.id).in_(select(ChangeRecord.revision_id).where(*change)))
+        if flt.security_only:  # sets of ids, each read once: the planner never re-runs a subquery per revision
+            where.append(sa.or_(
+                col(Revision.id).in_(select(ChangeRecord.revision_id).where(*change, col(ChangeRecord.security).is_(True))),
+                col(Revision.id).in_(select(Event.revision_id).where(col(Event.security).is_(True), col(Event.repo_id) == repo_id)),
+            ))
+        page = (
+            select(Revision).where(*where)
+            .order_by(col(Revision.committed_at).desc(), col(Revision.id).desc()).offset(offset).limit(limit)
+        )
+        with self._session() as s:
+            total = int(s.exec(select(func.count(col(Revision.id))).where(*where)).one())
+            return list(s.exec(page)), total
+
+    def estimate_points(self, repo_id: str, limit: int = 5000) -> list[EstimatePoint]:
+        """The repo's estimates as chart points, oldest revision first: parameters and batch-1 memory of
+        a full fine-tune and of LoRA, read out of the stored JSON by the database."""
+        result = sa.type_coerce(col(EstimateRecord.result), sa.JSON)
+        query = (
+            select(
+                Revision.sha, Revision.committed_at, EstimateRecord.parameters_total,
+                result[("memory", "full_finetune", "batch_1_bytes")].as_integer(),
+                result[("memory", "lora", "batch_1_bytes")].as_integer(),
+            )
+            .join(EstimateRecord, col(EstimateRecord.revision_id) == col(Revision.id))
+            .where(Revision.repo_id == repo_id)
+            .order_by(col(Revision.committed_at).desc(), col(Revision.id).desc())
+            .limit(limit)
+        )
+        with self._session() as s:
+            rows = s.exec(query).all()
+        return [EstimatePoint(*row) for row in reversed(rows)]
 
     def count_revisions(self, repo_id: str) -> int:
         with self._session() as s:

@@ -35,7 +35,7 @@ def test_timeline_shows_revisions_with_compare_links(client: httpx.Client, serve
     assert "eos_token_id" in page.text
 
 
-@pytest.mark.parametrize("kind", ["timeline", "revision", "compare", "home"])
+@pytest.mark.parametrize("kind", ["timeline", "revision", "compare", "home", "estimates"])
 def test_hostile_text_is_escaped_on_every_page(client: httpx.Client, served: Served, kind: str) -> None:
     """Commit title, message, author, config values and template text show as text on every page, under a no-script CSP."""
     old, new = _hostile_shas(served)
@@ -44,13 +44,14 @@ def test_hostile_text_is_escaped_on_every_page(client: httpx.Client, served: Ser
         "revision": f"/repos/{HOSTILE}/revisions/{new}",
         "compare": f"/repos/{HOSTILE}/compare/{old}...{new}",
         "home": "/",
+        "estimates": f"/repos/{HOSTILE}/estimates",
     }[kind]
     page = client.get(path)
     assert page.status_code == 200
     assert "default-src 'none'" in page.headers["content-security-policy"]
     assert not re.search(r"<(script|img|i>|b>)", page.text), "upstream markup reached the page"
     assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f]", page.text), "a control character reached the page"
-    if kind == "home":
+    if kind in ("home", "estimates"):
         return  # the home page shows event titles only, which hubwatch writes
     if kind != "compare":
         assert "&lt;script&gt;alert(&#39;title&#39;)&lt;/script&gt;" in page.text
@@ -62,13 +63,72 @@ def test_hostile_text_is_escaped_on_every_page(client: httpx.Client, served: Ser
 
 
 def test_revision_page_shows_the_chat_template_diff_and_prompts(client: httpx.Client, served: Served) -> None:
-    """A chat-template change shows its unified diff and the rendered prompt before and after."""
+    """A chat-template change shows its unified diff beside the rendered prompt's diff, not two full copies."""
     revisions = served.store.list_revisions(LLAMA)
     changed = next(r for r in revisions if r.title == "Update tokenizer_config.json")
     page = client.get(f"/repos/{LLAMA}/revisions/{changed.sha[:12]}").text
     assert "--- a/tokenizer_config.json: chat_template" in page
-    assert "Rendered prompt, sample <code>tool_call_round_trip</code>" in page
-    assert "before:" in page and "after:" in page
+    assert "Rendered prompt, sample <code>tool_call_round_trip</code>: 21 character(s) inserted, 0 deleted" in page
+    assert '<ins>Environment:</ins><ins><span class="ws">\u00b7</span></ins><ins>ipython</ins>' in page
+    assert '<span class="tok">&lt;|begin_of_text|&gt;</span>' in page
+    assert "before:" not in page
+
+
+def test_timeline_filters_by_kind_severity_and_security(client: httpx.Client, served: Served) -> None:
+    """Kind, severity and security filters narrow the timeline with plain links that keep the other filters."""
+    every = client.get(f"/repos/{LLAMA}").text
+    chat = client.get(f"/repos/{LLAMA}", params={"kind": "chat_template"}).text
+    chat_warning = client.get(f"/repos/{LLAMA}", params={"kind": "chat_template", "min_severity": "warning"}).text
+    security = client.get(f"/repos/{LLAMA}", params={"security": "1"}).text
+    count = lambda page: page.count("<section>")  # noqa: E731 - a one-line helper
+    assert count(every) == 7 and count(chat) == 3 and count(chat_warning) == 2 and count(security) == 2
+    assert '<a href="?kind=chat_template&amp;min_severity=warning" aria-current="true">warning and above</a>' in chat_warning
+    assert '<a href="?kind=chat_template" aria-current="true">any severity</a>' not in chat_warning
+    assert client.get(f"/repos/{LLAMA}", params={"kind": "nonsense"}).status_code == 422
+
+
+def test_timeline_and_revision_link_the_commit_on_the_hub(client: httpx.Client, served: Served) -> None:
+    """Each revision links to its commit on the Hub from the timeline and from its own page."""
+    newest = served.store.list_revisions(LLAMA)[0]
+    link = f'href="https://huggingface.co/{LLAMA}/commit/{newest.sha}"'
+    assert link in client.get(f"/repos/{LLAMA}").text
+    assert link in client.get(f"/repos/{LLAMA}/revisions/{newest.sha}").text
+
+
+def test_home_shows_each_watch_poll_state(client: httpx.Client) -> None:
+    """The home page lists every watch with its last poll and whether it is failing."""
+    page = client.get("/").text
+    assert "<h2>Polling</h2>" in page
+    assert page.count('<span class="status-ok">ok</span>') == 2
+
+
+def test_revision_page_shows_advisories_with_relevance(client: httpx.Client, served: Served) -> None:
+    """OSV matches link to OSV and are marked relevant or not relevant to the model, with the reason; advice is listed."""
+    newest = served.store.list_revisions(LLAMA)[0]
+    page = client.get(f"/repos/{LLAMA}/revisions/{newest.sha}").text
+    assert 'href="https://osv.dev/vulnerability/' in page
+    assert "<strong>relevant</strong>" in page and "not relevant to this model: about" in page
+    assert "Loader advice" in page and "to load this safely you need transformers" in page
+
+
+def test_estimates_page_has_tables_and_a_linked_svg_chart(client: httpx.Client, served: Served) -> None:
+    """The estimates page shows parameters by tower, memory per card and mode, and an inline SVG whose points link to revisions."""
+    page = client.get(f"/repos/{LLAMA}/estimates")
+    assert page.status_code == 200 and "default-src 'none'" in page.headers["content-security-policy"]
+    text = page.text
+    assert "<h2>Parameters by tower</h2>" in text and "8,030,261,248" in text
+    assert "<h2>Memory per card and mode</h2>" in text and "does not fit" in text
+    assert text.count("<svg ") == 2 and "<script" not in text
+    estimated = [r for r in served.store.list_revisions(LLAMA) if served.store.estimate_for(r.id) is not None]
+    assert estimated and all(f'<a href="revisions/{r.sha}"><title>{r.sha[:12]}: ' in text for r in estimated)
+    assert "H200" in text  # the card capacities are drawn as reference lines
+
+
+def test_estimates_page_without_estimates_says_so(client: httpx.Client) -> None:
+    """A repo whose estimator never produced figures says why there is no chart, without failing."""
+    page = client.get(f"/repos/{HOSTILE}/estimates")
+    assert page.status_code == 200
+    assert "<svg" not in page.text
 
 
 @pytest.mark.parametrize(
