@@ -32,16 +32,17 @@ from feeds.api_models import (
 )
 from feeds.auth import require_read, require_write
 from feeds.params import (
-    BRANCH_PATTERN,
     NAME_PATTERN,
     REPO_ID_PATTERN,
     SHA_PATTERN,
+    Branch,
     Kind,
     NamePath,
     OrgPath,
     Severity,
     known_repo,
 )
+from feeds.strict_json import StrictJSONRoute
 from feeds.webhooks import subscribe
 from storage.errors import InvalidSubscription
 from storage.event_queries import EventFilter
@@ -61,7 +62,7 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {"model": ErrorOut} for code in (*codes, 422)}
 
 
-router = APIRouter(prefix="/api/v1", tags=["api"])
+router = APIRouter(prefix="/api/v1", tags=["api"], route_class=StrictJSONRoute)  # hostile JSON bodies: 400
 read = [Depends(require_read)]
 write = [Depends(require_write)]
 ShaPath = Path(pattern=SHA_PATTERN, description="A full commit sha or a unique prefix (at least 4 hex digits)")
@@ -127,7 +128,7 @@ def list_watches(request: Request) -> list[WatchOut]:
     return [_watch(w) for w in _services(request).store.list_watches()]
 
 
-@router.post("/watches", response_model=WatchOut, status_code=201, dependencies=write, responses=_errors(401, 403, 409),
+@router.post("/watches", response_model=WatchOut, status_code=201, dependencies=write, responses=_errors(400, 401, 403, 409, 413),
              summary="Watch a repo branch (polled from the next scheduler sync; the Hub is not asked here)")
 def add_watch(request: Request, body: WatchIn) -> WatchOut:
     services = _services(request)
@@ -143,7 +144,7 @@ def remove_watch(
     request: Request,
     org: str = OrgPath,
     name: str = NamePath,
-    branch: str | None = Query(default=None, pattern=BRANCH_PATTERN),
+    branch: Annotated[Branch | None, Query(description="Only this branch (default: every watched branch)")] = None,
 ) -> Response:
     repo_id = f"{org}/{name}"
     if not _services(request).store.remove_watch(repo_id, branch):
@@ -284,7 +285,7 @@ def list_subscriptions(request: Request) -> list[SubscriptionOut]:
 
 
 @router.post("/subscriptions", response_model=SubscriptionOut, status_code=201, dependencies=write,
-             responses=_errors(401, 403, 503), summary="Subscribe a URL to events")
+             responses=_errors(400, 401, 403, 413, 503), summary="Subscribe a URL to events")
 def add_subscription(request: Request, body: SubscriptionIn) -> SubscriptionOut:
     outbox = _outbox(request)
     kinds = tuple(body.kinds)

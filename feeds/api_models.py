@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from feeds.params import BRANCH_PATTERN, REPO_ID_PATTERN, Kind, Severity
+from feeds.params import REPO_ID_PATTERN, Branch, Kind, Severity
 from storage.kinds import WEBHOOK_FORMATS
 
 
@@ -32,7 +32,7 @@ class WatchOut(BaseModel):
 
 class WatchIn(BaseModel):
     repo_id: str = Field(pattern=REPO_ID_PATTERN, examples=["meta-llama/Llama-3.1-8B-Instruct"])
-    branch: str = Field(default="main", pattern=BRANCH_PATTERN)
+    branch: Branch = Field(default="main", examples=["main", "refs/pr/1"])
     interval_s: int | None = Field(default=None, ge=60, le=30 * 86400, description="Default: [poll] default_interval")
 
 

@@ -1,12 +1,22 @@
 """The webhook dispatcher: delivers due outbox rows, records every attempt, retries on the Standard
-Webhooks schedule.
+Webhooks schedule (feeds.webhooks.schedule).
 
 - 2xx: delivered. 410 Gone: the subscription is disabled. 408, 429 and 5xx (and no answer at all:
-  refused connection, time-out, DNS failure): retried, honouring `Retry-After` (capped), and the
-  endpoint's other deliveries wait until then too. Any other status, a redirect among them (never
-  followed): that delivery is retried on the schedule. Slack's permanent errors
-  (`channel_is_archived`, `no_service`, `invalid_token`, ...) and Discord's unknown-webhook answer fail
-  the delivery for good and disable the subscription.
+  refused connection, time-out, DNS failure): retried, honouring `Retry-After` (capped; it uses up no
+  step of the schedule), and the endpoint's other deliveries wait until then too. Any other status, a
+  redirect among them (never followed): that delivery is retried on the schedule. Slack's permanent
+  errors (`channel_is_archived`, `no_service`, `invalid_token`, ...) and Discord's unknown-webhook
+  answer fail the delivery for good and disable the subscription.
+- Order: one worker at a time holds an endpoint (a claim on its subscription, renewed by a heartbeat
+  while it works, see storage.outbox) and sends its due deliveries one at a time, oldest event first.
+  An endpoint that is down holds all of its deliveries, so they still leave in event order when it
+  is back. The one exception: a delivery the receiver rejected by itself (another 4xx, a redirect)
+  waits for its retry while the later ones go on, rather than blocking the endpoint for days.
+  Receivers must still tolerate out-of-order and repeated webhook-ids (Standard Webhooks).
+- Crashes: every attempt is logged as started before its request goes out. A worker killed mid-send
+  stops renewing its claims; another worker takes its endpoints over once the lease runs out
+  (`lease_s`, seconds), marks the cut-short attempt `interrupted` and sends that delivery again first,
+  with the same webhook-id. A worker that lost its claim starts no further attempt.
 - The URL is vetted again before every attempt and the connection goes to the checked address
   (feeds.webhooks.safety), so DNS rebinding cannot reach a private address.
 - At most 64 KB of a response is read; a delivery that takes longer than the time-out is a failure.
@@ -18,11 +28,14 @@ Webhooks schedule.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -39,17 +52,16 @@ from feeds.webhooks.safety import (
     system_resolve,
     vet,
 )
+from feeds.webhooks.schedule import DEFAULT_DELAYS_S, RetrySchedule
 from storage.errors import InvalidSubscription
-from storage.outbox import OutboxItem, OutboxStore
+from storage.outbox import Claim, OutboxItem, OutboxStore
 from storage.sessions import utc_now
 from storage.subscriptions import Subscription, redact_url
 
 log = structlog.get_logger(__name__)
 
-# Seconds before attempt n+1 (Standard Webhooks): now, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h.
-SCHEDULE_S = (0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400)
 MAX_RESPONSE_BYTES = 64 * 1024
-PER_SUBSCRIPTION = 25  # deliveries of one endpoint claimed per round (they go one at a time)
+PER_SUBSCRIPTION = 25  # deliveries of one endpoint taken per claim (they go one at a time)
 USER_AGENT = "hubwatch-webhooks/0.1"
 SLACK_PERMANENT = frozenset({
     "channel_is_archived", "channel_not_found", "invalid_token", "no_service", "no_service_id",
@@ -64,12 +76,13 @@ class DeliveryOptions:
 
     timeout_s: float = 15.0
     connect_timeout_s: float = 5.0
-    max_attempts: int = 10
+    retry_schedule_s: tuple[float, ...] = DEFAULT_DELAYS_S
     retry_after_max_s: float = 3600.0
     allow_private_targets: bool = False
     concurrency: int = 4
     poll_interval_s: float = 1.0
-    batch_size: int = 100
+    lease_s: float = 6.0  # a claim lasts this long without a heartbeat (renewed every lease_s / 3)
+    endpoints_per_round: int = 16
 
 
 @dataclass(frozen=True)
@@ -105,7 +118,8 @@ class DispatchReport:
 
 
 class Dispatcher:
-    """Delivers the outbox over one keep-alive httpx client (no redirects, no proxies from the environment)."""
+    """Delivers the outbox over one keep-alive httpx client (no redirects, no proxies from the environment),
+    as one worker (`worker_id`) among any number sharing the database."""
 
     def __init__(
         self,
@@ -115,6 +129,7 @@ class Dispatcher:
         links: Links | None = None,
         resolve: Resolver = system_resolve,
         clock: Callable[[], datetime] = utc_now,
+        worker_id: str | None = None,
     ) -> None:
         self.outbox = outbox
         self.options = options
@@ -122,6 +137,8 @@ class Dispatcher:
         self.links = links or Links()
         self.resolve = resolve
         self.clock = clock
+        self.worker_id = worker_id or new_worker_id()
+        self.schedule = RetrySchedule(options.retry_schedule_s, options.retry_after_max_s)
         self._client = httpx.Client(
             follow_redirects=False,
             trust_env=False,
@@ -134,8 +151,7 @@ class Dispatcher:
 
     @property
     def lease_s(self) -> float:
-        """How long claimed deliveries stay ours: long enough to try a whole round of one endpoint."""
-        return PER_SUBSCRIPTION * (self.options.timeout_s + self.options.connect_timeout_s) + 30
+        return self.options.lease_s
 
     def close(self) -> None:
         self._client.close()
@@ -143,70 +159,111 @@ class Dispatcher:
     # -- modes -----------------------------------------------------------------------------------------
 
     def run_once(self, now: datetime | None = None, stop: threading.Event | None = None) -> DispatchReport:
-        """Deliver everything due at `now`, endpoints in parallel, each endpoint's deliveries oldest first;
-        return when nothing more is due at `now`."""
-        now = now or self.clock()
+        """Deliver everything due, endpoints in parallel, each endpoint's deliveries oldest first; return
+        when nothing more is due. With `now`, everything happens at that time; without, on the clock."""
+        at: Callable[[], datetime] = (lambda: now) if now is not None else self.clock
         report = DispatchReport()
         with ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="webhook") as pool:
             while not (stop is not None and stop.is_set()):
-                items = self.outbox.due_deliveries(
-                    now, limit=self.options.batch_size, lease_s=self.lease_s, per_subscription=PER_SUBSCRIPTION
-                )
-                if not items:
+                claims = self.outbox.claim_due(self.worker_id, at(), self.lease_s,
+                                               self.options.endpoints_per_round, PER_SUBSCRIPTION)
+                if not claims:
                     break
-                groups: dict[int, list[OutboxItem]] = defaultdict(list)
-                for item in items:
-                    groups[item.delivery.subscription_id].append(item)
-                futures = [
-                    pool.submit(self._deliver_group, sorted(g, key=lambda i: i.delivery.event_seq), now, report, stop)
-                    for g in groups.values()
-                ]
+                tried = report.attempts
+                futures = [pool.submit(self._deliver_claim, claim, at, report, stop) for claim in claims]
                 for future in futures:
                     future.result()
+                if report.attempts == tried:
+                    break  # every claim was lost before its first attempt: leave the rest to their holders
         return report
 
     def run_forever(self, stop: threading.Event) -> None:
-        """The daemon's loop: deliver what is due, wait `poll_interval_s` (or until stopped), again."""
-        log.info("dispatcher_started", concurrency=self.options.concurrency)
+        """The daemon's loop: deliver what is due, wait `poll_interval_s` (or until stopped), again. A
+        heartbeat renews this worker's claims meanwhile; they are let go on the way out."""
+        log.info("dispatcher_started", concurrency=self.options.concurrency, worker_id=self.worker_id)
         try:
-            while not stop.is_set():
-                try:
-                    self.run_once(self.clock(), stop)
-                except Exception:
-                    log.exception("dispatcher_round_failed")
-                stop.wait(self.options.poll_interval_s)
+            with self._heartbeat():
+                while not stop.is_set():
+                    try:
+                        self.run_once(None, stop)
+                    except Exception:
+                        log.exception("dispatcher_round_failed", worker_id=self.worker_id)
+                    stop.wait(self.options.poll_interval_s)
         finally:
-            self.close()
-            log.info("dispatcher_stopped")
+            try:
+                self.outbox.release_claims(self.worker_id)
+            finally:
+                self.close()
+                log.info("dispatcher_stopped", worker_id=self.worker_id)
 
     def deliver_now(self, delivery_id: str) -> Attempt | None:
         """Try one pending delivery at once, whatever its schedule (a manual redelivery). None when it is
-        not pending, is being sent by another dispatcher, or its subscription is disabled."""
+        not pending, another worker holds its endpoint, or its subscription is disabled."""
         now = self.clock()
-        item = self.outbox.claim(delivery_id, now, self.lease_s)
-        if item is None:
+        claim = self.outbox.claim_one(delivery_id, self.worker_id, now, self.lease_s)
+        if claim is None:
             return None
-        attempt = self._attempt(item)
-        self._record(item, attempt, now)
-        return attempt
+        self._log_takeover(claim)
+        try:
+            with self._heartbeat():
+                [item] = claim.items
+                attempt_id = self.outbox.begin_attempt(item.delivery, self.worker_id, now, self.lease_s)
+                if attempt_id is None:
+                    return None
+                attempt = self._attempt(item)
+                self._record(item, attempt, attempt_id, now)
+                return attempt
+        finally:
+            self.outbox.release_claims(self.worker_id, [claim.subscription_id])
 
     # -- one endpoint --------------------------------------------------------------------------------
 
-    def _deliver_group(
-        self, items: list[OutboxItem], now: datetime, report: DispatchReport, stop: threading.Event | None
+    def _deliver_claim(
+        self, claim: Claim, at: Callable[[], datetime], report: DispatchReport, stop: threading.Event | None
     ) -> None:
-        for i, item in enumerate(items):
-            if stop is not None and stop.is_set():
-                self.outbox.release([it.delivery.id for it in items[i:]], now)
-                return
-            attempt = self._attempt(item)
-            outcome, hold_until = self._record(item, attempt, now)
-            report.count(outcome)
-            if attempt.disable_reason:
-                return  # disabling made the rest dead
-            if hold_until is not None:
-                self.outbox.release([it.delivery.id for it in items[i + 1:]], hold_until)
-                return
+        """The claimed endpoint's deliveries in event order, until one holds the endpoint back; then let go."""
+        self._log_takeover(claim)
+        try:
+            for item in claim.items:
+                if stop is not None and stop.is_set():
+                    return
+                now = at()
+                attempt_id = self.outbox.begin_attempt(item.delivery, self.worker_id, now, self.lease_s)
+                if attempt_id is None:
+                    log.warning("webhook_claim_lost", subscription_id=claim.subscription_id, worker_id=self.worker_id)
+                    return
+                attempt = self._attempt(item)
+                outcome, holds = self._record(item, attempt, attempt_id, now)
+                report.count(outcome)
+                if attempt.disable_reason or holds:
+                    return  # disabled (the rest are dead), or the endpoint waits: the rest wait with it
+        finally:
+            self.outbox.release_claims(self.worker_id, [claim.subscription_id])
+
+    def _log_takeover(self, claim: Claim) -> None:
+        if claim.taken_from:
+            log.warning("webhook_endpoint_taken_over", subscription_id=claim.subscription_id,
+                        from_worker=claim.taken_from, worker_id=self.worker_id, interrupted=claim.interrupted)
+
+    @contextmanager
+    def _heartbeat(self) -> Iterator[None]:
+        """Renew this worker's claims every lease_s / 3 while the block runs (a send may outlast a lease)."""
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(self.lease_s / 3):
+                try:
+                    self.outbox.renew_claims(self.worker_id, self.clock(), self.lease_s)
+                except Exception:
+                    log.exception("webhook_heartbeat_failed", worker_id=self.worker_id)
+
+        thread = threading.Thread(target=beat, name="webhook-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=5)
 
     def _attempt(self, item: OutboxItem) -> Attempt:
         sub, delivery = item.subscription, item.delivery
@@ -259,40 +316,41 @@ class Dispatcher:
             return Attempt("failed", code, f"Discord: {snippet}", disable_reason=f"Discord answered {code}: {snippet}")
         return Attempt("retry", code, f"{code}: {snippet}" if snippet else str(code))
 
-    def _record(self, item: OutboxItem, attempt: Attempt, now: datetime) -> tuple[str, datetime | None]:
-        """Write the attempt; returns the outcome counted and, when the endpoint is down, until when
-        its other deliveries wait."""
+    def _record(self, item: OutboxItem, attempt: Attempt, attempt_id: int, now: datetime) -> tuple[str, bool]:
+        """Complete the started attempt; returns the outcome counted and whether the endpoint's other
+        deliveries now wait (it is down, or disabled)."""
         d, sub = item.delivery, item.subscription
-        fields = {"delivery_id": d.id, "subscription_id": sub.id, "event_id": d.event_id,
-                  "status_code": attempt.status_code, "duration_ms": attempt.duration_ms}
+        attempts = d.attempts + 1
+        fields = {"delivery_id": d.id, "subscription_id": sub.id, "event_id": d.event_id, "attempt": attempts,
+                  "status_code": attempt.status_code, "duration_ms": attempt.duration_ms, "worker_id": self.worker_id}
         if attempt.outcome == "delivered":
-            self.outbox.mark_delivered(d.id, now, attempt.status_code or 200, attempt.duration_ms)
-            log.info("webhook_delivered", attempt=d.attempts + 1, **fields)
-            return "delivered", None
+            self.outbox.mark_delivered(attempt_id, now, attempt.status_code or 200, attempt.duration_ms)
+            log.info("webhook_delivered", **fields)
+            return "delivered", False
         error = attempt.error or "failed"
         if attempt.outcome == "failed":
-            self.outbox.mark_failed(d.id, now, attempt.status_code, error, attempt.duration_ms, attempt.disable_reason)
+            self.outbox.mark_failed(attempt_id, attempt.status_code, error, attempt.duration_ms, attempt.disable_reason)
             log.warning("webhook_failed", error=error, permanent=True, **fields)
             if attempt.disable_reason:
                 log.warning("webhook_subscription_disabled", subscription_id=sub.id, url=redact_url(sub.url),
                             reason=attempt.disable_reason)
-            return "failed", None
-        attempts = d.attempts + 1
-        next_at = now + timedelta(seconds=self._delay_s(attempts, attempt.retry_after_s))
-        if attempts >= self.options.max_attempts:
-            self.outbox.mark_dead(d.id, now, attempt.status_code, f"gave up after {attempts} attempts: {error}",
-                                  attempt.duration_ms)
-            log.error("webhook_dead", attempts=attempts, error=error, **fields)
-            return "dead", next_at if attempt.endpoint_down else None
-        self.outbox.mark_retry(d.id, now, next_at, attempt.status_code, error, attempt.duration_ms,
-                               hold_subscription=attempt.endpoint_down)
-        log.warning("webhook_failed", error=error, attempt=attempts, next_attempt_at=next_at.isoformat(), **fields)
-        return "retried", next_at if attempt.endpoint_down else None
+            return "failed", True
+        nxt = self.schedule.next_try(d.retry_step, d.first_attempt_at or now, now, attempt.retry_after_s)
+        if nxt is None:
+            hold_until = now + timedelta(seconds=self.schedule.delays_s[0] if self.schedule.delays_s else 1)
+            self.outbox.mark_dead(attempt_id, attempt.status_code, f"gave up after {attempts} attempts: {error}",
+                                  attempt.duration_ms, hold_until=hold_until if attempt.endpoint_down else None)
+            log.error("webhook_dead", error=error, **fields)
+            return "dead", attempt.endpoint_down
+        self.outbox.mark_retry(attempt_id, nxt.at, attempt.status_code, error, attempt.duration_ms,
+                               retry_step=nxt.step, hold_subscription=attempt.endpoint_down)
+        log.warning("webhook_failed", error=error, next_attempt_at=nxt.at.isoformat(), **fields)
+        return "retried", attempt.endpoint_down
 
-    def _delay_s(self, attempts: int, retry_after_s: float | None) -> float:
-        if retry_after_s is not None:
-            return min(max(retry_after_s, 1.0), self.options.retry_after_max_s)
-        return SCHEDULE_S[min(attempts, len(SCHEDULE_S) - 1)]
+
+def new_worker_id() -> str:
+    """host:pid:random, at most 64 characters: unique per dispatcher, readable in the attempt log."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def _read_at_most(resp: httpx.Response, limit: int, deadline: float) -> bytes:

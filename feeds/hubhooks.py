@@ -1,15 +1,16 @@
 """Hub webhooks in: `POST /hooks/hub` triggers an ingest of a watched repo the moment it moves.
 
 The Hub sends the shared secret verbatim in `X-Webhook-Secret` (no HMAC): it is compared in constant
-time before the body is even parsed. The raw JSON is read (huggingface_hub's model drops `headSha`).
-Refused without side effects: a bad or missing secret (401), a body that is not a Hub payload (400),
-a repo nobody watches (404). A payload whose commit is already stored (a replay, or a retry after we
-ingested) is a no-op (200), as is one for a branch nobody watches.
+time before the body is even parsed. The raw JSON is read (huggingface_hub's model drops `headSha`),
+strictly (`feeds.strict_json`), after a body limit that holds for chunked bodies too (`feeds.body_limit`).
+Refused without side effects: a bad or missing secret (401), a body over the limit (413), a body that
+is not a Hub payload (400, hostile JSON too), a repo nobody watches (404). A payload whose commit is
+already stored (a replay, or a retry after we ingested) is a no-op (200), as is one for a branch nobody
+watches.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import structlog
@@ -19,10 +20,12 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from feeds.auth import same_secret
+from feeds.body_limit import BodyTooLarge
+from feeds.strict_json import HostileJSON, strict_loads
+from storage.kinds import is_branch_name, is_repo_id
 
 log = structlog.get_logger(__name__)
 
-MAX_BODY_BYTES = 256 * 1024
 CONTENT_SCOPES = ("repo", "repo.content", "repo.config")
 
 
@@ -45,13 +48,15 @@ def _answer(request: Request, code: int, status: str, detail: str, repo_id: str 
 
 def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     try:
-        payload = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None, "malformed: the body is not JSON"
+        payload = strict_loads(raw)
+    except HostileJSON as err:
+        return None, f"malformed: {err}"
     if not isinstance(payload, dict) or not isinstance(payload.get("repo"), dict):
         return None, "malformed: no repo object in the payload"
     if not isinstance(payload["repo"].get("name"), str):
         return None, "malformed: repo.name is missing"
+    if not is_repo_id(payload["repo"]["name"]):
+        return None, "malformed: repo.name is not a Hub repo id"
     refs = payload.get("updatedRefs", [])
     if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
         return None, "malformed: updatedRefs is not a list of objects"
@@ -59,16 +64,21 @@ def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
 
 
 def _moved_branches(payload: dict[str, Any]) -> dict[str, str | None] | None:
-    """branch -> the sha it moved to, from updatedRefs; None when the payload names no ref."""
+    """branch -> the sha it moved to, from updatedRefs (`refs/heads/B` is branch B, a pull request's
+    `refs/pr/N` is watched by that name); None when the payload names no ref. Names git would refuse
+    are dropped: no watch can have them."""
     refs = payload.get("updatedRefs") or []
     if not refs:
         return None
     moved: dict[str, str | None] = {}
     for ref in refs:
-        name = str(ref.get("ref", ""))
-        if name.startswith("refs/heads/"):
+        name = ref.get("ref")
+        if not isinstance(name, str):
+            continue
+        branch = name.removeprefix("refs/heads/")
+        if is_branch_name(branch) and (branch != name or name.startswith("refs/pr/")):
             new = ref.get("newSha")
-            moved[name.removeprefix("refs/heads/")] = new if isinstance(new, str) else None
+            moved[branch] = new if isinstance(new, str) else None
     return moved
 
 
@@ -94,12 +104,10 @@ async def hub_webhook(request: Request) -> JSONResponse:
     if not same_secret(request.headers.get("x-webhook-secret"), secret):
         log.warning("hub_webhook_refused", reason="bad secret")
         return _answer(request, 401, "refused", "unauthorized: missing or wrong X-Webhook-Secret")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:  # refused before reading it
-        return _answer(request, 413, "refused", f"too large: the body is over {MAX_BODY_BYTES} bytes")
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        return _answer(request, 413, "refused", f"too large: the body is over {MAX_BODY_BYTES} bytes")
+    try:  # the limit holds for chunked bodies too: reading stops as soon as it is passed
+        raw = await request.body()
+    except BodyTooLarge as err:  # the middleware closes the connection: the rest is never read
+        return _answer(request, 413, "refused", str(err.detail))
     payload, problem = _parse(raw)
     if payload is None:
         return _answer(request, 400, "refused", problem)

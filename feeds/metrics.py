@@ -117,12 +117,24 @@ class Health(BaseModel):
     detail: str | None = None
 
 
+class Liveness(Health):
+    """The process answers; with a poller, whether its database takes writes (polling pauses if not)."""
+
+    storage: str | None = None  # ok | failing
+    since: str | None = None  # when the database started failing
+    error: str | None = None  # why, as the database said it
+    polling_paused: bool | None = None  # no Hub request is made until the next probe
+    next_probe_at: str | None = None
+
+
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", response_model=Health, summary="Liveness: the process answers")
-def healthz() -> Health:
-    return Health(status="ok")
+@router.get("/healthz", response_model=Liveness, response_model_exclude_none=True,
+            summary="Liveness: the process answers (and whether the poller's database takes writes)")
+def healthz(request: Request) -> Liveness:
+    state = request.app.state.services.storage_state
+    return Liveness(status="ok", **(state() if state is not None else {}))
 
 
 @router.get(

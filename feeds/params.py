@@ -6,19 +6,45 @@ import enum
 from typing import Annotated
 
 from fastapi import HTTPException, Path, Request
-from pydantic import StringConstraints
+from pydantic import AfterValidator, StringConstraints, WithJsonSchema
 
 from storage import kinds
 from storage.event_queries import EventQueries
-from storage.kinds import EVENT_KIND_PATTERN, FILTER_WORDS, REPO_NAME_PATTERN, SEVERITIES, is_filter_kind
+from storage.kinds import (
+    BRANCH_MAX_CHARS,
+    BRANCH_PATTERN,
+    BRANCH_RULES,
+    EVENT_KIND_PATTERN,
+    FILTER_WORDS,
+    REPO_NAME_PATTERN,
+    SEVERITIES,
+    is_branch_name,
+    is_filter_kind,
+)
 
 NAME_PATTERN = rf"^{REPO_NAME_PATTERN}$"
 REPO_ID_PATTERN = rf"^{kinds.REPO_ID_PATTERN}$"
 SHA_PATTERN = r"^[0-9a-fA-F]{4,40}$"
-BRANCH_PATTERN = r"^[A-Za-z0-9._/-]{1,200}$"
 # One `kind` filter value: a change kind, `advisory`, or a dotted event kind. Declared in the OpenAPI document.
 KIND_PATTERN = rf"^({'|'.join(FILTER_WORDS)}|{EVENT_KIND_PATTERN})$"
 Kind = Annotated[str, StringConstraints(pattern=KIND_PATTERN, max_length=80)]
+
+
+
+def _branch(value: str) -> str:
+    if not is_branch_name(value):
+        raise ValueError(f"not a branch name ({BRANCH_RULES})")
+    return value
+
+
+# A branch name (storage.kinds' rules, checked in Python: the pattern's look-aheads are beyond pydantic's
+# regex engine), declared in the OpenAPI document by the same pattern.
+Branch = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=BRANCH_MAX_CHARS),
+    AfterValidator(_branch),
+    WithJsonSchema({"type": "string", "pattern": f"^{BRANCH_PATTERN}$", "minLength": 1, "maxLength": BRANCH_MAX_CHARS}),
+]
 
 Severity = enum.Enum("Severity", {name: name for name in SEVERITIES}, type=str)  # type: ignore[misc]
 

@@ -28,9 +28,19 @@ def create_db_engine(url: str) -> sa.Engine:
     if engine.dialect.name == "sqlite":
         database = engine.url.database
         if database and database != ":memory:":
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
+            _make_directory(Path(database).parent)
         sa.event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _make_directory(directory: Path) -> None:
+    """The SQLite file's directory, created if missing; StorageError says what is in the way."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
+        reason = f"{blocker} is a file" if blocker is not None else (err.strerror or str(err)).lower()
+        raise StorageError(f"cannot create {directory}: {reason}") from err
 
 
 def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
@@ -55,34 +65,70 @@ def migrate(engine: sa.Engine) -> None:
     """Bring the schema to the newest migrations (safe to call at every start). "heads": feature
     branches of the migration graph (outbox, advisories) may be applied side by side.
 
-    A database already at the heads costs one query: Alembic (0.6 s to import) is loaded only to upgrade."""
-    if applied_revisions(engine) == script_heads():
+    A database already at the heads costs one query: Alembic (0.6 s to import) is loaded only to upgrade.
+    StorageError, in words a person can act on, when the file is not a database, when a newer hubwatch
+    wrote it, or when the upgrade fails."""
+    applied = applied_revisions(engine) or set()
+    known, heads = _script_graph()
+    if applied == heads:
         return
+    newer = applied - known
+    if newer:
+        raise StorageError(
+            f"{_where(engine)} was written by a newer hubwatch (schema {max(newer)}; this one knows up to "
+            f"{max(heads)}): upgrade hubwatch"
+        )
     from alembic import command
 
     try:
         command.upgrade(alembic_config(engine), "heads")
-    except sa.exc.OperationalError as err:
-        raise StorageError(f"cannot migrate {_redact(str(engine.url))}: {err.orig}") from err
+    except sa.exc.DBAPIError as err:
+        raise _unreadable(engine, err, "migrate") from err
 
 
 def script_heads() -> set[str]:
     """The newest revision of each branch of the migration scripts, read from their source."""
+    return _script_graph()[1]
+
+
+def _script_graph() -> tuple[set[str], set[str]]:
+    """Every revision the migration scripts define, and the heads among them."""
     revisions: set[str] = set()
     parents: set[str] = set()
     for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
         for key, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
             (revisions if key == "revision" else parents).update(_QUOTED.findall(value))
-    return revisions - parents
+    return revisions, revisions - parents
 
 
 def applied_revisions(engine: sa.Engine) -> set[str] | None:
-    """The revisions the database says it is at; None when it has no version table yet (or cannot say)."""
+    """The revisions the database says it is at; None when it has no version table yet. StorageError
+    when the database cannot be opened or read (not a database, a damaged file, no server)."""
     try:
         with engine.connect() as conn:
+            if not sa.inspect(conn).has_table("alembic_version"):
+                return None
             return {row[0] for row in conn.execute(sa.text("SELECT version_num FROM alembic_version"))}
-    except sa.exc.DBAPIError:
-        return None
+    except sa.exc.DBAPIError as err:
+        raise _unreadable(engine, err) from err
+
+
+# What SQLite says of a file that is not (or no longer) a whole SQLite database.
+_NOT_A_DATABASE = ("file is not a database", "database disk image is malformed")
+
+
+def _unreadable(engine: sa.Engine, err: sa.exc.DBAPIError, doing: str = "open") -> StorageError:
+    reason = str(err.orig).strip() or type(err.orig).__name__
+    if any(phrase in reason for phrase in _NOT_A_DATABASE):
+        return StorageError(f"{_where(engine)} is not a hubwatch database ({reason})")
+    return StorageError(f"cannot {doing} {_where(engine)}: {reason}")
+
+
+def _where(engine: sa.Engine) -> str:
+    """The SQLite file, or the URL without its password."""
+    if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
+        return str(engine.url.database)
+    return _redact(str(engine.url))
 
 
 def _redact(url: str) -> str:

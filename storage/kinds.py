@@ -1,6 +1,6 @@
 """hubwatch's shared vocabulary: the values its columns hold, imported by every package.
 
-Severities, change and event kinds, webhook formats and the repo-id pattern are written here once;
+Severities, change and event kinds, webhook formats, the repo-id and branch patterns are written here once;
 tracker's enums (`tracker.changes`) and feeds' request parameters are built on these values, and a
 test checks that they agree.
 """
@@ -36,6 +36,24 @@ REPO_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 REPO_ID_PATTERN = rf"{REPO_NAME_PATTERN}/{REPO_NAME_PATTERN}"
 REPO_ID_RE = re.compile(rf"^{REPO_ID_PATTERN}$")
 
+# A branch as git (check-ref-format --branch) and the Hub allow it, or one of the Hub's pull-request refs
+# (`refs/pr/1`): printable ASCII without space or ~^:?*[\\, no `..`, `//`, `@{` or component starting
+# with `.`, no leading `-`, `/` or `.`, no trailing `/`, `.` or `.lock` (of any component), not `@`
+# alone. An ECMA-262 and Python pattern both, so the OpenAPI document states the rule exactly.
+BRANCH_MAX_CHARS = 200
+BRANCH_PATTERN = (
+    r"(?![-/.])(?!@$)"
+    r"(?!.*(?:\.\.|//|/\.|@\{|\.lock/|[/.]$|\.lock$))"
+    r"(?!refs/(?!pr/[0-9]+$))"
+    rf"[!-)+-9;->@-Z\]_-}}]{{1,{BRANCH_MAX_CHARS}}}"
+)
+BRANCH_RE = re.compile(BRANCH_PATTERN)
+BRANCH_RULES = (
+    "printable ASCII without spaces or ~^:?*[\\; no '..', '//' or '@{'; no part starting with '.'; "
+    f"not starting with '-', '/' or '.'; not ending with '/', '.' or '.lock'; at most {BRANCH_MAX_CHARS} characters; "
+    "under refs/ only the Hub's pull requests (refs/pr/N)"
+)
+
 
 def at_least(min_severity: str) -> tuple[str, ...]:
     """The severities at or above `min_severity` (ValueError names the allowed ones)."""
@@ -47,6 +65,11 @@ def at_least(min_severity: str) -> tuple[str, ...]:
 def is_repo_id(value: object) -> bool:
     """`org/name` as the Hub allows it (no `..`, which would read as a path)."""
     return isinstance(value, str) and REPO_ID_RE.match(value) is not None and ".." not in value
+
+
+def is_branch_name(value: object) -> bool:
+    """A branch name git and the Hub accept (`main`, `v1.0`, `feature/x`) or a Hub PR ref (`refs/pr/1`)."""
+    return isinstance(value, str) and len(value) <= BRANCH_MAX_CHARS and BRANCH_RE.fullmatch(value) is not None
 
 
 def is_filter_kind(kind: str) -> bool:

@@ -44,10 +44,14 @@ class Delivery(SQLModel, table=True):
     last_error: str | None = None
     created_at: datetime = _utc(index=True)
     delivered_at: datetime | None = _utc(nullable=True)
+    first_attempt_at: datetime | None = _utc(nullable=True)  # the retry window is measured from here
+    retry_step: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # scheduled retries used
 
 
 class DeliveryAttempt(SQLModel, table=True):
-    """The log of every try of a delivery: when, what the receiver answered, what came of it."""
+    """The log of every try of a delivery: when, what the receiver answered, what came of it. The row is
+    written as `started` before the request goes out and completed after, so a try cut short by a crash
+    is logged too: the worker that takes the endpoint over marks it `interrupted`."""
 
     __tablename__ = "delivery_attempt"
 
@@ -58,7 +62,8 @@ class DeliveryAttempt(SQLModel, table=True):
     status_code: int | None = None
     error: str | None = None
     duration_ms: int = 0
-    outcome: str = Field(max_length=10)  # delivered | retry | failed | dead
+    outcome: str = Field(max_length=12)  # started, then delivered | retry | failed | dead; or interrupted
+    worker_id: str | None = Field(default=None, max_length=64)  # the dispatcher worker that made it
 
 
 @dataclass(frozen=True)
@@ -148,98 +153,123 @@ def switch_off(session: Session, subscription: Subscription, reason: str) -> Non
 # -- the store ---------------------------------------------------------------------------------------
 
 
-class OutboxStore(EngineStore):
-    """The delivery log and its state machine: due, claimed, delivered, retried, failed, dead."""
+@dataclass(frozen=True)
+class Claim:
+    """An endpoint (subscription) claimed by one dispatcher worker, with its due deliveries in event
+    order. `taken_from` names the worker whose claim ran out (it stopped without letting go) and
+    `interrupted` counts its attempts that were cut short."""
 
-    def due_deliveries(
-        self, now: datetime, limit: int = 100, lease_s: float | None = None, per_subscription: int | None = None
-    ) -> list[OutboxItem]:
-        """Pending deliveries due at `now` whose subscription is enabled and not backing off, oldest
-        first. With `lease_s` they are claimed: pushed `lease_s` into the future in one transaction, so
-        another dispatcher does not send them too (a crash mid-send retries them when the lease ends).
-        `per_subscription` caps how many of one subscription are returned."""
-        due = (
-            select(Delivery.id, Delivery.subscription_id)
+    subscription_id: int
+    items: list[OutboxItem]
+    taken_from: str | None = None
+    interrupted: int = 0
+
+
+class OutboxStore(EngineStore):
+    """The delivery log and its state machine: due, claimed, started, delivered, retried, failed, dead.
+
+    Claims are per endpoint: one worker at a time sends a subscription's deliveries, oldest event first.
+    A claim lasts `lease_s` and the worker renews it (a heartbeat, and every attempt it starts); a
+    worker that dies stops renewing, and another takes the endpoint over once the claim runs out. A
+    worker that lost its claim cannot start another attempt (`begin_attempt` answers None)."""
+
+    def due_deliveries(self, now: datetime, limit: int = 100) -> list[OutboxItem]:
+        """Pending deliveries due at `now` whose subscription is enabled and not backing off, by event
+        (read only: nothing is claimed)."""
+        query = _items_query().where(*_due(now)).order_by(col(Delivery.event_seq)).limit(limit)
+        with self.session() as s:
+            return [OutboxItem(*row) for row in s.exec(query)]
+
+    def claim_due(
+        self, worker_id: str, now: datetime, lease_s: float, endpoints: int = 16, per_endpoint: int = 25
+    ) -> list[Claim]:
+        """Claim up to `endpoints` endpoints with deliveries due at `now` that no other live worker holds;
+        each comes with its first `per_endpoint` due deliveries in event order."""
+        candidates = (
+            select(Delivery.subscription_id)
             .join(Subscription, col(Subscription.id) == col(Delivery.subscription_id))
-            .where(
-                Delivery.status == "pending",
-                col(Delivery.next_attempt_at) <= now,
-                col(Subscription.enabled).is_(True),
-                sa.or_(col(Subscription.backoff_until).is_(None), col(Subscription.backoff_until) <= now),
-            )
-            .order_by(col(Delivery.next_attempt_at), col(Delivery.event_seq))
-            .limit(limit * 5 if per_subscription else limit)
+            .where(*_due(now), _claimable(worker_id, now))
+            .group_by(col(Delivery.subscription_id))
+            .order_by(sa.func.min(Delivery.next_attempt_at))
+            .limit(endpoints)
         )
         with self.session() as s:
-            chosen: list[str] = []
-            counts: dict[int, int] = {}
-            for delivery_id_, subscription_id in s.exec(due):
-                n = counts.get(subscription_id, 0)
-                if per_subscription is None or n < per_subscription:
-                    counts[subscription_id] = n + 1
-                    chosen.append(delivery_id_)
-                if len(chosen) == limit:
-                    break
-            if lease_s is not None and chosen:
-                until = now + timedelta(seconds=lease_s)
-                conn = s.connection()
-                claimed = [
-                    did for did in chosen
-                    if conn.execute(
-                        sa.update(Delivery)
-                        .where(col(Delivery.id) == did, Delivery.status == "pending", col(Delivery.next_attempt_at) <= now)
-                        .values(next_attempt_at=until)
-                    ).rowcount == 1
-                ]
-                s.commit()
-                chosen = claimed
-            if not chosen:
-                return []
-            order = {did: i for i, did in enumerate(chosen)}
-            items = [OutboxItem(*row) for row in s.exec(_items_query().where(col(Delivery.id).in_(chosen)))]
-            return sorted(items, key=lambda item: order[item.delivery.id])
+            subscription_ids = list(s.exec(candidates))
+        claims = []
+        for subscription_id in subscription_ids:
+            claim = self._claim(subscription_id, worker_id, now, lease_s, per_endpoint)
+            if claim is not None:
+                claims.append(claim)
+        return claims
 
-    def claim(self, delivery_id: str, now: datetime, lease_s: float) -> OutboxItem | None:
-        """Claim one pending delivery whatever its due time or its subscription's back-off (a manual
-        redelivery); None when it is not pending, is claimed by another dispatcher, or is disabled."""
+    def claim_one(self, delivery_id: str, worker_id: str, now: datetime, lease_s: float) -> Claim | None:
+        """Claim the endpoint of one pending delivery, whatever its due time or back-off (a manual
+        redelivery); None when it is not pending, its subscription is disabled, or another worker holds it."""
+        item = self.get_delivery(delivery_id)
+        if item is None or item.delivery.status != "pending" or not item.subscription.enabled:
+            return None
+        claim = self._claim(item.delivery.subscription_id, worker_id, now, lease_s, per_endpoint=0)
+        if claim is None:
+            return None
+        fresh = self.get_delivery(delivery_id)
+        if fresh is None or fresh.delivery.status != "pending":
+            self.release_claims(worker_id, [item.delivery.subscription_id])
+            return None
+        return Claim(claim.subscription_id, [fresh], claim.taken_from, claim.interrupted)
+
+    def renew_claims(self, worker_id: str, now: datetime, lease_s: float) -> int:
+        """The heartbeat: every claim `worker_id` holds lasts `lease_s` from `now`. Returns how many it holds."""
         with self.session() as s:
-            row = s.exec(_items_query().where(col(Delivery.id) == delivery_id)).first()
-            if row is None:
-                return None
-            item = OutboxItem(*row)
-            if item.delivery.status != "pending" or not item.subscription.enabled:
-                return None
-            until = now + timedelta(seconds=lease_s)
             result = s.execute(
-                sa.update(Delivery)
-                .where(col(Delivery.id) == delivery_id, Delivery.status == "pending",
-                       col(Delivery.next_attempt_at) == item.delivery.next_attempt_at)
-                .values(next_attempt_at=until)
+                sa.update(Subscription).where(col(Subscription.claimed_by) == worker_id)
+                .values(claimed_until=now + timedelta(seconds=lease_s))
             )
             s.commit()
-            if result.rowcount != 1:  # type: ignore[attr-defined]
-                return None
-            item.delivery.next_attempt_at = until
-            return item
+            return int(result.rowcount)  # type: ignore[attr-defined]
 
-    def release(self, delivery_ids: Iterable[str], until: datetime) -> None:
-        """Give back claimed deliveries that were not tried, due again at `until` (no attempt counted)."""
-        ids = list(delivery_ids)
-        if not ids:
-            return
+    def release_claims(self, worker_id: str, subscription_ids: Iterable[int] | None = None) -> None:
+        """Let go of the worker's claims (all of them, or those endpoints'), so another worker may take them at once."""
+        query = sa.update(Subscription).where(col(Subscription.claimed_by) == worker_id)
+        if subscription_ids is not None:
+            query = query.where(col(Subscription.id).in_(list(subscription_ids)))
         with self.session() as s:
-            s.execute(
-                sa.update(Delivery)
-                .where(col(Delivery.id).in_(ids), Delivery.status == "pending")
-                .values(next_attempt_at=until)
-            )
+            s.execute(query.values(claimed_by=None, claimed_until=None))
             s.commit()
 
-    def mark_delivered(self, delivery_id: str, now: datetime, status_code: int, duration_ms: int = 0) -> None:
+    def begin_attempt(self, delivery: Delivery, worker_id: str, now: datetime, lease_s: float) -> int | None:
+        """Log an attempt as started (counted on the delivery) before its request goes out, renewing the
+        worker's claim on the endpoint; returns the attempt's id. None, and nothing written, when the
+        worker no longer holds the endpoint or the delivery is no longer pending."""
+        with self.session() as s:
+            conn = s.connection()
+            held = conn.execute(
+                sa.update(Subscription)
+                .where(col(Subscription.id) == delivery.subscription_id, col(Subscription.claimed_by) == worker_id)
+                .values(claimed_until=now + timedelta(seconds=lease_s))
+            ).rowcount
+            row = conn.execute(
+                sa.update(Delivery)
+                .where(col(Delivery.id) == delivery.id, Delivery.status == "pending")
+                .values(attempts=col(Delivery.attempts) + 1, last_attempt_at=now,
+                        first_attempt_at=sa.func.coalesce(col(Delivery.first_attempt_at), now))
+                .returning(col(Delivery.attempts))
+            ).first() if held == 1 else None
+            if row is None:
+                s.rollback()
+                return None
+            attempt_id = conn.execute(
+                sa.insert(DeliveryAttempt).values(
+                    delivery_id=delivery.id, attempt=row[0], attempted_at=now, outcome="started", worker_id=worker_id,
+                ).returning(col(DeliveryAttempt.id))
+            ).scalar_one()
+            s.commit()
+            return int(attempt_id)
+
+    def mark_delivered(self, attempt_id: int, now: datetime, status_code: int, duration_ms: int = 0) -> None:
         """The receiver answered 2xx: done. The endpoint works, so its back-off ends."""
         with self.session() as s:
-            sub_id = self._attempted(s, delivery_id, now, status_code, None, duration_ms, "delivered",
-                                     status="delivered", delivered_at=now, next_attempt_at=None)
+            sub_id = self._finish(s, attempt_id, status_code, None, duration_ms, "delivered", any_status=True,
+                                  status="delivered", delivered_at=now, next_attempt_at=None)
             s.connection().execute(
                 sa.update(Subscription)
                 .where(col(Subscription.id) == sub_id, col(Subscription.backoff_until).is_not(None))
@@ -249,19 +279,22 @@ class OutboxStore(EngineStore):
 
     def mark_retry(
         self,
-        delivery_id: str,
-        now: datetime,
+        attempt_id: int,
         next_attempt_at: datetime,
         status_code: int | None,
         error: str,
         duration_ms: int = 0,
+        retry_step: int | None = None,
         hold_subscription: bool = False,
     ) -> None:
-        """The attempt failed; try again at `next_attempt_at`. `hold_subscription` (the endpoint itself
-        is down or rate-limiting) holds the subscription's other deliveries until then too."""
+        """The attempt failed; try again at `next_attempt_at` (`retry_step`: the schedule's steps used
+        so far). `hold_subscription` (the endpoint itself is down or rate-limiting) holds the
+        subscription's other deliveries until then too."""
+        changes: dict[str, object] = {"status": "pending", "next_attempt_at": next_attempt_at}
+        if retry_step is not None:
+            changes["retry_step"] = retry_step
         with self.session() as s:
-            sub_id = self._attempted(s, delivery_id, now, status_code, error, duration_ms, "retry",
-                                     status="pending", next_attempt_at=next_attempt_at)
+            sub_id = self._finish(s, attempt_id, status_code, error, duration_ms, "retry", **changes)
             if hold_subscription:
                 s.connection().execute(
                     sa.update(Subscription).where(col(Subscription.id) == sub_id).values(backoff_until=next_attempt_at)
@@ -270,8 +303,7 @@ class OutboxStore(EngineStore):
 
     def mark_failed(
         self,
-        delivery_id: str,
-        now: datetime,
+        attempt_id: int,
         status_code: int | None,
         error: str,
         duration_ms: int = 0,
@@ -280,19 +312,26 @@ class OutboxStore(EngineStore):
         """A permanent failure (retrying cannot help). With `disable_reason` the subscription is
         disabled in the same transaction (410 Gone, an archived Slack channel, a refused address)."""
         with self.session() as s:
-            sub_id = self._attempted(s, delivery_id, now, status_code, error, duration_ms, "failed",
-                                     status="failed", next_attempt_at=None)
+            sub_id = self._finish(s, attempt_id, status_code, error, duration_ms, "failed",
+                                  status="failed", next_attempt_at=None)
             sub = s.get(Subscription, sub_id) if disable_reason else None
             if sub is not None and disable_reason:
                 switch_off(s, sub, disable_reason)
             s.commit()
 
     def mark_dead(
-        self, delivery_id: str, now: datetime, status_code: int | None, error: str, duration_ms: int = 0
+        self, attempt_id: int, status_code: int | None, error: str, duration_ms: int = 0,
+        hold_until: datetime | None = None,
     ) -> None:
-        """The last attempt of the retry schedule failed: give up on this delivery."""
+        """The retry schedule is over and this attempt failed too: give up on this delivery. With
+        `hold_until` (the endpoint is down) its other deliveries wait until then."""
         with self.session() as s:
-            self._attempted(s, delivery_id, now, status_code, error, duration_ms, "dead", status="dead", next_attempt_at=None)
+            sub_id = self._finish(s, attempt_id, status_code, error, duration_ms, "dead", status="dead",
+                                  next_attempt_at=None)
+            if hold_until is not None:
+                s.connection().execute(
+                    sa.update(Subscription).where(col(Subscription.id) == sub_id).values(backoff_until=hold_until)
+                )
             s.commit()
 
     def redeliver(self, delivery_id: str, now: datetime | None = None) -> Delivery:
@@ -335,29 +374,108 @@ class OutboxStore(EngineStore):
 
     # -- internals -----------------------------------------------------------------------------------
 
+    def _claim(
+        self, subscription_id: int, worker_id: str, now: datetime, lease_s: float, per_endpoint: int
+    ) -> Claim | None:
+        """Take the endpoint if it is free, ours, or its holder's claim ran out (compare-and-set on the
+        holder seen, so two workers cannot both win); attempts a lapsed holder left `started` become
+        `interrupted`. With `per_endpoint`, None when nothing of it is due any more."""
+        with self.session() as s:
+            conn = s.connection()
+            held = conn.execute(
+                sa.select(col(Subscription.claimed_by), col(Subscription.claimed_until))
+                .where(col(Subscription.id) == subscription_id)
+            ).first()
+            if held is None:
+                return None
+            holder, until = held
+            if holder not in (None, worker_id) and until is not None and until > now:
+                return None
+            won = conn.execute(
+                sa.update(Subscription)
+                .where(col(Subscription.id) == subscription_id, _same(col(Subscription.claimed_by), holder),
+                       _same(col(Subscription.claimed_until), until))
+                .values(claimed_by=worker_id, claimed_until=now + timedelta(seconds=lease_s))
+            ).rowcount
+            if won != 1:
+                s.rollback()
+                return None
+            taken_from = holder if holder not in (None, worker_id) else None
+            interrupted = _interrupt_orphans(conn, subscription_id, worker_id, now) if taken_from else 0
+            s.commit()
+            if not per_endpoint:
+                return Claim(subscription_id, [], taken_from, interrupted)
+            query = (_items_query().where(Delivery.subscription_id == subscription_id, *_due(now))
+                     .order_by(col(Delivery.event_seq)).limit(per_endpoint))
+            items = [OutboxItem(*row) for row in s.exec(query)]
+        if not items:
+            self.release_claims(worker_id, [subscription_id])
+            return None
+        return Claim(subscription_id, items, taken_from, interrupted)
+
     @staticmethod
-    def _attempted(
-        s: Session, delivery_id: str, now: datetime, status_code: int | None, error: str | None,
-        duration_ms: int, outcome: str, **changes: object,
+    def _finish(
+        s: Session, attempt_id: int, status_code: int | None, error: str | None, duration_ms: int, outcome: str,
+        any_status: bool = False, **changes: object,
     ) -> int:
-        """Count an attempt on the delivery (with `changes`) and log it; returns its subscription id."""
+        """Complete a started attempt with what came of it and apply `changes` to its delivery (unless
+        something else settled the delivery meanwhile; `any_status`: whatever its state). Returns the
+        delivery's subscription id."""
         conn = s.connection()
-        row = conn.execute(
-            sa.update(Delivery)
-            .where(col(Delivery.id) == delivery_id)
-            .values(attempts=col(Delivery.attempts) + 1, last_attempt_at=now, last_status_code=status_code,
-                    last_error=error, **changes)
-            .returning(col(Delivery.attempts), col(Delivery.subscription_id))
-        ).first()
-        if row is None:
-            raise DeliveryNotFound(f"no delivery {delivery_id}")
-        conn.execute(
-            sa.insert(DeliveryAttempt).values(
-                delivery_id=delivery_id, attempt=row[0], attempted_at=now, status_code=status_code,
-                error=error, duration_ms=duration_ms, outcome=outcome,
-            )
-        )
-        return int(row[1])
+        delivery_id = conn.execute(
+            sa.update(DeliveryAttempt)
+            .where(col(DeliveryAttempt.id) == attempt_id)
+            .values(status_code=status_code, error=error, duration_ms=duration_ms, outcome=outcome)
+            .returning(col(DeliveryAttempt.delivery_id))
+        ).scalar_one_or_none()
+        if delivery_id is None:
+            raise DeliveryNotFound(f"no delivery attempt {attempt_id}")
+        update = sa.update(Delivery).where(col(Delivery.id) == delivery_id)
+        if not any_status:
+            update = update.where(Delivery.status == "pending")
+        conn.execute(update.values(last_status_code=status_code, last_error=error, **changes))
+        return int(conn.execute(sa.select(col(Delivery.subscription_id)).where(col(Delivery.id) == delivery_id)).scalar_one())
+
+
+def _due(now: datetime) -> tuple[Any, ...]:
+    """Pending, due at `now`, its subscription enabled and not backing off (queries that join Subscription)."""
+    return (
+        Delivery.status == "pending",
+        col(Delivery.next_attempt_at) <= now,
+        col(Subscription.enabled).is_(True),
+        sa.or_(col(Subscription.backoff_until).is_(None), col(Subscription.backoff_until) <= now),
+    )
+
+
+def _claimable(worker_id: str, now: datetime) -> Any:
+    """The endpoint is free, held by `worker_id`, or its holder's claim ran out."""
+    return sa.or_(
+        col(Subscription.claimed_by).is_(None),
+        col(Subscription.claimed_by) == worker_id,
+        col(Subscription.claimed_until) <= now,
+    )
+
+
+def _same(column: Any, value: object) -> Any:
+    return column.is_(None) if value is None else column == value
+
+
+def _interrupt_orphans(conn: sa.Connection, subscription_id: int, worker_id: str, now: datetime) -> int:
+    """Attempts another worker left `started` on this endpoint's pending deliveries were cut short:
+    mark them `interrupted` (their deliveries stay due, to be tried again at once)."""
+    pending = sa.select(col(Delivery.id)).where(Delivery.subscription_id == subscription_id, Delivery.status == "pending")
+    orphans = conn.execute(
+        sa.select(col(DeliveryAttempt.id), col(DeliveryAttempt.delivery_id), col(DeliveryAttempt.worker_id))
+        .where(DeliveryAttempt.outcome == "started", col(DeliveryAttempt.delivery_id).in_(pending),
+               sa.or_(col(DeliveryAttempt.worker_id).is_(None), col(DeliveryAttempt.worker_id) != worker_id))
+    ).all()
+    for attempt_id, delivery_id_, previous in orphans:
+        error = f"cut short: worker {previous} stopped during the attempt (taken over at {now.isoformat()})"
+        conn.execute(sa.update(DeliveryAttempt).where(col(DeliveryAttempt.id) == attempt_id)
+                     .values(outcome="interrupted", error=error))
+        conn.execute(sa.update(Delivery).where(col(Delivery.id) == delivery_id_)
+                     .values(last_status_code=None, last_error=error))
+    return len(orphans)
 
 
 def _items_query():  # noqa: ANN202 - a sqlmodel select of three entities

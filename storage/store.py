@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from storage import blobs
@@ -162,13 +163,33 @@ class Store(EngineStore):
                 query = query.where(Watch.branch == branch)
             return s.exec(query).first()
 
-    def record_poll_ok(self, watch_id: int, repo_meta: dict[str, Any] | None = None) -> None:
-        """A poll that found nothing new (new revisions update the watch in save_revision)."""
+    def record_poll_ok(
+        self,
+        watch_id: int,
+        repo_meta: dict[str, Any] | None = None,
+        events: Iterable[NewEvent] = (),
+        sha: str | None = None,
+    ) -> None:
+        """A poll that found nothing new (new revisions update the watch in save_revision). Repo-level
+        `events` seen at head `sha` (made private, gated) are written with the watch's new meta in one
+        transaction: a crash leaves both or neither. An event id stored already is not written again,
+        also when another process stored it a moment ago."""
+        events = list(events)
+        try:
+            self._poll_ok(watch_id, repo_meta, events, sha)
+        except IntegrityError:
+            if not events:
+                raise
+            self._poll_ok(watch_id, repo_meta, events, sha)  # the racing writer's events are seen now
+
+    def _poll_ok(self, watch_id: int, repo_meta: dict[str, Any] | None, events: list[NewEvent], sha: str | None) -> None:
         now = self.clock()
         with self.session() as s:
             watch = s.get(Watch, watch_id)
             if watch is None:
                 return
+            if events:
+                write_events(s, watch.repo_id, events, now, sha=sha)
             watch.last_polled_at = now
             watch.last_ok_at = now
             watch.last_error = None
@@ -234,11 +255,34 @@ class Store(EngineStore):
     # -- revisions ---------------------------------------------------------------------------------
 
     def save_revision(
-        self, new: NewRevision, watch_id: int | None = None, extra_writes: Iterable[ExtraWrite] = ()
-    ) -> Revision:
+        self,
+        new: NewRevision,
+        watch_id: int | None = None,
+        extra_writes: Iterable[ExtraWrite] = (),
+        repo_meta: dict[str, Any] | None = None,
+    ) -> Revision | None:
         """Write a revision with its files, new blobs and manifests, changes, estimate and events, and
-        move the watch to it, all in one transaction: a crash leaves the whole revision or none of it.
-        `extra_writes` add other modules' rows to the same transaction."""
+        move the watch to it (with the repo's `repo_meta` as seen), all in one transaction: a crash leaves
+        the whole revision or none of it. `extra_writes` add other modules' rows to the same transaction.
+
+        Returns None when another writer stored the same revision first (two processes ingesting one
+        commit at once): nothing of this copy is written and the watch is moved to the stored one."""
+        try:
+            return self._write_revision(new, watch_id, list(extra_writes), repo_meta)
+        except IntegrityError:
+            if not self.has_revision(new.repo_id, new.sha):
+                raise
+        if watch_id is not None:
+            self.move_watch(watch_id, new.sha, repo_meta)
+        return None
+
+    def _write_revision(
+        self,
+        new: NewRevision,
+        watch_id: int | None,
+        extra_writes: list[ExtraWrite],
+        repo_meta: dict[str, Any] | None,
+    ) -> Revision:
         now = self.clock()
         with self.session() as s:
             revision = Revision(
@@ -304,6 +348,8 @@ class Store(EngineStore):
                 watch = s.get(Watch, watch_id)
                 if watch is not None:
                     watch.last_sha = new.sha
+                    if repo_meta is not None:
+                        watch.repo_meta = repo_meta
                     s.add(watch)
             s.commit()
             return revision

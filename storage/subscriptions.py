@@ -49,6 +49,10 @@ class Subscription(SQLModel, table=True):
     created_at: datetime = _utc()
     backoff_until: datetime | None = _utc(nullable=True)  # the endpoint failed: hold its deliveries
     removed_at: datetime | None = _utc(nullable=True)  # removed: listed no more, its delivery log kept
+    # The dispatcher worker sending this endpoint's deliveries now, and until when its claim holds
+    # without a heartbeat (storage.outbox: one worker per endpoint, so deliveries leave in order).
+    claimed_by: str | None = Field(default=None, max_length=64)
+    claimed_until: datetime | None = _utc(nullable=True)
 
 
 def validate_url(url: object) -> str:

@@ -229,3 +229,19 @@ def test_gating_toggled_without_a_commit_becomes_an_event(app: App, replay) -> N
     app.poll()
     assert len([e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]) == 1
     assert len(app.store.list_revisions(BROKEN)) == 1
+
+
+def test_a_visibility_change_seen_again_is_the_same_event(app: App, replay) -> None:
+    """The same visibility transition at the same head has one event id, whenever it is seen: seen again
+    (the watch's meta lost, as a crash before its update once did), it is not announced twice."""
+    replay.set_head(BROKEN, 1)
+    watch = _watch(app, BROKEN)
+    app.poll()
+    before = app.store.get_watch(BROKEN).repo_meta
+    replay.repo(BROKEN).gated = "auto"
+    app.poll()
+    app.store.move_watch(watch.id, replay.head_sha(BROKEN), before)  # the meta as it was before the transition
+    app.poll()
+    events = [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
+    assert len(events) == 1
+    assert app.store.get_watch(BROKEN).repo_meta["gated"] == "auto"

@@ -37,3 +37,13 @@ def test_sync_follows_interval_changes_and_removals() -> None:
     watches[:] = [_watch("org/a", 120)]
     scheduler.sync()
     assert scheduler.intervals == {"org/a@main": 120}
+
+
+def test_sync_keeps_the_jobs_while_the_watches_cannot_be_read() -> None:
+    """A watch list that cannot be read (None: the database is failing) leaves the scheduled jobs as they are."""
+    answer: dict[str, list[Watch] | None] = {"watches": [_watch("org/a", 60)]}
+    scheduler = Scheduler(lambda: answer["watches"], lambda repo_id, branch: None, jitter_s=0)
+    scheduler.sync()
+    answer["watches"] = None
+    scheduler.sync()
+    assert scheduler.intervals == {"org/a@main": 60}

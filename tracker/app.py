@@ -6,18 +6,19 @@ never loads the Hub client, the differs or the advisory service.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from storage.db import create_db_engine, migrate
 from storage.errors import InvalidSubscription, StorageError
+from storage.health import probe_write, write_failure
 from storage.outbox import OutboxStore
 from storage.sessions import Clock, utc_now
 from storage.store import Store
 from storage.subscription_store import SubscriptionStore
-from tracker.config import Settings
+from tracker.config import Settings, parse_interval
 from tracker.errors import ConfigError, NotWatched
 
 if TYPE_CHECKING:
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
     from tracker.advisories.service import AdvisoryService
     from tracker.hub import HubClient
     from tracker.ingest import Ingestor, PollOutcome
+    from tracker.storage_gate import StorageGate
+
+T = TypeVar("T")
+
 
 @dataclass
 class App:
@@ -77,6 +82,19 @@ class App:
 
         return Ingestor(self.store, self.hub, self.settings, advisories=self.advisories)
 
+    @cached_property
+    def storage_gate(self) -> StorageGate:
+        """Whether polling may spend Hub requests: not while the database cannot be written."""
+        from tracker.storage_gate import StorageGate
+
+        poll = self.settings.poll
+        return StorageGate(
+            lambda: probe_write(self.store.engine),
+            self.clock,
+            parse_interval(poll.retry_min, "[poll] retry_min"),
+            parse_interval(poll.retry_max, "[poll] retry_max"),
+        )
+
     def watches_for(self, repo_ids: Iterable[str]) -> list[Watch]:
         """The watches of the named repos (all watches when none are named)."""
         watches = self.store.list_watches()
@@ -92,8 +110,18 @@ class App:
         return out
 
     def poll(self, repo_ids: Iterable[str] = (), backfill: int | None = None) -> list[PollOutcome]:
-        """One ingest pass over the named watches (all when none are named); one summary log line."""
-        outcomes = [self.ingestor.poll(w, backfill=backfill) for w in self.watches_for(repo_ids)]
+        """One ingest pass over the named watches (all when none are named); one summary log line.
+        While the database cannot be written no Hub request is made: those watches fail unpolled."""
+        from tracker.ingest import PollOutcome
+
+        watches = self._reading(lambda: self.watches_for(repo_ids))
+        outcomes = []
+        for watch in watches:
+            outcome = self._poll_watch(watch, backfill)
+            if outcome is None:
+                error = f"not polled: storage failing: {self.storage_gate.state()['error']}"
+                outcome = PollOutcome(watch.repo_id, watch.branch, "failed", error=error, storage_error=error)
+            outcomes.append(outcome)
         _log().info(
             "poll_finished",
             repos=len(outcomes),
@@ -103,14 +131,50 @@ class App:
         return outcomes
 
     def poll_if_due(self, repo_id: str, branch: str) -> PollOutcome | None:
-        """The scheduler's job: poll unless the watch is backing off after errors."""
-        watch = self.store.get_watch(repo_id, branch)
+        """The scheduler's job: poll unless the watch is backing off after errors or the database cannot
+        be written (None: not polled). A fault of the world is recorded and logged, never raised."""
+        try:
+            watch = self._reading(lambda: self.store.get_watch(repo_id, branch))
+        except StorageError as err:
+            self.storage_gate.failed(str(err))
+            return None
         if watch is None:
             return None
         if watch.next_retry_at is not None and watch.next_retry_at > self.clock():
             _log().info("repo_poll_deferred", repo_id=repo_id, branch=branch, until=watch.next_retry_at.isoformat())
             return None
-        return self.ingestor.poll(watch)
+        return self._poll_watch(watch, None)
+
+    def scheduled_watches(self) -> list[Watch] | None:
+        """Every watch, for the scheduler; None while the database cannot be read (jobs stay as they are)."""
+        try:
+            return self._reading(self.store.list_watches)
+        except StorageError as err:
+            self.storage_gate.failed(str(err))
+            return None
+
+    def _poll_watch(self, watch: Watch, backfill: int | None) -> PollOutcome | None:
+        """Poll one watch if the database takes writes (None when it does not: no Hub request made)."""
+        gate = self.storage_gate
+        if not gate.allows_polling():
+            return None
+        outcome = self.ingestor.poll(watch, backfill=backfill)
+        if outcome.storage_error is not None:
+            gate.failed(outcome.storage_error)
+        elif not outcome.failed:
+            gate.succeeded()
+        return outcome
+
+    @staticmethod
+    def _reading(read: Callable[[], T]) -> T:
+        """`read()`, with a database that cannot be read reported as StorageError (no traceback)."""
+        try:
+            return read()
+        except Exception as err:  # classified: only a failing database becomes StorageError
+            reason = write_failure(err)
+            if reason is None:
+                raise
+            raise StorageError(f"the database cannot be used: {reason}") from err
 
 
 def _log() -> Any:

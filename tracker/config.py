@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.errors import InvalidSubscription
-from storage.kinds import SEVERITIES, WEBHOOK_FORMATS, is_repo_id
+from storage.kinds import BRANCH_RULES, SEVERITIES, WEBHOOK_FORMATS, is_branch_name, is_repo_id
 from storage.subscriptions import secret_keys
 from tracker.errors import ConfigError
 
@@ -45,6 +45,13 @@ def validate_repo_id(repo_id: str) -> str:
     if not is_repo_id(repo_id):
         raise ConfigError(f"{repo_id!r} is not a Hub repo id (expected 'org/name')")
     return repo_id
+
+
+def validate_branch(branch: object) -> str:
+    """`branch` if git and the Hub accept it as a branch name (or it is a Hub PR ref, `refs/pr/1`)."""
+    if not is_branch_name(branch):
+        raise ConfigError(f"{branch!r} is not a branch name ({BRANCH_RULES})")
+    return str(branch)
 
 
 @dataclass(frozen=True)
@@ -90,10 +97,22 @@ class DeliverySettings:
     allow_private_targets: bool = False
     timeout_s: float = 15.0
     connect_timeout_s: float = 5.0
-    max_attempts: int = 10
+    retry_schedule: tuple[str, ...] = ("5s", "5m", "30m", "2h", "5h", "10h", "14h", "20h", "24h")
+    max_attempts: int = 0  # deprecated (0: unset): cuts the schedule to max_attempts - 1 retries
     retry_after_max_s: float = 3600.0
     concurrency: int = 4
     poll_interval_s: float = 1.0
+    lease_s: float = 6.0  # a killed worker's deliveries are taken over after at most this long
+
+    @property
+    def retry_delays_s(self) -> tuple[int, ...]:
+        """The schedule in seconds. A (deprecated) max_attempts keeps its old meaning: max_attempts - 1
+        retries, the schedule cut short or its last delay repeated."""
+        delays = tuple(parse_interval(d, f"[delivery] retry_schedule[{i}]") for i, d in enumerate(self.retry_schedule))
+        if not self.max_attempts:
+            return delays
+        retries = self.max_attempts - 1
+        return (delays + delays[-1:] * retries)[:retries] if delays else ()
 
 
 @dataclass(frozen=True)
@@ -275,6 +294,11 @@ def _coerce(value: Any, target: type, key: str) -> Any:
             return bool(value)
         if target is int and isinstance(value, bool | float):
             raise ValueError(value)
+        if target is tuple:  # a TOML array, or a comma-separated string from the environment
+            if isinstance(value, str):
+                return tuple(item.strip() for item in value.split(",") if item.strip())
+            if not isinstance(value, list | tuple):
+                raise ConfigError(f"{key}: expected a list, got {value!r}")
         return target(value)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"{key}: expected {target.__name__}, got {value!r}") from err
@@ -287,6 +311,15 @@ def _array(raw: Mapping[str, Any], key: str, source: str) -> list[dict[str, Any]
     return items
 
 
+def _watch_branch(value: object, source: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{source}: [[watch]] branch must be a string, got {value!r}")
+    try:
+        return validate_branch(value)
+    except ConfigError as err:
+        raise ConfigError(f"{source}: [[watch]] branch: {err}") from err
+
+
 def _watch_spec(item: dict[str, Any], source: str) -> WatchSpec:
     allowed = {f.name for f in fields(WatchSpec)}
     if set(item) - allowed:
@@ -295,7 +328,7 @@ def _watch_spec(item: dict[str, Any], source: str) -> WatchSpec:
         raise ConfigError(f"{source}: a [[watch]] entry has no repo")
     spec = WatchSpec(
         repo=validate_repo_id(str(item["repo"])),
-        branch=str(item.get("branch", "main")),
+        branch=_watch_branch(item.get("branch", "main"), source),
         interval=str(item.get("interval", "")),
     )
     if spec.interval:
@@ -382,8 +415,18 @@ def _validate_delivery(settings: Settings, source: str) -> None:
         raise ConfigError(f"{source}: [delivery] timeout_s must be between 0 and 300 seconds")
     if not 0 < delivery.connect_timeout_s <= delivery.timeout_s:
         raise ConfigError(f"{source}: [delivery] connect_timeout_s must be positive and at most timeout_s")
-    if not 1 <= delivery.max_attempts <= 50:
-        raise ConfigError(f"{source}: [delivery] max_attempts must be 1-50")
+    if not 0 <= delivery.max_attempts <= 50:
+        raise ConfigError(f"{source}: [delivery] max_attempts must be 1-50 (deprecated: use retry_schedule)")
+    if len(delivery.retry_schedule) > 50:
+        raise ConfigError(f"{source}: [delivery] retry_schedule has more than 50 delays")
+    try:
+        delays = delivery.retry_delays_s
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err} (retry_schedule is a list of durations like [\"5s\", \"5m\", \"2h\"])") from err
+    if sum(delays) > 30 * 86400:
+        raise ConfigError(f"{source}: [delivery] retry_schedule adds up to more than 30 days")
+    if not 1 <= delivery.lease_s <= 600:
+        raise ConfigError(f"{source}: [delivery] lease_s must be 1-600 seconds")
     if delivery.retry_after_max_s < 1:
         raise ConfigError(f"{source}: [delivery] retry_after_max_s must be at least 1")
     if not 1 <= delivery.concurrency <= 64:

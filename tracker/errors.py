@@ -59,3 +59,13 @@ class UnknownRevision(HubwatchError):
     """No stored revision matches what was asked for."""
 
     exit_code = 3
+
+
+class BadInput(HubwatchError):
+    """A file the user handed in (a lock file) cannot be read as a whole."""
+
+    exit_code = 2
+
+
+class LocalCacheMissing(BadInput):
+    """There is no Hugging Face cache where one was looked for."""

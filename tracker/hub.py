@@ -7,6 +7,8 @@ makes `hf_hub_download(revision="main")` fall back to an older cached copy).
 
 from __future__ import annotations
 
+import errno
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import quote
 
+import httpx2
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import (
     EntryNotFoundError,
@@ -30,12 +33,17 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import build_hf_headers, disable_progress_bars, paginate
 
-from tracker.errors import HubUnavailable, RateLimited, RepoGated, RepoGone
+from tracker.errors import HubUnavailable, LocalCacheMissing, RateLimited, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
 from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
 
-# Network-level failures the library lets through (its HTTP stack's errors derive from these).
-_TRANSPORT_ERRORS = (OSError, TimeoutError, ConnectionError)
+# A cache folder named in a cache warning: models--org--name (datasets--, spaces-- are not models).
+_CACHE_FOLDER = re.compile(r"\b(models|datasets|spaces)--([^/\\\s)'\",:]+)")
+# Network-level failures the library lets through: its HTTP stack's own (httpx2: connection refused, name
+# not resolved, time-outs, broken answers; none of them an OSError) and the standard library's.
+_TRANSPORT_ERRORS = (httpx2.HTTPError, OSError, TimeoutError, ConnectionError)
+# A full or read-only local disk (the download scratch directory) is not the Hub's failure.
+_LOCAL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 # What `_translate` maps to our errors; anything else propagates as it is.
 _HUB_ERRORS = (HfHubHTTPError, *_TRANSPORT_ERRORS)
 
@@ -68,6 +76,53 @@ class CommitWalk:
 
     commits: list[CommitInfo]
     stopped_at: str | None
+    reached_until: bool = False  # the walk's `until` commit was met (and is the last of `commits`)
+
+
+@dataclass(frozen=True)
+class CachedRevision:
+    """One snapshot of a model in the local Hugging Face cache: its commit and the refs naming it."""
+
+    repo_id: str
+    sha: str
+    refs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CacheScan:
+    """The models of a local cache; `problems` are (repo id or cache folder, what is wrong with it)."""
+
+    cache_dir: str
+    revisions: list[CachedRevision]
+    problems: list[tuple[str, str]]
+
+
+def scan_local_cache(cache_dir: str | Path | None = None) -> CacheScan:
+    """The model snapshots of the local cache (`cache_dir`, default the library's own: HF_HUB_CACHE, or
+    HF_HOME/hub). A corrupted repo (broken symlinks, refs naming missing snapshots) is a problem named by
+    its repo; the others are still read. Raises LocalCacheMissing when there is no cache at all."""
+    from huggingface_hub import constants, scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    where = str(cache_dir or constants.HF_HUB_CACHE)
+    try:
+        info = scan_cache_dir(where)
+    except CacheNotFound as err:
+        raise LocalCacheMissing(f"no Hugging Face cache at {where} (set HF_HUB_CACHE or HF_HOME)") from err
+    revisions = [
+        CachedRevision(repo.repo_id, revision.commit_hash, tuple(sorted(revision.refs)))
+        for repo in info.repos
+        if repo.repo_type == "model"
+        for revision in repo.revisions
+    ]
+    problems = []
+    for warning in info.warnings:
+        folder = _CACHE_FOLDER.search(str(warning))
+        if folder is not None and folder.group(1) != "models":
+            continue
+        name = folder.group(2).replace("--", "/") if folder else where
+        problems.append((name, _first_line(warning)))
+    return CacheScan(where, sorted(revisions, key=lambda r: (r.repo_id, r.refs == (), r.sha)), problems)
 
 
 class MissingFile(Exception):
@@ -97,8 +152,11 @@ class HubClient:
             raise HubUnavailable(f"{repo_id}: the Hub returned no commit for {branch}")
         return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified)
 
-    def walk_commits(self, repo_id: str, head_sha: str, stop_at: set[str], limit: int | None = None) -> CommitWalk:
-        """Commits reachable from `head_sha`, newest first, until one in `stop_at` or `limit` of them.
+    def walk_commits(
+        self, repo_id: str, head_sha: str, stop_at: set[str], limit: int | None = None, until: str | None = None
+    ) -> CommitWalk:
+        """Commits reachable from `head_sha`, newest first, until one in `stop_at` or `limit` of them, or
+        up to and including the commit `until` (`reached_until` says whether it was met).
 
         Pages are requested one at a time and no further than needed (`list_repo_commits` always walks
         the whole history)."""
@@ -110,6 +168,8 @@ class HubClient:
                 if sha in stop_at:
                     return CommitWalk(commits, sha)
                 commits.append(_commit_info(item))
+                if sha == until:
+                    return CommitWalk(commits, None, reached_until=True)
                 if limit is not None and len(commits) >= limit:
                     break
         except _HUB_ERRORS as err:
@@ -201,6 +261,10 @@ def _translate(err: Exception, repo_id: str, what: str) -> NoReturn:
         if status == 429:
             raise RateLimited(f"{repo_id}: rate limited by the Hub ({what})", _retry_after(err)) from err
         raise HubUnavailable(f"{repo_id}: the Hub answered {status} ({what})") from err
+    if isinstance(err, OSError) and err.errno in _LOCAL_DISK_ERRNOS:
+        raise err
+    if isinstance(err, httpx2.TimeoutException):
+        raise HubUnavailable(f"{repo_id}: the Hub did not answer in time ({what}): {_first_line(err)}") from err
     if isinstance(err, _TRANSPORT_ERRORS):
         raise HubUnavailable(f"{repo_id}: cannot reach the Hub ({what}): {_first_line(err)}") from err
     raise err

@@ -1,8 +1,9 @@
 """The pipeline for one watch: head check, new commits oldest first, snapshot, diff, one write each.
 
 All network I/O of a revision happens before its one write transaction; a failure aborts the revision
-(nothing of it is written), is recorded on the watch, and the next poll starts again from the last
-revision stored.
+(nothing of it is written), is recorded on the watch with its next retry, and the next poll starts again
+from the last revision stored. Whatever fails one watch's poll stays that watch's: a Hub fault, a
+database that cannot be written (reported on the outcome, so the caller can pause polling) or a bug.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import structlog
 
 from storage.errors import RevisionNotStored
 from storage.event_log import NewEvent
+from storage.health import write_failure
 from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
 from storage.models import Revision, Watch
 from storage.store import NewChange, NewEstimate, NewFile, NewRevision, Store
@@ -53,7 +55,9 @@ class PollOutcome:
     head_sha: str | None = None
     revisions: list[IngestedRevision] = field(default_factory=list)
     error: str | None = None
+    storage_error: str | None = None  # the database could not be written during this poll
     duration_ms: int = 0
+    reach_missed: bool = False  # the commit asked to be reached is not on the branch (history rewritten)
 
     @property
     def failed(self) -> bool:
@@ -70,16 +74,20 @@ class Ingestor:
         self.advisories = advisories
         self.max_file_bytes = settings.poll.max_file_mb * 1024 * 1024
 
-    def poll(self, watch: Watch, backfill: int | None = None) -> PollOutcome:
-        """Bring one watch up to date with its branch. Never raises for a repo's own failure."""
+    def poll(
+        self, watch: Watch, backfill: int | None = None, head: RepoHead | None = None, reach: str | None = None
+    ) -> PollOutcome:
+        """Bring one watch up to date with its branch. Never raises for a repo's own failure.
+
+        `head`: the branch head the caller checked already (no second request). `reach`: on a first poll,
+        backfill as far as this commit (stored as the baseline) instead of `backfill` commits; when it is
+        not on the branch, the head alone is stored and `reach_missed` says so."""
         started = time.monotonic()
         outcome = PollOutcome(watch.repo_id, watch.branch, "unchanged")
         try:
-            self._poll(watch, outcome, watch.backfill if backfill is None else backfill)
-        except HubwatchError as err:
-            outcome.status = "failed"
-            outcome.error = str(err)
-            self.store.record_poll_error(watch.id, str(err), self._next_retry(watch, err))  # type: ignore[arg-type]
+            self._poll(watch, outcome, watch.backfill if backfill is None else backfill, head, reach)
+        except Exception as err:  # noqa: BLE001 - one watch's failure, whatever it is, is recorded on that watch
+            self._fail(watch, outcome, err)
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         log_fields = dict(
             repo_id=watch.repo_id,
@@ -95,32 +103,64 @@ class Ingestor:
             log.info("repo_polled", **log_fields)
         return outcome
 
-    def _poll(self, watch: Watch, outcome: PollOutcome, backfill: int) -> None:
-        head = self.hub.head(watch.repo_id, watch.branch)
+    def _fail(self, watch: Watch, outcome: PollOutcome, err: Exception) -> None:
+        """Record the failure on the watch with its next retry. A Hub fault or a failing database is the
+        world's (one log line, no traceback); anything else is a bug, logged once with its traceback."""
+        outcome.status = "failed"
+        if isinstance(err, HubwatchError):
+            outcome.error = str(err)
+        elif (reason := write_failure(err)) is not None:
+            outcome.error = outcome.storage_error = f"storage failing: {reason}"
+        else:
+            outcome.error = f"internal error: {type(err).__name__}: {err}"[:500]
+            log.error("repo_poll_crashed", repo_id=watch.repo_id, branch=watch.branch, exc_info=err)
+        try:
+            self.store.record_poll_error(watch.id, outcome.error, self._next_retry(watch, err))  # type: ignore[arg-type]
+        except Exception as record_err:  # only a failing database is absorbed: anything else propagates
+            reason = write_failure(record_err)
+            if reason is None:
+                raise
+            outcome.storage_error = outcome.storage_error or f"storage failing: {reason}"
+
+    def _poll(
+        self, watch: Watch, outcome: PollOutcome, backfill: int, head: RepoHead | None, reach: str | None
+    ) -> None:
+        head = head or self.hub.head(watch.repo_id, watch.branch)
         outcome.head_sha = head.sha
         if head.sha == watch.last_sha:
-            for fact in _repo_facts(watch, head, []):
-                self._announce(watch, head, fact)
-            self.store.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
+            # A repo-level fact seen without a new commit (made private, gated) becomes its own event,
+            # written with the watch's new meta: the same transition at the same head is one event.
+            events = [
+                change_event(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, fact, fact.summary)
+                for fact in _repo_facts(watch, head, [])
+            ]
+            self.store.record_poll_ok(watch.id, head.meta(), events=events, sha=head.sha)  # type: ignore[arg-type]
             return
         revisions = self.store.list_revisions(watch.repo_id)  # newest first, read once per moved head
         stored = {r.sha for r in revisions}
         if watch.last_sha is None:
-            walk = self.hub.walk_commits(watch.repo_id, head.sha, stop_at=stored, limit=backfill + 1)
+            if reach is not None:
+                walk = self.hub.walk_commits(watch.repo_id, head.sha, stop_at=stored, until=reach)
+                outcome.reach_missed = walk.stopped_at is None and not walk.reached_until
+                newest_first = walk.commits[:1] if outcome.reach_missed else walk.commits
+            else:
+                walk = self.hub.walk_commits(watch.repo_id, head.sha, stop_at=stored, limit=backfill + 1)
+                newest_first = walk.commits
             parent = walk.stopped_at
             dropped: list[str] = []
         else:
             walk = self.hub.walk_commits(watch.repo_id, head.sha, stop_at=stored)
+            newest_first = walk.commits
             parent = watch.last_sha
             dropped = [] if walk.stopped_at == watch.last_sha else _dropped(watch, walk.stopped_at, revisions)
             if dropped and walk.stopped_at is None:
                 # Nothing we stored is reachable any more: take the new head only, against what we saw.
-                walk.commits = walk.commits[:1]
-        commits = list(reversed(walk.commits))
+                newest_first = walk.commits[:1]
+        commits = list(reversed(newest_first))
         repo_facts = _repo_facts(watch, head, dropped)
         previous: Snapshot | None = None  # the snapshot just ingested: the next commit's parent
         for commit in commits:
-            previous = self._ingest(watch, commit, parent, previous, repo_facts, outcome)
+            previous = self._ingest(watch, head, commit, parent, previous, repo_facts, outcome)
             parent = commit.sha
             repo_facts = []
         if not commits and head.sha in stored:
@@ -128,14 +168,10 @@ class Ingestor:
         outcome.status = "ingested" if outcome.revisions else "unchanged"
         self.store.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
 
-    def _announce(self, watch: Watch, head: RepoHead, fact: Change) -> None:
-        """A repo-level fact seen without a new commit (made private, gated) becomes its own event."""
-        extra = f"{fact.summary}@{self.store.clock().isoformat()}"
-        self.store.add_event(watch.repo_id, change_event(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, fact, extra), sha=head.sha)
-
     def _ingest(
         self,
         watch: Watch,
+        head: RepoHead,
         commit: CommitInfo,
         parent_sha: str | None,
         previous: Snapshot | None,
@@ -166,13 +202,17 @@ class Ingestor:
                 watch.repo_id, commit.sha, fetched.snapshot, parent_snapshot, changes, commit.title
             )
             extra_writes.append(check.write)
-        self.store.save_revision(
+        saved = self.store.save_revision(
             _new_revision(
                 watch, commit, parent_sha if not is_baseline else None, fetched, changes, events, estimate, is_baseline
             ),
             watch_id=watch.id,
             extra_writes=extra_writes,
+            repo_meta=head.meta(),
         )
+        if saved is None:  # another process stored this commit a moment ago: theirs stands
+            log.info("revision_already_stored", repo_id=watch.repo_id, sha=commit.sha)
+            return fetched.snapshot
         outcome.revisions.append(IngestedRevision(commit.sha, commit.title, title, changes, is_baseline))
         log.info(
             "revision_stored",
@@ -217,13 +257,13 @@ class Ingestor:
             return None
         return load_snapshot(self.store, revision)
 
-    def _next_retry(self, watch: Watch, err: HubwatchError) -> datetime:
+    def _next_retry(self, watch: Watch, err: Exception) -> datetime:
+        """retry_min, doubling per failure in a row up to retry_max; after a 429 never sooner than the
+        Hub said, and doubling from there on repeated 429s."""
         poll = self.settings.poll
-        if isinstance(err, RateLimited) and err.retry_after_s:
-            wait_s = err.retry_after_s
-        else:
-            base = parse_interval(poll.retry_min)
-            wait_s = min(parse_interval(poll.retry_max), base * 2 ** min(watch.error_count, 16))
+        told_s = err.retry_after_s if isinstance(err, RateLimited) and err.retry_after_s else 0.0
+        base = max(float(parse_interval(poll.retry_min)), told_s)
+        wait_s = max(told_s, min(float(parse_interval(poll.retry_max)), base * 2 ** min(watch.error_count, 16)))
         return self.store.clock() + timedelta(seconds=wait_s)
 
 

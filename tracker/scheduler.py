@@ -19,11 +19,12 @@ PollFn = Callable[[str, str], None]
 
 
 class Scheduler:
-    """One interval job per watch; the job list is refreshed from the store every `refresh_s`."""
+    """One interval job per watch; the job list is refreshed from the store every `refresh_s`.
+    `list_watches` answers None when it cannot tell (the database is failing): the jobs stay as they are."""
 
     def __init__(
         self,
-        list_watches: Callable[[], list[Watch]],
+        list_watches: Callable[[], list[Watch] | None],
         poll: PollFn,
         jitter_s: int,
         refresh_s: int = 60,
@@ -49,7 +50,10 @@ class Scheduler:
 
     def sync(self) -> None:
         """Add jobs for new watches, drop removed ones, reschedule changed intervals."""
-        wanted = {f"{w.repo_id}@{w.branch}": w for w in self._list_watches()}
+        watches = self._list_watches()
+        if watches is None:
+            return
+        wanted = {f"{w.repo_id}@{w.branch}": w for w in watches}
         for job_id in set(self._intervals) - set(wanted):
             self._scheduler.remove_job(job_id)
             del self._intervals[job_id]

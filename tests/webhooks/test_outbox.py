@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import timedelta
 
 import pytest
 from sqlmodel import Session, select
@@ -213,7 +213,9 @@ def test_redeliver_queues_the_same_webhook_id_again(store: Store, outbox: Outbox
     sub = subscribe(subscriptions, HOOK)
     emit(store)
     [item] = outbox.list_deliveries()
-    outbox.mark_delivered(item.delivery.id, T0, 204)
+    [claim] = outbox.claim_due("worker", T0, lease_s=6)
+    outbox.mark_delivered(outbox.begin_attempt(item.delivery, "worker", T0, lease_s=6), T0, 204)
+    outbox.release_claims("worker")
     later = clock.advance(3600)
     again = outbox.redeliver(item.delivery.id)
     assert again.id == item.delivery.id and again.status == "pending" and again.next_attempt_at == later
@@ -238,15 +240,17 @@ def test_removing_a_subscription_keeps_its_delivery_log(store: Store, outbox: Ou
     assert len(outbox.list_deliveries()) == 1
 
 
-def test_claimed_deliveries_are_not_handed_out_twice(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
-    """Two dispatchers asking at once: a claimed delivery is leased to the first until the lease ends."""
+def test_a_claimed_endpoint_is_not_handed_out_twice(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
+    """Two workers asking at once: the endpoint is claimed by the first, with its due deliveries in
+    event order, until its lease runs out unrenewed."""
     subscribe(subscriptions, HOOK)
     emit(store, n=3)
-    first = outbox.due_deliveries(T0, lease_s=60)
-    assert len(first) == 3
-    assert outbox.due_deliveries(T0, lease_s=60) == []
-    later = datetime.fromtimestamp(T0.timestamp() + 61, tz=UTC)
-    assert len(outbox.due_deliveries(later, lease_s=60)) == 3  # the first one crashed: its lease ran out
+    [first] = outbox.claim_due("a", T0, lease_s=6)
+    assert [i.event.seq for i in first.items] == [1, 2, 3] and first.taken_from is None
+    assert outbox.claim_due("b", T0, lease_s=6) == []
+    assert outbox.claim_due("b", T0 + timedelta(seconds=5.9), lease_s=6) == []
+    [taken] = outbox.claim_due("b", T0 + timedelta(seconds=6), lease_s=6)  # "a" stopped renewing
+    assert taken.taken_from == "a" and len(taken.items) == 3
 
 
 def test_enqueue_twice_in_one_transaction_adds_each_delivery_once(

@@ -12,10 +12,12 @@ HOOK = {"url": "https://ci.example.com/hook", "format": "generic", "secret_env":
 
 
 def test_delivery_defaults() -> None:
-    """Private targets refused, 15 s time-out with 5 s to connect, the 10-attempt schedule, Retry-After capped at 1 h."""
+    """Private targets refused, 15 s time-out with 5 s to connect, the Standard Webhooks schedule (10 tries
+    over 75.6 h), Retry-After capped at 1 h, claims taken over after 6 s."""
     d = settings_from_mapping({}, env={}).delivery
-    assert (d.allow_private_targets, d.timeout_s, d.connect_timeout_s, d.max_attempts) == (False, 15.0, 5.0, 10)
-    assert d.retry_after_max_s == 3600.0 and d.concurrency == 4
+    assert (d.allow_private_targets, d.timeout_s, d.connect_timeout_s, d.max_attempts) == (False, 15.0, 5.0, 0)
+    assert d.retry_delays_s == (5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400)
+    assert d.retry_after_max_s == 3600.0 and d.concurrency == 4 and d.lease_s == 6.0
 
 
 def test_allow_private_targets_from_the_environment() -> None:
@@ -39,7 +41,7 @@ def test_signing_secrets_come_from_the_named_variables_and_are_not_shown() -> No
         ({"webhooks": [HOOK, HOOK]}, {}, "listed twice"),
         ({"delivery": {"timeout_s": 0}}, {}, "timeout_s"),
         ({"delivery": {"connect_timeout_s": 30}}, {}, "connect_timeout_s"),
-        ({"delivery": {"max_attempts": 0}}, {}, "max_attempts"),
+        ({"delivery": {"max_attempts": -1}}, {}, "max_attempts"),
         ({"delivery": {"concurrency": 0}}, {}, "concurrency"),
         ({"delivery": {"allow_private_targets": "maybe"}}, {}, "allow_private_targets"),
         ({"delivery": {"retry_after_s": 5}}, {}, "unknown setting"),

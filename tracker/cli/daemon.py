@@ -29,7 +29,7 @@ def run(ctx: click.Context) -> None:
         if outcome is not None and outcome.revisions and server_holder:
             server_holder[0].warm_feeds()
 
-    scheduler = Scheduler(app.store.list_watches, poll, jitter_s=jitter_s)
+    scheduler = Scheduler(app.scheduled_watches, poll, jitter_s=jitter_s)
     osv = app.settings.osv
     if osv.enabled:
         every = parse_interval(osv.recheck_interval, "[osv] recheck_interval")

@@ -12,18 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from storage.errors import AmbiguousRevision, NotStored, StoreLookupError
+from storage.errors import AmbiguousRevision, NotStored, StorageError, StoreLookupError
 from tracker.errors import HubwatchError
 
 if TYPE_CHECKING:
     from tracker.app import App
 
 
-def exit_code_of(err: HubwatchError | StoreLookupError) -> int:
-    """The exit code of an error no command handled: 3 for what is not stored, else the error's own
-    code (1 by default)."""
+def exit_code_of(err: HubwatchError | StoreLookupError | StorageError) -> int:
+    """The exit code of an error no command handled: 3 for what is not stored, 4 for a database that
+    cannot be opened or written, else the error's own code (1 by default)."""
     if isinstance(err, NotStored | AmbiguousRevision):
         return 3
+    if isinstance(err, StorageError):
+        return 4
     return getattr(err, "exit_code", 1)
 
 
@@ -33,7 +35,7 @@ class _Root(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (HubwatchError, StoreLookupError) as err:
+        except (HubwatchError, StoreLookupError, StorageError) as err:
             click.echo(f"error: {err}", err=True)
             ctx.exit(exit_code_of(err))
 
@@ -76,6 +78,17 @@ def repo_arg(repo: str, param_hint: str | None = None) -> str:
 
     try:
         return validate_repo_id(repo)
+    except ConfigError as err:
+        raise click.BadParameter(str(err), param_hint=param_hint) from err
+
+
+def branch_arg(branch: str, param_hint: str = "--branch") -> str:
+    """`branch` if git and the Hub accept it as a branch name, else a usage error naming it."""
+    from tracker.config import validate_branch
+    from tracker.errors import ConfigError
+
+    try:
+        return validate_branch(branch)
     except ConfigError as err:
         raise click.BadParameter(str(err), param_hint=param_hint) from err
 

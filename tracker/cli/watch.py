@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracker.cli.root import app_of, emit_json, fail, repo_arg
+from tracker.cli.root import app_of, branch_arg, emit_json, fail, repo_arg
 
 _NO_WATCHES = "no repos watched (add one with: hubwatch watch add ORG/NAME)"
 
@@ -27,8 +27,8 @@ def watch_add(ctx: click.Context, repo: str, branch: str, interval: str | None, 
     from tracker.config import parse_interval
     from tracker.errors import ConfigError
 
+    repo, branch = repo_arg(repo), branch_arg(branch)
     app = app_of(ctx)
-    repo = repo_arg(repo)
     try:
         interval_s = parse_interval(interval, "--interval") if interval else app.settings.default_interval_s
     except ConfigError as err:
@@ -63,7 +63,8 @@ def watch_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
     """Stop watching REPO; its stored history stays queryable."""
-    removed = app_of(ctx, logs=False).store.remove_watch(repo_arg(repo), branch)
+    repo, branch = repo_arg(repo), (branch_arg(branch) if branch is not None else None)
+    removed = app_of(ctx, logs=False).store.remove_watch(repo, branch)
     if not removed:
         ctx.exit(fail(f"{repo} is not watched", 3))
     click.echo(f"stopped watching {repo} ({removed} branch{'es' if removed > 1 else ''}); history kept")

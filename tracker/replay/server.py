@@ -36,6 +36,7 @@ import html
 import json
 import re
 import threading
+import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -94,6 +95,7 @@ class _Fault:
     method: str | None
     remaining: int
     headers: dict[str, str]
+    silent_s: float | None = None  # no answer: the connection is closed after this many seconds
 
 
 @dataclass
@@ -104,6 +106,7 @@ class _Response:
     blob: Blob | None = None  # when set, bytes [start, stop) of the blob are the body
     start: int = 0
     stop: int = 0
+    silent_s: float | None = None  # no answer at all: close the connection after this many seconds
 
 
 class _HubError(Exception):
@@ -248,6 +251,14 @@ class ReplayServer:
         with self._lock:
             self._faults.append(fault)
 
+    def inject_silence(self, *, path: str, method: str | None = None, times: int = 1, after_s: float = 0.0) -> None:
+        """Answer the next `times` matching requests with nothing: the connection is closed after `after_s`
+        seconds (0: at once, a dropped connection; longer than the client's timeout: a time-out). These
+        requests are recorded with status 0."""
+        fault = _Fault(0, re.compile(path), method.upper() if method else None, times, {}, silent_s=after_s)
+        with self._lock:
+            self._faults.append(fault)
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
@@ -262,6 +273,8 @@ class ReplayServer:
                     break
             else:
                 return None
+        if fault.silent_s is not None:
+            return _Response(0, silent_s=fault.silent_s)
         headers = {}
         if fault.status == 429:
             kind = "resolvers" if "/resolve/" in path else "api"
@@ -602,6 +615,10 @@ class _Handler(KeepAliveHandler):
             if response is None:
                 response = _Exchange(self.replay, self, method, raw_path, query, body).answer()
             self.replay._record(RecordedRequest(method, path, query, response.status, self.headers.get("Range")))
+        if response.silent_s is not None:
+            time.sleep(response.silent_s)
+            self.close_connection = True
+            return
         self._write(method, response)
 
     def _write(self, method: str, response: _Response) -> None:
