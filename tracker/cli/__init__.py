@@ -18,11 +18,14 @@ from tracker.cli.demo import demo
 from tracker.cli.estimate import estimate
 from tracker.cli.feed import feed
 from tracker.cli.history import diff, history, show
+from tracker.cli.outdated import lock, outdated
 from tracker.cli.root import cli
 from tracker.cli.watch import poll, watch
 from tracker.errors import HubwatchError
 
-for _command in (watch, poll, run, history, show, diff, estimate, serve, feed, demo, deliveries, advisories):
+for _command in (
+    watch, poll, run, history, show, diff, estimate, serve, feed, demo, deliveries, advisories, outdated, lock
+):
     cli.add_command(_command)
 
 

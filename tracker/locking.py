@@ -1,0 +1,36 @@
+"""Pins for a lock file: a revision with the files that decide behaviour and their blob ids."""
+
+from __future__ import annotations
+
+from storage.errors import RevisionNotStored
+from storage.store import Store
+from tracker.changes import ChangeKind
+from tracker.classify import kind_of
+from tracker.hub import HubClient
+from tracker.pins import Pin
+
+# The kinds whose files change what a model does when loaded (README, licences and the like do not).
+BEHAVIOUR_KINDS = frozenset(
+    k.value for k in (ChangeKind.CONFIG, ChangeKind.TOKENIZER, ChangeKind.CHAT_TEMPLATE, ChangeKind.CUSTOM_CODE, ChangeKind.WEIGHTS)
+)
+
+
+def behaviour_files(store: Store, hub: HubClient, repo_id: str, sha: str) -> dict[str, str]:
+    """path -> blob id of the revision's behaviour files: from the stored revision when hubwatch has it,
+    else from the Hub's file list (one request)."""
+    try:
+        revision = store.find_revision(repo_id, sha)
+    except RevisionNotStored:
+        return {f.path: f.oid for f in hub.list_files(repo_id, sha) if kind_of(f.path).value in BEHAVIOUR_KINDS}
+    return {f.path: f.oid for f in store.revision_files(revision.id) if f.kind in BEHAVIOUR_KINDS}  # type: ignore[arg-type]
+
+
+def locked(store: Store, hub: HubClient, pin: Pin) -> Pin:
+    """`pin` with its behaviour files recorded."""
+    return Pin(pin.repo_id, pin.branch, pin.sha, pin.entry, files=behaviour_files(store, hub, pin.repo_id, pin.sha))
+
+
+def head_pin(store: Store, hub: HubClient, repo_id: str, branch: str) -> Pin:
+    """The branch's current head as a locked pin."""
+    head = hub.head(repo_id, branch)
+    return locked(store, hub, Pin(repo_id, branch, head.sha, f"{repo_id}@{branch}"))

@@ -1,0 +1,160 @@
+"""`hubwatch outdated`: for each pinned revision, what changed on its branch upstream since.
+
+Each repo becomes a watch; its history from the head back to the pinned commit is ingested once by the
+daemon's own pipeline (same differs, same storage) and every later run reads it from the database: an
+unchanged repo costs one head check, a stored one nothing more.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from storage.errors import WatchExists
+from storage.kinds import SEVERITY_RANK
+from storage.models import Revision, Watch
+from storage.store import Store
+from tracker.errors import HubError, RepoGated, RepoGone, RevisionNotFound
+from tracker.hub import HubClient
+from tracker.ingest import Ingestor
+from tracker.pins import Pin
+
+WATCH_SOURCE = "outdated"
+
+
+@dataclass(frozen=True)
+class SinceChange:
+    """One change on the branch after the pinned revision."""
+
+    sha: str
+    kind: str
+    path: str
+    summary: str
+    severity: str
+    security: bool = False
+
+
+@dataclass
+class ModelReport:
+    """Where one pin stands. `status`: up_to_date | behind | rewritten | not_in_history | gone | gated |
+    unavailable."""
+
+    pin: Pin
+    status: str
+    head_sha: str | None = None
+    commits_behind: int | None = None
+    changes: list[SinceChange] = field(default_factory=list)
+    message: str | None = None
+
+    @property
+    def checked(self) -> bool:
+        """Whether upstream could be compared at all (the repo answered)."""
+        return self.status not in ("gone", "gated", "unavailable")
+
+    @property
+    def max_severity(self) -> str | None:
+        return max((c.severity for c in self.changes), key=SEVERITY_RANK.__getitem__, default=None)
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        """Changes counted by kind, then severity: {"chat_template": {"warning": 1}}."""
+        out: dict[str, Counter[str]] = {}
+        for change in self.changes:
+            out.setdefault(change.kind, Counter())[change.severity] += 1
+        return {kind: dict(sorted(counts.items(), key=lambda kv: SEVERITY_RANK[kv[0]])) for kind, counts in sorted(out.items())}
+
+    def reaches(self, severity: str) -> bool:
+        """Whether any change since the pin is at or above `severity`."""
+        return any(SEVERITY_RANK[c.severity] >= SEVERITY_RANK[severity] for c in self.changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repo_id": self.pin.repo_id,
+            "branch": self.pin.branch,
+            "entry": self.pin.entry,
+            "detached": self.pin.detached,
+            "pinned_sha": self.pin.sha,
+            "head_sha": self.head_sha,
+            "status": self.status,
+            "commits_behind": self.commits_behind,
+            "max_severity": self.max_severity,
+            "summary": self.summary(),
+            "changes": [c.__dict__ for c in self.changes],
+            "message": self.message,
+        }
+
+
+class OutdatedCheck:
+    """Compares pins with their branches upstream, through the daemon's store, Hub client and ingestor."""
+
+    def __init__(self, store: Store, hub: HubClient, ingestor: Ingestor, interval_s: int) -> None:
+        self.store, self.hub, self.ingestor, self.interval_s = store, hub, ingestor, interval_s
+
+    def check(self, pin: Pin) -> ModelReport:
+        """One pin's report; a repo gone, gated or unreachable is a status, never an exception."""
+        try:
+            head = self.hub.head(pin.repo_id, pin.branch)
+        except RepoGone as err:
+            return ModelReport(pin, "gone", message=str(err))
+        except RepoGated as err:
+            return ModelReport(pin, "gated", message=str(err))
+        except RevisionNotFound:
+            return ModelReport(pin, "gone", message=f"{pin.repo_id} has no branch {pin.branch} any more")
+        except HubError as err:
+            return ModelReport(pin, "unavailable", message=str(err))
+        if head.sha == pin.sha:
+            return ModelReport(pin, "up_to_date", head.sha, 0)
+        outcome = self.ingestor.poll(self._watch(pin), head=head, reach=pin.sha)
+        if outcome.failed:
+            status = "gated" if head.gated else "unavailable"
+            return ModelReport(pin, status, head.sha, message=outcome.error)
+        chain = None if outcome.reach_missed else stored_chain(self.store.list_revisions(pin.repo_id), head.sha, pin.sha)
+        if chain is None:
+            return self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
+        records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
+        changes = [SinceChange(r.sha, c.kind, c.path, c.summary, c.severity, c.security) for r, c in records]
+        rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
+        message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
+        return ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
+
+    def _watch(self, pin: Pin) -> Watch:
+        watch = self.store.get_watch(pin.repo_id, pin.branch)
+        if watch is not None:
+            return watch
+        try:
+            return self.store.add_watch(pin.repo_id, pin.branch, self.interval_s, source=WATCH_SOURCE)
+        except WatchExists:  # another process added it a moment ago
+            return self.store.get_watch(pin.repo_id, pin.branch)  # type: ignore[return-value]
+
+    def _off_history(self, pin: Pin, head_sha: str, known_missing: bool) -> ModelReport:
+        """The pinned commit is not in the stored chain from the head: not on the branch (rewritten), or
+        older than the history hubwatch stored for it (listed, not ingested)."""
+        if not known_missing:
+            walk = self.hub.walk_commits(pin.repo_id, head_sha, stop_at=set(), until=pin.sha)
+            if walk.reached_until:
+                message = f"{pin.sha[:12]} is older than the history hubwatch stored for {pin.branch}: changes not diffed"
+                return ModelReport(pin, "not_in_history", head_sha, len(walk.commits) - 1, message=message)
+        rewrite = SinceChange(
+            head_sha, "repo", "", f"history rewritten: {pin.sha[:12]} is no longer on {pin.branch}", "warning", True
+        )
+        return ModelReport(pin, "rewritten", head_sha, None, [rewrite], f"{pin.sha[:12]} is not on {pin.branch} (history rewritten)")
+
+
+def stored_chain(revisions: list[Revision], head_sha: str, pinned_sha: str) -> list[Revision] | None:
+    """The stored revisions after `pinned_sha` up to `head_sha`, newest first, following each revision's
+    parent; None when the chain from the head does not reach the pinned commit."""
+    by_sha = {r.sha: r for r in revisions}
+    chain: list[Revision] = []
+    sha: str | None = head_sha
+    while sha is not None and sha != pinned_sha and len(chain) <= len(by_sha):
+        revision = by_sha.get(sha)
+        if revision is None:
+            return None
+        chain.append(revision)
+        sha = revision.parent_sha
+    return chain if sha == pinned_sha else None
+
+
+def _changes_of(store: Store, chain: list[Revision]) -> list[tuple[Revision, list]]:
+    by_revision = store.changes_by_revision(r.id for r in chain if r.id is not None)
+    return [(r, by_revision.get(r.id, [])) for r in chain]  # type: ignore[arg-type]
