@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 
 from feeds import api, hubhooks, metrics, pages
 from feeds.auth import require_read
+from feeds.body_limit import BodyLimitMiddleware
 from feeds.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
 from feeds.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
 from storage.errors import AmbiguousRevision, NotStored, StoreLookupError, SubscriptionDisabled, WatchExists
@@ -34,6 +35,8 @@ log = structlog.get_logger(__name__)
 Trigger = Callable[[str, str | None], bool]
 # Two stored revisions -> their changes as dicts (kind, path, summary, severity, structural, security, detail).
 DiffFn = Callable[[Revision, Revision], list[dict[str, Any]]]
+# The poller's view of the database: {"storage": "ok"|"failing", "since", "error", "polling_paused", ...}.
+StorageStateFn = Callable[[], dict[str, Any]]
 
 # The HTTP status of each storage lookup error; a subclass answers as its nearest listed base.
 LOOKUP_STATUS: dict[type[StoreLookupError], int] = {
@@ -55,6 +58,7 @@ class ServerOptions:
     default_interval_s: int = 900
     feed_max_age_s: int = 300
     allow_private_targets: bool = False  # subscriptions to loopback/private addresses ([delivery])
+    hub_url: str = "https://huggingface.co"  # [hub] endpoint: where commit and repo links on pages point
 
 
 @dataclass
@@ -67,6 +71,7 @@ class Services:
     trigger: Trigger | None = None
     outbox: Any = None
     diff: DiffFn | None = None
+    storage_state: StorageStateFn | None = None
     _diffs: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _diff_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -93,10 +98,12 @@ def create_app(
     trigger: Trigger | None = None,
     outbox: Any = None,
     diff: DiffFn | None = None,
+    storage_state: StorageStateFn | None = None,
 ) -> FastAPI:
     """The whole HTTP surface over one store. `trigger` starts an ingest (Hub webhooks answer 503
     without it); `diff` computes the diff of two revisions (compare answers 501 without it); `outbox`
-    is the webhooks' OutboxStore (subscription routes answer 503 without it)."""
+    is the webhooks' OutboxStore (subscription routes answer 503 without it); `storage_state` is the
+    poller's view of the database, reported on /healthz (absent without a poller)."""
     queries = EventQueries(store.engine)
     services = Services(
         store=store,
@@ -107,6 +114,7 @@ def create_app(
         trigger=trigger,
         outbox=outbox,
         diff=diff,
+        storage_state=storage_state,
     )
     app = FastAPI(
         title="hubwatch",
@@ -124,6 +132,7 @@ def create_app(
     app.include_router(metrics.router)
     app.include_router(pages.router)
     app.add_middleware(metrics.MetricsMiddleware, metrics=services.metrics)
+    app.add_middleware(BodyLimitMiddleware)  # every body, chunked too; 413 as soon as it is over
     return app
 
 

@@ -24,7 +24,6 @@ from storage.kinds import CHANGE_KINDS, SEVERITIES
 
 PAGE_SIZE = 50
 TABLE_ROWS = 100  # the estimates page's table of figures: the newest rows (the chart holds every point)
-HUB = "https://huggingface.co"  # commit links; a server pointed at a mirror would need it from [hub] endpoint
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_read)])
@@ -108,12 +107,12 @@ def timeline(
     rows = [(r, changes[r.id]) for r in revisions]  # the timeline shows each change's summary line only
     query = _query(list(flt.kinds), min_severity, security)
     return _page("timeline.html", repo_id=repo_id, rows=rows, page=page, more=page * PAGE_SIZE < matching, matching=matching,
-                 total=services.queries.count_revisions(repo_id), filtered=flt != RevisionFilter(), hub=HUB,
+                 total=services.queries.count_revisions(repo_id), filtered=flt != RevisionFilter(), hub=services.options.hub_url,
                  links=_filter_links(list(flt.kinds), min_severity, security), query=query.rstrip("?") + ("&" if len(query) > 1 else "?"),
                  watches=[w for w in services.store.list_watches() if w.repo_id == repo_id])
 
 
-def _advisory_section(store: Any, revision: Any) -> dict[str, Any]:
+def _advisory_section(store: Any, revision: Any, hub_url: str) -> dict[str, Any]:
     """OSV matches (marked relevant or not, with the reason when the check gave one), the loader
     advice and hubwatch's own records for one revision."""
     advisories = AdvisoryStore(store)
@@ -136,7 +135,7 @@ def _advisory_section(store: Any, revision: Any) -> dict[str, Any]:
         "advice": [str(advice[k]) for k in ("sentence", "package_sentence") if advice.get(k)]
         + [str(n) for n in advice.get("notes") or [] if isinstance(n, str)],
         "own": [{"id": o.id, "severity": o.severity, "summary": str((o.record or {}).get("summary") or o.class_id),
-                 "fixed": o.fixed_sha, "url": _first_reference(o.record) or f"{HUB}/{o.repo_id}/commit/{o.sha}"} for o in own],
+                 "fixed": o.fixed_sha, "url": _first_reference(o.record) or f"{hub_url}/{o.repo_id}/commit/{o.sha}"} for o in own],
     }
 
 
@@ -166,10 +165,11 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
     revision = services.store.find_revision(repo_id, sha)
     changes = services.store.changes_by_revision([revision.id])[revision.id]
     events = services.queries.events_for_revision(revision.id)
-    return _page("revision.html", repo_id=repo_id, revision=revision, events=events, hub=HUB,
+    hub = services.options.hub_url
+    return _page("revision.html", repo_id=repo_id, revision=revision, events=events, hub=hub,
                  changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=services.store.estimate_for(revision.id),
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
-                 checks=_advisory_section(services.store, revision), files=services.store.revision_files(revision.id))
+                 checks=_advisory_section(services.store, revision, hub), files=services.store.revision_files(revision.id))
 
 
 @router.get("/repos/{org}/{name}/estimates", response_class=HTMLResponse)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import difflib
 import itertools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from feeds.xml_text import visible
 
@@ -161,3 +163,12 @@ def as_text(diff: PromptDiff, max_lines: int = 12, max_chars: int = 1200) -> str
         out.append(f"\u2026 {len(changed) - max_lines + diff.more if len(changed) > max_lines else diff.more} more line(s)")
     text = "\n".join(out)
     return text if len(text) <= max_chars else text[: max_chars - 1] + "\u2026"
+
+
+def event_excerpt(payload: Mapping[str, Any], max_lines: int = 8, max_chars: int = 900) -> tuple[str, str] | None:
+    """(conversation, shortened diff) of the prompt sample a revision event carries, for chat messages."""
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, Mapping) or not isinstance(prompt.get("before"), str) or not isinstance(prompt.get("after"), str):
+        return None
+    text = as_text(diff_prompts(prompt["before"], prompt["after"]), max_lines=max_lines, max_chars=max_chars)
+    return (str(prompt.get("conversation", "")), text) if text else None

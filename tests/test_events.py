@@ -6,7 +6,7 @@ import pytest
 
 from storage.kinds import REVISION_INGESTED
 from tracker.changes import Change, ChangeKind, Severity
-from tracker.events import event_id, revision_event, revision_title
+from tracker.events import PROMPT_SAMPLE_CHARS, event_id, revision_event, revision_title
 
 WARNING, INFO, CRITICAL = Severity.WARNING, Severity.INFO, Severity.CRITICAL
 
@@ -65,3 +65,18 @@ def test_revision_event_carries_security_and_severity() -> None:
     event = revision_event("org/m", "1" * 40, "t", "commit", [_c(ChangeKind.FILES, INFO), _c(ChangeKind.CUSTOM_CODE, CRITICAL)], False)
     assert event.severity == "critical" and event.kind == REVISION_INGESTED
     assert event.payload["kinds"] == ["custom_code", "files"]
+
+
+def test_revision_event_carries_the_first_changed_prompt() -> None:
+    """A chat-template change's first differing sample rides on the event (clipped) for chat messages."""
+    samples = [
+        {"conversation": "same", "before": {"prompt": "a"}, "after": {"prompt": "a"}, "differs": False},
+        {"conversation": "broken", "before": {"error": "loop"}, "after": {"prompt": "b"}, "differs": True},
+        {"conversation": "tools", "before": {"prompt": "x" * 9000}, "after": {"prompt": "y"}, "differs": True},
+    ]
+    changes = [_c(ChangeKind.CONFIG, INFO), _c(ChangeKind.CHAT_TEMPLATE, WARNING, samples=samples)]
+    prompt = revision_event("org/m", "1" * 40, "t", "commit", changes, False).payload["prompt"]
+    assert prompt["conversation"] == "tools" and prompt["template"] == "p"
+    assert prompt["before"] == "x" * PROMPT_SAMPLE_CHARS and prompt["after"] == "y"
+    plain = revision_event("org/m", "1" * 40, "t", "commit", [_c(ChangeKind.CONFIG, INFO)], False)
+    assert "prompt" not in plain.payload

@@ -14,6 +14,8 @@ from tracker.advisories.records import Advisory
 from tracker.advisories.rules import REPO, Rule, judge
 from tracker.changes import Change, ChangeKind, Severity, max_severity
 
+# How much of each side of a changed prompt an event carries for chat messages.
+PROMPT_SAMPLE_CHARS = 4000
 _NAMESPACE = uuid.UUID("6f1c2d3e-8b7a-4c5d-9e0f-1a2b3c4d5e6f")
 
 _PHRASES = {
@@ -107,8 +109,27 @@ def revision_event(
             "baseline": is_baseline,
             "kinds": sorted({c.kind.value for c in changes}),
             "summaries": [c.summary for c in changes],
+            **({"prompt": prompt} if (prompt := _prompt_sample(changes)) else {}),
         },
     )
+
+
+def _prompt_sample(changes: Sequence[Change]) -> dict[str, str] | None:
+    """The first sample conversation whose rendered prompt a chat-template change altered, both sides
+    clipped: what chat messages show as a short prompt diff (they get the event, not the change)."""
+    for change in changes:
+        if change.kind is not ChangeKind.CHAT_TEMPLATE:
+            continue
+        for sample in change.detail.get("samples") or []:
+            before, after = sample.get("before") or {}, sample.get("after") or {}
+            if sample.get("differs") and "prompt" in before and "prompt" in after:
+                return {
+                    "template": change.path,
+                    "conversation": str(sample.get("conversation", "")),
+                    "before": str(before["prompt"])[:PROMPT_SAMPLE_CHARS],
+                    "after": str(after["prompt"])[:PROMPT_SAMPLE_CHARS],
+                }
+    return None
 
 
 def change_event(repo_id: str, sha: str, kind: str, change: Change, extra: str = "") -> NewEvent:

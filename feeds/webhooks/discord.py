@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from feeds.prompt_diff import event_excerpt
 from feeds.webhooks.chat_text import fit, units, visible
 from storage.models import Event
 
@@ -24,6 +25,7 @@ MAX_EMBEDS = 10
 MAX_EMBED_TOTAL = 6000
 MAX_TITLE = 256
 MAX_DESCRIPTION = 4096
+MAX_FIELD_NAME = 256
 MAX_FIELD_VALUE = 1024
 MAX_FOOTER = 2048
 MAX_SUMMARY = 400
@@ -57,6 +59,10 @@ def message(event: Event, links: Links) -> dict[str, Any]:
     ]
     if event.sha:
         fields.append({"name": "Commit", "value": escape(event.sha[:12], 12), "inline": True})
+    if excerpt := event_excerpt(extra):
+        conversation, diff = excerpt
+        fields.append({"name": escape(f"Rendered prompt, sample {conversation}", MAX_FIELD_NAME),
+                       "value": escape(diff, MAX_FIELD_VALUE, newlines=True), "inline": False})
     embed: dict[str, Any] = {
         "title": escape(event.title, MAX_TITLE),
         "url": links.primary(event),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from feeds.prompt_diff import event_excerpt
 from feeds.webhooks.chat_text import fit, units, visible
 from storage.models import Event
 
@@ -62,11 +63,15 @@ def message(event: Event, links: Links) -> dict[str, Any]:
         if (url := found.get(key))
     )
     summaries = [f"• {escape(s, MAX_SUMMARY)}" for s in extra.get("summaries") or []]
-    room = MAX_BLOCKS - len(blocks) - 2  # keep places for "… more" and the links
+    room = MAX_BLOCKS - len(blocks) - 3  # keep places for "… more", the prompt diff and the links
     sections, shown = _pack(summaries, room)
     blocks += [{"type": "section", "text": _mrkdwn(text)} for text in sections]
     if shown < len(summaries):
         blocks.append({"type": "context", "elements": [_mrkdwn(f"… and {len(summaries) - shown} more change(s)")]})
+    if excerpt := event_excerpt(extra):
+        conversation, diff = excerpt
+        code = escape(diff, MAX_SECTION - 200, newlines=True).replace("```", "ˋˋˋ")
+        blocks.append({"type": "section", "text": _mrkdwn(f"Rendered prompt, sample {escape(conversation, 60)}:\n```{code}```")})
     blocks.append({"type": "context", "elements": [_mrkdwn(link_text)]})
     return {
         "text": escape(event.title, MAX_TEXT),

@@ -7,7 +7,7 @@ import re
 import httpx
 import pytest
 
-from tests.feeds.conftest import HOSTILE, LLAMA, Served
+from tests.feeds.conftest import HOSTILE, LLAMA, Served, serve
 
 
 def _hostile_shas(served: Served) -> tuple[str, str]:
@@ -93,6 +93,15 @@ def test_timeline_and_revision_link_the_commit_on_the_hub(client: httpx.Client, 
     link = f'href="https://huggingface.co/{LLAMA}/commit/{newest.sha}"'
     assert link in client.get(f"/repos/{LLAMA}").text
     assert link in client.get(f"/repos/{LLAMA}/revisions/{newest.sha}").text
+
+
+def test_commit_links_follow_the_hub_endpoint(history) -> None:
+    """A server pointed at a Hub mirror ([hub] endpoint) links commits there, not to huggingface.co."""
+    with serve(history.store(), hub_url="https://hub.mirror.example") as server, server.client() as client:
+        newest = server.store.list_revisions(LLAMA)[0]
+        page = client.get(f"/repos/{LLAMA}/revisions/{newest.sha}").text
+    assert f'href="https://hub.mirror.example/{LLAMA}/commit/{newest.sha}"' in page
+    assert "https://huggingface.co/" not in page
 
 
 def test_home_shows_each_watch_poll_state(client: httpx.Client) -> None:

@@ -122,3 +122,42 @@ def test_generic_body_keeps_the_data_exact_and_ascii() -> None:
 def test_control_characters_become_visible(text: str, shown: str) -> None:
     """Controls become U+2400 pictures, bidi and invisible format characters U+FFFD; newlines stay."""
     assert visible(text) == shown
+
+
+def _prompt_event(before: str, after: str) -> Event:
+    event = _event(summaries=1)
+    event.payload["prompt"] = {"template": "tokenizer_config.json", "conversation": "tool_call_round_trip",
+                               "before": before, "after": after}
+    return event
+
+
+BEFORE = "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+AFTER = "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: December 2023\n"
+
+
+def test_slack_shows_the_rendered_prompt_diff() -> None:
+    """A chat-template event's changed prompt appears as a short diff, escaped, inside a code block."""
+    message = json.loads(slack.render(_prompt_event(BEFORE, AFTER), LINKS))
+    (section,) = [b["text"]["text"] for b in message["blocks"] if "Rendered prompt" in b.get("text", {}).get("text", "")]
+    assert "sample tool_call_round_trip" in section and "+ Environment:" in section
+    assert "<|" not in section and "&lt;|start_header_id|&gt;" not in section.split("```")[0]
+
+
+def test_discord_shows_the_rendered_prompt_diff() -> None:
+    """Discord gets the same short diff as a field, escaped, within the field limits."""
+    message = json.loads(discord.render(_prompt_event(BEFORE, AFTER), LINKS))
+    (field,) = [f for f in message["embeds"][0]["fields"] if f["name"].startswith("Rendered prompt")]
+    assert field["value"].startswith("+ Environment") and "ipython" in field["value"] and units(field["value"]) <= 1024
+
+
+@pytest.mark.parametrize("render", [slack.render, discord.render])
+def test_a_huge_hostile_prompt_keeps_the_limits(render) -> None:
+    """Prompts of hostile text thousands of lines long still fit the services' limits and stay escaped."""
+    message = json.loads(render(_prompt_event(HOSTILE * 2 + "\n" * 3, (HOSTILE + "\n") * 500), LINKS))
+    texts = _texts(message)
+    assert not any("<!channel>" in t or "<script>" in t for t in texts)
+    if "blocks" in message:
+        assert all(units(b["text"]["text"]) <= 3000 for b in message["blocks"] if "text" in b)
+    else:
+        assert sum(discord.embed_units(e) for e in message["embeds"]) <= 6000
+        assert all(units(f["value"]) <= 1024 for e in message["embeds"] for f in e["fields"])

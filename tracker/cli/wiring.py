@@ -37,8 +37,16 @@ def start_http_server(app: App, trigger: Trigger) -> ServerThread:
         hub_webhook_secret=settings.hub_webhook_secret,
         default_interval_s=settings.default_interval_s,
         allow_private_targets=settings.delivery.allow_private_targets,
+        hub_url=settings.hub.endpoint.rstrip("/"),
     )
-    http_app = create_app(app.store, options=options, trigger=trigger, outbox=app.subscriptions, diff=differ)
+    http_app = create_app(
+        app.store,
+        options=options,
+        trigger=trigger,
+        outbox=app.subscriptions,
+        diff=differ,
+        storage_state=app.storage_gate.state,
+    )
     try:
         server = ServerThread(http_app, settings.server.host, settings.server.port)
     except OSError as err:
@@ -58,11 +66,12 @@ def build_dispatcher(app: App) -> Dispatcher:
     options = DeliveryOptions(
         timeout_s=d.timeout_s,
         connect_timeout_s=d.connect_timeout_s,
-        max_attempts=d.max_attempts,
+        retry_schedule_s=tuple(float(s) for s in d.retry_delays_s),
         retry_after_max_s=d.retry_after_max_s,
         allow_private_targets=d.allow_private_targets,
         concurrency=d.concurrency,
         poll_interval_s=d.poll_interval_s,
+        lease_s=d.lease_s,
     )
     secrets = settings.webhook_secrets
 
