@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import structlog
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -33,7 +34,11 @@ class Scheduler:
         self._poll = poll
         self._jitter_s = jitter_s
         self._refresh_s = refresh_s
-        self._scheduler = BackgroundScheduler(timezone=UTC, job_defaults={"coalesce": True, "max_instances": 1})
+        # A run that starts late still runs (once): with APScheduler's default grace of 1 s, the burst of
+        # watches due after a start was dropped silently, and so was the daily OSV re-check.
+        self._scheduler = BackgroundScheduler(
+            timezone=UTC, job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
+        )
         self._intervals: dict[str, int] = {}
         self.stopped = threading.Event()
 
@@ -67,7 +72,7 @@ class Scheduler:
                 IntervalTrigger(seconds=watch.interval_s, jitter=self._jitter_s or None),
                 args=[watch.repo_id, watch.branch],
                 id=job_id,
-                next_run_time=datetime.now(UTC),
+                next_run_time=first_run_at(job_id, watch, datetime.now(UTC)),
             )
             self._intervals[job_id] = watch.interval_s
 
@@ -112,3 +117,17 @@ class Scheduler:
             self.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def first_run_at(job_id: str, watch: Watch, now: datetime) -> datetime:
+    """When a newly scheduled watch is first polled: at once if it never was (its baseline); at its
+    natural due time (last poll + interval) if that is still ahead; and when it is overdue (after a
+    restart, every watch is), at a stable point within one interval from now, so that thousands of
+    overdue watches are spread over the interval instead of all asking the Hub in the same second."""
+    if watch.last_polled_at is None:
+        return now
+    due = watch.last_polled_at + timedelta(seconds=watch.interval_s)
+    if due > now:
+        return due
+    fraction = int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:8], "big") / 2**64
+    return now + timedelta(seconds=fraction * watch.interval_s)
