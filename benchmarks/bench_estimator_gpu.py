@@ -1,7 +1,7 @@
 """The estimator against real training steps on a GPU: torch.cuda.max_memory_allocated per model, mode, batch.
 
-Run: .venv/bin/python benchmarks/bench_estimator_gpu.py [results.json]
-(default benchmarks/results/gpu_step_peaks_h200.json, measured on an NVIDIA H200 by benchmarks/gpu_step_peaks.py:
+Run: .venv/bin/python benchmarks/bench_estimator_gpu.py [results.json ...]
+(default benchmarks/results/gpu_step_peaks_h200*.json, measured on an NVIDIA H200 by benchmarks/gpu_step_peaks.py:
 two AdamW steps, bf16 autocast, sequence 512, full fine-tune / LoRA / QLoRA with and without gradient
 checkpointing). The allocator's peak carries no CUDA context, so the estimator's allowance is taken off before
 comparing. The "reserved" column is the caching allocator's peak: with the measured CUDA context it is what a card
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from estimator import at_batch, estimate
 from estimator.memory import CARDS, CUDA_CONTEXT_BYTES, HEADROOM, Mode, Phase
 
-RESULTS = ROOT / "benchmarks" / "results" / "gpu_step_peaks_h200.json"
+RESULTS = sorted((ROOT / "benchmarks" / "results").glob("gpu_step_peaks_h200*.json"))
 CONFIGS = ROOT / "tests" / "fixtures" / "estimator" / "configs"
 GIB = 2**30
 
@@ -65,9 +65,10 @@ def card_check(rows: list[dict]) -> dict[str, int]:
 
 
 def main() -> None:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else RESULTS
-    doc = json.loads(path.read_text())
-    rows = compare(doc)
+    docs = [json.loads(Path(p).read_text()) for p in (sys.argv[1:] or RESULTS)]
+    doc = docs[0]
+    rows = [row for d in docs for row in compare(d)]
+    failed = [r for d in docs for r in d["rows"] if "peaks" not in r]
     print(f"{doc['device']}, torch {doc['torch']}, transformers {doc['transformers']}, peft {doc.get('peft')}; "
           f"sequence {doc['seq']}; CUDA context measured {doc['cuda_context_bytes'] / 2**20:.0f} MiB "
           f"(estimator allows {CUDA_CONTEXT_BYTES / 2**20:.0f} MiB)")
@@ -89,6 +90,8 @@ def main() -> None:
     reserve = [r["max_reserved_bytes"] / r["measured"] - 1 for r in rows]
     print(f"Caching allocator: reserved peak above allocated peak by median {statistics.median(reserve):.1%}, "
           f"max {max(reserve):.1%} (the estimator keeps {HEADROOM:.0%} of each card for it)")
+    for r in failed:
+        print(f"not measured: {r['config']} {r['mode']} batch {r['batch']}: {r['error'][:100]}")
     t = card_check(rows)
     print(f"Cards: {t['pairs']} (run, card) pairs; {t['oom']} runs do not fit their card (reserved peak + measured "
           f"context): the verdict flags {t['flagged']} of {t['oom']} and says 'fits' on {t['missed']}; "

@@ -2,7 +2,7 @@
 
 Run on a machine with a GPU (python3 with torch, transformers and peft; bitsandbytes for the QLoRA cases):
 
-    python3 benchmarks/gpu_step_peaks.py OUT.json [--budget SECONDS] [--only NAME ...]
+    python3 benchmarks/gpu_step_peaks.py OUT.json [--set main|more] [--budget SECONDS] [--only NAME ...]
 
 Each case builds the model from a committed fixture config (random weights: memory does not depend on
 values) the way tests/estimator/step_truth.py does on the CPU: fp32 weights under bf16 autocast for a full
@@ -60,6 +60,35 @@ CASES = [
     ("t5/t5-small.json", "seq2seq", ("full_finetune", "lora"), (1, 4)),
     ("clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json", "vision", ("full_finetune", "lora"), (1, 4)),
 ]
+# `--set more`: every other supported family the fixtures hold (full fine-tunes where they fit an H200).
+MORE = [
+    ("bloom/bloom-560m.json", "decoder", ("full_finetune", "lora"), (1, 4)),
+    ("opt/opt-350m.json", "decoder", ("full_finetune", "lora"), (1, 4)),
+    ("gemma/gemma-2b.json", "decoder", ("full_finetune", "lora"), (1, 4)),
+    ("gemma2/gemma-2-2b.json", "decoder", ("full_finetune", "lora"), (1, 4)),
+    ("mistral/Mistral-7B-v0.1.json", "decoder", ("lora", "qlora"), (1, 4)),
+    ("qwen3/Qwen3-8B.json", "decoder", ("lora",), (1, 4)),
+    ("falcon/falcon-7b.json", "decoder", ("lora",), (1, 4)),
+    ("gptj/gpt-j-6b.json", "decoder", ("lora",), (1, 4)),
+    ("phi3/phi-4.json", "decoder", ("lora",), (1, 4)),
+    ("qwen2_moe/Qwen1.5-MoE-A2.7B.json", "decoder", ("lora",), (1, 4)),
+    ("gemma/gemma-2b.json", "decoder", ("full_finetune_gc", "lora_gc"), (1, 4)),
+    ("gpt2/gpt2.json", "decoder", ("full_finetune_gc", "lora_gc"), (1, 4)),
+    ("roberta/roberta-base.json", "encoder", ("full_finetune", "lora"), (1, 4)),
+    ("xlm-roberta/xlm-roberta-base.json", "encoder", ("full_finetune", "lora"), (1, 4)),
+    ("distilbert/distilbert-base-uncased.json", "encoder", ("full_finetune", "lora"), (1, 4)),
+    ("electra/electra-base-discriminator.json", "encoder", ("full_finetune", "lora"), (1, 4)),
+    ("deberta-v2/deberta-v3-base.json", "encoder", ("full_finetune", "lora"), (1, 4)),
+    ("bart/bart-base.json", "seq2seq", ("full_finetune", "lora"), (1, 4)),
+    ("t5/flan-t5-base.json", "seq2seq", ("full_finetune", "lora"), (1, 4)),
+    ("whisper/whisper-tiny.json", "seq2seq", ("full_finetune", "lora"), (1, 4)),
+    ("vit/vit-base-patch16-224-in21k.json", "vision", ("full_finetune", "lora"), (1, 4)),
+    ("dinov2/dinov2-base.json", "vision", ("full_finetune", "lora"), (1, 4)),
+    ("siglip/siglip-base-patch16-224.json", "vision", ("full_finetune", "lora"), (1, 4)),
+    ("clip/clip-vit-large-patch14.json", "vision", ("full_finetune", "lora"), (1, 4)),
+    ("llava/llava-1.5-7b-hf.json", "vision", ("lora",), (1, 4)),
+]
+SETS = {"main": CASES, "more": MORE}
 
 
 def _hf_config(config: dict):
@@ -169,6 +198,7 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--budget", type=float, default=420.0, help="start no case after this many seconds")
     parser.add_argument("--only", nargs="*", default=None, help="config paths to run (default: all)")
+    parser.add_argument("--set", choices=sorted(SETS), default="main", help="which list of cases")
     args = parser.parse_args()
     start = time.perf_counter()
     doc = {"how": __doc__.strip(), "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
@@ -180,7 +210,7 @@ def main() -> None:
         doc["peft"] = peft.__version__
     except ImportError:
         pass
-    for path, kind, modes, batches in CASES:
+    for path, kind, modes, batches in SETS[args.set]:
         if args.only and path not in args.only:
             continue
         config = json.loads((CONFIGS / path).read_text())
