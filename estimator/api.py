@@ -107,8 +107,11 @@ def _assemble(r: ConfigReader, s: Structure | None, counted: ManifestCount | Non
                 "foreach AdamW step with a temporary the size of the moments); a per-process allowance for the CUDA context; "
                 "inference: bf16 weights, bf16 KV cache at the input length and a transient workspace of half "
                 "one layer's training activations; activations as measured on transformers' modules under "
-                "bf16 autocast (tests/estimator); LoRA as PEFT builds it (all-linear, dropout on the adapter "
-                "input, fp32 adapters): full fine-tuning's activations plus each adapter's dropped-out input; "
+                "bf16 autocast with CUDA's rules (1-byte dropout masks, CUDA autocast's fp32 ops; tests/estimator, "
+                "checked against steps measured on an H200); LoRA as PEFT builds it (all-linear, dropout on the "
+                "adapter input, fp32 adapters): full fine-tuning's activations plus a 1-byte mask per adapter input, "
+                "less the normalised inputs that frozen norm weights no longer keep; checkpointed LoRA layers keep "
+                "bf16 inputs; "
                 "a verdict is borderline when the peak is within the borderline fraction of the usable bytes",
     }
     if s is None:

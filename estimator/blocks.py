@@ -43,8 +43,12 @@ def plain_mlp(h: int, inner: int, activation: str) -> float:
 
 def activation_saved(name: str) -> int:
     """Inner-width bf16 tensors an activation saves beyond fc2's input: ReLU none (its output is fc2's
-    input), native GELU its input, the tanh and sigmoid composites their intermediates."""
-    if name in ("gelu_new", "gelu_fast"):
+    input), native GELU its input, the tanh and sigmoid composites their intermediates. GELU-new calls
+    ``pow``, which CUDA's autocast runs in fp32: an fp32 copy of its input, fp32 tanh and 1 + tanh, and the
+    bf16 half-input (14 bytes, 7 bf16 widths)."""
+    if name == "gelu_new":
+        return 7
+    if name == "gelu_fast":
         return 4
     if name in ("quick_gelu",):
         return 2
@@ -58,9 +62,9 @@ def eager_attention(heads: int, tokens: int, *, fp32_scores: int, bf16_scores: i
     return heads * tokens * (FP32 * fp32_scores + BF16 * bf16_scores)
 
 
-def dropout(width: int, p: float, input_bytes: int = BF16) -> float:
-    """A training-mode dropout keeps a mask as wide as its input (the CPU kernel keeps it in the input dtype)."""
-    return input_bytes * width if p > 0 else 0
+def dropout(width: int, p: float) -> float:
+    """A training-mode dropout keeps a mask as wide as its input: one byte an element in CUDA's fused kernel."""
+    return width if p > 0 else 0
 
 
 def moe_router(experts: int) -> float:

@@ -15,7 +15,7 @@ CUDA_CONTEXT_BYTES = 700 * 1024**2   # per process: CUDA context + cuBLAS handle
 HEADROOM = 0.10                      # share of each card kept free (fragmentation, caching allocator)
 LORA_RANK = 16
 BORDERLINE = 0.10                    # a peak within 10% of a card's usable bytes: the estimate cannot call it
-LORA_DROPOUT_INPUT_BYTES = 3         # an adapter's input: PEFT's dropout keeps a 1-byte mask and its bf16 output
+LORA_DROPOUT_INPUT_BYTES = 1         # an adapter's input: CUDA's 1-byte dropout mask (its bf16 cast replaces the base's)
 NF4_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)  # 4-bit weights, 8-bit absmax per 64, fp32 per 256 absmax (double quant)
 
 CARDS = {  # marketed memory; H200's 141 GB is decimal
@@ -123,11 +123,12 @@ class Mode:
         return "fits"
 
 
-def activations(s: Structure, checkpointing: bool) -> float:
-    """Saved-for-backward bytes per sample, all stacks; with checkpointing, layer inputs plus one layer."""
+def activations(s: Structure, checkpointing: bool, stream_bytes: int = 4) -> float:
+    """Saved-for-backward bytes per sample, all stacks; with checkpointing, layer inputs (``stream_bytes`` an
+    element: fp32 for a full fine-tune, bf16 over a LoRA base) plus one layer."""
     if not checkpointing:
         return s.fixed_saved_per_sample + sum(st.layers * st.saved_per_sample() for st in s.stacks)
-    kept = sum(st.layers * 4 * st.hidden * st.tokens for st in s.stacks)
+    kept = sum(st.layers * stream_bytes * st.hidden * st.tokens for st in s.stacks)
     recompute = max((st.saved_per_sample() for st in s.stacks), default=0)
     return s.fixed_saved_per_sample + kept + recompute
 
@@ -149,12 +150,13 @@ def kv_cache(s: Structure) -> int:
 
 
 def lora_activations(s: Structure) -> int:
-    """Per sample, what PEFT's adapters save beyond full fine-tuning's activations: every adapted linear's
-    input after the adapter's dropout (a 1-byte mask and the bf16 output A reads)."""
+    """Per sample, what PEFT's adapters change in full fine-tuning's activations: every adapted linear's input
+    keeps a 1-byte dropout mask beside the bf16 copy A reads (which replaces the frozen base's own copy), and
+    norms whose weights no longer train stop keeping their normalised input. Can be negative."""
     extra = 0
-    for tower, inputs in s.lora_inputs.items():
+    for tower in {*s.lora_inputs, *s.lora_frozen}:
         tokens = max((st.tokens for st in s.stacks if st.tower == tower), default=0)
-        extra += LORA_DROPOUT_INPUT_BYTES * inputs * tokens
+        extra += (LORA_DROPOUT_INPUT_BYTES * s.lora_inputs.get(tower, 0) - s.lora_frozen.get(tower, 0)) * tokens
     return int(extra)
 
 
@@ -197,7 +199,8 @@ def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int]
         suffix = "_gc" if gc else ""
         const = constant_saved(s, gc) if s else 0
         act = int(activations(s, gc)) if s else None
-        lora_act = None if s is None else act + lora_activations(s) * (0 if gc else 1)  # type: ignore[operator]
+        # a LoRA base is bf16, so a checkpointed layer's kept input is too
+        lora_act = None if s is None else (int(activations(s, True, 2)) if gc else act + lora_activations(s))  # type: ignore[operator]
         loss = int(s.loss_transient_per_sample) if s else 0
         full_resident = 12 * params + ctx
         out.append(Mode("full_finetune" + suffix, _training(

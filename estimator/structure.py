@@ -48,6 +48,7 @@ class Structure:
     matmul_params: int = 0                  # parameters used in autocast matmuls (bf16 weight copies)
     largest_linear: int = 0                 # elements of the largest block weight matrix
     lora_inputs: dict = field(default_factory=dict)  # tower -> sum of d_in over its LoRA-adapted linears
+    lora_frozen: dict = field(default_factory=dict)  # tower -> bytes a token full fine-tuning saves only to train norm weights
     tied_elements: int = 0                  # elements of a head tied to the embeddings (its grads add up)
     tied: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -82,6 +82,9 @@ def _llama_like(r: ConfigReader, cap: int, family: str, *, qkv_bias: bool | None
         per_layer += blocks.FP32 * 2 * d
     elif qk_norm:  # fp32 copy, normalised bf16 copy and rsqrt of q and of k
         attn_saved += 6 * (qd + kvd) + 4 * (heads + kv)
+    # Trainable RMSNorm weights keep the normalised input (fp32; q/k norms: bf16, Gemma's fp32); LoRA freezes them.
+    s.lora_frozen["text"] = (blocks.FP32 * h * (norms_per_layer * layers + 1)
+                             + ((blocks.FP32 if gemma else blocks.BF16) * (qd + kvd) * layers if qk_norm else 0))
     mlp_saved = _mlp(s, r, h, inter, layers, moe=moe, fused=fused, bias=mlp_bias)
     s.stacks.append(Stack("text", "decoder", layers, seq, h, attn_saved + mlp_saved, saved_per_layer=per_layer,
                           kv_per_token=2 * blocks.BF16 * kvd))
@@ -304,7 +307,7 @@ def starcoder2(r: ConfigReader, cap: int) -> Structure:
                     activation=r.str("hidden_act", default="gelu_pytorch_tanh"),
                     dropouts=r.number("residual_dropout", default=0.0))
     p = r.number("embedding_dropout", default=0.0)
-    s.fixed_saved_per_sample += blocks.dropout(h, p, blocks.FP32) * s.inputs["sequence_length"]
+    s.fixed_saved_per_sample += blocks.dropout(h, p) * s.inputs["sequence_length"]
     return s
 
 

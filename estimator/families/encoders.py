@@ -37,7 +37,7 @@ def _embeddings(s: Structure, r: ConfigReader, vocab: int, width: int, h: int, p
     s.add("text", "embeddings", (vocab + positions + types) * width)
     s.add("text", "norms", 2 * width)
     ids = 8 * (2 + (1 if types else 0))
-    s.fixed_saved_per_sample += (ids + blocks.layer_norm(width) + blocks.dropout(width, dropout_p, blocks.FP32)) * seq
+    s.fixed_saved_per_sample += (ids + blocks.layer_norm(width) + blocks.dropout(width, dropout_p)) * seq
     if width != h:
         s.linear("text", "projections", width, h, True, lora=False)
         s.fixed_saved_per_sample += blocks.linear_inputs(width) * seq
@@ -52,6 +52,8 @@ def _mlm_head(s: Structure, h: int, width: int, vocab: int, seq: int) -> None:
     s.matmul_params += vocab * width
     s.fixed_saved_per_sample += (blocks.BF16 * h + 2 * blocks.BF16 * width + blocks.layer_norm(width, blocks.BF16)
                                  + blocks.FP32 * vocab) * seq
+    # the fp32 logits kept for the trainable tied decoder and its bias; a frozen LoRA base keeps none
+    s.lora_frozen["text"] = s.lora_frozen.get("text", 0) + blocks.FP32 * vocab
     s.loss_transient_per_sample += 10 * vocab * seq
 
 
@@ -135,7 +137,7 @@ def distilbert(r: ConfigReader, cap: int) -> Structure:
     p = r.number("dropout", default=0.1)
     s.add("text", "embeddings", (vocab + positions) * dim)
     s.add("text", "norms", 2 * dim)
-    s.fixed_saved_per_sample += (16 + blocks.layer_norm(dim) + blocks.dropout(dim, p, blocks.FP32)) * seq
+    s.fixed_saved_per_sample += (16 + blocks.layer_norm(dim) + blocks.dropout(dim, p)) * seq
     _encoder_layers(s, r, dim, hidden, layers, heads, seq, p)
     if s.architecture.endswith("ForMaskedLM"):
         _mlm_head(s, dim, dim, vocab, seq)
@@ -165,7 +167,7 @@ def deberta_v2(r: ConfigReader, cap: int) -> Structure:
     if width != h:
         s.linear("text", "projections", width, h, False, lora=False)
     s.add("text", "norms", 2 * h)
-    s.fixed_saved_per_sample += (16 + blocks.layer_norm(h) + blocks.dropout(h, p, blocks.FP32)) * seq
+    s.fixed_saved_per_sample += (16 + blocks.layer_norm(h) + blocks.dropout(h, p)) * seq
     relative = r.bool("relative_attention", default=False)
     extra_per_sample = per_layer = 0
     attention = None

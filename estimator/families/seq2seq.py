@@ -36,13 +36,13 @@ def t5(r: ConfigReader, cap: int) -> Structure:
     # T5 attention is eager and in fp32: q, k, v in fp32, scores, softmax (and dropout) matrices in fp32
     attn = (blocks.linear_inputs(d, 3) + blocks.BF16 * inner + 3 * blocks.FP32 * inner
             + blocks.dropout(d, p))
-    scores = blocks.FP32 * heads * seq * seq * (3 if drop else 2)
+    scores = blocks.FP32 * heads * seq * seq * (3 if drop else 2)  # fp32 scores, softmax and dropped-out copy
     act = "gelu_new" if proj == "gated-gelu" else proj.split("-")[-1]
     if gated:  # activation's own tensors, wi_1's output, the activation output kept by the product, wo input
         inner_tensors = blocks.activation_saved(act) + 3
     else:      # the activation's output (or its input and intermediates), wo input
         inner_tensors = max(blocks.activation_saved(act), 1) + 1
-    ff_saved = (blocks.linear_inputs(d, 2 if gated else 1) + blocks.BF16 * dff * (inner_tensors + (1 if drop else 0))
+    ff_saved = (blocks.linear_inputs(d, 2 if gated else 1) + blocks.BF16 * dff * inner_tensors + blocks.dropout(dff, p)
                 + blocks.dropout(d, p))
     norm = blocks.rms_norm(d)
     stacks = [("encoder", enc_layers, False)] + ([] if encoder_only else [("decoder", dec_layers, True)])
@@ -54,6 +54,8 @@ def t5(r: ConfigReader, cap: int) -> Structure:
         s.add("text", "blocks", buckets * heads)
         n_norms = 3 if cross else 2
         s.add("text", "norms", d * n_norms * layers + d)
+        # T5's RMS norm multiplies by a trainable weight, keeping the fp32 normalised input; LoRA freezes it
+        s.lora_frozen["text"] = s.lora_frozen.get("text", 0) + blocks.FP32 * d * (n_norms * layers + 1)
         per_token = n_norms * norm + attn + ff_saved
         extra = scores
         per_layer = 0
@@ -69,7 +71,7 @@ def t5(r: ConfigReader, cap: int) -> Structure:
                               cross_kv_tokens=(seq if cross else 0),
                               cross_kv_per_token=(2 * blocks.BF16 * inner if cross else 0)))
     # per stack: token ids, the embedding dropout, final norm and dropout (fp32); position buckets (int64)
-    s.fixed_saved_per_sample += (8 + 2 * blocks.dropout(d, p, blocks.FP32) + norm) * seq * len(stacks)
+    s.fixed_saved_per_sample += (8 + 2 * blocks.dropout(d, p) + norm) * seq * len(stacks)
     s.fixed_saved_const += 8 * seq * seq * len(stacks)
     if arch == "T5ForConditionalGeneration":
         if r.data.get("tie_word_embeddings") is False:
@@ -124,7 +126,7 @@ def bart(r: ConfigReader, cap: int) -> Structure:
                         activation=act, act_p=r.number("activation_dropout", default=0.0))
     if r.bool("add_final_layer_norm", default=False):
         s.add("text", "norms", 2 * 2 * d)
-    s.fixed_saved_per_sample += 2 * (16 + blocks.layer_norm(d) + blocks.dropout(d, p, blocks.FP32)) * seq
+    s.fixed_saved_per_sample += 2 * (16 + blocks.layer_norm(d) + blocks.dropout(d, p)) * seq
     arch = s.architecture
     if arch == "BartForConditionalGeneration":
         s.tied.append(f"lm_head shares the embeddings ({vocab:,} x {d:,}, counted once)")

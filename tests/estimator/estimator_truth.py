@@ -1,7 +1,7 @@
 """Ground truth from transformers itself (test-only): parameter counts and saved-for-backward bytes.
 
 Parameter counts come from the model built on the meta device; saved bytes come from one forward pass
-under bf16 autocast inside ``saved_tensors_hooks``, run under ``FakeTensorMode`` so real widths cost no
+under bf16 autocast with CUDA's rules (cuda_policy) inside ``saved_tensors_hooks``, run under ``FakeTensorMode`` so real widths cost no
 memory or compute. Fake and real CPU runs save the same tensors (``test_fake_run_matches_real_run``).
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from cuda_policy import CudaRules
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers.initialization import no_init_weights
@@ -106,6 +107,7 @@ def saved_bytes(model, inputs: dict) -> Saved:
     model.train()
     with (
         torch.autocast("cpu", dtype=torch.bfloat16),
+        CudaRules(),
         _ParamCasts(param_keys),
         torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
     ):

@@ -1,21 +1,24 @@
 """Ground truth for a whole training step (test-only): the peak of live tensor bytes per phase.
 
-Two AdamW steps (foreach, as on a GPU) under bf16 autocast, run under ``FakeTensorMode`` so real widths cost
-no memory or compute. An allocator-like ``TorchDispatchMode`` counts every storage from the op that makes it
-until it is freed (sizes rounded up to the CUDA caching allocator's 512-byte blocks) and keeps the peak per
-phase: ``forward``, ``backward`` and ``optimizer`` (AdamW's step), the maximum over both steps. Parameters and
-buffers are counted from the start. Attention-probability dropout is set to 0 (a GPU's fused kernel keeps
+Two AdamW steps (foreach, as on a GPU) under bf16 autocast with CUDA's rules (cuda_policy: a 1-byte dropout
+mask, CUDA autocast's fp32 ops), run under ``FakeTensorMode`` so real widths cost no memory or compute. An
+allocator-like ``TorchDispatchMode`` counts every storage from the op that makes it until it is freed (sizes
+rounded up to the CUDA caching allocator's 512-byte blocks) and keeps the peak per phase: ``forward``,
+``backward`` and ``optimizer`` (AdamW's step), the maximum over both steps. Parameters and buffers are counted
+from the start. Attention-probability dropout is set to 0 (a GPU's fused kernel keeps
 no score matrix for it; the CPU's would). LoRA is PEFT's: ``LoraConfig(r=16, target_modules="all-linear")`` on a
 bf16 base (PEFT casts the adapters to fp32), dropout on the adapter input.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import weakref
 
 import torch
 import transformers
+from cuda_policy import CudaRules
 from estimator_shapes import ATTENTION_DROPOUT_KEYS, inputs_for
 from estimator_truth import hf_config, model_class
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -125,8 +128,10 @@ def _loss(output) -> torch.Tensor:
     return first.float().mean()  # a base model without a head: a scalar over its last hidden state
 
 
-def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2) -> dict[str, int]:
-    """Peak live bytes per phase of ``steps`` AdamW steps; ``mode`` is "full_finetune" or "lora"."""
+def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2, cuda_rules: bool = True) -> dict[str, int]:
+    """Peak live bytes per phase of ``steps`` AdamW steps; ``mode`` is "full_finetune" or "lora"; ``cuda_rules``
+    False runs the CPU's own dropout and autocast policy (to show what the rules change)."""
+    rules = CudaRules if cuda_rules else contextlib.nullcontext
     tracker = LiveBytes()
     model = _build(config, mode)  # on meta, initialisation costs nothing (and no_init_weights would untie)
     with FakeTensorMode():
@@ -141,7 +146,7 @@ def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2)
                     tracker.track(t)
             for _ in range(steps):
                 tracker.phase = "forward"
-                with torch.autocast("cpu", dtype=torch.bfloat16):
+                with torch.autocast("cpu", dtype=torch.bfloat16), rules():
                     loss = _loss(model(**inputs))
                 tracker.phase = "backward"
                 loss.backward()
