@@ -139,7 +139,8 @@ class RepoOut(BaseModel):
 
 
 class SubscriptionIn(BaseModel):
-    url: str = Field(pattern=r"^https?://\S+$", max_length=2000)
+    url: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$", max_length=2000,
+                     description="http(s) for generic, slack and discord; an Apprise URL (ntfys://, mailto://, json://...) for apprise")
     format: Literal[WEBHOOK_FORMATS] = "generic"  # type: ignore[valid-type]
     secret: str | None = Field(default=None, max_length=500, description="generic: Standard Webhooks secret (whsec_...)")
     repos: list[str] = Field(default_factory=lambda: ["*"], max_length=500)

@@ -28,8 +28,9 @@ FILTER_WORDS = (*CHANGE_KINDS, "advisory")
 # Any dotted event kind (`revision.ingested`), also one a later version adds.
 EVENT_KIND_PATTERN = r"[a-z][a-z_]*\.[a-z][a-z_]*"
 
-# How outbound webhooks are written.
-WEBHOOK_FORMATS = ("generic", "slack", "discord")
+# How outbound webhooks are written: a signed Standard Webhook (generic), a Slack or Discord message, or a
+# notification through Apprise to the service its URL names (mailto://, tgram://, ntfys://, json://, ...).
+WEBHOOK_FORMATS = ("generic", "slack", "discord", "apprise")
 
 # The Hub's repo ids: `org/name`, each half a name.
 REPO_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"

@@ -4,6 +4,11 @@ Secrets: a subscription from the config file stores only the NAME of the environ
 holds its signing secret (`secret_env`); one created through the API stores the secret itself
 (`secret`), in clear, because the dispatcher signs with it. Neither is ever logged, put in a repr or
 shown in a listing.
+
+Apprise subscriptions (`format = "apprise"`) hold an Apprise URL (`mailto://`, `tgram://`, `ntfys://`,
+`json://`, ...) whose credentials and tokens are part of the URL: no signing secret, and the URL is only
+ever shown redacted (`redact_url`). Here their syntax is checked; whether Apprise can read them, and the
+address policy for the host they name, is feeds.webhooks.apprise's.
 """
 
 from __future__ import annotations
@@ -26,6 +31,12 @@ SOURCES = ("config", "api")
 MAX_URL_LENGTH = 2000
 
 _KIND_RE = re.compile(r"^[a-z0-9_.*-]{1,40}$")
+_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}$")
+# Apprise schemes whose URL host is a server the operator named (not a token): listings show that host.
+_HOST_SCHEMES = frozenset({
+    "json", "jsons", "xml", "xmls", "form", "forms", "ntfy", "ntfys", "matrix", "matrixs", "gotify", "gotifys",
+    "apprise", "apprises", "mailto", "mailtos", "mmost", "mmosts", "rocket", "rockets", "nctalk", "nctalks",
+})
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
 
 
@@ -36,7 +47,7 @@ class Subscription(SQLModel, table=True):
     __table_args__ = {"sqlite_autoincrement": True}  # ids are never reused: they go into webhook-ids
 
     id: int | None = Field(default=None, primary_key=True)
-    url: str = Field(max_length=MAX_URL_LENGTH)
+    url: str = Field(max_length=MAX_URL_LENGTH, repr=False)  # Slack, Discord and Apprise URLs hold tokens
     format: str = Field(default="generic", max_length=10)
     secret_env: str | None = Field(default=None, max_length=200)  # config: the variable's name
     secret: str | None = Field(default=None, max_length=1000, repr=False)  # api: the secret itself
@@ -55,14 +66,17 @@ class Subscription(SQLModel, table=True):
     claimed_until: datetime | None = _utc(nullable=True)
 
 
-def validate_url(url: object) -> str:
-    """An absolute http(s) URL with a host, no credentials, no whitespace; raises InvalidSubscription."""
+def validate_url(url: object, format: str = "generic") -> str:  # noqa: A002 - the subscription setting's name
+    """For webhooks: an absolute http(s) URL with a host, no credentials, no whitespace. For apprise: a
+    `scheme://...` URL naming a service other than plain http(s). Raises InvalidSubscription."""
     if not isinstance(url, str) or not url:
         raise InvalidSubscription("the URL is empty")
     if len(url) > MAX_URL_LENGTH:
         raise InvalidSubscription(f"the URL is longer than {MAX_URL_LENGTH} characters")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
         raise InvalidSubscription("the URL contains whitespace or control characters")
+    if format == "apprise":
+        return _validate_apprise_url(url)
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
@@ -83,8 +97,27 @@ def validate_url(url: object) -> str:
     return url
 
 
+def _validate_apprise_url(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep or not _SCHEME_RE.match(scheme):
+        raise InvalidSubscription("an Apprise URL starts with the service's scheme, like ntfys://, mailto:// or json://")
+    if scheme.lower() in ("http", "https"):
+        raise InvalidSubscription(
+            "an Apprise URL names a service (json://, ntfys://, mailto://, ...); for a plain http(s) endpoint "
+            "use the generic format, or json:// / jsons:// with the apprise format"
+        )
+    if not rest.strip("/"):
+        raise InvalidSubscription(f"the Apprise URL names no target after {scheme}://")
+    return url
+
+
 def redact_url(url: str) -> str:
-    """scheme://host[:port]/… : enough to tell endpoints apart without showing a path that is a token."""
+    """scheme://host[:port]/… : enough to tell endpoints apart without showing a path that is a token.
+    Apprise URLs keep their scheme, and their host only where it is a server's name (json://, ntfys://,
+    mailto://, ...) rather than a token (tgram://, discord://, ntfy://topic): `scheme://…` otherwise."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme and scheme not in ("http", "https"):
+        return _redact_apprise_url(scheme, url)
     try:
         parts = urllib.parse.urlsplit(url)
         host = parts.hostname or "?"
@@ -94,6 +127,21 @@ def redact_url(url: str) -> str:
     host = f"[{host}]" if ":" in host else host
     tail = "/…" if parts.path not in ("", "/") or parts.query else ""
     return f"{parts.scheme}://{host}{port}{tail}"
+
+
+def _redact_apprise_url(scheme: str, url: str) -> str:
+    shown = scheme if _SCHEME_RE.match(scheme) else "?"
+    if scheme not in _HOST_SCHEMES:
+        return f"{shown}://…"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return f"{shown}://…"
+    if "." not in host and ":" not in host:  # a bare word is a topic or a token (ntfy://mytopic), not a host name
+        return f"{shown}://…"
+    host = f"[{host}]" if ":" in host else host
+    return f"{shown}://{host}{f':{port}' if port else ''}/…"
 
 
 def new_secret() -> str:
@@ -121,9 +169,11 @@ def secret_keys(secret: str) -> list[bytes]:
 
 def validated(sub: Subscription) -> Subscription:
     """The subscription, its repos defaulted to every repo; raises InvalidSubscription saying what is wrong."""
-    validate_url(sub.url)
     if sub.format not in WEBHOOK_FORMATS:
         raise InvalidSubscription(f"format must be one of {', '.join(WEBHOOK_FORMATS)}, got {sub.format!r}")
+    validate_url(sub.url, sub.format)
+    if sub.format == "apprise" and (sub.secret or sub.secret_env):
+        raise InvalidSubscription("apprise notifications are not signed: their credentials go in the Apprise URL, not a secret")
     if sub.min_severity not in SEVERITY_RANK:
         raise InvalidSubscription(f"min_severity must be one of {', '.join(SEVERITY_RANK)}, got {sub.min_severity!r}")
     if sub.source not in SOURCES:

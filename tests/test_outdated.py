@@ -227,3 +227,30 @@ def test_lock_file_that_is_not_toml_exits_2(config, tmp_path) -> None:
     lock_file.write_text("[[model]\n", encoding="utf-8")
     result = outdated(config, None, "--lock", str(lock_file))
     assert result.returncode == 2 and str(lock_file) in result.stderr and "not valid TOML" in result.stderr
+
+
+
+PHI = "microsoft/phi-2"
+
+
+def test_advisories_since_the_pin_are_in_the_summary(replay, config, tmp_path) -> None:
+    """Advisory events of the revisions after the pin (hubwatch's own records for custom-code changes) are
+    reported as kind `advisories`; a later pin drops those of the commits it already has."""
+    commits = replay.commits(PHI)
+    replay.set_head(PHI, len(commits))
+    after_first = {c.sha for c in commits[1:]}
+    cache_model(tmp_path / "old", PHI, commits[0].sha)
+    _, data = outdated_json(config, tmp_path / "old")
+    [model] = data["models"]
+    advisories = [c for c in model["changes"] if c["kind"] == "advisories"]
+    assert advisories and sum(model["summary"]["advisories"].values()) == len(advisories)
+    assert {c["sha"] for c in advisories} <= after_first and len({c["sha"] for c in advisories}) > 1
+    assert all(c["security"] and c["path"] and c["summary"].startswith(f"{c['path']}: ") for c in advisories), advisories
+    assert any(c["path"].startswith("x_HUBWATCH-") for c in advisories)  # hubwatch's own records for the custom code
+    assert "advisories: " in outdated(config, tmp_path / "old").stdout
+    cache_model(tmp_path / "recent", PHI, commits[-2].sha)
+    _, later = outdated_json(config, tmp_path / "recent")
+    [recent] = later["models"]
+    assert recent["commits_behind"] == 1
+    assert {c["sha"] for c in recent["changes"] if c["kind"] == "advisories"} == {commits[-1].sha}
+    assert len([c for c in recent["changes"] if c["kind"] == "advisories"]) < len(advisories)

@@ -1,4 +1,5 @@
-"""`hubwatch outdated`: for each pinned revision, what changed on its branch upstream since.
+"""`hubwatch outdated`: for each pinned revision, what changed on its branch upstream since: the changes
+of every later revision, and the advisories announced at them (kind `advisories`).
 
 Each repo becomes a watch; its history from the head back to the pinned commit is ingested once by the
 daemon's own pipeline (same differs, same storage) and every later run reads it from the database: an
@@ -12,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storage.errors import WatchExists
-from storage.kinds import SEVERITY_RANK
+from storage.event_queries import EventQueries
+from storage.kinds import ADVISORY_PUBLISHED, SEVERITY_RANK
 from storage.models import Revision, Watch
 from storage.store import Store
 from tracker.errors import HubError, RepoGated, RepoGone, RevisionNotFound
@@ -21,6 +23,8 @@ from tracker.ingest import Ingestor
 from tracker.pins import Pin
 
 WATCH_SOURCE = "outdated"
+ADVISORIES = "advisories"  # the kind advisory events are counted under in a report
+ADVISORY_PREFIX = ADVISORY_PUBLISHED.split(".", 1)[0] + "."  # advisory.published and any later advisory.* event
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class OutdatedCheck:
             return self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
         records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
         changes = [SinceChange(r.sha, c.kind, c.path, c.summary, c.severity, c.security) for r, c in records]
+        changes += _advisories_of(self.store, chain)
         rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
         message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
         return ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
@@ -153,6 +158,24 @@ def stored_chain(revisions: list[Revision], head_sha: str, pinned_sha: str) -> l
         chain.append(revision)
         sha = revision.parent_sha
     return chain if sha == pinned_sha else None
+
+
+def _advisories_of(store: Store, chain: list[Revision]) -> list[SinceChange]:
+    """The advisories the repo was told about at the revisions since the pin (OSV matches and hubwatch's
+    own records, `advisory.*` events), as changes of kind `advisories`, newest revision first like the rest."""
+    queries = EventQueries(store.engine)
+    out = []
+    for revision in chain:
+        if revision.id is None:
+            continue
+        for event in queries.events_for_revision(revision.id):
+            if not event.kind.startswith(ADVISORY_PREFIX):
+                continue
+            extra = event.payload or {}
+            summary = f"{extra['advisory']}: {extra.get('summary') or event.title}" if extra.get("advisory") else event.title
+            out.append(SinceChange(event.sha or revision.sha, ADVISORIES, str(extra.get("advisory") or event.kind), summary,
+                                   event.severity, event.security))
+    return out
 
 
 def _changes_of(store: Store, chain: list[Revision]) -> list[tuple[Revision, list]]:

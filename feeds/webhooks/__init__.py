@@ -1,5 +1,6 @@
-"""Outbound webhooks: the message formats (generic Standard Webhooks, Slack, Discord), the address
-policy for user-given URLs, and `subscribe`, the one way to add a subscription from user input.
+"""Outbound webhooks: the message formats (generic Standard Webhooks, Slack, Discord, and Apprise
+notifications to the service an Apprise URL names), the address policy for user-given URLs, and
+`subscribe`, the one way to add a subscription from user input.
 
 A format module has `CONTENT_TYPE` and `render(event, links) -> bytes`; the dispatcher
 (feeds/dispatcher.py) adds the Standard Webhooks headers and signs generic deliveries.
@@ -11,13 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
-from feeds.webhooks import discord, generic, slack
+from feeds.webhooks import apprise, discord, generic, slack
 from feeds.webhooks.safety import Resolver, check_url, system_resolve
 from storage.models import Event
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import Subscription
 
-FORMATS: dict[str, ModuleType] = {"generic": generic, "slack": slack, "discord": discord}
+FORMATS: dict[str, ModuleType] = {"generic": generic, "slack": slack, "discord": discord, "apprise": apprise}
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def subscribe(
     """Add an API subscription from user input: the URL is checked (syntax, then every address it
     resolves to) before it is stored. Raises InvalidSubscription or safety.UnsafeTarget with a message
     for the user. A generic subscription without a secret gets a new one on the returned row."""
-    check_url(url, allow_private=allow_private, resolve=resolve)
+    (apprise.check_url if format == "apprise" else check_url)(url, allow_private=allow_private, resolve=resolve)
     return subscriptions.add_subscription(
         url, format, secret=secret, repos=repos, kinds=kinds, min_severity=min_severity, source="api"
     )

@@ -54,7 +54,8 @@ def deliveries_redeliver(ctx: click.Context, delivery_id: str, queue_only: bool)
     if attempt is None:
         click.echo(f"{delivery_id} queued; another dispatcher is sending it")
     elif attempt.outcome == "delivered":
-        click.echo(f"{delivery_id} delivered ({attempt.status_code}, {attempt.duration_ms} ms)")
+        code = f"{attempt.status_code}, " if attempt.status_code is not None else ""  # apprise: no HTTP status seen
+        click.echo(f"{delivery_id} delivered ({code}{attempt.duration_ms} ms)")
     else:
         item = app.outbox.get_delivery(delivery_id)
         after = f"next try {item.delivery.next_attempt_at}" if item and item.delivery.status == "pending" else (

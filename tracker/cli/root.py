@@ -17,6 +17,7 @@ from tracker.errors import HubwatchError
 
 if TYPE_CHECKING:
     from tracker.app import App
+    from tracker.config import Settings
 
 
 def exit_code_of(err: HubwatchError | StoreLookupError | StorageError) -> int:
@@ -52,7 +53,10 @@ def cli(ctx: click.Context, config_file: str | None) -> None:
             from tracker.app import App
             from tracker.config import load_settings
 
-            holder["app"] = App(load_settings(config_file))
+            settings = load_settings(config_file)
+            if any(spec.format == "apprise" for spec in settings.webhooks):
+                _check_apprise_urls(settings)
+            holder["app"] = App(settings)
         if logs and "logs" not in holder:
             from tracker.logs import configure_logging
 
@@ -62,6 +66,18 @@ def cli(ctx: click.Context, config_file: str | None) -> None:
 
     # A caller that already built its App (a test, an embedding program) hands in its own factory.
     ctx.ensure_object(dict).setdefault("app_factory", factory)
+
+
+def _check_apprise_urls(settings: Settings) -> None:
+    """The config's apprise [[webhooks]] are URLs Apprise can read (Apprise is imported only when there are some)."""
+    from feeds.webhooks.apprise import check_config_entries
+    from storage.errors import InvalidSubscription
+    from tracker.errors import ConfigError
+
+    try:
+        check_config_entries(settings.webhooks)
+    except InvalidSubscription as err:
+        raise ConfigError(f"{settings.source}: [[webhooks]] {err}") from err
 
 
 def app_of(ctx: click.Context, logs: bool = True) -> App:
