@@ -271,9 +271,11 @@ def _outbox(request: Request) -> Any:
 
 def _subscription(s: Subscription, secret: str | None = None, full_url: bool = False) -> SubscriptionOut:
     """What identifies and filters a subscription. Slack and Discord URLs are secrets: listings show
-    scheme and host only; the full URL and a generated secret only in the answer that created it."""
+    scheme and host only; the full URL and a generated secret only in the answer that created it.
+    Apprise URLs carry passwords and tokens: they are shown redacted even then."""
+    shown = s.url if full_url and s.format != "apprise" else redact_url(s.url)
     return SubscriptionOut(
-        id=s.id, url=s.url if full_url else redact_url(s.url), format=s.format, repos=list(s.repos or []), kinds=list(s.kinds or []),  # type: ignore[arg-type]
+        id=s.id, url=shown, format=s.format, repos=list(s.repos or []), kinds=list(s.kinds or []),  # type: ignore[arg-type]
         min_severity=s.min_severity, source=s.source, enabled=s.enabled, disabled_reason=s.disabled_reason, secret=secret,
     )
 

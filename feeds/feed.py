@@ -3,8 +3,9 @@
 A feed is one repo, one org, everything, or the security-relevant events, optionally narrowed by kind
 and minimum severity. Entry ids are the event ids (`urn:uuid:`), an entry's dates are its event's, and
 its content depends only on rows written with the event: an old entry is never rewritten. The
-document is a function of (filter, newest event, event count, templates, self link), which is what
-the strong ETag hashes, so a conditional GET is answered without reading a single event.
+document is a function of (filter, the newest events it shows, templates, self link), which is what
+the strong ETag hashes, so a conditional GET is answered from one index read of those events' ids,
+whatever the length of the history, without reading a payload.
 """
 
 from __future__ import annotations
@@ -160,13 +161,12 @@ class FeedBuilder:
         self._templates = templates_digest()
 
     def state(self, req: FeedRequest) -> FeedState:
-        return self.queries.state(req.filter)
+        return self.queries.state(req.filter, req.limit)
 
     def etag(self, req: FeedRequest, state: FeedState, base_url: str) -> str:
         """A strong validator: equal only when the documents are byte for byte equal."""
-        basis = "|".join(
-            [self._templates, req.fmt, req.self_url(base_url), req.feed_id, str(req.limit), str(state.last_seq), str(state.count)]
-        )
+        seqs = ",".join(str(head.seq) for head in state.heads)
+        basis = "|".join([self._templates, req.fmt, req.self_url(base_url), req.feed_id, str(req.limit), seqs])
         return '"' + hashlib.sha256(basis.encode()).hexdigest()[:32] + '"'
 
     def build(self, req: FeedRequest, base_url: str, state: FeedState | None = None) -> RenderedFeed:
@@ -179,8 +179,8 @@ class FeedBuilder:
         return RenderedFeed(body, tag, state.last_created_at, MEDIA_TYPES[req.fmt])
 
     def render(self, req: FeedRequest, base_url: str, state: FeedState) -> bytes:
-        """The document itself, newest entry first (no document cache)."""
-        heads = self.queries.event_heads(req.filter, req.limit, before_seq=(state.last_seq or 0) + 1)
+        """The document itself, newest entry first (no document cache): the entries of `state`'s events."""
+        heads = list(state.heads)
         entries = self._entries_for(heads)
         fg = FeedGenerator()
         fg.id(req.feed_id)

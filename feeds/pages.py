@@ -109,7 +109,7 @@ def timeline(
     return _page("timeline.html", repo_id=repo_id, rows=rows, page=page, more=page * PAGE_SIZE < matching, matching=matching,
                  total=services.queries.count_revisions(repo_id), filtered=flt != RevisionFilter(), hub=services.options.hub_url,
                  links=_filter_links(list(flt.kinds), min_severity, security), query=query.rstrip("?") + ("&" if len(query) > 1 else "?"),
-                 watches=[w for w in services.store.list_watches() if w.repo_id == repo_id])
+                 watches=services.store.repo_watches(repo_id))
 
 
 def _advisory_section(store: Any, revision: Any, hub_url: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from storage import summaries
 from storage.models import Event
 from storage.outbox import enqueue
 
@@ -46,6 +47,7 @@ def write_events(
     ]
     session.add_all(rows)
     enqueue(session, rows)
+    summaries.add_events(session, repo_id, len(rows))
     return rows
 
 

@@ -1,7 +1,9 @@
 """Reading what was announced: events filtered for feeds and the API, with cursor pagination by `seq`.
 
-Events are append-only (a row is never rewritten), so a filter's newest `seq` and row count identify
-what a feed built from it holds: `FeedState` is what conditional GETs are answered from.
+Events are append-only (a row is never rewritten), so the newest events of a filter (as many as the
+feed shows) identify what a feed built from them holds: `FeedState` is what conditional GETs are
+answered from, read through an index in one query whatever the length of the history. Repo listings
+and totals come from the per-repo summaries kept on write (storage.summaries), not from the history.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
 
 from storage.kinds import REVISION_INGESTED, at_least
-from storage.models import ChangeRecord, EstimateRecord, Event, Revision, Watch
+from storage.models import ChangeRecord, EstimateRecord, Event, RepoSummaryRow, Revision, Watch
 
 
 @dataclass(frozen=True)
@@ -60,18 +62,23 @@ class EstimatePoint:
 
 
 @dataclass(frozen=True)
-class FeedState:
-    """The newest event, how many there are, and when the newest was written, for one filter."""
-
-    last_seq: int | None
-    count: int
-    last_created_at: datetime | None
-
-
-@dataclass(frozen=True)
 class EventHead:
     seq: int
     event_id: str
+
+
+@dataclass(frozen=True)
+class FeedState:
+    """The newest events of one filter, newest first (as many as the feed shows), and when the newest
+    was written. A feed document is a function of these, so they are its validator: an event committed
+    late with a lower `seq` (concurrent writers on PostgreSQL) changes them when it enters the window."""
+
+    heads: tuple[EventHead, ...]
+    last_created_at: datetime | None
+
+    @property
+    def last_seq(self) -> int | None:
+        return self.heads[0].seq if self.heads else None
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,20 @@ class Counts:
     last_event_seq: int
 
 
+def _seq(value: int) -> sa.BindParameter[int]:
+    """A user-given event sequence bound as BIGINT: a cursor past PostgreSQL's INTEGER range (the API takes
+    up to 2**62) bounds nothing instead of failing the query."""
+    return sa.literal(value, sa.BigInteger)
+
+
+def _utc(value: datetime | str | None) -> datetime | None:
+    """A stored time as the driver hands it back (SQLite: text without a zone), UTC-aware."""
+    if value is None:
+        return None
+    when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
 def _conditions(flt: EventFilter) -> list[sa.ColumnElement[bool]]:
     where: list[sa.ColumnElement[bool]] = []
     if flt.repo_id is not None:
@@ -100,8 +121,8 @@ def _conditions(flt: EventFilter) -> list[sa.ColumnElement[bool]]:
         where.append(col(Event.repo_id).startswith(f"{flt.org}/", autoescape=True))
     if flt.min_severity is not None:
         where.append(col(Event.severity).in_(at_least(flt.min_severity)))
-    if flt.security_only:
-        where.append(col(Event.security).is_(True))
+    if flt.security_only:  # `= true`, not `IS true`: PostgreSQL only looks an equality up in an index
+        where.append(col(Event.security) == sa.true())
     if flt.kinds:
         event_kinds = [k for k in flt.kinds if "." in k]
         change_kinds = [k for k in flt.kinds if "." not in k]
@@ -138,9 +159,9 @@ class EventQueries:
         `before_seq` bounds either from above (both together: a window)."""
         query = select(Event).where(*_conditions(flt)).limit(limit)
         if before_seq is not None:
-            query = query.where(col(Event.seq) < before_seq)
+            query = query.where(col(Event.seq) < _seq(before_seq))
         if after_seq is not None:
-            query = query.where(col(Event.seq) > after_seq).order_by(col(Event.seq).asc())
+            query = query.where(col(Event.seq) > _seq(after_seq)).order_by(col(Event.seq).asc())
         else:
             query = query.order_by(col(Event.seq).desc())
         with self._session() as s:
@@ -151,7 +172,7 @@ class EventQueries:
         when it already holds each entry's content."""
         query = select(Event.seq, Event.event_id).where(*_conditions(flt)).order_by(col(Event.seq).desc()).limit(limit)
         if before_seq is not None:
-            query = query.where(col(Event.seq) < before_seq)
+            query = query.where(col(Event.seq) < _seq(before_seq))
         with self.engine.connect() as conn:
             return [EventHead(seq, event_id) for seq, event_id in conn.execute(query)]
 
@@ -166,17 +187,19 @@ class EventQueries:
         with self._session() as s:
             return list(s.exec(select(Event).where(Event.revision_id == revision_id).order_by(col(Event.seq))))
 
-    def state(self, flt: EventFilter) -> FeedState:
-        """One aggregate query: enough to answer a conditional GET without reading any event."""
-        query = select(func.max(Event.seq), func.count(col(Event.seq)), func.max(Event.created_at)).where(
-            *_conditions(flt)
+    def state(self, flt: EventFilter, limit: int) -> FeedState:
+        """The newest `limit` events' ids and the newest one's time, in one query that walks an index
+        backwards by `seq` (the primary key; (repo_id, seq) and (security, seq) for repo and security
+        feeds) and stops after `limit` rows: enough to answer a conditional GET without reading a payload."""
+        query = (
+            select(Event.seq, Event.event_id, Event.created_at)
+            .where(*_conditions(flt))
+            .order_by(col(Event.seq).desc())
+            .limit(limit)
         )
-        with self._session() as s:
-            last_seq, count, _ = s.exec(query).one()
-            last_created_at = None
-            if last_seq is not None:  # read through the column type, so it comes back UTC-aware
-                last_created_at = s.exec(select(Event.created_at).where(Event.seq == last_seq)).one()
-        return FeedState(last_seq, int(count or 0), last_created_at)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return FeedState(tuple(EventHead(seq, event_id) for seq, event_id, _ in rows), rows[0][2] if rows else None)
 
     def revisions(self, ids: Iterable[int]) -> dict[int, Revision]:
         wanted = set(ids)
@@ -218,8 +241,8 @@ class EventQueries:
             where.append(col(Revision.id).in_(select(ChangeRecord.revision_id).where(*change)))
         if flt.security_only:  # sets of ids, each read once: the planner never re-runs a subquery per revision
             where.append(sa.or_(
-                col(Revision.id).in_(select(ChangeRecord.revision_id).where(*change, col(ChangeRecord.security).is_(True))),
-                col(Revision.id).in_(select(Event.revision_id).where(col(Event.security).is_(True), col(Event.repo_id) == repo_id)),
+                col(Revision.id).in_(select(ChangeRecord.revision_id).where(*change, col(ChangeRecord.security) == sa.true())),
+                col(Revision.id).in_(select(Event.revision_id).where(col(Event.security) == sa.true(), col(Event.repo_id) == repo_id)),
             ))
         page = (
             select(Revision).where(*where)
@@ -236,8 +259,9 @@ class EventQueries:
         query = (
             select(
                 Revision.sha, Revision.committed_at, EstimateRecord.parameters_total,
-                result[("memory", "full_finetune", "batch_1_bytes")].as_integer(),
-                result[("memory", "lora", "batch_1_bytes")].as_integer(),
+                # Byte counts pass 2**31: BIGINT, not as_integer()'s INTEGER (which PostgreSQL refuses to overflow).
+                sa.cast(result[("memory", "full_finetune", "batch_1_bytes")].as_string(), sa.BigInteger),
+                sa.cast(result[("memory", "lora", "batch_1_bytes")].as_string(), sa.BigInteger),
             )
             .join(EstimateRecord, col(EstimateRecord.revision_id) == col(Revision.id))
             .where(Revision.repo_id == repo_id)
@@ -249,8 +273,10 @@ class EventQueries:
         return [EstimatePoint(*row) for row in reversed(rows)]
 
     def count_revisions(self, repo_id: str) -> int:
+        """How many revisions of the repo are stored (its summary row: no count over the history)."""
         with self._session() as s:
-            return int(s.exec(select(func.count(col(Revision.id))).where(Revision.repo_id == repo_id)).one())
+            stored = s.exec(select(RepoSummaryRow.revisions).where(RepoSummaryRow.repo_id == repo_id)).first()
+            return int(stored or 0)
 
     def count_estimates(self, repo_id: str) -> int:
         query = (
@@ -278,38 +304,37 @@ class EventQueries:
         return False
 
     def repos(self) -> list[RepoSummary]:
-        """Every repo with stored history or a watch, by id."""
-        with self._session() as s:
-            rows = s.exec(
-                select(Revision.repo_id, func.count(col(Revision.id)), func.max(Revision.committed_at)).group_by(
-                    Revision.repo_id
-                )
-            ).all()
-            watched = set(s.exec(select(Watch.repo_id).distinct()))
-        history = {repo_id: (int(n), last) for repo_id, n, last in rows}
-        out = []
-        for repo_id in sorted(set(history) | watched):
-            n, last = history.get(repo_id, (0, None))
-            if isinstance(last, str):  # SQLite hands aggregates back as text
-                last = datetime.fromisoformat(last)
-            if last is not None and last.tzinfo is None:
-                last = last.replace(tzinfo=UTC)
-            out.append(RepoSummary(repo_id, n, last, repo_id in watched))
-        return out
+        """Every repo with stored history or a watch, by id: one row per repo from the summaries and
+        the watched repo ids from the watch index, never a pass over the revisions."""
+        # The time as the driver gives it (SQLite: text), parsed below by fromisoformat: the column
+        # type's own parser costs more than the query for ten thousand repos.
+        last_at = sa.type_coerce(RepoSummaryRow.last_committed_at, sa.String)
+        query = select(RepoSummaryRow.repo_id, RepoSummaryRow.revisions, last_at).where(col(RepoSummaryRow.revisions) > 0)
+        with self.engine.connect() as conn:  # plain rows: no ORM bookkeeping for one tuple per repo
+            history = {repo_id: (int(n), _utc(last)) for repo_id, n, last in conn.execute(query)}
+            watched = set(conn.execute(select(Watch.repo_id).distinct()).scalars())
+        return [
+            RepoSummary(repo_id, *history.get(repo_id, (0, None)), repo_id in watched)
+            for repo_id in sorted(history.keys() | watched)
+        ]
 
     def counts(self) -> Counts:
-        """Totals for metrics gauges."""
-        with self._session() as s:
+        """Totals for metrics gauges: history totals summed over the per-repo summaries (one row per
+        repo, not per revision, change or event), the newest event from the primary key."""
+        with self.engine.connect() as conn:
 
             def scalar(query: sa.Select) -> int:  # type: ignore[type-arg]
-                return int(s.exec(query).one() or 0)
+                return int(conn.execute(query).scalar() or 0)
 
+            summed = (RepoSummaryRow.revisions, RepoSummaryRow.changes, RepoSummaryRow.events)
+            totals = select(*(func.coalesce(func.sum(c), 0) for c in summed))
+            revisions, changes, events = (int(n) for n in conn.execute(totals).one())
             return Counts(
                 watches=scalar(select(func.count(col(Watch.id)))),
                 watches_failing=scalar(select(func.count(col(Watch.id))).where(col(Watch.error_count) > 0)),
-                revisions=scalar(select(func.count(col(Revision.id)))),
-                changes=scalar(select(func.count(col(ChangeRecord.id)))),
-                events=scalar(select(func.count(col(Event.seq)))),
+                revisions=revisions,
+                changes=changes,
+                events=events,
                 last_event_seq=scalar(select(func.coalesce(func.max(Event.seq), 0))),
             )
 

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Protocol
 
-from sqlmodel import col, select
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
 
+from storage.errors import InvalidSubscription
 from storage.outbox import switch_off
 from storage.sessions import EngineStore
-from storage.subscriptions import Subscription, new_secret, validated
+from storage.subscriptions import Subscription, new_secret, redact_url, validated
 
 REMOVED_FROM_CONFIG = "removed from the config file"
+
+
+def _find(s: Session, subscription_id: int) -> Subscription | None:
+    """The subscription with this id. The id is bound as BIGINT: a user-given id past PostgreSQL's INTEGER
+    key range (the API takes up to 2**62) finds nothing instead of failing the query."""
+    return s.exec(select(Subscription).where(col(Subscription.id) == sa.literal(subscription_id, sa.BigInteger))).first()
 
 
 class SubscriptionSpec(Protocol):
@@ -70,21 +79,10 @@ class SubscriptionStore(EngineStore):
             query = select(Subscription).where(Subscription.source == "config", col(Subscription.removed_at).is_(None))
             existing = {(sub.url, sub.format): sub for sub in s.exec(query)}
             seen = set()
-            for spec in specs:
+            for number, spec in enumerate(specs, start=1):
                 key = (spec.url, spec.format)
                 seen.add(key)
-                wanted = validated(
-                    Subscription(
-                        url=spec.url,
-                        format=spec.format,
-                        secret_env=spec.secret_env or None,
-                        repos=list(spec.repos),
-                        kinds=list(spec.kinds),
-                        min_severity=spec.min_severity,
-                        source="config",
-                        created_at=self.clock(),
-                    )
-                )
+                wanted = _validated_spec(number, spec, self.clock())
                 sub = existing.get(key)
                 if sub is None:
                     s.add(wanted)
@@ -112,13 +110,13 @@ class SubscriptionStore(EngineStore):
 
     def get_subscription(self, subscription_id: int) -> Subscription | None:
         with self.session() as s:
-            return s.get(Subscription, subscription_id)
+            return _find(s, subscription_id)
 
     def remove_subscription(self, subscription_id: int) -> bool:
         """Remove a subscription: it gets no more events and is no longer listed; its pending deliveries
         become dead and its delivery log stays. Returns False when there was none (or it was removed)."""
         with self.session() as s:
-            sub = s.get(Subscription, subscription_id)
+            sub = _find(s, subscription_id)
             if sub is None or sub.removed_at is not None:
                 return False
             sub.removed_at = self.clock()
@@ -129,7 +127,7 @@ class SubscriptionStore(EngineStore):
     def disable_subscription(self, subscription_id: int, reason: str) -> bool:
         """Stop delivering to a subscription; its pending deliveries become dead, with the reason."""
         with self.session() as s:
-            sub = s.get(Subscription, subscription_id)
+            sub = _find(s, subscription_id)
             if sub is None:
                 return False
             switch_off(s, sub, reason)
@@ -139,10 +137,29 @@ class SubscriptionStore(EngineStore):
     def enable_subscription(self, subscription_id: int) -> bool:
         """Deliver to a disabled subscription again (its dead deliveries stay dead: redeliver them)."""
         with self.session() as s:
-            sub = s.get(Subscription, subscription_id)
+            sub = _find(s, subscription_id)
             if sub is None or sub.removed_at is not None:
                 return False
             sub.enabled, sub.disabled_reason, sub.backoff_until = True, None, None
             s.add(sub)
             s.commit()
             return True
+
+
+def _validated_spec(number: int, spec: SubscriptionSpec, created_at: datetime) -> Subscription:
+    """The config entry as a row; an InvalidSubscription names the entry (its number, format and redacted URL)."""
+    try:
+        return validated(
+            Subscription(
+                url=spec.url,
+                format=spec.format,
+                secret_env=spec.secret_env or None,
+                repos=list(spec.repos),
+                kinds=list(spec.kinds),
+                min_severity=spec.min_severity,
+                source="config",
+                created_at=created_at,
+            )
+        )
+    except InvalidSubscription as err:
+        raise InvalidSubscription(f"entry {number} ({spec.format} {redact_url(spec.url)}): {err}") from err

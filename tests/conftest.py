@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,14 +50,58 @@ def _url(db: Path | str) -> str:
     return db if isinstance(db, str) and "://" in db else f"sqlite:///{db}"
 
 
-@pytest.fixture
-def database_url(tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database: a SQLite file, or, when HUBWATCH_TEST_POSTGRES names a server (an
-    admin URL such as postgresql+psycopg://hubwatch:hubwatch@127.0.0.1/hubwatch), a new PostgreSQL
-    database dropped after the test."""
-    admin_url = os.environ.get("HUBWATCH_TEST_POSTGRES")
+POSTGRES_ENV = "HUBWATCH_TEST_POSTGRES"
+
+
+def postgres_admin_url() -> str | None:
+    """The PostgreSQL server the tests run on (an admin URL), or None for SQLite files."""
+    return os.environ.get(POSTGRES_ENV) or None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A PostgreSQL run whose server does not answer stops at once, with one clear message (never a skip);
+    so does the PostgreSQL pass (`-m postgres`) without a server, which would test SQLite again."""
+    admin_url = postgres_admin_url()
     if not admin_url:
-        yield _url(tmp_path / "hubwatch.db")
+        if (config.getoption("markexpr", "") or "").strip() == "postgres":
+            raise pytest.UsageError(f"-m postgres is the PostgreSQL pass: set {POSTGRES_ENV} to a server's admin URL")
+        return
+    import sqlalchemy as sa
+
+    try:  # a missing driver (pip install -e '.[test,postgres]') says so here too
+        engine = sa.create_engine(admin_url)
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+        engine.dispose()
+    except Exception as err:
+        raise pytest.UsageError(f"{POSTGRES_ENV} is set but its server does not answer: {err}") from err
+
+
+# The fixtures that give a test its database: on PostgreSQL, tests using none of them are not part of that pass.
+DATABASE_FIXTURES = {"database_url", "history"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In the PostgreSQL pass (`-m postgres` with HUBWATCH_TEST_POSTGRES set), a test of a `postgres` module
+    that takes no database is left out: it runs on SQLite in the plain pass and would test nothing new."""
+    if not postgres_admin_url() or "postgres" not in (config.getoption("markexpr") or ""):
+        return
+    keep, drop = [], []
+    for item in items:
+        no_database = not DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        (drop if item.get_closest_marker("postgres") and no_database else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@contextmanager
+def fresh_database(path: Path, template: str | None = None) -> Iterator[str]:
+    """The URL of a new database: the SQLite file `path`, or on PostgreSQL a new database (a copy of
+    `template`, a database no one is connected to, when given) dropped on exit."""
+    admin_url = postgres_admin_url()
+    if not admin_url:
+        yield _url(path)
         return
     import uuid
 
@@ -65,13 +110,22 @@ def database_url(tmp_path: Path) -> Iterator[str]:
     name = f"hw_test_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
     try:
         yield sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database: a SQLite file, or, when HUBWATCH_TEST_POSTGRES names a server (an
+    admin URL such as postgresql+psycopg://hubwatch@127.0.0.1:5432/postgres), a new PostgreSQL
+    database dropped after the test. Tests of modules marked `postgres` that take it run on both."""
+    with fresh_database(tmp_path / "hubwatch.db") as url:
+        yield url
 
 
 _OSV: list = []

@@ -8,6 +8,8 @@ import pytest
 
 from tracker.app import App
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 BROKEN = "hubwatch-tests/broken-model"
 REWRITTEN = "hubwatch-tests/rewritten-model"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -16,6 +17,8 @@ from storage.db import alembic_config, create_db_engine, migrate, script_heads
 from storage.errors import AmbiguousRevision, RevisionNotStored, WatchExists
 from storage.event_log import NewEvent
 from storage.store import NewChange, NewFile, NewRevision, NewTensor, NewWeightFile, Store
+
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
 T0 = datetime(2024, 7, 23, 15, 0, tzinfo=UTC)
 
@@ -55,13 +58,20 @@ def test_migrations_match_the_models(store: Store) -> None:
     assert diff == []
 
 
-def test_sqlite_runs_in_wal_mode(store: Store) -> None:
+def test_sqlite_runs_in_wal_mode(tmp_path) -> None:
     """The default SQLite database uses write-ahead logging and enforces foreign keys."""
-    if store.engine.dialect.name != "sqlite":
-        pytest.skip("SQLite pragmas; this run is on PostgreSQL")
-    with store.engine.connect() as conn:
+    engine = create_db_engine(f"sqlite:///{tmp_path / 'hubwatch.db'}")  # SQLite pragmas: never the PostgreSQL pass
+    migrate(engine)
+    with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    engine.dispose()
+
+
+def test_the_database_is_the_one_the_run_names(store: Store) -> None:
+    """With HUBWATCH_TEST_POSTGRES set (.ci/run's PostgreSQL pass) the tests' database is PostgreSQL, else SQLite."""
+    expected = "postgresql" if os.environ.get("HUBWATCH_TEST_POSTGRES") else "sqlite"
+    assert store.engine.dialect.name == expected
 
 
 def test_migrate_is_idempotent(store: Store) -> None:

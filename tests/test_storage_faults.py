@@ -24,6 +24,8 @@ from tracker.app import App
 from tracker.hub import HubClient
 from tracker.ingest import Ingestor
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 BROKEN = "hubwatch-tests/broken-model"
 REWRITTEN = "hubwatch-tests/rewritten-model"
 
@@ -147,14 +149,14 @@ class _Barrier(Store):
         return super().save_revision(*args, **kwargs)
 
 
-def test_two_writers_racing_on_one_commit_store_it_once(replay, tmp_path: Path) -> None:
-    """Two ingestors (two engines, one SQLite file) store the same commit at once: one revision, no failure."""
-    settings = settings_for(replay.endpoint, tmp_path / "hubwatch.db")
+def test_two_writers_racing_on_one_commit_store_it_once(replay, database_url: str) -> None:
+    """Two ingestors (two engines, one database) store the same commit at once: one revision, no failure."""
+    settings = settings_for(replay.endpoint, database_url)
     App(settings).store.add_watch(BROKEN, "main", 900)  # type: ignore[arg-type]
     replay.set_head(BROKEN, 1)
     _Barrier.barrier = threading.Barrier(2, timeout=60)
     ingestors = [
-        Ingestor(_Barrier(create_db_engine(f"sqlite:///{tmp_path / 'hubwatch.db'}")), HubClient(replay.endpoint), settings)  # type: ignore[arg-type]
+        Ingestor(_Barrier(create_db_engine(database_url)), HubClient(replay.endpoint), settings)  # type: ignore[arg-type]
         for _ in range(2)
     ]
     outcomes: list = []
@@ -175,12 +177,12 @@ def test_two_writers_racing_on_one_commit_store_it_once(replay, tmp_path: Path) 
     assert watch.last_sha == replay.head_sha(BROKEN) and watch.last_error is None
 
 
-def test_two_hubwatch_polls_at_once_store_each_commit_once(replay, tmp_path: Path) -> None:
-    """Two `hubwatch poll` processes started together on one SQLite file both succeed, with no traceback."""
+def test_two_hubwatch_polls_at_once_store_each_commit_once(replay, tmp_path: Path, database_url: str) -> None:
+    """Two `hubwatch poll` processes started together on one database both succeed, with no traceback."""
     import subprocess
     import sys
 
-    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db")
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
     replay.set_head(BROKEN, 1)
     assert run_cli("watch", "add", BROKEN, "--backfill", "0", config=config).returncode == 0
     replay.set_head(BROKEN, 4)
@@ -189,6 +191,6 @@ def test_two_hubwatch_polls_at_once_store_each_commit_once(replay, tmp_path: Pat
     results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
     for _out, err, code in results:
         assert code == 0 and "Traceback" not in err, err
-    app = App(settings_for(replay.endpoint, tmp_path / "hubwatch.db"))  # type: ignore[arg-type]
+    app = App(settings_for(replay.endpoint, database_url))  # type: ignore[arg-type]
     assert [r.sha for r in app.store.list_revisions(BROKEN)] == [replay.head_sha(BROKEN)]
     app.store.engine.dispose()

@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import run_cli, write_config
 from tests.feeds.conftest import API_TOKEN, HOSTILE, LLAMA, History, Served, serve
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 
 
@@ -58,7 +60,7 @@ def test_diff_between_two_revisions_matches_the_cli(client: httpx.Client, histor
     oldest, newest = shas[-1], shas[0]
     answer = client.get(f"/api/v1/repos/{LLAMA}/diff", params={"from": oldest[:8], "to": newest})
     assert answer.status_code == 200, answer.text
-    config = write_config(tmp_path / "hubwatch.toml", "http://127.0.0.1:9", history.copy_to(tmp_path).path)
+    config = write_config(tmp_path / "hubwatch.toml", "http://127.0.0.1:9", history.copy_to(tmp_path).url)
     printed = run_cli("diff", LLAMA, oldest, newest, "--json", config=config)
     assert printed.returncode == 0, printed.stderr
     assert answer.json()["changes"] == json.loads(printed.stdout)["changes"]

@@ -21,6 +21,8 @@ from tests.feeds.conftest import (
     serve,
 )
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 ATOM = "{http://www.w3.org/2005/Atom}"
 FEEDS = [
     f"/repos/{HOSTILE}/feed.atom",

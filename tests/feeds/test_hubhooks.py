@@ -22,6 +22,8 @@ from tests.conftest import write_config
 from tests.feeds.conftest import HOOK_SECRET, Served, serve
 from tracker.app import App
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 BROKEN = "hubwatch-tests/broken-model"
 
 

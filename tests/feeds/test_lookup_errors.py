@@ -9,6 +9,8 @@ from feeds.http import LOOKUP_STATUS, lookup_status
 from storage import errors
 from tests.feeds.conftest import LLAMA
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 
 @pytest.mark.parametrize(
     ("error", "status"),

@@ -13,6 +13,8 @@ from schemathesis import checks
 
 from tests.feeds.conftest import API_TOKEN, READ_TOKEN, History, serve
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from tests.feeds.conftest import HOSTILE, LLAMA, Served, serve
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 
 def _hostile_shas(served: Served) -> tuple[str, str]:
     newest, oldest = served.store.list_revisions(HOSTILE)

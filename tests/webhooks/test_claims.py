@@ -8,10 +8,14 @@ import threading
 import time
 from datetime import datetime, timedelta
 
+import pytest
+
 from storage.outbox import OutboxStore
 from storage.store import Store
 from storage.subscription_store import SubscriptionStore
 from tests.webhooks.conftest import T0, Receiver, Reply, emit, subscribe
+
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
 
 def _at(seconds: float) -> datetime:

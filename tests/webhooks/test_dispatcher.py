@@ -32,6 +32,8 @@ from tests.webhooks.conftest import (
     subscribe,
 )
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 
 def _at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)

@@ -18,6 +18,8 @@ from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import Subscription, matches
 from tests.webhooks.conftest import SECRET, T0, emit, subscribe
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 HOOK = "https://hooks.example.com/hook"
 
 

@@ -20,6 +20,8 @@ from tests.test_cli import _read_until
 from tests.webhooks.conftest import LINKS, SECRET, Receiver, Reply
 from tracker.app import App
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 BROKEN = "hubwatch-tests/broken-model"
 HOSTILE = "hubwatch-tests/hostile-model"
 

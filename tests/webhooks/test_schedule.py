@@ -15,6 +15,8 @@ from tests.webhooks.conftest import T0, Receiver, Reply, emit, subscribe
 from tracker.config import settings_from_mapping
 from tracker.errors import ConfigError
 
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
 
 def _at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)

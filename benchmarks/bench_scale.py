@@ -1,0 +1,247 @@
+"""Figures (issue 15): a request or an ingest write costs the same at 10k, 100k and 1M revisions.
+
+The history: 10,000 repos, each watched, with revisions spread over them round-robin; every revision
+has one file, one change and one event, every tenth one security-relevant. It is grown by bulk inserts
+into the storage layer's own tables (the models' tables, executemany; no network, no pipeline, which
+would take hours for a million commits) and summarised by migration 0012's back-fill, the SQL an
+upgraded database runs; the measured ingest writes go through `Store.save_revision`, as the daemon's do.
+
+At each size it prints medians of: the all-feed's and the security feed's state as the storage reads it,
+the same feeds answering a conditional GET with 304 (goal: under 5 ms and flat), the HTTP floor (what
+`/healthz` costs through the test client), a repo's history page (`/repos/{org}/{name}`), `/api/v1/repos`, the
+home page `/`, `/metrics` (all through the ASGI app in process, fastapi's TestClient) and one ingest
+write, each with its ratio against the smallest size; and the storage reads behind them (feed state,
+the repo list, the metrics totals) beside the baseline: the queries hubwatch ran before on the same
+database (feed state as max + count over the feed's events, the repo list grouped over every
+revision, totals counted over whole tables), with the ratio of before to now.
+`/api/v1/repos` and `/` list all 10,000 repos and watches at every size: their cost is their output's.
+
+Run: .venv/bin/python benchmarks/bench_scale.py           10k and 100k revisions: about 3 minutes
+     .venv/bin/python benchmarks/bench_scale.py --full    adds 1M: about 10 minutes more (growing it: 8.5),
+                                                          and about 1.5 GB of disk in the temp directory
+(timed on a 2-core machine shared with other work; --sizes 1000,5000 gives a quick look).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, func, select
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fastapi.testclient import TestClient
+
+from feeds.feed import FeedRequest
+from feeds.http import create_app
+from storage.db import create_db_engine, migrate
+from storage.event_log import NewEvent
+from storage.event_queries import RepoSummary
+from storage.models import ChangeRecord, Event, Revision, RevisionFile, Watch
+from storage.store import NewChange, NewFile, NewRevision, Store
+
+REPOS = 10_000
+SIZES = (10_000, 100_000)
+FULL_SIZE = 1_000_000
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+CHUNK = 20_000
+GOAL_304_MS = 5.0
+MIGRATION = Path(__file__).resolve().parent.parent / "storage/migrations/versions/0012_scale_indexes.py"
+
+
+def repo_id(i: int) -> str:
+    return f"org{i % 100:02d}/model-{i:05d}"
+
+
+def sha(n: int) -> str:
+    return hashlib.sha1(str(n).encode()).hexdigest()
+
+
+def _backfill_sql() -> str:
+    spec = importlib.util.spec_from_file_location("scale_migration", MIGRATION)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module._BACKFILL)
+
+
+def grow(engine: sa.Engine, start: int, stop: int) -> None:
+    """Revisions start..stop-1 (ids and event seqs n+1), each with a file, a change and an event; then
+    every repo's summary recomputed by the migration's back-fill."""
+    for lo in range(start, stop, CHUNK):
+        ns = range(lo, min(lo + CHUNK, stop))
+        revisions, files, changes, events = [], [], [], []
+        for n in ns:
+            rid, repo, at, security = n + 1, repo_id(n % REPOS), T0 + timedelta(seconds=n), n % 10 == 0
+            revisions.append({"id": rid, "repo_id": repo, "sha": sha(n), "parent_sha": None, "branch": "main", "committed_at": at,
+                              "title": f"Update config.json ({n})", "message": "", "authors": ["bench"], "ingested_at": at,
+                              "is_baseline": n < REPOS, "file_count": 1})
+            files.append({"revision_id": rid, "path": "config.json", "oid": sha(-n), "size": 100, "kind": "config", "held": False})
+            changes.append({"id": rid, "revision_id": rid, "ordinal": 0, "kind": "custom_code" if security else "config",
+                            "path": "config.json", "summary": "changed", "severity": "critical" if security else "notice",
+                            "structural": False, "security": security, "detail": {}})
+            events.append({"seq": rid, "event_id": f"ev-{n}", "kind": "revision.ingested", "repo_id": repo, "revision_id": rid,
+                           "sha": sha(n), "title": f"{repo}: Update config.json ({n})", "severity": "critical" if security else "notice",
+                           "security": security, "created_at": at, "payload": {"kinds": ["config"]}})
+        with engine.begin() as conn:
+            for model, rows in ((Revision, revisions), (RevisionFile, files), (ChangeRecord, changes), (Event, events)):
+                conn.execute(sa.insert(model), rows)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM repo_summary")
+        conn.exec_driver_sql(_backfill_sql())
+
+
+def median_ms(fn: Callable[[], Any], runs: int) -> float:
+    fn()  # warm: caches, the first compile of each statement
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def measure(store: Store, client: TestClient, size: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    feeds = client.app.state.services.feeds  # type: ignore[attr-defined]
+    for name, scope in (("all-feed state", "all"), ("security state", "security")):
+        out[name] = median_ms(lambda scope=scope: feeds.state(FeedRequest(scope)), 50)
+    queries = client.app.state.services.queries  # type: ignore[attr-defined]
+    out["repo list query"] = median_ms(queries.repos, 5)
+    out["metrics counts"] = median_ms(queries.counts, 20)
+    for name, path in (("all-feed 304", "/feeds/all.atom"), ("security feed 304", "/feeds/security.atom")):
+        etag = client.get(path).headers["etag"]
+
+        def not_modified(path: str = path, etag: str = etag) -> None:
+            response = client.get(path, headers={"If-None-Match": etag})
+            assert response.status_code == 304, response.status_code
+
+        out[name] = median_ms(not_modified, 50)
+    busy = repo_id(7)
+
+    def get(path: str) -> Callable[[], None]:
+        def call() -> None:
+            response = client.get(path)
+            assert response.status_code == 200, (path, response.status_code)
+        return call
+
+    out["HTTP floor"] = median_ms(get("/healthz"), 50)  # what any request costs through TestClient
+    out["history page"] = median_ms(get(f"/repos/{busy}"), 20)
+    out["/api/v1/repos"] = median_ms(get("/api/v1/repos"), 5)
+    out["/ (home)"] = median_ms(get("/"), 5)
+    out["/metrics"] = median_ms(get("/metrics"), 20)
+    serial = iter(range(10**9))
+
+    def ingest() -> None:
+        n = size * 10 + next(serial)
+        store.save_revision(NewRevision(
+            repo_id=repo_id(n % REPOS), sha=sha(n), parent_sha=None, branch="main", committed_at=T0 + timedelta(seconds=n),
+            title="Update config.json", message="", authors=["bench"], is_baseline=False,
+            files=[NewFile("config.json", sha(-n), 100, "config")], blobs={}, weight_files=[],
+            changes=[NewChange("config", "config.json", "changed", "notice")],
+            events=[NewEvent(f"bench-{n}", "revision.ingested", "Update config.json", "notice")],
+        ))
+
+    out["ingest write"] = median_ms(ingest, 30)
+    return out
+
+
+# The baseline: the code hubwatch ran before issue 15 (storage/event_queries.py at edb6768), on the same
+# database; the security filter reads the table as it had to before its index existed (SQLite only).
+def _old_state(engine: sa.Engine, security: bool) -> None:
+    query = select(func.max(Event.seq), func.count(col(Event.seq)), func.max(Event.created_at))
+    if security:
+        query = query.where(sa.text("+event.security IS 1"))  # unary +: SQLite uses no index for the term
+    with Session(engine, expire_on_commit=False) as s:
+        last_seq, _count, _ = s.exec(query).one()
+        if last_seq is not None:
+            s.exec(select(Event.created_at).where(Event.seq == last_seq)).one()
+
+
+def _old_repos(engine: sa.Engine) -> None:
+    with Session(engine, expire_on_commit=False) as s:
+        rows = s.exec(
+            select(Revision.repo_id, func.count(col(Revision.id)), func.max(Revision.committed_at)).group_by(Revision.repo_id)
+        ).all()
+        watched = set(s.exec(select(Watch.repo_id).distinct()))
+    history = {repo_id: (int(n), last) for repo_id, n, last in rows}
+    out = []
+    for repo_id in sorted(set(history) | watched):
+        n, last = history.get(repo_id, (0, None))
+        if isinstance(last, str):
+            last = datetime.fromisoformat(last)
+        if last is not None and last.tzinfo is None:
+            last = last.replace(tzinfo=UTC)
+        out.append(RepoSummary(repo_id, n, last, repo_id in watched))
+
+
+def _old_counts(engine: sa.Engine) -> None:
+    with Session(engine, expire_on_commit=False) as s:
+        for query in (select(func.count(col(Watch.id))), select(func.count(col(Watch.id))).where(col(Watch.error_count) > 0),
+                      select(func.count(col(Revision.id))), select(func.count(col(ChangeRecord.id))),
+                      select(func.count(col(Event.seq))), select(func.coalesce(func.max(Event.seq), 0))):
+            s.exec(query).one()
+
+
+BEFORE: dict[str, Callable[[sa.Engine], None]] = {
+    "all-feed state": lambda engine: _old_state(engine, security=False),
+    "security state": lambda engine: _old_state(engine, security=True),
+    "repo list query": _old_repos,
+    "metrics counts": _old_counts,
+}
+
+
+def before(engine: sa.Engine) -> dict[str, float]:
+    return {name: median_ms(lambda fn=fn: fn(engine), 5) for name, fn in BEFORE.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--full", action="store_true", help=f"also grow to {FULL_SIZE:,} revisions")
+    parser.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")), help="revision counts to measure at")
+    args = parser.parse_args()
+    sizes = args.sizes or (SIZES + ((FULL_SIZE,) if args.full else ()))
+    results: dict[int, dict[str, float]] = {}
+    baseline: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = create_db_engine(f"sqlite:///{tmp}/scale.db")
+        migrate(engine)
+        with engine.begin() as conn:
+            conn.execute(sa.insert(Watch), [{"repo_id": repo_id(i), "branch": "main", "interval_s": 900, "source": "config",
+                                             "backfill": 0, "created_at": T0, "error_count": 0} for i in range(REPOS)])
+        store = Store(engine)
+        client = TestClient(create_app(store))
+        grown = 0
+        for size in sizes:
+            started = time.perf_counter()
+            grow(engine, grown, size)
+            grown = size
+            print(f"grew to {size:,} revisions over {REPOS:,} repos in {time.perf_counter() - started:.0f} s", flush=True)
+            results[size] = measure(store, client, size)
+            baseline[size] = before(engine)
+            grown += 31  # the measured writes (warm-up and 30) took the next ids
+            for name, ms in results[size].items():
+                ratio = ms / results[sizes[0]][name]
+                line = f"  {name:18} {ms:9.2f} ms   x{ratio:5.2f} vs {sizes[0]:,}"
+                if name in baseline[size]:
+                    old = baseline[size][name]
+                    line += f"   before: {old:8.2f} ms (x{old / ms:6.1f} of now)"
+                if name.endswith("304"):
+                    line += "   ok" if ms < GOAL_304_MS else f"   over the {GOAL_304_MS:.0f} ms goal"
+                print(line, flush=True)
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()
