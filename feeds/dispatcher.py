@@ -18,11 +18,16 @@ Webhooks schedule (feeds.webhooks.schedule).
   (`lease_s`, seconds), marks the cut-short attempt `interrupted` and sends that delivery again first,
   with the same webhook-id. A worker that lost its claim starts no further attempt.
 - The URL is vetted again before every attempt and the connection goes to the checked address
-  (feeds.webhooks.safety), so DNS rebinding cannot reach a private address.
+  (feeds.webhooks.safety), so DNS rebinding cannot reach a private address. Apprise subscriptions
+  (feeds.webhooks.apprise) are read by Apprise and their host checked the same way (not pinned: Apprise
+  resolves it again), then Apprise sends, in a thread, within the time-out; a failure is retried as an
+  endpoint that is down.
 - At most 64 KB of a response is read; a delivery that takes longer than the time-out is a failure.
 - `run_once(now)` delivers what is due and returns (tests drive it with a fake `now`, no sleeping);
-  `run_forever(stop)` is the daemon's loop. History is never touched: a failed webhook only updates
-  its own delivery row.
+  `run_forever(stop)` is the daemon's loop. It starts a round the moment deliveries are committed (a
+  wake-up from the writing thread, and on PostgreSQL a NOTIFY from any process), when a retry this
+  worker scheduled falls due, and otherwise every `poll_interval_s` (a slow safety tick). History is
+  never touched: a failed webhook only updates its own delivery row.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from email.utils import parsedate_to_datetime
 import httpx
 import structlog
 
-from feeds.webhooks import Links, generic, render
+from feeds.webhooks import Links, apprise, generic, render
 from feeds.webhooks.chat_text import visible
 from feeds.webhooks.safety import (
     Resolver,
@@ -62,6 +67,7 @@ log = structlog.get_logger(__name__)
 
 MAX_RESPONSE_BYTES = 64 * 1024
 PER_SUBSCRIPTION = 25  # deliveries of one endpoint taken per claim (they go one at a time)
+STOP_CHECK_S = 0.5  # how often an idle loop looks at its stop event
 USER_AGENT = "hubwatch-webhooks/0.1"
 SLACK_PERMANENT = frozenset({
     "channel_is_archived", "channel_not_found", "invalid_token", "no_service", "no_service_id",
@@ -139,6 +145,9 @@ class Dispatcher:
         self.clock = clock
         self.worker_id = worker_id or new_worker_id()
         self.schedule = RetrySchedule(options.retry_schedule_s, options.retry_after_max_s)
+        self._wake = threading.Event()
+        self._retry_lock = threading.Lock()
+        self._next_retry_at: datetime | None = None  # the earliest retry this worker scheduled in its round
         self._client = httpx.Client(
             follow_redirects=False,
             trust_env=False,
@@ -178,23 +187,64 @@ class Dispatcher:
         return report
 
     def run_forever(self, stop: threading.Event) -> None:
-        """The daemon's loop: deliver what is due, wait `poll_interval_s` (or until stopped), again. A
-        heartbeat renews this worker's claims meanwhile; they are let go on the way out."""
-        log.info("dispatcher_started", concurrency=self.options.concurrency, worker_id=self.worker_id)
+        """The daemon's loop: deliver what is due, then wait for a wake-up (deliveries committed, here or,
+        on PostgreSQL, anywhere), the earliest retry this worker scheduled, or `poll_interval_s`, or until
+        stopped; again. A heartbeat renews this worker's claims meanwhile; they are let go on the way out."""
+        log.info("dispatcher_started", concurrency=self.options.concurrency, worker_id=self.worker_id,
+                 poll_interval_s=self.options.poll_interval_s)
+        stop_wakeups = self.outbox.on_queued(self.wake)
+        listener_stop = threading.Event()
+        listener = threading.Thread(target=self.outbox.listen, args=(self.wake, listener_stop, self._listener_lost),
+                                    name="webhook-listener", daemon=True)
+        listener.start()
         try:
             with self._heartbeat():
                 while not stop.is_set():
+                    self._wake.clear()  # a commit from now on wakes the next wait
+                    with self._retry_lock:  # a retry not yet due is kept: an early wake-up (on PostgreSQL, the
+                        # NOTIFY of a commit this worker was already woken for) must not make it wait for the tick
+                        if self._next_retry_at is not None and self._next_retry_at <= self.clock():
+                            self._next_retry_at = None
                     try:
                         self.run_once(None, stop)
                     except Exception:
                         log.exception("dispatcher_round_failed", worker_id=self.worker_id)
-                    stop.wait(self.options.poll_interval_s)
+                    self._idle(stop)
         finally:
+            stop_wakeups()
+            listener_stop.set()
+            listener.join(timeout=5)
             try:
                 self.outbox.release_claims(self.worker_id)
             finally:
                 self.close()
                 log.info("dispatcher_stopped", worker_id=self.worker_id)
+
+    def wake(self) -> None:
+        """Start the next round now (deliveries were queued). Thread-safe and quick: writers call it."""
+        self._wake.set()
+
+    def _idle(self, stop: threading.Event) -> None:
+        """Wait for a wake-up, this worker's earliest retry, the safety tick or `stop`, whichever is first."""
+        wait_s = self.options.poll_interval_s
+        with self._retry_lock:
+            retry_at = self._next_retry_at
+        if retry_at is not None:
+            wait_s = min(wait_s, max(0.0, (retry_at - self.clock()).total_seconds()))
+        deadline = time.monotonic() + wait_s
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._wake.wait(min(left, STOP_CHECK_S)):
+                return
+
+    def _listener_lost(self, error: str) -> None:
+        log.warning("webhook_listener_lost", error=error, worker_id=self.worker_id)
+
+    def _retry_due(self, at: datetime) -> None:
+        """A retry (or an endpoint's hold) this worker set: the idle loop wakes for it."""
+        with self._retry_lock:
+            if self._next_retry_at is None or at < self._next_retry_at:
+                self._next_retry_at = at
 
     def deliver_now(self, delivery_id: str) -> Attempt | None:
         """Try one pending delivery at once, whatever its schedule (a manual redelivery). None when it is
@@ -268,14 +318,17 @@ class Dispatcher:
     def _attempt(self, item: OutboxItem) -> Attempt:
         sub, delivery = item.subscription, item.delivery
         started = time.monotonic()
+        vet_address = apprise.vet if sub.format == "apprise" else vet
         try:
-            target = vet(sub.url, self.options.allow_private_targets, self.resolve)
+            target = vet_address(sub.url, self.options.allow_private_targets, self.resolve)
         except UnsafeTarget as err:
             return Attempt("failed", error=str(err), disable_reason=f"refused address: {err}")
         except UnresolvableTarget as err:
             return Attempt("retry", error=str(err), endpoint_down=True)
         except InvalidSubscription as err:
             return Attempt("failed", error=str(err), disable_reason=f"invalid URL: {err}")
+        if target is None:  # apprise: Apprise connects by itself
+            return self._send_apprise(item, started)
         secret = self.secret_for(sub)
         if sub.format == "generic" and not secret:
             where = f"${sub.secret_env} is not set" if sub.secret_env else "the subscription has none"
@@ -296,6 +349,14 @@ class Dispatcher:
             attempt = Attempt("retry", error=f"no answer within {self.options.timeout_s:g} s (timed out)", endpoint_down=True)
         except httpx.HTTPError as err:
             attempt = Attempt("retry", error=f"{type(err).__name__}: {err}"[:500], endpoint_down=True)
+        return replace(attempt, duration_ms=int((time.monotonic() - started) * 1000))
+
+    def _send_apprise(self, item: OutboxItem, started: float) -> Attempt:
+        """Apprise sends the notification (off this thread, within the time-out); a failure or time-out is
+        retried like an endpoint that did not answer, with Apprise's reason (scrubbed) in the delivery log."""
+        sent = apprise.send(item.subscription.url, apprise.message(item.event, self.links),
+                            self.options.timeout_s, self.options.connect_timeout_s)
+        attempt = Attempt("delivered") if sent.ok else Attempt("retry", error=sent.error or "Apprise failed", endpoint_down=True)
         return replace(attempt, duration_ms=int((time.monotonic() - started) * 1000))
 
     def _classify(self, sub: Subscription, code: int, headers: httpx.Headers, head: bytes) -> Attempt:
@@ -324,7 +385,7 @@ class Dispatcher:
         fields = {"delivery_id": d.id, "subscription_id": sub.id, "event_id": d.event_id, "attempt": attempts,
                   "status_code": attempt.status_code, "duration_ms": attempt.duration_ms, "worker_id": self.worker_id}
         if attempt.outcome == "delivered":
-            self.outbox.mark_delivered(attempt_id, now, attempt.status_code or 200, attempt.duration_ms)
+            self.outbox.mark_delivered(attempt_id, now, attempt.status_code, attempt.duration_ms)  # None: apprise (no HTTP status)
             log.info("webhook_delivered", **fields)
             return "delivered", False
         error = attempt.error or "failed"
@@ -340,10 +401,13 @@ class Dispatcher:
             hold_until = now + timedelta(seconds=self.schedule.delays_s[0] if self.schedule.delays_s else 1)
             self.outbox.mark_dead(attempt_id, attempt.status_code, f"gave up after {attempts} attempts: {error}",
                                   attempt.duration_ms, hold_until=hold_until if attempt.endpoint_down else None)
+            if attempt.endpoint_down:
+                self._retry_due(hold_until)
             log.error("webhook_dead", error=error, **fields)
             return "dead", attempt.endpoint_down
         self.outbox.mark_retry(attempt_id, nxt.at, attempt.status_code, error, attempt.duration_ms,
                                retry_step=nxt.step, hold_subscription=attempt.endpoint_down)
+        self._retry_due(nxt.at)
         log.warning("webhook_failed", error=error, next_attempt_at=nxt.at.isoformat(), **fields)
         return "retried", attempt.endpoint_down
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.utils
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,12 +32,18 @@ from storage.store import Store
 
 log = structlog.get_logger(__name__)
 
+# The feed warm-up renders this many entries at a time, with this pause between pieces.
+WARM_PIECE = 50
+WARM_PAUSE_S = 0.02
+
 # (repo_id, branch) -> whether an ingest was started or queued.
 Trigger = Callable[[str, str | None], bool]
 # Two stored revisions -> their changes as dicts (kind, path, summary, severity, structural, security, detail).
 DiffFn = Callable[[Revision, Revision], list[dict[str, Any]]]
 # The poller's view of the database: {"storage": "ok"|"failing", "since", "error", "polling_paused", ...}.
 StorageStateFn = Callable[[], dict[str, Any]]
+# The scheduler's view of its polls: {"polls_scheduled", "polls_overdue", "oldest_overdue_s"}.
+PollStateFn = Callable[[], dict[str, Any]]
 
 # The HTTP status of each storage lookup error; a subclass answers as its nearest listed base.
 LOOKUP_STATUS: dict[type[StoreLookupError], int] = {
@@ -72,6 +79,7 @@ class Services:
     outbox: Any = None
     diff: DiffFn | None = None
     storage_state: StorageStateFn | None = None
+    poll_state: PollStateFn | None = None
     _diffs: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _diff_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -99,11 +107,13 @@ def create_app(
     outbox: Any = None,
     diff: DiffFn | None = None,
     storage_state: StorageStateFn | None = None,
+    poll_state: PollStateFn | None = None,
 ) -> FastAPI:
     """The whole HTTP surface over one store. `trigger` starts an ingest (Hub webhooks answer 503
     without it); `diff` computes the diff of two revisions (compare answers 501 without it); `outbox`
     is the webhooks' OutboxStore (subscription routes answer 503 without it); `storage_state` is the
-    poller's view of the database, reported on /healthz (absent without a poller)."""
+    poller's view of the database, reported on /healthz (absent without a poller); `poll_state` the
+    scheduler's overdue polls, on /healthz and /metrics (absent without a scheduler)."""
     queries = EventQueries(store.engine)
     services = Services(
         store=store,
@@ -115,6 +125,7 @@ def create_app(
         outbox=outbox,
         diff=diff,
         storage_state=storage_state,
+        poll_state=poll_state,
     )
     app = FastAPI(
         title="hubwatch",
@@ -294,9 +305,23 @@ class ServerThread:
         log.info("http_server_started", host=self.host, port=self.port, url=self.url)
         return self
 
-    def warm_feeds(self) -> int:
-        """Render the newest events' feed entries now rather than on a reader's request."""
-        return self.app.state.services.feeds.warm()
+    def warm_feeds(self, limit: int = 1000, piece: int = WARM_PIECE, pause: Callable[[float], object] = time.sleep) -> int:
+        """Render the newest events' feed entries now rather than on a reader's request, `piece` entries at
+        a time with a short pause between pieces: a warm-up (at start, in its own thread) never holds the
+        interpreter or the database for longer than one piece, so requests go on meanwhile. Stops at the
+        first piece with nothing left to make (after a poll only the new events' entries are missing).
+        Returns how many entries were made."""
+        feeds = self.app.state.services.feeds
+        made = 0
+        depth = 0
+        while depth < limit:
+            depth = min(limit, depth + piece)
+            new = feeds.warm(depth)
+            made += new
+            if new == 0:
+                break
+            pause(WARM_PAUSE_S)
+        return made
 
     def stop(self) -> None:
         """Stop accepting, let requests in flight finish, join the thread."""

@@ -17,6 +17,7 @@ import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from feeds.auth import same_secret
@@ -119,28 +120,39 @@ async def hub_webhook(request: Request) -> JSONResponse:
         return _answer(request, 200, "ignored", f"not a model: {repo.get('type')} repos are not tracked", repo_id)
     if scope not in CONTENT_SCOPES:
         return _answer(request, 200, "ignored", f"other scope: {scope} does not change the repo's files", repo_id)
-    # Store calls are synchronous SQL: keep them off the event loop.
-    watches = await run_in_threadpool(services.store.list_watches)
-    branches = sorted({w.branch for w in watches if w.repo_id == repo_id})
+    # Store calls are synchronous SQL: off the event loop, in one hop (each hop waits for a thread).
+    code, status, detail, branches = await run_in_threadpool(_due_branches, services, repo_id, payload)
+    response = _answer(request, code, status, detail, repo_id, branches)
+    if code == 202:  # the ingest starts once the answer is sent: its work never holds the answer up
+        response.background = BackgroundTask(_trigger, services.trigger, repo_id, branches, payload)
+    return response
+
+
+def _trigger(trigger: Any, repo_id: str, branches: list[str], payload: dict[str, Any]) -> None:
+    for branch in branches:
+        trigger(repo_id, branch)
+    head_sha = payload["repo"].get("headSha")
+    log.info("hub_webhook_accepted", repo_id=repo_id, branches=branches, sha=head_sha if isinstance(head_sha, str) else None)
+
+
+def _due_branches(services: Any, repo_id: str, payload: dict[str, Any]) -> tuple[int, str, str, list[str]]:
+    """Look up the one repo's watches (an index lookup, never the whole watch list) and skip the branches
+    whose new commit is stored already: (status code, status, detail, the branches to ingest)."""
+    branches = sorted({w.branch for w in services.store.repo_watches(repo_id)})
     if not branches:
         log.info("hub_webhook_refused", repo_id=repo_id, reason="not watched")
-        return _answer(request, 404, "refused", f"not watched: {repo_id} is not watched here", repo_id)
+        return 404, "refused", f"not watched: {repo_id} is not watched here", []
     moved = _moved_branches(payload)
+    repo = payload["repo"]
     head_sha = repo.get("headSha") if isinstance(repo.get("headSha"), str) else None
     if moved is None:  # no refs named: the head moved, on whichever branch it is
         moved = dict.fromkeys(branches, head_sha)
     wanted = {b: sha for b, sha in moved.items() if b in branches}
     if not wanted:
-        return _answer(request, 200, "ignored", f"other branch: none of {', '.join(sorted(moved)) or 'the refs'} is watched", repo_id)
-    due = []
-    for branch, sha in sorted(wanted.items()):
-        if sha and await run_in_threadpool(services.store.has_revision, repo_id, sha):
-            continue  # a replay, or the scheduler got there first
-        due.append(branch)
+        return 200, "ignored", f"other branch: none of {', '.join(sorted(moved)) or 'the refs'} is watched", []
+    due = [branch for branch, sha in sorted(wanted.items())
+           if not (sha and services.store.has_revision(repo_id, sha))]  # stored: a replay, or the scheduler got there first
     if not due:
         shas = ", ".join(s[:12] for s in wanted.values() if s)
-        return _answer(request, 200, "ignored", f"already ingested: {repo_id} at {shas}", repo_id)
-    for branch in due:
-        await run_in_threadpool(services.trigger, repo_id, branch)
-    log.info("hub_webhook_accepted", repo_id=repo_id, branches=due, sha=head_sha)
-    return _answer(request, 202, "triggered", f"triggered: ingest of {repo_id} started", repo_id, due)
+        return 200, "ignored", f"already ingested: {repo_id} at {shas}", []
+    return 202, "triggered", f"triggered: ingest of {repo_id} started", due

@@ -125,6 +125,10 @@ class Liveness(Health):
     error: str | None = None  # why, as the database said it
     polling_paused: bool | None = None  # no Hub request is made until the next probe
     next_probe_at: str | None = None
+    polls_scheduled: int | None = None  # with a scheduler: the watches it polls
+    polls_overdue: int | None = None  # watches whose poll has not started within interval + jitter (+ grace)
+    oldest_overdue_s: float | None = None  # how far past that the most overdue one is
+    hub_budget: dict | None = None  # the Hub request budget: per pool, the window's use and limit, and any stretch
 
 
 router = APIRouter(tags=["health"])
@@ -133,8 +137,10 @@ router = APIRouter(tags=["health"])
 @router.get("/healthz", response_model=Liveness, response_model_exclude_none=True,
             summary="Liveness: the process answers (and whether the poller's database takes writes)")
 def healthz(request: Request) -> Liveness:
-    state = request.app.state.services.storage_state
-    return Liveness(status="ok", **(state() if state is not None else {}))
+    services = request.app.state.services
+    state = services.storage_state() if services.storage_state is not None else {}
+    polls = services.poll_state() if services.poll_state is not None else {}
+    return Liveness(status="ok", **state, **polls)
 
 
 @router.get(
@@ -169,4 +175,8 @@ def metrics(request: Request) -> PlainTextResponse:
         "events": ("Stored events.", counts.events),
         "last_event_seq": ("The newest event's sequence number.", counts.last_event_seq),
     }
+    if services.poll_state is not None:
+        polls = services.poll_state()
+        gauges["polls_overdue"] = ("Watches whose poll has not started within their interval plus jitter.", polls["polls_overdue"])
+        gauges["oldest_overdue_seconds"] = ("How far past its interval plus jitter the most overdue poll is.", polls["oldest_overdue_s"])
     return PlainTextResponse(services.metrics.exposition(gauges), media_type="text/plain; version=0.0.4")

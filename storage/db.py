@@ -22,7 +22,8 @@ _QUOTED = re.compile(r"['\"]([^'\"]+)['\"]")
 def create_db_engine(url: str) -> sa.Engine:
     """An engine for `url`; SQLite files get WAL, foreign keys and a busy timeout."""
     try:
-        engine = sa.create_engine(url, future=True, pool_pre_ping=True)
+        # A server connection can die between uses (pre-ping finds out); a SQLite file cannot: no ping there.
+        engine = sa.create_engine(url, future=True, pool_pre_ping=not url.startswith("sqlite"))
     except (sa.exc.ArgumentError, ImportError) as err:
         raise StorageError(f"cannot use database URL {_redact(url)}: {err}") from err
     if engine.dialect.name == "sqlite":

@@ -49,10 +49,13 @@ class Revision(SQLModel, table=True):
     """One ingested commit of a repo."""
 
     __tablename__ = "revision"
-    __table_args__ = (sa.UniqueConstraint("repo_id", "sha", name="uq_revision_repo_sha"),)
+    __table_args__ = (
+        sa.UniqueConstraint("repo_id", "sha", name="uq_revision_repo_sha"),
+        sa.Index("ix_revision_repo_committed", "repo_id", "committed_at", "id"),  # a repo's history, newest first
+    )
 
     id: int | None = Field(default=None, primary_key=True)
-    repo_id: str = Field(index=True, max_length=200)
+    repo_id: str = Field(max_length=200)
     sha: str = Field(max_length=40, index=True)
     parent_sha: str | None = Field(default=None, max_length=40)  # the revision it was diffed against
     branch: str = Field(default="main", max_length=200)
@@ -138,11 +141,16 @@ class Event(SQLModel, table=True):
     """Something to announce (a revision ingested, a history rewrite...). `event_id` never changes."""
 
     __tablename__ = "event"
+    __table_args__ = (  # feeds read the newest events of a filter by (column, seq): no sort, no scan
+        sa.Index("ix_event_repo_seq", "repo_id", "seq"),
+        sa.Index("ix_event_security_seq", "security", "seq"),
+        sa.Index("ix_event_revision_id", "revision_id"),
+    )
 
     seq: int | None = Field(default=None, primary_key=True)
     event_id: str = Field(max_length=64, unique=True)
     kind: str = Field(max_length=40, index=True)
-    repo_id: str = Field(max_length=200, index=True)
+    repo_id: str = Field(max_length=200)
     revision_id: int | None = Field(default=None, foreign_key="revision.id", ondelete="CASCADE")
     sha: str | None = Field(default=None, max_length=40)
     title: str
@@ -150,6 +158,22 @@ class Event(SQLModel, table=True):
     security: bool = False
     created_at: datetime = _utc(index=True)
     payload: dict[str, Any] = _json()
+
+
+class RepoSummaryRow(SQLModel, table=True):
+    """One repo's history in a row, kept by storage.summaries in the transaction of every revision and
+    event write: what the repo list, the home page and the metrics read instead of whole tables."""
+
+    __tablename__ = "repo_summary"
+
+    repo_id: str = Field(primary_key=True, max_length=200)
+    revisions: int = 0
+    changes: int = 0
+    events: int = 0
+    latest_revision_id: int | None = None  # the newest by (committed_at, id), as the history lists them
+    latest_sha: str | None = Field(default=None, max_length=40)
+    last_committed_at: datetime | None = _utc(nullable=True)
+    last_ingested_at: datetime | None = _utc(nullable=True)
 
 
 class EstimateRecord(SQLModel, table=True):
@@ -162,3 +186,42 @@ class EstimateRecord(SQLModel, table=True):
     parameters_total: int | None = _bigint(nullable=True)
     result: dict[str, Any] | None = _json(nullable=True)  # the estimate as JSON (estimator's to_dict)
     error: str | None = None  # why no estimate could be made (bad or missing config)
+
+
+class AuthorWatch(SQLModel, table=True):
+    """`watch add 'ORG/*'`: every model of an author (org or user), including ones created later.
+    The listing pass adds a Watch (source "author") for each of its models it has not seen yet."""
+
+    __tablename__ = "author_watch"
+
+    id: int | None = Field(default=None, primary_key=True)
+    author: str = Field(max_length=100, unique=True)
+    interval_s: int = 900
+    source: str = Field(default="cli", max_length=20)
+    created_at: datetime = _utc()
+    last_listed_at: datetime | None = _utc(nullable=True)  # its last complete listing
+
+
+class ListingState(SQLModel, table=True):
+    """The high-water mark of one listing scope ("*": every model; "author:ORG": one author's models):
+    the newest lastModified a complete pass has seen, and the repos listed at exactly that time."""
+
+    __tablename__ = "listing_state"
+
+    scope: str = Field(primary_key=True, max_length=120)
+    high_water_at: datetime | None = _utc(nullable=True)
+    high_water_ids: list[str] = _json()
+    passes: int = 0
+    last_pass_at: datetime | None = _utc(nullable=True)
+    last_error: str | None = None
+
+
+class HubBudgetWindow(SQLModel, table=True):
+    """The Hub request budget shared by every process on this database: per pool ("api", "resolvers"),
+    the current 5-minute window and how many of its requests the processes have claimed."""
+
+    __tablename__ = "hub_budget"
+
+    pool: str = Field(primary_key=True, max_length=20)
+    window_ends_at: datetime | None = _utc(nullable=True)
+    used: int = 0

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from storage import blobs
+from storage import blobs, summaries
 from storage.errors import AmbiguousRevision, RevisionNotStored, WatchExists
 from storage.event_log import NewEvent, write_events
 from storage.models import (
@@ -18,6 +18,7 @@ from storage.models import (
     ChangeRecord,
     EstimateRecord,
     Event,
+    RepoSummaryRow,
     Revision,
     RevisionFile,
     Watch,
@@ -28,6 +29,16 @@ from storage.sessions import EngineStore
 
 # Rows another storage module adds to a revision's transaction (given the session and the new revision).
 ExtraWrite = Callable[[Session, "Revision"], None]
+
+
+@dataclass(frozen=True)
+class ScheduledWatch:
+    """A watch as a scheduler sees it: which branch, how often, when last polled."""
+
+    repo_id: str
+    branch: str
+    interval_s: int
+    last_polled_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,26 @@ class Store(EngineStore):
                 query = query.where(Watch.branch == branch)
             return s.exec(query).first()
 
+    def watch_list_version(self) -> tuple[Any, ...]:
+        """A fingerprint of the watch list in one aggregate query (no rows loaded): it changes when a
+        watch is added or removed or its interval changes, so a scheduler reloads the list only then.
+        (A removed newest watch whose id is reused by the next one is told apart by `created_at`.)"""
+        import sqlalchemy as sa
+
+        with self.engine.connect() as conn:
+            return tuple(conn.execute(sa.select(
+                sa.func.count(), sa.func.max(Watch.id), sa.func.sum(Watch.id), sa.func.sum(Watch.interval_s),
+                sa.func.sum(col(Watch.id) * col(Watch.interval_s)), sa.func.max(Watch.created_at),
+            )).one())
+
+    def watch_schedule(self) -> list[ScheduledWatch]:
+        """What a scheduler needs of every watch (four columns, not ORM rows), by repo and branch."""
+        import sqlalchemy as sa
+
+        query = sa.select(Watch.repo_id, Watch.branch, Watch.interval_s, Watch.last_polled_at).order_by(Watch.repo_id, Watch.branch)
+        with self.engine.connect() as conn:
+            return [ScheduledWatch(*row) for row in conn.execute(query)]
+
     def record_poll_ok(
         self,
         watch_id: int,
@@ -199,6 +230,26 @@ class Store(EngineStore):
                 watch.repo_meta = repo_meta
             s.add(watch)
             s.commit()
+
+    def stamp_unchanged_poll(self, watch: Watch) -> datetime | None:
+        """A poll that found the head where `watch` (the caller's copy) says it was: one UPDATE, nothing
+        read. It applies only while the stored watch is as that copy saw it (same head, same last poll):
+        returns the new `last_polled_at` (also set on the copy), or None when something else touched the
+        watch meanwhile (the caller then records the poll in full)."""
+        import sqlalchemy as sa
+
+        now = self.clock()
+        last_sha, polled_at = col(Watch.last_sha), col(Watch.last_polled_at)
+        query = sa.update(Watch).where(
+            col(Watch.id) == watch.id,
+            last_sha.is_(None) if watch.last_sha is None else last_sha == watch.last_sha,
+            polled_at.is_(None) if watch.last_polled_at is None else polled_at == watch.last_polled_at,
+        ).values(last_polled_at=now, last_ok_at=now)
+        with self.engine.begin() as conn:
+            if conn.execute(query).rowcount != 1:
+                return None
+        watch.last_polled_at = watch.last_ok_at = now
+        return now
 
     def record_poll_error(self, watch_id: int, error: str, next_retry_at: datetime | None) -> None:
         with self.session() as s:
@@ -331,6 +382,7 @@ class Store(EngineStore):
                 )
                 for i, c in enumerate(new.changes)
             )
+            summaries.add_revision(s, revision, len(new.changes))
             write_events(s, new.repo_id, new.events, now, revision_id=revision.id, sha=new.sha, skip_stored=False)
             if new.estimate is not None:
                 s.add(
@@ -497,5 +549,12 @@ class Store(EngineStore):
             return list(s.exec(query))
 
     def repo_ids(self) -> list[str]:
+        """Every repo with stored history, by id (read from the summaries, not the revisions)."""
         with self.session() as s:
-            return list(s.exec(select(Revision.repo_id).distinct().order_by(Revision.repo_id)))
+            query = select(RepoSummaryRow.repo_id).where(col(RepoSummaryRow.revisions) > 0).order_by(RepoSummaryRow.repo_id)
+            return list(s.exec(query))
+
+    def repo_watches(self, repo_id: str) -> list[Watch]:
+        """The watches of one repo, by branch (an index lookup, not the whole watch list)."""
+        with self.session() as s:
+            return list(s.exec(select(Watch).where(Watch.repo_id == repo_id).order_by(Watch.branch)))

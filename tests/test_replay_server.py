@@ -458,3 +458,99 @@ def test_byte_code_left_by_an_installer_is_not_part_of_a_history(tmp_path: Path)
     with ReplayServer(roots=[tmp_path]) as server:
         paths = [f.path for f in HfApi(endpoint=server.endpoint).list_repo_tree("acme/code", recursive=True)]
     assert paths == ["modeling.py"]
+
+
+# -- /api/models: the listing the real client's list_models reads ------------------------------------
+
+
+@pytest.fixture
+def listing():
+    """Seven in-memory repos of two authors (one private), pages of 3."""
+    from tracker.replay.history import synthetic_history
+
+    with ReplayServer(roots=[]) as replay:
+        for i in range(6):
+            replay.add_repo(synthetic_history(f"{'ab'[i % 2]}org/m{i}", commits=2))
+        replay.add_repo(synthetic_history("aorg/secret", commits=1, private=True))
+        replay.list_page = 3
+        yield replay
+
+
+def test_list_models_sorted_by_last_modification(listing):
+    """list_models(sort="last_modified", expand=[sha, lastModified]) pages through every public repo, newest first."""
+    api = HfApi(endpoint=listing.endpoint, token=False)
+    models = list(api.list_models(sort="last_modified", expand=["sha", "lastModified"]))
+    assert [m.id for m in models] == [f"{'ab'[i % 2]}org/m{i}" for i in reversed(range(6))]
+    assert all(m.sha == listing.head_sha(m.id) and m.last_modified == listing.last_modified(m.id) for m in models)
+    pages = [r for r in listing.requests if r.path == "/api/models"]
+    assert len(pages) == 2 and "sort=lastModified" in pages[0].query and "expand=sha" in pages[0].query
+    assert "cursor=" in pages[1].query
+
+
+def test_list_models_author_limit_and_private(listing):
+    """`author` narrows to one org; a private repo is listed only for a token; `limit` caps the page."""
+    anonymous = HfApi(endpoint=listing.endpoint, token=False)
+    assert [m.id for m in anonymous.list_models(author="aorg", sort="last_modified")] == ["aorg/m4", "aorg/m2", "aorg/m0"]
+    user = HfApi(endpoint=listing.endpoint, token="hf_any")
+    assert [m.id for m in user.list_models(author="aorg", sort="last_modified")][0] == "aorg/secret"
+    assert len(list(anonymous.list_models(limit=2))) == 2
+
+
+def test_list_models_link_header_and_direction(listing):
+    """The next page is a `Link: <...>; rel="next"` header; direction=1 sorts oldest first; no sort: by id."""
+    status, headers, body = http(f"{listing.endpoint}/api/models?sort=lastModified&direction=-1&limit=2&expand[]=sha")
+    assert status == 200 and headers["Link"].endswith('>; rel="next"')
+    first = json.loads(body)
+    assert [set(e) for e in first] == [{"_id", "id", "sha"}] * 2
+    _, _, body = http(headers["Link"][1 : headers["Link"].index(">")])
+    assert [e["id"] for e in json.loads(body)] == ["borg/m3", "aorg/m2"]
+    _, _, body = http(f"{listing.endpoint}/api/models?sort=lastModified&direction=1&limit=1")
+    assert json.loads(body)[0]["id"] == "aorg/m0"
+    _, _, body = http(f"{listing.endpoint}/api/models?limit=3")
+    assert [e["id"] for e in json.loads(body)] == ["aorg/m0", "aorg/m2", "aorg/m4"]
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [("sort=downloads_monthly", "Invalid sort"), ("direction=up&sort=id", "Invalid direction"),
+     ("expand=nope", "expand"), ("cursor=%%%", "Invalid cursor")],
+)
+def test_list_models_bad_query_is_400(listing, query, message):
+    """A sort, direction, expand key or cursor the replay does not know is a 400 naming it."""
+    status, headers, _ = http(f"{listing.endpoint}/api/models?{query}")
+    assert status == 400 and message in headers["X-Error-Message"]
+
+
+def test_a_moved_head_is_listed_first(listing):
+    """advance() makes the repo the newest in the listing, with its new sha, in model_info too."""
+    listing.set_head("borg/m1", 1)
+    api = HfApi(endpoint=listing.endpoint, token=False)
+    newest = next(iter(api.list_models(sort="last_modified", expand=["sha", "lastModified"])))
+    assert (newest.id, newest.sha) == ("borg/m1", listing.commits("borg/m1")[0].sha)
+    assert api.model_info("borg/m1").last_modified == newest.last_modified
+
+
+@pytest.mark.parametrize(("fault", "check"), [
+    ("repeat", lambda ids: len(ids) == 8 and len(set(ids)) == 6),
+    ("skip", lambda ids: len(ids) == 5 and len(set(ids)) == 5),
+])
+def test_listing_faults_repeat_or_skip(listing, fault, check):
+    """fault_listing("repeat"/"skip") makes later pages start early (entries twice) or late (entries missing)."""
+    listing.fault_listing(fault, 1)
+    ids = [m.id for m in HfApi(endpoint=listing.endpoint, token=False).list_models(sort="last_modified")]
+    assert check(ids), ids
+
+
+def test_listing_fault_loop_and_listed_sha(listing):
+    """"loop" points every next link back to the first page; list_with_sha shows a sha model info does not confirm."""
+    listing.fault_listing("loop")
+    models = HfApi(endpoint=listing.endpoint, token=False).list_models(sort="last_modified")
+    ids = [m.id for _, m in zip(range(9), models, strict=False)]
+    assert ids[:3] == ids[3:6] == ids[6:9]
+    with pytest.raises(ValueError, match="listing fault"):
+        listing.fault_listing("sideways")
+    listing.fault_listing(None)
+    listing.list_with_sha("aorg/m0", "f" * 40)
+    api = HfApi(endpoint=listing.endpoint, token=False)
+    listed = {m.id: m.sha for m in api.list_models(expand=["sha"])}
+    assert listed["aorg/m0"] == "f" * 40 and api.model_info("aorg/m0").sha == listing.head_sha("aorg/m0")

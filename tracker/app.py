@@ -23,6 +23,7 @@ from tracker.errors import ConfigError, NotWatched
 
 if TYPE_CHECKING:
     from storage.models import Watch
+    from storage.store import ScheduledWatch
     from tracker.advisories.service import AdvisoryService
     from tracker.hub import HubClient
     from tracker.ingest import Ingestor, PollOutcome
@@ -35,6 +36,8 @@ T = TypeVar("T")
 class App:
     settings: Settings
     clock: Clock = field(default=utc_now)
+    # (repo_id, branch) -> the watch as its last (unchanged) poll left it, for the next poll's cheap path.
+    _unchanged_watches: dict[tuple[str, str], Watch] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
     def store(self) -> Store:
@@ -132,33 +135,53 @@ class App:
 
     def poll_if_due(self, repo_id: str, branch: str) -> PollOutcome | None:
         """The scheduler's job: poll unless the watch is backing off after errors or the database cannot
-        be written (None: not polled). A fault of the world is recorded and logged, never raised."""
-        try:
-            watch = self._reading(lambda: self.store.get_watch(repo_id, branch))
-        except StorageError as err:
-            self.storage_gate.failed(str(err))
-            return None
+        be written (None: not polled). A fault of the world is recorded and logged, never raised.
+
+        After an unchanged poll the watch is kept here: the next one reads nothing and writes one guarded
+        UPDATE (Ingestor.poll `cached`); any other outcome drops the copy, and the next poll reads the row."""
+        key = (repo_id, branch)
+        watch = self._unchanged_watches.pop(key, None)
+        cached = watch is not None
+        if watch is None:
+            try:
+                watch = self._reading(lambda: self.store.get_watch(repo_id, branch))
+            except StorageError as err:
+                self.storage_gate.failed(str(err))
+                return None
         if watch is None:
             return None
         if watch.next_retry_at is not None and watch.next_retry_at > self.clock():
             _log().info("repo_poll_deferred", repo_id=repo_id, branch=branch, until=watch.next_retry_at.isoformat())
             return None
-        return self._poll_watch(watch, None)
+        outcome = self._poll_watch(watch, None, cached)
+        if outcome is not None and outcome.stamped:
+            self._unchanged_watches[key] = watch
+        return outcome
 
-    def scheduled_watches(self) -> list[Watch] | None:
-        """Every watch, for the scheduler; None while the database cannot be read (jobs stay as they are)."""
+    def scheduled_watches(self) -> list[ScheduledWatch] | None:
+        """Every watch as the scheduler needs it (no ORM rows); None while the database cannot be read
+        (jobs stay as they are)."""
         try:
-            return self._reading(self.store.list_watches)
+            return self._reading(self.store.watch_schedule)
         except StorageError as err:
             self.storage_gate.failed(str(err))
             return None
 
-    def _poll_watch(self, watch: Watch, backfill: int | None) -> PollOutcome | None:
+    def watch_list_version(self) -> tuple[Any, ...] | None:
+        """The watch list's fingerprint (one aggregate query), for the scheduler's cheap change check;
+        None while the database cannot be read."""
+        try:
+            return self._reading(self.store.watch_list_version)
+        except StorageError as err:
+            self.storage_gate.failed(str(err))
+            return None
+
+    def _poll_watch(self, watch: Watch, backfill: int | None, cached: bool = False) -> PollOutcome | None:
         """Poll one watch if the database takes writes (None when it does not: no Hub request made)."""
         gate = self.storage_gate
         if not gate.allows_polling():
             return None
-        outcome = self.ingestor.poll(watch, backfill=backfill)
+        outcome = self.ingestor.poll(watch, backfill=backfill, cached=cached)
         if outcome.storage_error is not None:
             gate.failed(outcome.storage_error)
         elif not outcome.failed:

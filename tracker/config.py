@@ -59,6 +59,10 @@ class HubSettings:
     endpoint: str = PUBLIC_HUB
     token_env: str = "HF_TOKEN"
     timeout_s: float = 30.0
+    # The request budget of one process, per 5-minute window (the free-account figures; 0: no budget).
+    # RateLimit headers the Hub sends take precedence.
+    api_requests_per_5min: int = 1000
+    resolve_requests_per_5min: int = 5000
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,13 @@ class PollSettings:
     chat_template_timeout_s: float = 2.0
     retry_min: str = "1m"
     retry_max: str = "6h"
+    # Change detection by listing: auto (when at least listing_min_watches are watched, or an ORG/* is
+    # followed) | on | off. A listing pass every listing_interval; each watch polled on its own only every
+    # reconcile_interval (and at once when the listing or a Hub webhook says it moved).
+    listing: str = "auto"
+    listing_min_watches: int = 20
+    listing_interval: str = "1m"
+    reconcile_interval: str = "1d"
 
 
 @dataclass(frozen=True)
@@ -356,7 +367,7 @@ def _webhook_spec(item: dict[str, Any], source: str) -> WebhookSpec:
         raise ConfigError(f"{source}: [[webhooks]] format must be one of {', '.join(WEBHOOK_FORMATS)}")
     if spec.min_severity not in SEVERITIES:
         raise ConfigError(f"{source}: [[webhooks]] min_severity must be one of {', '.join(SEVERITIES)}")
-    if not re.match(r"^https?://", spec.url):
+    if spec.format != "apprise" and not re.match(r"^https?://", spec.url):  # apprise: checked with its subscription
         raise ConfigError(f"{source}: [[webhooks]] url must be an http(s) URL, got {spec.url!r}")
     if spec.format == "generic" and not spec.secret_env:
         raise ConfigError(f"{source}: [[webhooks]] generic webhooks are signed: set secret_env (a variable holding whsec_...)")
@@ -381,11 +392,18 @@ def _webhook_secrets(specs: tuple[WebhookSpec, ...], env: Mapping[str, str], sou
 
 def _validate(settings: Settings, source: str) -> None:
     poll = settings.poll
-    for key in ("default_interval", "jitter", "retry_min", "retry_max"):
+    for key in ("default_interval", "jitter", "retry_min", "retry_max", "listing_interval", "reconcile_interval"):
         value = getattr(poll, key)
         if key == "jitter" and str(value).strip() in {"0", "0s"}:
             continue
         parse_interval(value, f"[poll] {key}")
+    if poll.listing not in {"auto", "on", "off"}:
+        raise ConfigError(f"{source}: [poll] listing must be auto, on or off, got {poll.listing!r}")
+    if poll.listing_min_watches < 0:
+        raise ConfigError(f"{source}: [poll] listing_min_watches must not be negative")
+    hub = settings.hub
+    if hub.api_requests_per_5min < 0 or hub.resolve_requests_per_5min < 0:
+        raise ConfigError(f"{source}: [hub] api_requests_per_5min and resolve_requests_per_5min must not be negative (0: no budget)")
     if poll.max_file_mb < 1:
         raise ConfigError(f"{source}: [poll] max_file_mb must be at least 1")
     if poll.chat_template_timeout_s <= 0:

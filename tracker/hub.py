@@ -11,12 +11,12 @@ import errno
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 import httpx2
@@ -36,6 +36,9 @@ from huggingface_hub.utils import build_hf_headers, disable_progress_bars, pagin
 from tracker.errors import HubUnavailable, LocalCacheMissing, RateLimited, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
 from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
+
+if TYPE_CHECKING:
+    from tracker.budget import HubRateLimit, RequestBudget
 
 # A cache folder named in a cache warning: models--org--name (datasets--, spaces-- are not models).
 _CACHE_FOLDER = re.compile(r"\b(models|datasets|spaces)--([^/\\\s)'\",:]+)")
@@ -59,6 +62,15 @@ class RepoHead:
 
     def meta(self) -> dict[str, Any]:
         return {"private": self.private, "gated": self.gated}
+
+
+@dataclass(frozen=True)
+class ListedModel:
+    """One entry of the Hub's model listing: the repo, its default branch's commit, when it last moved."""
+
+    repo_id: str
+    sha: str | None
+    last_modified: datetime | None
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,55 @@ def scan_local_cache(cache_dir: str | Path | None = None) -> CacheScan:
     return CacheScan(where, sorted(revisions, key=lambda r: (r.repo_id, r.refs == (), r.sha)), problems)
 
 
+def install_budget(budget: RequestBudget, endpoint: str) -> None:
+    """Every request the library makes to `endpoint` from now on, in this process, first takes its turn
+    from `budget` (waiting when its pool is spent), and every answer's RateLimit headers update it. Hooks
+    on the library's shared HTTP client (`get_session`): one budget for every job of the process."""
+    from huggingface_hub.utils import get_session
+
+    from tracker.budget import pool_of
+
+    host = httpx2.URL(endpoint).host
+
+    def before(request: httpx2.Request) -> None:
+        if request.url.host == host:
+            budget.acquire(pool_of(request.url.path))
+
+    def after(response: httpx2.Response) -> None:
+        if response.request.url.host == host:
+            budget.observe(pool_of(response.request.url.path), ratelimit_of(response.headers))
+
+    before._hubwatch_budget = after._hubwatch_budget = True  # type: ignore[attr-defined]
+    kept = _hooks_without_budget()
+    get_session().event_hooks = {"request": [*kept["request"], before], "response": [*kept["response"], after]}
+
+
+def ratelimit_of(headers: Mapping[str, str]) -> HubRateLimit | None:
+    """What an answer's `RateLimit` / `RateLimit-Policy` headers say, parsed by the library; None without them."""
+    from huggingface_hub.utils import parse_ratelimit_headers
+
+    from tracker.budget import HubRateLimit
+
+    info = parse_ratelimit_headers(headers)
+    if info is None:
+        return None
+    return HubRateLimit(info.remaining, float(info.reset_in_seconds), info.limit, info.window_seconds)
+
+
+def remove_budget() -> None:
+    """Undo `install_budget`: the library's requests are no longer counted or held back."""
+    from huggingface_hub.utils import get_session
+
+    get_session().event_hooks = _hooks_without_budget()
+
+
+def _hooks_without_budget() -> dict[str, list[Any]]:
+    from huggingface_hub.utils import get_session
+
+    hooks = get_session().event_hooks
+    return {kind: [h for h in hooks.get(kind, []) if not getattr(h, "_hubwatch_budget", False)] for kind in ("request", "response")}
+
+
 class MissingFile(Exception):
     """The tree lists the file but the Hub answers 404 for it."""
 
@@ -151,6 +212,20 @@ class HubClient:
         if not info.sha:
             raise HubUnavailable(f"{repo_id}: the Hub returned no commit for {branch}")
         return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified)
+
+    def list_models_by_modification(self, author: str | None = None) -> Iterator[ListedModel]:
+        """Models, most recently modified first (all of `author`'s when named), with their commit.
+
+        Pages (1,000 entries each on the Hub) are asked for one at a time as the caller iterates: stop
+        iterating and no further page is requested. Errors are ours (HubUnavailable, RateLimited...)."""
+        try:
+            models = self.api.list_models(
+                author=author, sort="last_modified", expand=["sha", "lastModified"], token=self._token
+            )
+            for info in models:
+                yield ListedModel(repo_id=info.id, sha=info.sha, last_modified=info.last_modified)
+        except _HUB_ERRORS as err:
+            _translate(err, author or "the Hub", "list models")
 
     def walk_commits(
         self, repo_id: str, head_sha: str, stop_at: set[str], limit: int | None = None, until: str | None = None

@@ -58,6 +58,7 @@ class PollOutcome:
     storage_error: str | None = None  # the database could not be written during this poll
     duration_ms: int = 0
     reach_missed: bool = False  # the commit asked to be reached is not on the branch (history rewritten)
+    stamped: bool = False  # unchanged, recorded by one UPDATE: the watch given to `poll` is the stored row now
 
     @property
     def failed(self) -> bool:
@@ -75,17 +76,20 @@ class Ingestor:
         self.max_file_bytes = settings.poll.max_file_mb * 1024 * 1024
 
     def poll(
-        self, watch: Watch, backfill: int | None = None, head: RepoHead | None = None, reach: str | None = None
+        self, watch: Watch, backfill: int | None = None, head: RepoHead | None = None, reach: str | None = None,
+        cached: bool = False,
     ) -> PollOutcome:
         """Bring one watch up to date with its branch. Never raises for a repo's own failure.
 
         `head`: the branch head the caller checked already (no second request). `reach`: on a first poll,
         backfill as far as this commit (stored as the baseline) instead of `backfill` commits; when it is
-        not on the branch, the head alone is stored and `reach_missed` says so."""
+        not on the branch, the head alone is stored and `reach_missed` says so. `cached`: `watch` is the
+        caller's copy from an earlier poll, trusted only to tell an unchanged head (one UPDATE, guarded by
+        what the copy saw); a moved head reads the stored watch first."""
         started = time.monotonic()
         outcome = PollOutcome(watch.repo_id, watch.branch, "unchanged")
         try:
-            self._poll(watch, outcome, watch.backfill if backfill is None else backfill, head, reach)
+            self._poll(watch, outcome, watch.backfill if backfill is None else backfill, head, reach, cached)
         except Exception as err:  # noqa: BLE001 - one watch's failure, whatever it is, is recorded on that watch
             self._fail(watch, outcome, err)
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
@@ -123,18 +127,26 @@ class Ingestor:
             outcome.storage_error = outcome.storage_error or f"storage failing: {reason}"
 
     def _poll(
-        self, watch: Watch, outcome: PollOutcome, backfill: int, head: RepoHead | None, reach: str | None
+        self, watch: Watch, outcome: PollOutcome, backfill: int, head: RepoHead | None, reach: str | None,
+        cached: bool = False,
     ) -> None:
         head = head or self.hub.head(watch.repo_id, watch.branch)
         outcome.head_sha = head.sha
+        if cached and head.sha != watch.last_sha:
+            stored_watch = self.store.get_watch(watch.repo_id, watch.branch)  # the copy may be behind another worker
+            if stored_watch is None:
+                return  # removed meanwhile
+            watch = stored_watch
         if head.sha == watch.last_sha:
             # A repo-level fact seen without a new commit (made private, gated) becomes its own event,
             # written with the watch's new meta: the same transition at the same head is one event.
-            events = [
-                change_event(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, fact, fact.summary)
-                for fact in _repo_facts(watch, head, [])
-            ]
-            self.store.record_poll_ok(watch.id, head.meta(), events=events, sha=head.sha)  # type: ignore[arg-type]
+            facts = _repo_facts(watch, head, [])
+            meta = head.meta()
+            if not facts and meta == watch.repo_meta and _clean(watch) and self.store.stamp_unchanged_poll(watch):
+                outcome.stamped = True  # the common case: one UPDATE, nothing read
+                return
+            events = [change_event(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, fact, fact.summary) for fact in facts]
+            self.store.record_poll_ok(watch.id, meta, events=events, sha=head.sha)  # type: ignore[arg-type]
             return
         revisions = self.store.list_revisions(watch.repo_id)  # newest first, read once per moved head
         stored = {r.sha for r in revisions}
@@ -385,3 +397,8 @@ def _dropped(watch: Watch, fork_sha: str | None, revisions: list[Revision]) -> l
         if revision.branch == watch.branch:
             dropped.append(revision.sha)
     return dropped
+
+
+def _clean(watch: Watch) -> bool:
+    """No error to clear: an unchanged poll of this watch need only stamp the time."""
+    return watch.error_count == 0 and watch.last_error is None and watch.next_retry_at is None

@@ -5,41 +5,74 @@ from __future__ import annotations
 import hashlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent import futures
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
+from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from storage.models import Watch
+from storage.store import ScheduledWatch as StoredSchedule
 
 log = structlog.get_logger(__name__)
 
 PollFn = Callable[[str, str], None]
+# A watch as the scheduler needs it: repo_id, branch, interval_s, last_polled_at (a Watch row does too).
+ScheduledWatch = Watch | StoredSchedule
+
+POLL_THREADS = 10  # scheduled polls at once (APScheduler's default pool)
+TRIGGERED_THREADS = 4  # polls a Hub webhook asked for, at once
+FULL_SYNC_EVERY = 60  # every this many syncs the list is read whatever its version says (a safety net)
 
 
 class Scheduler:
-    """One interval job per watch; the job list is refreshed from the store every `refresh_s`.
-    `list_watches` answers None when it cannot tell (the database is failing): the jobs stay as they are."""
+    """One interval job per watch. Every `refresh_s` the store's watch-list version (one cheap query) is
+    compared with the last one seen; only when it moved is the list read (four columns a watch) and jobs
+    added, dropped or rescheduled one by one. `list_watches` and `version` answer None when they cannot
+    tell (the database is failing): the jobs stay as they are. Without `version` the list is read each time.
+
+    What cannot be done in time is visible: a watch whose poll has not started within its interval plus
+    jitter (and a little grace) of the previous one is overdue (`poll_state`, and a log line each check)."""
 
     def __init__(
         self,
-        list_watches: Callable[[], list[Watch] | None],
+        list_watches: Callable[[], Sequence[ScheduledWatch] | None],
         poll: PollFn,
         jitter_s: int,
         refresh_s: int = 60,
+        version: Callable[[], object | None] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        plan: Callable[[Sequence[ScheduledWatch]], dict[str, int]] | None = None,
     ) -> None:
         self._list_watches = list_watches
+        # The interval of each job ("repo@branch") when not the watch's own: the listing's reconcile, or
+        # every interval stretched to fit the request budget (tracker/listing.py).
+        self._plan = plan
+        self._version = version
         self._poll = poll
         self._jitter_s = jitter_s
         self._refresh_s = refresh_s
+        self._clock = clock
         # A run that starts late still runs (once): with APScheduler's default grace of 1 s, the burst of
         # watches due after a start was dropped silently, and so was the daily OSV re-check.
         self._scheduler = BackgroundScheduler(
-            timezone=UTC, job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None}
+            timezone=UTC, job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            executors={"default": ThreadPoolExecutor(POLL_THREADS)},
         )
+        # Polls a Hub webhook asked for run on their own threads: they never queue behind scheduled ones.
+        self._triggered = futures.ThreadPoolExecutor(TRIGGERED_THREADS, thread_name_prefix="poll-triggered")
+        self._polling: dict[str, threading.Lock] = {}
+        self._polling_lock = threading.Lock()  # one poll of a watch at a time, scheduled or triggered
         self._intervals: dict[str, int] = {}
+        self._due: dict[str, datetime] = {}  # job id -> when its next poll should start (at the latest, plus jitter)
+        self._lock = threading.Lock()  # sync runs from the refresh job and from Hub webhooks
+        self._seen_version: object | None = None
+        self._syncs = 0
+        self._overdue = 0
         self.stopped = threading.Event()
 
     @property
@@ -49,32 +82,91 @@ class Scheduler:
 
     def start(self) -> None:
         self.sync()
-        self._scheduler.add_job(self.sync, IntervalTrigger(seconds=self._refresh_s), id="__sync__")
+        self._scheduler.add_job(self._refresh, IntervalTrigger(seconds=self._refresh_s), id="__sync__")
         self._scheduler.start()
         log.info("scheduler_started", watches=len(self._intervals))
 
-    def sync(self) -> None:
-        """Add jobs for new watches, drop removed ones, reschedule changed intervals."""
-        watches = self._list_watches()
-        if watches is None:
-            return
+    def sync(self, force: bool = False) -> bool:
+        """Add jobs for new watches, drop removed ones, reschedule changed intervals; when the watch-list
+        version has not moved since the last sync (and not `force`), nothing is read. True when the list was read."""
+        with self._lock:
+            self._syncs += 1
+            version = None
+            if self._version is not None:
+                version = self._version()
+                if version is None:
+                    return False
+                if version == self._seen_version and not force and self._syncs % FULL_SYNC_EVERY:
+                    return False
+            watches = self._list_watches()
+            if watches is None:
+                return False
+            self._apply(watches)
+            self._seen_version = version
+            return True
+
+    def _apply(self, watches: Sequence[ScheduledWatch]) -> None:
         wanted = {f"{w.repo_id}@{w.branch}": w for w in watches}
+        planned = self._plan(watches) if self._plan is not None else {}
         for job_id in set(self._intervals) - set(wanted):
             self._scheduler.remove_job(job_id)
             del self._intervals[job_id]
+            self._due.pop(job_id, None)
+        now = self._clock()
         for job_id, watch in wanted.items():
-            if self._intervals.get(job_id) == watch.interval_s:
+            interval_s = planned.get(job_id, watch.interval_s)
+            if self._intervals.get(job_id) == interval_s:
                 continue
             if job_id in self._intervals:
                 self._scheduler.remove_job(job_id)
+            first = first_run_at(job_id, watch, now, interval_s)
             self._scheduler.add_job(
-                self._poll,
-                IntervalTrigger(seconds=watch.interval_s, jitter=self._jitter_s or None),
-                args=[watch.repo_id, watch.branch],
+                self._run,
+                IntervalTrigger(seconds=interval_s, jitter=self._jitter_s or None),
+                args=[job_id, watch.repo_id, watch.branch],
                 id=job_id,
-                next_run_time=first_run_at(job_id, watch, datetime.now(UTC)),
+                next_run_time=first,
             )
-            self._intervals[job_id] = watch.interval_s
+            self._intervals[job_id] = interval_s
+            self._due[job_id] = first
+
+    def _run(self, job_id: str, repo_id: str, branch: str) -> None:
+        """One scheduled (or triggered) poll, after any poll of the same watch in flight: the next is due
+        one interval from its start."""
+        with self._polling_lock:
+            polling = self._polling.setdefault(job_id, threading.Lock())
+        with polling:
+            self._due[job_id] = self._clock() + timedelta(seconds=self._intervals.get(job_id, 0))
+            self._poll(repo_id, branch)
+
+    def _refresh(self) -> None:
+        """The periodic job: pick up watch changes, and say so when polls fall behind."""
+        self.sync()
+        self.check_overdue()
+
+    def poll_state(self, now: datetime | None = None) -> dict[str, Any]:
+        """`polls_scheduled`, `polls_overdue` (watches whose poll has not started within interval + jitter +
+        grace of the last one) and `oldest_overdue_s` (how far past that the most overdue one is)."""
+        now = now or self._clock()
+        oldest = 0.0
+        overdue = 0
+        for job_id, due in list(self._due.items()):
+            late_s = (now - due).total_seconds() - self._jitter_s - overdue_grace_s(self._intervals.get(job_id, 0))
+            if late_s > 0:
+                overdue += 1
+                oldest = max(oldest, late_s)
+        return {"polls_scheduled": len(self._due), "polls_overdue": overdue, "oldest_overdue_s": round(oldest, 1)}
+
+    def check_overdue(self, now: datetime | None = None) -> dict[str, Any]:
+        """`poll_state`, with a warning line while polls are overdue and one line when they caught up."""
+        state = self.poll_state(now)
+        if state["polls_overdue"]:
+            log.warning("polls_overdue", overdue=state["polls_overdue"], oldest_overdue_s=state["oldest_overdue_s"],
+                        scheduled=state["polls_scheduled"])
+        elif self._overdue:
+            log.info("polls_caught_up", scheduled=state["polls_scheduled"])
+        self._overdue = state["polls_overdue"]
+        return state
 
     def add_periodic(
         self, job_id: str, fn: Callable[[], object], interval_s: int, first_at: datetime | None = None
@@ -83,21 +175,36 @@ class Scheduler:
         timing = {} if first_at is None else {"next_run_time": first_at}  # None would pause the job
         self._scheduler.add_job(fn, IntervalTrigger(seconds=interval_s), id=job_id, replace_existing=True, **timing)
 
-    def trigger(self, repo_id: str, branch: str) -> bool:
-        """Poll a watch at once (a Hub webhook said it moved). A watch added since the last sync (through
-        the API) is picked up first. False when no such watch exists."""
+    def trigger(self, repo_id: str, branch: str, urgent: bool = True) -> bool:
+        """Poll a watch at once (a Hub webhook, or the listing, said it moved). A watch added since the
+        last sync (through the API) is picked up first (a version check; the list is read only if it
+        moved). `urgent` polls run on their own threads, never queued behind scheduled ones (a Hub
+        webhook); others share the scheduled polls' threads (a listing pass that found many moved repos).
+        False when no such watch exists."""
         job_id = f"{repo_id}@{branch}"
         if self._scheduler.get_job(job_id) is None:
             self.sync()
-        job = self._scheduler.get_job(job_id)
-        if job is None:
+        if self._scheduler.get_job(job_id) is None:
             return False
-        job.modify(next_run_time=datetime.now(UTC))
+        if urgent:
+            try:
+                self._triggered.submit(self._run_triggered, job_id, repo_id, branch)
+            except RuntimeError:  # stopping: no new polls
+                return False
+        else:
+            self._scheduler.modify_job(job_id, next_run_time=self._clock())
         return True
+
+    def _run_triggered(self, job_id: str, repo_id: str, branch: str) -> None:
+        try:
+            self._run(job_id, repo_id, branch)
+        except Exception:
+            log.exception("triggered_poll_crashed", repo_id=repo_id, branch=branch)
 
     def stop(self) -> None:
         if self._scheduler.running:
             self._scheduler.shutdown(wait=True)
+        self._triggered.shutdown(wait=True, cancel_futures=True)
         self.stopped.set()
         log.info("scheduler_stopped")
 
@@ -119,15 +226,23 @@ class Scheduler:
                 signal.signal(sig, handler)
 
 
-def first_run_at(job_id: str, watch: Watch, now: datetime) -> datetime:
+def overdue_grace_s(interval_s: int) -> float:
+    """How late past interval + jitter a poll may start before it counts as overdue: a tenth of the
+    interval, at least 5 s and at most a minute (a thread pool's ordinary queueing is not a fault)."""
+    return min(60.0, max(5.0, interval_s / 10))
+
+
+def first_run_at(job_id: str, watch: ScheduledWatch, now: datetime, interval_s: int | None = None) -> datetime:
     """When a newly scheduled watch is first polled: at once if it never was (its baseline); at its
     natural due time (last poll + interval) if that is still ahead; and when it is overdue (after a
     restart, every watch is), at a stable point within one interval from now, so that thousands of
-    overdue watches are spread over the interval instead of all asking the Hub in the same second."""
+    overdue watches are spread over the interval instead of all asking the Hub in the same second.
+    `interval_s`: the planned interval when not the watch's own (listing reconcile, request budget)."""
+    interval_s = watch.interval_s if interval_s is None else interval_s
     if watch.last_polled_at is None:
         return now
-    due = watch.last_polled_at + timedelta(seconds=watch.interval_s)
+    due = watch.last_polled_at + timedelta(seconds=interval_s)
     if due > now:
         return due
     fraction = int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:8], "big") / 2**64
-    return now + timedelta(seconds=fraction * watch.interval_s)
+    return now + timedelta(seconds=fraction * interval_s)

@@ -29,7 +29,15 @@ def run(ctx: click.Context) -> None:
         if outcome is not None and outcome.revisions and server_holder:
             server_holder[0].warm_feeds()
 
-    scheduler = Scheduler(app.scheduled_watches, poll, jitter_s=jitter_s)
+    from tracker.budget import budget_state
+    from tracker.listing import start_listing
+
+    triggers: list[Any] = []  # the listing triggers polls through the scheduler, built next
+    # a pass may find many moved repos: they share the scheduled polls' threads (urgent ones are Hub webhooks')
+    listing = start_listing(app, lambda repo_id, branch: triggers[0](repo_id, branch, urgent=False))
+    scheduler = Scheduler(app.scheduled_watches, poll, jitter_s=jitter_s, version=app.watch_list_version, plan=listing.plan)
+    triggers.append(scheduler.trigger)
+    scheduler.add_periodic("__listing__", listing, listing.interval_s)
     osv = app.settings.osv
     if osv.enabled:
         every = parse_interval(osv.recheck_interval, "[osv] recheck_interval")
@@ -38,7 +46,9 @@ def run(ctx: click.Context) -> None:
             "__osv_pending__", app.advisories.retry_pending,
             parse_interval(osv.retry_pending_interval, "[osv] retry_pending_interval"),
         )
-    server = start_http_server(app, trigger=lambda repo_id, branch: scheduler.trigger(repo_id, branch or "main"))
+    app.ingestor  # noqa: B018 - the ingest stack is loaded before serving: no Hub webhook's ingest waits for its imports
+    server = start_http_server(app, trigger=lambda repo_id, branch: scheduler.trigger(repo_id, branch or "main"),
+                               poll_state=lambda: {**scheduler.poll_state(), "hub_budget": budget_state()})
     server_holder.append(server)
     stop_deliveries = start_dispatcher(app)
     try:

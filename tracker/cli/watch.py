@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TextIO
+
 import click
 
 from tracker.cli.root import app_of, branch_arg, emit_json, fail, repo_arg
+
+if TYPE_CHECKING:
+    from tracker.app import App
+    from tracker.hub import RepoHead
 
 _NO_WATCHES = "no repos watched (add one with: hubwatch watch add ORG/NAME)"
 
@@ -15,15 +21,53 @@ def watch() -> None:
 
 
 @watch.command("add")
-@click.argument("repo")
+@click.argument("repos", nargs=-1, metavar="REPO...")
+@click.option("--file", "names_file", type=click.File("r", encoding="utf-8"), default=None,
+              help="Also watch the names in FILE, one a line ('-': stdin; blank lines and # comments skipped).")
 @click.option("--branch", default="main", show_default=True)
 @click.option("--interval", default=None, help="Poll interval, e.g. 15m (default: [poll] default_interval).")
 @click.option("--backfill", default=0, show_default=True, type=click.IntRange(0, 10_000),
               help="On the first poll, also ingest this many commits before the head.")
 @click.option("--no-check", is_flag=True, help="Do not check with the Hub that the repo and branch exist.")
 @click.pass_context
-def watch_add(ctx: click.Context, repo: str, branch: str, interval: str | None, backfill: int, no_check: bool) -> None:
-    """Watch REPO (org/name)."""
+def watch_add(
+    ctx: click.Context,
+    repos: tuple[str, ...],
+    names_file: TextIO | None,
+    branch: str,
+    interval: str | None,
+    backfill: int,
+    no_check: bool,
+) -> None:
+    """Watch REPO (org/name); several at once, or ORG/* for every model of an org or user, new ones
+    included. With several names each bad one is reported and the others are added; the exit code is
+    then that of the first name that failed (2 malformed, 3 not on the Hub, 1 Hub unreachable)."""
+    from tracker.config import parse_interval
+    from tracker.errors import ConfigError
+
+    names = list(repos) + (_names_in(names_file) if names_file is not None else [])
+    if not names:
+        raise click.UsageError("Missing argument 'REPO...'.")
+    if len(names) == 1 and names_file is None and not names[0].endswith("/*"):
+        _add_one(ctx, names[0], branch, interval, backfill, no_check)
+        return
+    branch = branch_arg(branch)
+    try:
+        interval_s = parse_interval(interval, "--interval") if interval else None
+    except ConfigError as err:
+        raise click.BadParameter(str(err), param_hint="--interval") from err
+    app = app_of(ctx)
+    interval_s = interval_s or app.settings.default_interval_s
+    codes = [_add_named(app, name, branch, interval_s, backfill, no_check) for name in names]
+    failed = [code for code in codes if code]
+    if len(names) > 1:
+        click.echo(f"{len(names) - len(failed)} of {len(names)} added or already watched, {len(failed)} failed")
+    if failed:
+        ctx.exit(failed[0])
+
+
+def _add_one(ctx: click.Context, repo: str, branch: str, interval: str | None, backfill: int, no_check: bool) -> None:
+    """The single-repo form, as it always was: errors are raised (usage errors exit 2, others by kind)."""
     from tracker.config import parse_interval
     from tracker.errors import ConfigError
 
@@ -35,9 +79,77 @@ def watch_add(ctx: click.Context, repo: str, branch: str, interval: str | None, 
         raise click.BadParameter(str(err), param_hint="--interval") from err
     head = None if no_check else app.hub.head(repo, branch)
     app.store.add_watch(repo, branch, interval_s, source="cli", backfill=backfill)
+    click.echo(_added_line(app, repo, branch, interval_s, head))
+
+
+def _added_line(app: App, repo: str, branch: str, interval_s: int, head: RepoHead | None) -> str:
     where = f"at {head.sha[:12]}" if head else "(not checked)"
     gated = f"; the repo is gated ({head.gated}): set ${app.settings.hub.token_env}" if head and head.gated else ""
-    click.echo(f"watching {repo}@{branch} every {interval_s}s, head {where}{gated}")
+    return f"watching {repo}@{branch} every {interval_s}s, head {where}{gated}"
+
+
+def _names_in(names_file: TextIO) -> list[str]:
+    """The names of a --file: one a line, blank lines and `#` comments skipped."""
+    names = []
+    try:
+        for line in names_file:
+            name = line.split("#", 1)[0].strip()
+            if name:
+                names.append(name)
+    except UnicodeDecodeError as err:
+        raise click.BadParameter(f"{names_file.name} is not UTF-8 text ({err.reason} at byte {err.start})", param_hint="--file") from err
+    return names
+
+
+def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int, no_check: bool) -> int:
+    """Add one name of a several-names `watch add`; its failure is printed, its exit code returned (0: added)."""
+    from storage.errors import WatchExists
+    from storage.kinds import is_repo_id
+    from tracker.cli.root import exit_code_of
+    from tracker.errors import HubwatchError
+
+    try:
+        if name.endswith("/*"):
+            author = name[:-2]
+            if "/" in author or not is_repo_id(f"{author}/x"):
+                click.echo(f"error: {name!r} is not an org or user (expected 'ORG/*')", err=True)
+                return 2
+            if branch != "main":
+                click.echo(f"error: {name}: ORG/* follows each model's main branch; --branch does not apply", err=True)
+                return 2
+            click.echo(_follow(app, author, interval_s, no_check))
+            return 0
+        if not is_repo_id(name):
+            click.echo(f"error: {name!r} is not a Hub repo id (expected 'org/name' or 'ORG/*')", err=True)
+            return 2
+        head = None if no_check else app.hub.head(name, branch)
+        app.store.add_watch(name, branch, interval_s, source="cli", backfill=backfill)
+        click.echo(_added_line(app, name, branch, interval_s, head))
+        return 0
+    except WatchExists as err:
+        click.echo(f"{err}: left as it is")
+        return 0
+    except HubwatchError as err:
+        click.echo(f"error: {name}: {err}", err=True)
+        return exit_code_of(err)
+
+
+def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
+    from storage.listing_state import ListingStore
+    from tracker.errors import RepoGone
+    from tracker.listing import follow_author
+
+    listings = ListingStore(app.store.engine, clock=app.clock)
+    models = None if no_check else list(app.hub.list_models_by_modification(author))
+    if models == []:
+        raise RepoGone(f"the Hub lists no models of {author} (--no-check follows it before it publishes)")
+    outcome = follow_author(listings, author, interval_s, models)
+    if models is None:
+        return f"watching every model of {author}/* every {interval_s}s (not checked: the next listing pass finds them)"
+    return (
+        f"watching every model of {author}/* every {interval_s}s: {outcome.listed} listed now, "
+        f"{len(outcome.added)} newly watched, new ones as they appear"
+    )
 
 
 @watch.command("list")
@@ -51,8 +163,13 @@ def watch_list(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json([output.watch_dict(w) for w in watches])
         return
-    if not watches:
+    from storage.listing_state import ListingStore
+
+    authors = ListingStore(app_of(ctx, logs=False).store.engine).list_author_watches()
+    if not watches and not authors:
         click.echo(_NO_WATCHES)
+    for a in authors:
+        click.echo(f"{a.author}/*  every model of {a.author}, every {a.interval_s}s")
     for w in watches:
         click.echo(output.watch_text(w))
 
@@ -62,7 +179,15 @@ def watch_list(ctx: click.Context, as_json: bool) -> None:
 @click.option("--branch", default=None, help="Only this branch (default: every watched branch).")
 @click.pass_context
 def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
-    """Stop watching REPO; its stored history stays queryable."""
+    """Stop watching REPO (or ORG/* and the watches it made); its stored history stays queryable."""
+    if repo.endswith("/*") and branch is None:
+        from storage.listing_state import ListingStore
+
+        removed = ListingStore(app_of(ctx, logs=False).store.engine).remove_author_watch(repo[:-2])
+        if not removed:
+            ctx.exit(fail(f"{repo} is not watched", 3))
+        click.echo(f"stopped watching {repo} ({removed - 1} of its repos); history kept")
+        return
     repo, branch = repo_arg(repo), (branch_arg(branch) if branch is not None else None)
     removed = app_of(ctx, logs=False).store.remove_watch(repo, branch)
     if not removed:

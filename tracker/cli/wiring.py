@@ -22,8 +22,9 @@ from tracker.snapshot_io import load_snapshot
 Trigger = Callable[[str, str | None], Any]
 
 
-def start_http_server(app: App, trigger: Trigger) -> ServerThread:
-    """Feeds, pages, API and Hub webhooks on [server] host:port, started in a background thread."""
+def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[str, Any]] | None = None) -> ServerThread:
+    """Feeds, pages, API and Hub webhooks on [server] host:port, started in a background thread.
+    `poll_state`: the scheduler's overdue polls, for /healthz and /metrics."""
     settings = app.settings
 
     def differ(a: Any, b: Any) -> list[dict[str, Any]]:
@@ -46,6 +47,7 @@ def start_http_server(app: App, trigger: Trigger) -> ServerThread:
         outbox=app.subscriptions,
         diff=differ,
         storage_state=app.storage_gate.state,
+        poll_state=poll_state,
     )
     try:
         server = ServerThread(http_app, settings.server.host, settings.server.port)

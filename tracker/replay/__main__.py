@@ -2,7 +2,8 @@
 
 The first line on stdout is the endpoint (useful with `--port 0`). Control it from another process with
 the admin routes: `POST /_replay/advance/{org}/{name}`, `POST /_replay/head/{org}/{name}?n=N`,
-`GET /_replay/requests`, `POST /_replay/reset-requests`, `GET /_replay/repos`.
+`GET /_replay/requests`, `POST /_replay/reset-requests`, `GET /_replay/repos`. `--synthetic N` adds N
+small in-memory repos (benchmarks/bench_listing.py serves 10,000 this way).
 """
 
 from __future__ import annotations
@@ -10,9 +11,18 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from tracker.replay.history import synthetic_history
 from tracker.replay.server import BUNDLED_ROOT, ReplayServer
+
+SYNTHETIC_START = datetime(2024, 1, 1, tzinfo=UTC)  # repo i was last modified i minutes after this
+
+
+def synthetic_ids(n: int) -> list[str]:
+    """The repo ids `--synthetic N` serves."""
+    return [f"synth-{i % 100}/model-{i}" for i in range(n)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,12 +32,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, action="append", default=[], help="more history roots (repeatable)")
     parser.add_argument("--no-bundled", action="store_true", help="serve only the --root folders")
     parser.add_argument("--token", default=None, help="the only bearer token accepted (default: any)")
+    parser.add_argument("--synthetic", type=int, default=0, metavar="N",
+                        help="also serve N small in-memory repos, synth-ORG/model-I with 100 orgs (benchmarks)")
     args = parser.parse_args(argv)
 
     roots = ([] if args.no_bundled else [BUNDLED_ROOT]) + args.root
-    server = ReplayServer(roots=roots, host=args.host, port=args.port, token=args.token).start()
+    server = ReplayServer(roots=roots, host=args.host, port=args.port, token=args.token)
+    for i, repo_id in enumerate(synthetic_ids(args.synthetic)):
+        server.add_repo(synthetic_history(repo_id, commits=2, start=SYNTHETIC_START + timedelta(minutes=i)))
+        server.set_head(repo_id, 1)  # the second commit is there for `POST /_replay/advance/...`
+    server.start()
     print(server.endpoint, flush=True)
-    print(f"serving {len(server.repo_ids())} repos: {', '.join(server.repo_ids())}", file=sys.stderr, flush=True)
+    names = server.repo_ids()
+    print(f"serving {len(names)} repos: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}", file=sys.stderr, flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

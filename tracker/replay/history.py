@@ -13,7 +13,7 @@ import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -388,3 +388,42 @@ def load_roots(roots: list[Path]) -> dict[str, RepoHistory]:
             history = load_repo(repo_json.parent)
             repos[history.repo_id] = history
     return repos
+
+
+class BytesBlob(Blob):
+    """A regular file held in memory (synthetic histories)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.size = data, len(data)
+
+    def _read(self, offset: int, length: int) -> bytes:
+        return self.data[offset : offset + length]
+
+
+def synthetic_history(repo_id: str, commits: int = 1, start: datetime | None = None, private: bool = False) -> RepoHistory:
+    """A small repo built in memory (no folder): `commits` commits an hour apart, each rewriting a
+    config.json; for tests and benchmarks that need many repos (10,000 load in about a second)."""
+    start = start or datetime(2024, 1, 1, tzinfo=UTC)
+    made: list[ReplayCommit] = []
+    trees: dict[str, Tree] = {}
+    parent: ReplayCommit | None = None
+    for index in range(commits):
+        dirname = f"{index + 1:04d}-commit-{index + 1}"
+        sha = hashlib.sha1(f"{repo_id}\n{dirname}".encode()).hexdigest()
+        config = json.dumps({"model_type": "synthetic", "revision": index + 1}).encode()
+        tree: Tree = {"config.json": TreeEntry(BytesBlob(config))}
+        commit = ReplayCommit(
+            sha=sha,
+            title=f"commit {index + 1}",
+            message="",
+            authors=("synthetic",),
+            date=start + timedelta(hours=index),
+            dirname=dirname,
+            parent=parent.sha if parent else None,
+            index=index,
+            touched=frozenset({"config.json"}),
+        )
+        made.append(commit)
+        trees[sha] = tree
+        parent = commit
+    return RepoHistory({"id": repo_id, "private": private}, made, trees)

@@ -26,12 +26,21 @@ is accepted (any other token is a 401 "Invalid credentials"); with `token=None` 
 as a user with access. Gated repos (repo.json "gated") refuse anonymous file reads with 401 GatedRepo;
 their info, refs, commits and trees stay readable, as on the Hub.
 
+`GET /api/models` is the listing `list_models` reads: `author`, `sort` (lastModified, createdAt, id),
+`direction` (-1 by default with a sort; 1), `limit` (a page is `list_page`, 1,000 like the Hub's),
+`expand` / `expand[]`, and an opaque `cursor` (the sort key of the previous page's last entry) in the
+`Link: <...>; rel="next"` header; private repos are listed only for a token. A head moved while the
+server runs (`advance`, `set_head`, `add_repo`) is last modified "now" (strictly after every earlier
+move), in the listing and in model info. `fault_listing` makes pages repeat or skip entries or the
+cursor loop; `list_with_sha` makes the listing claim a sha model info does not confirm.
+
 The client's background `GET /api/agent-harnesses` is answered 404 and never recorded; neither are the
 admin routes under `/_replay/` (see `_admin`).
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -40,7 +49,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
@@ -59,6 +68,10 @@ from tracker.replay.history import (
 BUNDLED_ROOT = Path(__file__).resolve().parent / "histories"
 
 COMMITS_PAGE = 50
+LIST_PAGE = 1000  # the Hub's page of /api/models (and its largest `limit`)
+LIST_FAULTS = ("repeat", "skip", "loop")
+LIST_SORTS = {"lastModified", "createdAt", "id"}
+LIST_DEFAULT_KEYS = "id likes trendingScore private downloads tags pipeline_tag library_name createdAt".split()
 TREE_PAGE, TREE_PAGE_EXPANDED = 1000, 50
 EXPAND_KEYS = frozenset(
     "author baseModels cardData childrenModelCount config createdAt disabled downloads downloadsAllTime "
@@ -160,7 +173,29 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._faults: list[_Fault] = []
+        self._moved_at: dict[str, datetime] = {}  # when a head last moved while served (the listing's clock)
+        self._listed_sha: dict[str, str] = {}  # a listing that claims another sha than the repo's own
+        self._list_fault: tuple[str, int] | None = None
+        self._ratelimit: dict[str, str] = {}  # headers added to every answer (send_ratelimit)
+        self.list_page = LIST_PAGE  # entries per /api/models page when the client sends no limit
         self._http = LoopbackServer(_Handler, self, "hub-replay", host, port)
+
+    def add_repo(self, history: RepoHistory) -> None:
+        """Serve one more repo (built in memory, e.g. `synthetic_history`), all its commits shown. Added
+        while the server runs, it is a repo created now: the listing shows it as the newest."""
+        with self._lock:
+            self._repos[history.repo_id] = history
+            self._heads[history.repo_id] = len(history.commits)
+            self._touch(history.repo_id)
+
+    def send_ratelimit(self, remaining: int | None, reset_s: int = 300, limit: int = 1000) -> None:
+        """Answer every request with `RateLimit: "api";r=REMAINING;t=RESET_S` and a policy of `limit` per
+        5 minutes, as the Hub does (None: no such headers)."""
+        with self._lock:
+            self._ratelimit = {} if remaining is None else {
+                "RateLimit": f'"api";r={remaining};t={reset_s}',
+                "RateLimit-Policy": f'"fixed window";"api";q={limit};w=300',
+            }
 
     # -- life cycle
     def start(self) -> ReplayServer:
@@ -200,6 +235,7 @@ class ReplayServer:
             raise ValueError(f"{repo_id} has {len(self._repos[repo_id].commits)} commits, not {n}")
         with self._lock:
             self._heads[repo_id] = n
+            self._touch(repo_id)
 
     def advance(self, repo_id: str) -> bool:
         """Reveal one more commit; False when all are shown."""
@@ -207,8 +243,62 @@ class ReplayServer:
             if self._heads[repo_id] >= len(self._repos[repo_id].commits):
                 return False
             self._heads[repo_id] += 1
+            self._touch(repo_id)
             return True
 
+    def _touch(self, repo_id: str) -> None:
+        """The head moved now: the listing (and model info) report now as its lastModified, strictly after
+        every earlier move, as the Hub's listing does (recorded commit dates are in the past). Before the
+        server starts, heads set are the recorded state: their commit dates stand."""
+        if not self._http.running:
+            return
+        latest = max(self._moved_at.values(), default=None)
+        now = datetime.now(UTC).replace(microsecond=datetime.now(UTC).microsecond // 1000 * 1000)
+        if latest is not None and now <= latest:
+            now = latest + timedelta(milliseconds=1)
+        self._moved_at[repo_id] = now
+        self._listed_sha.pop(repo_id, None)
+
+    def last_modified(self, repo_id: str) -> datetime:
+        """The lastModified the listing shows for the repo's head."""
+        found = self._visible(repo_id)
+        if found is None or found[1] == 0:
+            raise LookupError(f"{repo_id} has no commit shown")
+        with self._lock:
+            return self._last_modified(found[0], found[0].commits[found[1] - 1])
+
+    def _last_modified(self, repo: RepoHistory, commit: ReplayCommit) -> datetime:
+        moved = self._moved_at.get(repo.repo_id)
+        return moved if moved is not None and moved > commit.date else commit.date
+
+    # -- listing faults
+    def list_with_sha(self, repo_id: str, sha: str) -> None:
+        """The listing shows `sha` for the repo (its model info still tells the truth) until its head moves."""
+        with self._lock:
+            self._listed_sha[repo_id] = sha
+
+    def fault_listing(self, kind: str | None, n: int = 1) -> None:
+        """Misbehave on /api/models pages after the first: "repeat" starts each next page n entries early
+        (entries appear twice), "skip" starts it n entries late (entries are never listed), "loop" makes
+        every next link point back to the first page (a cursor that never ends). None: behave."""
+        if kind is not None and kind not in LIST_FAULTS:
+            raise ValueError(f"listing fault must be one of {', '.join(LIST_FAULTS)}, not {kind!r}")
+        with self._lock:
+            self._list_fault = (kind, n) if kind else None
+
+    def _listing(self, anonymous: bool, author: str | None) -> list[tuple[RepoHistory, ReplayCommit, datetime, str]]:
+        """The models a listing shows: (repo, head commit, lastModified, listed sha)."""
+        with self._lock:
+            out = []
+            for repo_id, repo in self._repos.items():
+                n = self._heads[repo_id]
+                if n == 0 or (repo.private and anonymous) or (author and repo_id.split("/")[0] != author):
+                    continue
+                commit = repo.commits[n - 1]
+                out.append((repo, commit, self._last_modified(repo, commit), self._listed_sha.get(repo_id, commit.sha)))
+            return out
+
+    # -- life cycle
     def head_count(self, repo_id: str) -> int:
         with self._lock:
             return self._heads[repo_id]
@@ -371,6 +461,8 @@ class _Exchange:
                 return self.tree(repo_id, rest[1], "/".join(rest[2:]).strip("/"))
             if len(rest) == 2 and rest[0] == "paths-info" and self.method == "POST":
                 return self.paths_info(repo_id, rest[1])
+        elif self.raw_path in ("/api/models", "/api/models/") and self.method in ("GET", "HEAD"):
+            return self.list_models()
         elif self.raw_path.startswith(("/api/models/", "/api/datasets/", "/api/spaces/")):
             raise _HubError(401 if self.auth == "anonymous" else 404, "Repository not found", "RepoNotFound")
         raise _HubError(404, "Sorry, we can't find the page you are looking for.")
@@ -403,7 +495,7 @@ class _Exchange:
                 "GatedRepo",
             )
 
-    def _next_link(self, **changes: int) -> dict[str, str]:
+    def _next_link(self, **changes: int | str) -> dict[str, str]:
         pairs = [(k, v) for k, values in self.query.items() if k not in changes for v in values]
         pairs += [(k, str(v)) for k, v in changes.items()]
         return {"Link": f'<{self.base_url}{self.raw_path}?{urlencode(pairs)}>; rel="next"'}
@@ -413,6 +505,9 @@ class _Exchange:
         repo, n = self._repo(repo_id)
         commit = self._commit(repo, n, rev)
         fields = _model_fields(repo, commit, blobs=_flag(self.query.get("blobs")))
+        if commit.sha == repo.commits[n - 1].sha:
+            with self.replay._lock:
+                fields["lastModified"] = _iso(self.replay._last_modified(repo, commit))
         identity = {"_id": fields.pop("_id"), "id": repo.repo_id}
         expand = self.query.get("expand") or self.query.get("expand[]")
         if expand:
@@ -423,6 +518,46 @@ class _Exchange:
         if _flag(self.query.get("securityStatus")):
             data["securityRepoStatus"] = {"scansDone": True, "filesWithIssues": []}
         return _json(200, data)
+
+    def list_models(self) -> _Response:
+        """GET /api/models: `author`, `sort` (lastModified, createdAt, id), `direction` (-1, the default
+        with a sort, or 1), `limit` (at most 1,000, the page), `expand` / `expand[]`, and the page cursor
+        of the `Link: <...>; rel="next"` header (an opaque `cursor`: the sort key of the last entry)."""
+        query = self.query
+        author = query.get("author", [""])[-1] or None
+        sort = query.get("sort", ["id"])[-1] or "id"
+        if sort not in LIST_SORTS:
+            raise _HubError(400, f"Invalid sort: {sort!r} (the replay knows {', '.join(sorted(LIST_SORTS))})")
+        direction = query.get("direction", ["-1" if sort != "id" else "1"])[-1]
+        if direction not in ("-1", "1"):
+            raise _HubError(400, f"Invalid direction: {direction!r}")
+        limit = max(1, min(_int_param(query, "limit", self.replay.list_page), LIST_PAGE))
+        expand = query.get("expand") or query.get("expand[]") or []
+        if unknown := sorted(set(expand) - EXPAND_KEYS):
+            raise _HubError(400, f'"expand" must be one of the allowed values, not {", ".join(unknown)}')
+
+        def key(entry: tuple[RepoHistory, ReplayCommit, datetime, str]) -> tuple[str, str]:
+            repo, commit, modified, _ = entry
+            at = modified if sort == "lastModified" else repo.commits[0].date
+            return ("" if sort == "id" else _iso(at), repo.repo_id)
+
+        entries = sorted(self.replay._listing(self.auth == "anonymous", author), key=key, reverse=direction == "-1")
+        keys = [key(e) for e in entries]
+        start = 0
+        if "cursor" in query:
+            after = _decode_cursor(query["cursor"][-1])
+            start = next((i for i, k in enumerate(keys) if (k < after if direction == "-1" else k > after)), len(keys))
+            fault = self.replay._list_fault
+            if fault is not None and fault[0] in ("repeat", "skip"):
+                start = max(0, start - fault[1]) if fault[0] == "repeat" else start + fault[1]
+        page = entries[start : start + limit]
+        headers = {}
+        if start + limit < len(entries) and page:
+            cursor = _encode_cursor(keys[start + len(page) - 1])
+            if self.replay._list_fault is not None and self.replay._list_fault[0] == "loop":
+                cursor = _encode_cursor(_BEFORE_ALL if direction == "-1" else ("", ""))
+            headers = self._next_link(cursor=cursor)
+        return _json(200, [_listed_json(e, expand) for e in page], headers)
 
     def refs(self, repo_id: str) -> _Response:
         repo, n = self._repo(repo_id)
@@ -514,6 +649,47 @@ class _Exchange:
             headers["Content-Range"] = f"bytes {start}-{stop - 1}/{blob.size}"
             status = 206
         return _Response(status, headers, blob=blob, start=start, stop=stop)
+
+
+_BEFORE_ALL = ("\uffff", "\uffff")  # sorts after every key: a descending listing restarts from the top
+
+
+def _encode_cursor(key: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode()
+
+
+def _decode_cursor(value: str) -> tuple[str, str]:
+    try:
+        at, repo_id = json.loads(base64.urlsafe_b64decode(value.encode()))
+        return str(at), str(repo_id)
+    except (ValueError, TypeError) as err:
+        raise _HubError(400, f"Invalid cursor: {value!r}") from err
+
+
+def _listed_json(entry: tuple[RepoHistory, ReplayCommit, datetime, str], expand: list[str]) -> dict[str, Any]:
+    """One /api/models entry: `_id`, `id` and the expanded keys, or the listing's default keys."""
+    repo, commit, modified, listed_sha = entry
+    if set(expand) - {"sha", "lastModified", "author", "private", "gated", "createdAt"}:
+        fields = _model_fields(repo, commit, blobs=False)  # the costly keys: computed only when asked
+    else:
+        card = repo.meta_card_data or {}
+        fields = {
+            "_id": repo.commits[0].sha[:24],
+            "author": repo.repo_id.split("/")[0],
+            "createdAt": _iso(repo.commits[0].date),
+            "private": repo.private,
+            "gated": repo.gated,
+            "downloads": 0,
+            "likes": 0,
+            "trendingScore": 0,
+            "tags": [str(t) for t in card.get("tags", []) if isinstance(card.get("tags"), list)],
+            **{k: card[k] for k in ("library_name", "pipeline_tag") if isinstance(card.get(k), str)},
+        }
+    fields.update(sha=listed_sha, lastModified=_iso(modified))
+    identity = {"_id": fields["_id"], "id": repo.repo_id}
+    if expand:
+        return {**identity, **{k: fields[k] for k in expand if k in fields}}
+    return {**identity, "modelId": repo.repo_id, **{k: fields[k] for k in LIST_DEFAULT_KEYS if k in fields}}
 
 
 def _model_fields(repo: RepoHistory, commit: ReplayCommit, blobs: bool) -> dict[str, Any]:
@@ -615,6 +791,8 @@ class _Handler(KeepAliveHandler):
             if response is None:
                 response = _Exchange(self.replay, self, method, raw_path, query, body).answer()
             self.replay._record(RecordedRequest(method, path, query, response.status, self.headers.get("Range")))
+            if self.replay._ratelimit and "RateLimit" not in response.headers:
+                response.headers.update(self.replay._ratelimit)
         if response.silent_s is not None:
             time.sleep(response.silent_s)
             self.close_connection = True

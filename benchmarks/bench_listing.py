@@ -1,0 +1,149 @@
+"""Figure: what change detection costs for 10,000 watched repos on the replay server when nothing changes:
+Hub requests per minute with the listing ([poll] listing_interval = 1m) against per-repo polling at 15
+minutes (the baseline: 10,000 / 15 = 667 requests a minute), and the client CPU time of one listing pass.
+
+The replay server runs in its own process (`python -m tracker.replay --synthetic 10000`), so the CPU
+figures are hubwatch's alone. Requests are counted at the server. Steps:
+  1. 10,000 watches stored at their current head (as after their baselines), listing mark unset;
+  2. the first pass (one Hub page deep: it sets the mark);
+  3. ten passes with nothing changing (one per simulated minute): requests and CPU per pass;
+  4. 50 repos moved, one pass: requests, and whether exactly those 50 were found;
+  5. per-repo polling of a 200-watch sample (App.poll): requests per polled repo, scaled to 10,000 at 15m.
+The reconcile ([poll] reconcile_interval = 1d) adds 10,000 / 1,440 = 6.9 requests a minute on average,
+printed apart: the listing's own figure is what the goal (at most 2 a minute) is about.
+Run: .venv/bin/python benchmarks/bench_listing.py [N]
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from storage.listing_state import ListingStore
+from storage.models import Watch
+from tracker.app import App
+from tracker.config import settings_from_mapping
+from tracker.listing import ListingPass
+from tracker.logs import configure_logging
+from tracker.replay.__main__ import SYNTHETIC_START, synthetic_ids
+from tracker.replay.history import synthetic_history
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+PER_REPO_INTERVAL_MIN = 15
+RECONCILE_MIN = 1440
+SAMPLE = 200
+MOVED = 50
+
+
+def _admin(endpoint: str, path: str, method: str = "GET") -> object:
+    request = urllib.request.Request(f"{endpoint}/_replay/{path}", method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())
+
+
+def _requests(endpoint: str) -> int:
+    count = len(_admin(endpoint, "requests"))  # type: ignore[arg-type]
+    _admin(endpoint, "reset-requests", "POST")
+    return count
+
+
+def main() -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tracker.replay", "--port", "0", "--no-bundled", "--synthetic", str(N)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        endpoint = server.stdout.readline().strip()  # type: ignore[union-attr]
+        with tempfile.TemporaryDirectory() as tmp:
+            _run(endpoint, Path(tmp))
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def _run(endpoint: str, tmp: Path) -> None:
+    settings = settings_from_mapping(
+        {"hub": {"endpoint": endpoint}, "storage": {"url": f"sqlite:///{tmp / 'bench.db'}"},
+         "osv": {"enabled": False}, "log": {"level": "warning"}},
+        env={}, source="bench",
+    )
+    configure_logging(settings.log)
+    app = App(settings)
+    ids = synthetic_ids(N)
+    now = datetime.now(UTC)
+    with app.store.session() as s:
+        s.add_all(
+            Watch(repo_id=r, branch="main", interval_s=PER_REPO_INTERVAL_MIN * 60, source="cli", created_at=now,
+                  last_sha=synthetic_history(r, commits=2, start=SYNTHETIC_START + timedelta(minutes=i)).commits[0].sha, last_polled_at=now)
+            for i, r in enumerate(ids)
+        )
+        s.commit()
+    listings = ListingStore(app.store.engine)
+    listing = ListingPass(listings, app.hub)
+    _requests(endpoint)
+
+    started = time.process_time()
+    [first] = listing.run()
+    first_cpu = time.process_time() - started
+    first_requests = _requests(endpoint)
+
+    cpu, requests = [], []
+    for _ in range(10):
+        started = time.process_time()
+        [steady] = listing.run()
+        cpu.append(time.process_time() - started)
+        requests.append(_requests(endpoint))
+        assert steady.moved == [] and steady.complete, steady
+
+    moved = ids[::N // MOVED][:MOVED]
+    for repo_id in moved:
+        _admin(endpoint, f"advance/{repo_id}", "POST")
+    _requests(endpoint)
+    started = time.process_time()
+    [after] = listing.run()
+    moved_cpu = time.process_time() - started
+    moved_requests = _requests(endpoint)
+    found = sorted(r for r, _ in after.moved) == sorted(moved)
+
+    sample = ids[1::N // SAMPLE][:SAMPLE]
+    started = time.process_time()
+    outcomes = app.poll(sample)
+    poll_cpu = (time.process_time() - started) / len(sample)
+    per_poll = _requests(endpoint) / len(sample)
+    assert all(not o.failed for o in outcomes)
+
+    listing_per_min = sum(requests) / len(requests)  # one pass a minute
+    per_repo_per_min = N * per_poll / PER_REPO_INTERVAL_MIN
+    reconcile_per_min = N / RECONCILE_MIN
+    print(f"watched repos (replay server, nothing changing): {N}")
+    print(f"first pass (no mark, one page): {first_requests} requests, listed {first.listed}, {first_cpu * 1000:.0f} ms CPU")
+    print(f"steady pass: {listing_per_min:.2f} requests, {1000 * sum(cpu) / len(cpu):.1f} ms CPU (mean of 10),"
+          f" max {1000 * max(cpu):.1f} ms")
+    print(f"pass after {MOVED} moved: {moved_requests} requests, {moved_cpu * 1000:.0f} ms CPU, found exactly those: {found}")
+    print(f"per-repo poll (sample of {SAMPLE}): {per_poll:.2f} requests and {poll_cpu * 1000:.1f} ms CPU per repo")
+    print(f"Hub requests per minute, listing every 1m: {listing_per_min:.2f} (goal: at most 2)")
+    print(f"  plus the daily per-repo reconcile: {reconcile_per_min:.2f} on average (total {listing_per_min + reconcile_per_min:.2f})")
+    print(f"Hub requests per minute, per-repo polling every {PER_REPO_INTERVAL_MIN}m: {per_repo_per_min:.0f} (baseline 667)")
+    print(f"ratio per-repo / listing: {per_repo_per_min / listing_per_min:.0f}x;"
+          f" per-repo / (listing + reconcile): {per_repo_per_min / (listing_per_min + reconcile_per_min):.0f}x")
+    print(f"CPU per minute: listing {1000 * sum(cpu) / len(cpu):.1f} ms (share of a core {100 * sum(cpu) / len(cpu) / 60:.3f}%),"
+          f" per-repo polling {N / PER_REPO_INTERVAL_MIN * poll_cpu * 1000:.0f} ms"
+          f" ({100 * N / PER_REPO_INTERVAL_MIN * poll_cpu / 60:.1f}%)")
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of this process (hubwatch side, after the 200-repo poll): {rss_mb:.0f} MB")
+    breakeven = 1 / (1 / PER_REPO_INTERVAL_MIN - 1 / RECONCILE_MIN) * listing_per_min
+    print(f"break-even watch count (listing + reconcile = per-repo at 15m): {breakeven:.1f} watches")
+    app.store.engine.dispose()
+
+
+if __name__ == "__main__":
+    main()
