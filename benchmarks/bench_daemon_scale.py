@@ -30,10 +30,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -46,6 +44,7 @@ from benchmarks._histories import CONFIG, write_repo
 from storage.models import Watch
 from tracker.app import App
 from tracker.config import load_settings
+from tracker.fakes.receiver import Receiver
 from tracker.logs import configure_logging
 from tracker.replay.history import load_roots
 from tracker.scheduler import overdue_grace_s
@@ -57,43 +56,10 @@ HOOK_COMMITS = 4  # a baseline, then one move while idle and two while polling
 BEFORE = {"ack_ms": 490.0, "p50_ms": 670.0, "p90_ms": 1170.0}
 
 
-class Receiver:
-    """A recording webhook receiver on loopback: when each delivery (by revision sha) arrived."""
-
-    def __init__(self) -> None:
-        self.arrived: dict[str, float] = {}
-        self._cond = threading.Condition()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                at = time.monotonic()
-                sha = json.loads(body).get("data", {}).get("sha")
-                with receiver._cond:
-                    receiver.arrived.setdefault(sha, at)
-                    receiver._cond.notify_all()
-                self.send_response(204)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def wait_for(self, sha: str, timeout_s: float) -> float | None:
-        with self._cond:
-            self._cond.wait_for(lambda: sha in self.arrived, timeout_s)
-            return self.arrived.get(sha)
+def _arrival(receiver: Receiver, sha: str, timeout_s: float) -> float | None:
+    """When the delivery of the revision ``sha`` reached the receiver (time.monotonic()), or None."""
+    hit = receiver.first(lambda r: json.loads(r.body).get("data", {}).get("sha") == sha, timeout_s)
+    return hit.at if hit else None
 
 
 def _free_port() -> int:
@@ -220,7 +186,7 @@ def main() -> None:
     args = parser.parse_args()
     hook_ids = [f"bench/hook-{i:02d}" for i in range(args.hooks)]
     plain_ids = [f"bench/model-{i:05d}" for i in range(args.watches - args.hooks)]
-    receiver = Receiver()
+    receiver = Receiver().start()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "histories"
         t = time.perf_counter()
@@ -263,7 +229,7 @@ def main() -> None:
                 log.close()
         finally:
             replay.stop()
-    receiver.server.shutdown()
+    receiver.stop()
 
 
 def _polled_since(db: Path, since: datetime) -> int:
@@ -298,7 +264,7 @@ class Hooks:
                 ack_ms, status = _hook(self.client, repo_id, shas[n - 1], shas[n])
                 assert status == 202, status
                 acks.append(ack_ms)
-                arrived = self.receiver.wait_for(shas[n], 30)
+                arrived = _arrival(self.receiver, shas[n], 30)
                 if arrived is None:
                     missing += 1
                 else:
