@@ -16,13 +16,13 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from storage.models import Watch
-from storage.store import ScheduledWatch as StoredSchedule
+from storage.store import ScheduledWatch
 
 log = structlog.get_logger(__name__)
 
 PollFn = Callable[[str, str], None]
 # A watch as the scheduler needs it: repo_id, branch, interval_s, last_polled_at (a Watch row does too).
-ScheduledWatch = Watch | StoredSchedule
+Schedulable = Watch | ScheduledWatch
 
 POLL_THREADS = 10  # scheduled polls at once (APScheduler's default pool)
 TRIGGERED_THREADS = 4  # polls a Hub webhook asked for, at once
@@ -40,13 +40,13 @@ class Scheduler:
 
     def __init__(
         self,
-        list_watches: Callable[[], Sequence[ScheduledWatch] | None],
+        list_watches: Callable[[], Sequence[Schedulable] | None],
         poll: PollFn,
         jitter_s: int,
         refresh_s: int = 60,
         version: Callable[[], object | None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        plan: Callable[[Sequence[ScheduledWatch]], dict[str, int]] | None = None,
+        plan: Callable[[Sequence[Schedulable]], dict[str, int]] | None = None,
     ) -> None:
         self._list_watches = list_watches
         # The interval of each job ("repo@branch") when not the watch's own: the listing's reconcile, or
@@ -105,7 +105,7 @@ class Scheduler:
             self._seen_version = version
             return True
 
-    def _apply(self, watches: Sequence[ScheduledWatch]) -> None:
+    def _apply(self, watches: Sequence[Schedulable]) -> None:
         wanted = {f"{w.repo_id}@{w.branch}": w for w in watches}
         planned = self._plan(watches) if self._plan is not None else {}
         for job_id in set(self._intervals) - set(wanted):
@@ -232,7 +232,7 @@ def overdue_grace_s(interval_s: int) -> float:
     return min(60.0, max(5.0, interval_s / 10))
 
 
-def first_run_at(job_id: str, watch: ScheduledWatch, now: datetime, interval_s: int | None = None) -> datetime:
+def first_run_at(job_id: str, watch: Schedulable, now: datetime, interval_s: int | None = None) -> datetime:
     """When a newly scheduled watch is first polled: at once if it never was (its baseline); at its
     natural due time (last poll + interval) if that is still ahead; and when it is overdue (after a
     restart, every watch is), at a stable point within one interval from now, so that thousands of
