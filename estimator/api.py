@@ -2,36 +2,63 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from . import memory
 from .errors import EstimateError
 from .families import BUILDERS
+from .from_weights import structure_from_weights
 from .manifest import ManifestCount, count_manifest
 from .reader import ConfigReader
 from .result import Estimate
-from .structure import Structure
+from .structure import Structure, targeted
 
 DTYPE_NAMES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32", "float64": "F64", "half": "F16",
                "float": "F32"}
 MAX_PARAMETERS = 10**14
+MAX_LORA_RANK = 4096
 
 
-def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2048) -> Estimate:
-    """Parameters, input shape, memory per mode and batches per card for one revision.
+def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2048, lora_rank: int = memory.LORA_RANK,
+             lora_targets: str | Sequence[str] = memory.LORA_TARGETS) -> Estimate:
+    """Parameters, input shape, memory per mode and batches per card for one revision; LoRA and QLoRA with
+    adapters of ``lora_rank`` on ``lora_targets`` ("all-linear", or module names as PEFT's target_modules).
 
     Bad input raises EstimateError naming the key; custom code without a manifest returns an estimate
     whose note says the structure cannot be derived, with no figures rather than guessed ones.
     """
     if isinstance(seq_len_cap, bool) or not isinstance(seq_len_cap, int) or not 1 <= seq_len_cap <= 10**7:
         raise EstimateError("seq_len_cap", f"expected a positive integer, got {seq_len_cap!r}")
+    lora = (_lora_rank(lora_rank), _lora_targets(lora_targets))
     reader = ConfigReader(config, "")
     counted = count_manifest(manifest, audio_encoder=config.get("model_type") == "whisper") \
         if manifest is not None else None
     notes: list[str] = []
-    structure = _derive(reader, seq_len_cap, counted, notes)
-    return _assemble(reader, structure, counted, notes, seq_len_cap)
+    structure = _derive(reader, seq_len_cap, counted, notes, manifest)
+    return _assemble(reader, structure, counted, notes, seq_len_cap, lora)
 
 
-def _derive(r: ConfigReader, cap: int, counted: ManifestCount | None, notes: list[str]) -> Structure | None:
+def _lora_rank(rank: object) -> int:
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 1 <= rank <= MAX_LORA_RANK:
+        raise EstimateError("lora_rank", f"expected an integer from 1 to {MAX_LORA_RANK}, got {rank!r}")
+    return rank
+
+
+def _lora_targets(targets: object) -> str | tuple[str, ...]:
+    """"all-linear", or a non-empty list of module names (a tuple, so that the estimate cannot change it)."""
+    if targets == "all-linear":
+        return "all-linear"
+    if (not isinstance(targets, (list, tuple)) or not targets
+            or not all(isinstance(t, str) and t.strip() for t in targets)):
+        raise EstimateError("lora_targets", f'expected "all-linear" or a non-empty list of module names, '
+                                            f"got {targets!r}")
+    return tuple(t.strip() for t in targets)
+
+
+def _derive(r: ConfigReader, cap: int, counted: ManifestCount | None, notes: list[str],
+            manifest: dict | None = None) -> Structure | None:
+    """The family builder's structure; for custom code or an unmodelled architecture, the one the weight
+    manifest implies (or None, with the reason in the notes)."""
     auto_map = r.data.get("auto_map")
     if auto_map is not None:
         classes = ", ".join(sorted(str(v) for v in auto_map.values())) if isinstance(auto_map, dict) else auto_map
@@ -39,13 +66,13 @@ def _derive(r: ConfigReader, cap: int, counted: ManifestCount | None, notes: lis
                   else "no weight manifest was given, so nothing is counted")
         notes.append(f"custom code (auto_map: {classes}): the repo builds its own model, so the structure cannot "
                      f"be derived from config.json; {source}")
-        return None
+        return _from_weights(r, cap, counted, notes, manifest)
     model_type = r.data.get("model_type")
     if model_type is None:
         if counted is None:
             raise EstimateError("model_type", "missing: the architecture cannot be identified")
         notes.append("model_type is missing: the structure cannot be derived; counted from the weight manifest")
-        return None
+        return _from_weights(r, cap, counted, notes, manifest)
     if not isinstance(model_type, str):
         raise EstimateError("model_type", f"expected a string, got {model_type!r}")
     builder = BUILDERS.get(model_type)
@@ -55,26 +82,38 @@ def _derive(r: ConfigReader, cap: int, counted: ManifestCount | None, notes: lis
                                               f"(modelled: {', '.join(sorted(BUILDERS))})")
         notes.append(f"model_type {model_type!r} is not modelled: the structure cannot be derived; "
                      "counted from the weight manifest")
-        return None
+        return _from_weights(r, cap, counted, notes, manifest)
     structure = builder(r, cap)
     if structure.total > MAX_PARAMETERS:
         raise EstimateError("config", f"derives {structure.total:,} parameters, beyond any real model")
     return structure
 
 
+def _from_weights(r: ConfigReader, cap: int, counted: ManifestCount | None, notes: list[str],
+                  manifest: dict | None) -> Structure | None:
+    if counted is None or manifest is None:
+        return None
+    structure, reason = structure_from_weights(r.data, manifest, counted, cap)
+    if structure is None:
+        notes.append(f"activations unknown: {reason}; only weight and optimizer memory is given (LoRA targets "
+                     "read from the manifest's 2-D weights); a card is ruled out only when those alone do not fit")
+    return structure
+
+
 def _assemble(r: ConfigReader, s: Structure | None, counted: ManifestCount | None, notes: list[str],
-              cap: int) -> Estimate:
+              cap: int, lora: tuple[int, str | tuple[str, ...]] = (memory.LORA_RANK, memory.LORA_TARGETS)) -> Estimate:
     warnings: list[str] = []
-    derived = s.total if s else None
+    from_weights = s is not None and s.inputs.get("structure_source") == "weights"
+    derived = s.total if s and not from_weights else None
     checkpoint = counted.parameters if counted else None
-    used = _choose(s, counted, warnings, notes)
+    used = "checkpoint" if from_weights else _choose(s, counted, warnings, notes)
     total = derived if used == "derived" else checkpoint
     params = {
         "total": total,
         "derived": derived,
         "checkpoint": checkpoint,
-        "by_tower": (s.by_tower() if used == "derived" else dict(sorted(counted.by_tower.items())))
-        if used else {},
+        "by_tower": (s.by_tower() if used == "derived" or from_weights  # type: ignore[union-attr]
+                     else dict(sorted(counted.by_tower.items()))) if used else {},
         "by_component": s.by_component() if s else {},
         "by_dtype": _by_dtype(r, counted, total, notes),
         "delta": _delta(derived, checkpoint),
@@ -92,33 +131,49 @@ def _assemble(r: ConfigReader, s: Structure | None, counted: ManifestCount | Non
     inputs = {"batch": 1, "seq_len_cap": cap, **(s.inputs if s else {})}
     if total is None:
         return Estimate(params, inputs, {}, {}, notes, warnings)
-    linear = (counted.linear_dims, counted.linear_params, counted.largest_linear) if counted and not s else None
-    modes = memory.modes(s, total, linear)
+    rank, targets = lora
+    linear = (_counted_lora_dims(counted, targets), counted.linear_params, counted.largest_linear) \
+        if counted and not s else None
+    modes = memory.modes(s, total, linear, rank=rank, targets=targets)
     mem = {m.name: _mode_dict(m) for m in modes}
     mem["assumptions"] = {
         "cuda_context_bytes": memory.CUDA_CONTEXT_BYTES,
         "headroom_fraction": memory.HEADROOM,
         "borderline_fraction": memory.BORDERLINE,
-        "lora_rank": memory.LORA_RANK,
+        "lora_rank": rank,
+        "lora_targets": targets if isinstance(targets, str) else list(targets),
         "text": "bf16 autocast, AdamW (fp32 master weights, fp32 grads, two fp32 moments), SDPA without a "
-                "stored score matrix, LoRA r=16 on every linear layer but the head with a frozen bf16 base, "
+                "stored score matrix, " + _lora_text(rank, targets) + " with a frozen bf16 base, "
                 "QLoRA on an NF4 base with double quantization; the step's peak is the largest of its phases (forward "
                 "with the saved activations and the loss's logits, the end of backward with every gradient, the "
                 "foreach AdamW step with a temporary the size of the moments); a per-process allowance for the CUDA context; "
                 "inference: bf16 weights, bf16 KV cache at the input length and a transient workspace of half "
                 "one layer's training activations; activations as measured on transformers' modules under "
                 "bf16 autocast with CUDA's rules (1-byte dropout masks, CUDA autocast's fp32 ops; tests/estimator, "
-                "checked against steps measured on an H200); LoRA as PEFT builds it (all-linear, dropout on the "
+                "checked against steps measured on an H200); LoRA as PEFT builds it (dropout on the "
                 "adapter input, fp32 adapters): full fine-tuning's activations plus a 1-byte mask per adapter input, "
-                "less the normalised inputs that frozen norm weights no longer keep; checkpointed LoRA layers keep "
-                "bf16 inputs; "
+                "less the inputs of frozen linears left unadapted and the normalised "
+                "inputs that frozen norm weights no longer keep; checkpointed LoRA layers keep bf16 inputs; "
                 "a verdict is borderline when the peak is within the borderline fraction of the usable bytes",
     }
-    if s is None:
+    if s is None and not any(note.startswith("activations unknown") for note in notes):
         notes.append("activations unknown: they need the structure, so only weight and optimizer memory is given "
                      "(LoRA targets read from the manifest's 2-D weights); a card is ruled out only when those "
                      "alone do not fit")
     return Estimate(params, inputs, mem, memory.cards(modes), notes, warnings)
+
+
+def _lora_text(rank: int, targets: str | tuple[str, ...]) -> str:
+    """The LoRA assumed, in words."""
+    where = "every linear layer but the head" if targets == "all-linear" else "the " + ", ".join(targets) + " linears"
+    return f"LoRA r={rank} on {where}"
+
+
+def _counted_lora_dims(counted: ManifestCount, targets: str | tuple[str, ...]) -> int:
+    """Sum of (in + out) over the manifest's 2-D block weights that ``targets`` adapts."""
+    if targets == "all-linear":
+        return counted.linear_dims
+    return sum(counted.role_dims[role] for role in targeted(counted.role_dims, targets))
 
 
 def _mode_dict(m: memory.Mode) -> dict:

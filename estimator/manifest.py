@@ -49,6 +49,7 @@ class ManifestCount:
     linear_dims: int = 0      # sum of (in + out) over 2-D block weights: what LoRA on every linear adapts
     linear_params: int = 0    # elements of those weights (4-bit under QLoRA)
     largest_linear: int = 0
+    role_dims: dict[str, int] = field(default_factory=dict)  # module role -> the linear_dims of its weights
 
 
 def count_manifest(manifest: object, *, audio_encoder: bool = False) -> ManifestCount:
@@ -83,7 +84,17 @@ def count_manifest(manifest: object, *, audio_encoder: bool = False) -> Manifest
             out.linear_dims += shape[0] + shape[1]
             out.linear_params += n
             out.largest_linear = max(out.largest_linear, n)
+            role = module_role(name)
+            out.role_dims[role] = out.role_dims.get(role, 0) + shape[0] + shape[1]
     return out
+
+
+def module_role(weight: str) -> str:
+    """A weight's module path within its layer, as PEFT's target_modules names it: "model.layers.0.self_attn.
+    q_proj.weight" -> "self_attn.q_proj"; a weight outside numbered layers keeps its whole module path."""
+    parts = weight.removesuffix(".weight").split(".")
+    numbered = [i for i, part in enumerate(parts) if part.isdigit()]
+    return ".".join(parts[numbered[-1] + 1:] if numbered else parts)
 
 
 def tower_of(name: str, *, audio_encoder: bool = False) -> str:

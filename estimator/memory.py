@@ -6,14 +6,17 @@ per-sample bytes (saved activations, the loss's transient logits, KV cache) time
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .structure import Structure
+from .blocks import BF16
+from .structure import Structure, targeted
 
 GIB = 1024**3
 CUDA_CONTEXT_BYTES = 700 * 1024**2   # per process: CUDA context + cuBLAS handles (685 MiB measured on an H200, CUDA 13)
 HEADROOM = 0.10                      # share of each card kept free (fragmentation, caching allocator)
-LORA_RANK = 16
+LORA_RANK = 16                       # PEFT's rank unless the caller chooses another
+LORA_TARGETS = "all-linear"          # PEFT's every linear layer but the head, unless named modules are chosen
 BORDERLINE = 0.10                    # a peak within 10% of a card's usable bytes: the estimate cannot call it
 LORA_DROPOUT_INPUT_BYTES = 1         # an adapter's input: CUDA's 1-byte dropout mask (its bf16 cast replaces the base's)
 NF4_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)  # 4-bit weights, 8-bit absmax per 64, fp32 per 256 absmax (double quant)
@@ -149,14 +152,19 @@ def kv_cache(s: Structure) -> int:
                    for st in s.stacks))
 
 
-def lora_activations(s: Structure) -> int:
-    """Per sample, what PEFT's adapters change in full fine-tuning's activations: every adapted linear's input
-    keeps a 1-byte dropout mask beside the bf16 copy A reads (which replaces the frozen base's own copy), and
-    norms whose weights no longer train stop keeping their normalised input. Can be negative."""
+def lora_activations(s: Structure, roles: list[str] | None = None) -> int:
+    """Per sample, what PEFT's adapters (on the linears of ``roles``; every one when None) change in full
+    fine-tuning's activations: an adapted linear's input keeps a 1-byte dropout mask beside the bf16 copy A
+    reads (which replaces the frozen base's own copy); a frozen linear left unadapted keeps no input at all;
+    norms whose weights no longer train stop keeping their normalised input. Can be negative. B's rank-wide
+    input (2 x rank bytes a token per adapter, under 1% of a layer's activations up to rank 64) is left out."""
+    chosen = [s.lora_roles[role] for role in (s.lora_roles if roles is None else roles)]
     extra = 0
     for tower in {*s.lora_inputs, *s.lora_frozen}:
         tokens = max((st.tokens for st in s.stacks if st.tower == tower), default=0)
-        extra += (LORA_DROPOUT_INPUT_BYTES * s.lora_inputs.get(tower, 0) - s.lora_frozen.get(tower, 0)) * tokens
+        adapted = sum(lin.inputs.get(tower, 0) for lin in chosen)
+        frozen = s.lora_inputs.get(tower, 0) - adapted
+        extra += (LORA_DROPOUT_INPUT_BYTES * adapted - BF16 * frozen - s.lora_frozen.get(tower, 0)) * tokens
     return int(extra)
 
 
@@ -171,21 +179,26 @@ def _training(resident: int, copies: int, grads: int, grad_transient: int, const
             "optimizer": Phase(optimizer, 0)}
 
 
-def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int] | None = None) -> list[Mode]:
-    """Inference, full fine-tune, LoRA and QLoRA, each with and without gradient checkpointing.
+def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int] | None = None, *,
+          rank: int = LORA_RANK, targets: str | Sequence[str] = LORA_TARGETS) -> list[Mode]:
+    """Inference, full fine-tune, LoRA and QLoRA, each with and without gradient checkpointing; LoRA of ``rank``
+    on the linears PEFT's ``targets`` names (QLoRA quantizes every block linear whatever the targets).
 
     Without a structure (custom code, unknown architecture) every mode still gets its fixed bytes, with the
-    LoRA targets read from the manifest's 2-D weights (``counted_linear``: dims, elements, largest), and
-    activations unknown.
+    LoRA targets read from the manifest's 2-D weights (``counted_linear``: the targeted weights' dims, every
+    block weight's elements, the largest), and activations unknown.
     """
     ctx = CUDA_CONTEXT_BYTES
+    roles = None
     if s is None:
         dims, linear_params, largest = counted_linear or (0, 0, 0)
         matmul, tied = linear_params, 0
     else:
-        dims, linear_params, largest = s.lora_linear_dims, s.quantizable, s.largest_linear
+        roles = targeted(s.lora_roles, targets)
+        dims = sum(s.lora_roles[role].dims for role in roles)
+        linear_params, largest = s.quantizable, s.largest_linear
         matmul, tied = s.matmul_params, s.tied_elements
-    lora_params = LORA_RANK * dims
+    lora_params = rank * dims
     out = []
     if s is None:
         out.append(Mode("inference", {"forward": Phase(2 * params + ctx, None)},
@@ -200,7 +213,8 @@ def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int]
         const = constant_saved(s, gc) if s else 0
         act = int(activations(s, gc)) if s else None
         # a LoRA base is bf16, so a checkpointed layer's kept input is too
-        lora_act = None if s is None else (int(activations(s, True, 2)) if gc else act + lora_activations(s))  # type: ignore[operator]
+        lora_act = None if s is None else (int(activations(s, True, 2)) if gc
+                                           else act + lora_activations(s, roles))  # type: ignore[operator]
         loss = int(s.loss_transient_per_sample) if s else 0
         full_resident = 12 * params + ctx
         out.append(Mode("full_finetune" + suffix, _training(
@@ -215,8 +229,8 @@ def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int]
             2 * params + 20 * lora_params + ctx),
             {"base_bf16": 2 * params, "adapters_fp32_grads_adamw": 16 * lora_params,
              "adamw_step_temporary": 4 * lora_params, "adapter_bf16_copies": 2 * lora_params,
-             "lora_rank": LORA_RANK, "activations_per_sample": lora_act, "logits_and_loss_per_sample": loss,
-             "cuda_context": ctx}))
+             "lora_rank": rank, "lora_targets": _targets_json(targets), "activations_per_sample": lora_act,
+             "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
         base4 = int(NF4_BYTES * linear_params + 2 * (params - linear_params))
         dequant = 2 * largest
         out.append(Mode("qlora" + suffix, _training(
@@ -224,9 +238,14 @@ def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int]
             loss, base4 + 20 * lora_params + ctx),
             {"base_nf4": base4, "adapters_fp32_grads_adamw": 16 * lora_params,
              "adamw_step_temporary": 4 * lora_params, "adapter_bf16_copies": 2 * lora_params,
-             "dequantized_layer": dequant, "activations_per_sample": lora_act,
-             "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
+             "dequantized_layer": dequant, "lora_rank": rank, "lora_targets": _targets_json(targets),
+             "activations_per_sample": lora_act, "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
     return out
+
+
+def _targets_json(targets: str | Sequence[str]) -> str | list[str]:
+    """Targets as stored: "all-linear" or the list of module names."""
+    return targets if isinstance(targets, str) else list(targets)
 
 
 def cards(mode_list: list[Mode]) -> dict:

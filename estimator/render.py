@@ -22,7 +22,9 @@ def render_table(result: Estimate) -> str:
     lines = ["Parameters"]
     delta = p.get("delta")
     lines.append(f"  total      {_n(p['total'])}  (used: {p.get('used') or 'none'})")
-    lines.append(f"  derived    {_n(p['derived'])}")
+    from_weights = result.input.get("structure_source") == "weights"
+    lines.append(f"  derived    {_n(p['derived'])}"
+                 + ("  (structure read from the weight manifest)" if from_weights else ""))
     lines.append(f"  checkpoint {_n(p['checkpoint'])}"
                  + (f"  delta {delta['parameters']:+,} ({delta['percent']:+.2f}%)" if delta else ""))
     for title, key in (("by tower", "by_tower"), ("by component", "by_component"), ("by dtype", "by_dtype")):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+from .errors import EstimateError
 
 TOWERS = ("text", "vision", "audio", "projection", "head")
 COMPONENTS = ("embeddings", "blocks", "norms", "heads", "projections", "other")
@@ -33,6 +36,33 @@ class Stack:
 
 
 @dataclass
+class Linears:
+    """The LoRA-adaptable linear layers of one module role (e.g. ``self_attn.q_proj``), summed over layers."""
+
+    dims: int = 0                                    # sum of (in + out): LoRA's parameters are rank times this
+    params: int = 0                                  # weight elements
+    largest: int = 0                                 # elements of the largest weight matrix
+    inputs: dict = field(default_factory=dict)       # tower -> sum of d_in
+    count: dict = field(default_factory=dict)        # tower -> number of layers
+
+
+def targeted(roles: Iterable[str], targets: str | Sequence[str]) -> list[str]:
+    """The roles PEFT's ``target_modules`` adapts: every one for "all-linear", else each role whose module path
+    is a target or ends with "." and a target. A target that matches no role raises EstimateError."""
+    roles = sorted(roles)
+    if targets == "all-linear":
+        return roles
+    chosen = []
+    for target in targets:
+        matched = [role for role in roles if role == target or role.endswith("." + target)]
+        if not matched:
+            raise EstimateError("lora_targets", f"{target!r} matches no linear layer of this model "
+                                                f"(its modules: {', '.join(roles) or 'none'})")
+        chosen.extend(m for m in matched if m not in chosen)
+    return sorted(chosen)
+
+
+@dataclass
 class Structure:
     """The derived model: parameter ledger, stacks, fixed activations, and the linear layers for LoRA."""
 
@@ -49,6 +79,7 @@ class Structure:
     largest_linear: int = 0                 # elements of the largest block weight matrix
     lora_inputs: dict = field(default_factory=dict)  # tower -> sum of d_in over its LoRA-adapted linears
     lora_frozen: dict = field(default_factory=dict)  # tower -> bytes a token full fine-tuning saves only to train norm weights
+    lora_roles: dict = field(default_factory=dict)   # module role -> Linears (the same layers by role)
     tied_elements: int = 0                  # elements of a head tied to the embeddings (its grads add up)
     tied: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -59,8 +90,9 @@ class Structure:
         self.params[tower][component] += int(count)
 
     def linear(self, tower: str, component: str, d_in: int, d_out: int, bias: bool, *, times: int = 1,
-               lora: bool = True) -> None:
-        """Record ``times`` linear layers (weight + optional bias) and what LoRA and QLoRA make of them."""
+               lora: bool = True, module: str = "") -> None:
+        """Record ``times`` linear layers (weight + optional bias) and what LoRA and QLoRA make of them;
+        ``module`` is the role PEFT's ``target_modules`` names them by (their path within a layer)."""
         count = (d_in * d_out + (d_out if bias else 0)) * times
         self.add(tower, component, count)
         self.matmul_params += d_in * d_out * times
@@ -69,6 +101,12 @@ class Structure:
             self.lora_inputs[tower] = self.lora_inputs.get(tower, 0) + d_in * times
             self.quantizable += d_in * d_out * times
             self.largest_linear = max(self.largest_linear, d_in * d_out)
+            role = self.lora_roles.setdefault(module, Linears())
+            role.dims += (d_in + d_out) * times
+            role.params += d_in * d_out * times
+            role.largest = max(role.largest, d_in * d_out)
+            role.inputs[tower] = role.inputs.get(tower, 0) + d_in * times
+            role.count[tower] = role.count.get(tower, 0) + times
 
     @property
     def total(self) -> int:

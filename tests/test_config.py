@@ -112,3 +112,18 @@ def test_example_config_documents_every_setting() -> None:
         for f in fields(type(getattr(settings, section))):
             assert f"{f.name} =" in text, f"[{section}] {f.name} is not documented"
     assert settings.watch and settings.webhooks
+
+
+def test_estimate_lora_settings_default_parse_and_refuse_nonsense() -> None:
+    """[estimate] lora_rank and lora_targets: 16 on all-linear by default, a list or comma string of module
+    names, and a clear error naming the key otherwise."""
+    assert settings_from_mapping({}, env={}).estimate.targets == "all-linear"
+    chosen = settings_from_mapping({"estimate": {"lora_rank": 64, "lora_targets": ["q_proj", "v_proj"]}}, env={})
+    assert (chosen.estimate.lora_rank, chosen.estimate.targets) == (64, ("q_proj", "v_proj"))
+    env = settings_from_mapping({}, env={"HUBWATCH_ESTIMATE_LORA_TARGETS": "query, value"})
+    assert env.estimate.targets == ("query", "value")
+    for bad, key in (({"lora_rank": 0}, "lora_rank"), ({"lora_rank": "x"}, "lora_rank"),
+                     ({"lora_targets": []}, "lora_targets"), ({"lora_targets": ["all-linear", "q_proj"]}, "lora_targets"),
+                     ({"lora_targets": [3]}, "lora_targets")):
+        with pytest.raises(ConfigError, match=key):
+            settings_from_mapping({"estimate": bad}, env={})

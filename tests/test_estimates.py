@@ -85,6 +85,17 @@ def test_custom_code_and_two_tower_repos_match_their_checkpoint(app: App, replay
     assert revision.sha == replay.head_sha(repo_id)
 
 
+def test_custom_code_repo_gets_memory_figures_read_from_its_weights(app: App, replay) -> None:
+    """jina-clip-v2 (custom code) ingested: its stored estimate sizes every mode from the weight headers."""
+    _ingest_all(app, replay, "jinaai/jina-clip-v2")
+    result = app.store.latest_estimate("jinaai/jina-clip-v2")[1].result
+    assert result["input"]["structure_source"] == "weights" and result["parameters"]["used"] == "checkpoint"
+    for mode in ("inference", "full_finetune", "lora", "qlora"):
+        assert isinstance(result["memory"][mode]["batch_1_bytes"], int), mode
+    assert any(n.startswith("structure derived from the weight manifest") for n in result["notes"])
+    assert not any(n.startswith("activations unknown") for n in result["notes"])
+
+
 def test_estimate_cli_on_a_config_file_and_a_revision(replay, tmp_path: Path, database_url: str) -> None:
     """`hubwatch estimate --config-file` and `hubwatch estimate REPO` print tables and JSON with integers."""
     config_file = next(BUNDLED.glob("meta-llama/Llama-3.1-8B-Instruct/commits/*/files/config.json"))
@@ -123,3 +134,15 @@ def test_estimate_cli_names_the_bad_key(tmp_path: Path) -> None:
                                "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 10}))
     result = run_cli("estimate", "--config-file", str(bad))
     assert result.returncode == 1 and "hidden_size" in result.stderr
+
+
+def test_estimate_cli_takes_lora_rank_and_targets(tmp_path: Path) -> None:
+    """--lora-rank and --lora-targets reach the estimate; a target the model lacks is refused by name."""
+    config_file = next(BUNDLED.glob("meta-llama/Llama-3.1-8B-Instruct/commits/*/files/config.json"))
+    data = json.loads(run_cli("estimate", "--config-file", str(config_file), "--lora-rank", "8",
+                              "--lora-targets", "q_proj,v_proj", "--json").stdout)
+    assert data["memory"]["assumptions"]["lora_rank"] == 8
+    assert data["memory"]["lora"]["parts"]["lora_targets"] == ["q_proj", "v_proj"]
+    bad = run_cli("estimate", "--config-file", str(config_file), "--lora-targets", "c_attn")
+    assert bad.returncode == 1 and "lora_targets" in bad.stderr
+    assert run_cli("estimate", "--config-file", str(config_file), "--lora-rank", "0").returncode == 2

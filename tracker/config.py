@@ -133,12 +133,26 @@ class PollSettings:
     listing: str = "auto"
     listing_min_watches: int = 20
     listing_interval: str = "1m"
-    reconcile_interval: str = "1d"
+    # auto: a day, longer from 1,440 covered watches on, so that reconciling costs a request a minute at most
+    reconcile_interval: str = "auto"
+    # Several `hubwatch run` on one database: auto (shared on PostgreSQL, local on SQLite) | local (this
+    # process times every watch: one worker) | shared (due watches leased from the database, see
+    # tracker/workers.py). A killed worker's watches are taken over after `lease`.
+    coordination: str = "auto"
+    lease: str = "15s"
 
 
 @dataclass(frozen=True)
 class EstimateSettings:
     seq_len_cap: int = 2048
+    lora_rank: int = 16
+    # "all-linear" (every linear layer but the head), or module names as PEFT's target_modules
+    lora_targets: tuple[str, ...] = ("all-linear",)
+
+    @property
+    def targets(self) -> str | tuple[str, ...]:
+        """The LoRA targets as the estimator takes them: "all-linear" or the module names."""
+        return "all-linear" if self.lora_targets == ("all-linear",) else self.lora_targets
 
 
 @dataclass(frozen=True)
@@ -392,11 +406,15 @@ def _webhook_secrets(specs: tuple[WebhookSpec, ...], env: Mapping[str, str], sou
 
 def _validate(settings: Settings, source: str) -> None:
     poll = settings.poll
-    for key in ("default_interval", "jitter", "retry_min", "retry_max", "listing_interval", "reconcile_interval"):
+    for key in ("default_interval", "jitter", "retry_min", "retry_max", "listing_interval", "reconcile_interval", "lease"):
         value = getattr(poll, key)
-        if key == "jitter" and str(value).strip() in {"0", "0s"}:
+        if key == "jitter" and str(value).strip() in {"0", "0s"} or key == "reconcile_interval" and value == "auto":
             continue
         parse_interval(value, f"[poll] {key}")
+    if poll.coordination not in {"auto", "local", "shared"}:
+        raise ConfigError(f"{source}: [poll] coordination must be auto, local or shared, got {poll.coordination!r}")
+    if not 3 <= parse_interval(poll.lease, "[poll] lease") <= 600:
+        raise ConfigError(f"{source}: [poll] lease must be 3s-10m, got {poll.lease!r}")
     if poll.listing not in {"auto", "on", "off"}:
         raise ConfigError(f"{source}: [poll] listing must be auto, on or off, got {poll.listing!r}")
     if poll.listing_min_watches < 0:
@@ -414,6 +432,13 @@ def _validate(settings: Settings, source: str) -> None:
         raise ConfigError(f"{source}: [server] public_url must be an http(s) URL, got {settings.server.public_url!r}")
     if not 1 <= settings.estimate.seq_len_cap <= 1_048_576:
         raise ConfigError(f"{source}: [estimate] seq_len_cap must be between 1 and 1048576")
+    if not 1 <= settings.estimate.lora_rank <= 4096:
+        raise ConfigError(f"{source}: [estimate] lora_rank must be between 1 and 4096")
+    targets = settings.estimate.lora_targets
+    if (not targets or not all(isinstance(t, str) and t.strip() for t in targets)
+            or "all-linear" in targets and len(targets) > 1):
+        raise ConfigError(f'{source}: [estimate] lora_targets must be "all-linear" or a list of module names, '
+                          f"got {list(targets)!r}")
     if settings.log.format not in {"auto", "json", "console"}:
         raise ConfigError(f"{source}: [log] format must be auto, json or console")
     if settings.log.level.lower() not in {"debug", "info", "warning", "error"}:

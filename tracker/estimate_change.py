@@ -20,8 +20,10 @@ def manifest_of(snapshot: Snapshot) -> dict[str, tuple[str, tuple[int, ...]]] | 
     return tensors or None
 
 
-def estimate_snapshot(snapshot: Snapshot, seq_len_cap: int = 2048) -> NewEstimate | None:
-    """The estimate of a revision; None when it has neither a config.json nor weight headers."""
+def estimate_snapshot(snapshot: Snapshot, seq_len_cap: int = 2048, lora_rank: int = 16,
+                      lora_targets: str | tuple[str, ...] = "all-linear") -> NewEstimate | None:
+    """The estimate of a revision (LoRA of ``lora_rank`` on ``lora_targets``); None when it has neither a
+    config.json nor weight headers."""
     config, error = snapshot.read_json("config.json")
     manifest = manifest_of(snapshot)
     if config is None and manifest is None:
@@ -29,7 +31,8 @@ def estimate_snapshot(snapshot: Snapshot, seq_len_cap: int = 2048) -> NewEstimat
     if config is not None and not isinstance(config, dict):
         return NewEstimate(None, None, "config.json is not a JSON object")
     try:
-        result = estimate(config or {}, manifest, seq_len_cap=seq_len_cap)
+        result = estimate(config or {}, manifest, seq_len_cap=seq_len_cap, lora_rank=lora_rank,
+                          lora_targets=lora_targets)
     except EstimateError as err:
         return NewEstimate(None, None, str(err))
     return NewEstimate(result.total, result.to_dict(), None)

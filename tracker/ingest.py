@@ -244,7 +244,8 @@ class Ingestor:
         previous = None if stored is None else NewEstimate(stored[1].parameters_total, stored[1].result, stored[1].error)
         if not should_estimate(is_baseline, changes, previous.result if previous else None):
             return None, []
-        estimate = estimate_snapshot(snapshot, self.settings.estimate.seq_len_cap)
+        settings = self.settings.estimate
+        estimate = estimate_snapshot(snapshot, settings.seq_len_cap, settings.lora_rank, settings.targets)
         if estimate is None:
             return None, []
         if not is_baseline and previous is not None and (estimate.result, estimate.error) == (

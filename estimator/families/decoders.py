@@ -57,11 +57,12 @@ def _llama_like(r: ConfigReader, cap: int, family: str, *, qkv_bias: bool | None
 
     s.add("text", "embeddings", vocab * h)
     if fused:
-        s.linear("text", "blocks", h, qd + 2 * kvd, qkv_b, times=layers)
+        s.linear("text", "blocks", h, qd + 2 * kvd, qkv_b, times=layers, module="self_attn.qkv_proj")
     else:
-        s.linear("text", "blocks", h, qd, qkv_b, times=layers)
-        s.linear("text", "blocks", h, kvd, qkv_b, times=2 * layers)
-    s.linear("text", "blocks", qd, h, o_b, times=layers)
+        s.linear("text", "blocks", h, qd, qkv_b, times=layers, module="self_attn.q_proj")
+        s.linear("text", "blocks", h, kvd, qkv_b, times=layers, module="self_attn.k_proj")
+        s.linear("text", "blocks", h, kvd, qkv_b, times=layers, module="self_attn.v_proj")
+    s.linear("text", "blocks", qd, h, o_b, times=layers, module="self_attn.o_proj")
     s.add("text", "norms", (norms_per_layer * h + (2 * d if qk_norm else 0)) * layers + h)
 
     attn_saved = blocks.linear_inputs(h, 1 if fused else 3) + norms_per_layer * blocks.rms_norm(h)
@@ -119,23 +120,30 @@ def _mlp(s: Structure, r: ConfigReader, h: int, inter: int, layers: int, *, moe:
         s.add("text", "blocks", experts * 3 * h * moe_inter * sparse)
         s.matmul_params += experts * 3 * h * moe_inter * sparse
         if shared:
-            s.linear("text", "blocks", h, shared, False, times=2 * sparse)
-            s.linear("text", "blocks", shared, h, False, times=sparse)
+            s.linear("text", "blocks", h, shared, False, times=sparse, module="mlp.shared_expert.gate_proj")
+            s.linear("text", "blocks", h, shared, False, times=sparse, module="mlp.shared_expert.up_proj")
+            s.linear("text", "blocks", shared, h, False, times=sparse, module="mlp.shared_expert.down_proj")
             s.linear("text", "blocks", h, 1, False, times=sparse, lora=False)
         if dense:
-            s.linear("text", "blocks", h, inter, False, times=2 * dense)
-            s.linear("text", "blocks", inter, h, False, times=dense)
+            _gated_linears(s, h, inter, dense, bias=False)
         s.notes.append(f"mixture of experts: {experts} experts, {top_k} active per token, {sparse} sparse layers; "
                        "activations assume even routing; LoRA adapters skip the fused expert weights")
         per_sparse = (blocks.linear_inputs(h, 2) + blocks.moe_router(experts) + top_k * (4 * h + 8 * moe_inter)
                       + (blocks.gated_mlp(h, shared) if shared else 0))
         return (per_sparse * sparse + blocks.gated_mlp(h, inter) * dense) / layers
     if fused:
-        s.linear("text", "blocks", h, 2 * inter, bias, times=layers)
+        s.linear("text", "blocks", h, 2 * inter, bias, times=layers, module="mlp.gate_up_proj")
+        s.linear("text", "blocks", inter, h, bias, times=layers, module="mlp.down_proj")
     else:
-        s.linear("text", "blocks", h, inter, bias, times=2 * layers)
-    s.linear("text", "blocks", inter, h, bias, times=layers)
+        _gated_linears(s, h, inter, layers, bias=bias)
     return blocks.linear_inputs(h, 1 if fused else 2) + 4 * blocks.BF16 * inter
+
+
+def _gated_linears(s: Structure, h: int, inter: int, layers: int, *, bias: bool) -> None:
+    """A gated MLP's gate, up and down projections in ``layers`` layers."""
+    s.linear("text", "blocks", h, inter, bias, times=layers, module="mlp.gate_proj")
+    s.linear("text", "blocks", h, inter, bias, times=layers, module="mlp.up_proj")
+    s.linear("text", "blocks", inter, h, bias, times=layers, module="mlp.down_proj")
 
 
 def _top_k(r: ConfigReader, experts: int) -> int:
@@ -192,8 +200,10 @@ def _classic(r: ConfigReader, cap: int, family: str, *, vocab: int, h: int, laye
              kv_dim: int | None = None, pos_key: str, tie_default: bool, head_bias: bool = False,
              positions: int = 0, qkv_fused: bool, qkv_bias: bool, o_bias: bool, mlp_bias: bool,
              norms_per_layer: int, activation: str, dropouts: float = 0.0, emb_norm: bool = False,
-             pos_default: int | None = None, o_copy: bool = False, parallel: bool = False,
-             attn_extra: float = 0.0, bloom_alibi: bool = False) -> Structure:
+             modules: tuple[str, ...], pos_default: int | None = None, o_copy: bool = False,
+             parallel: bool = False, attn_extra: float = 0.0, bloom_alibi: bool = False) -> Structure:
+    """The GPT lineage; ``modules`` names the layer's linears: the fused qkv (or q, k and v), the attention
+    output, the MLP's input and output projections."""
     s = Structure(family, architecture(r))
     kvd = h if kv_dim is None else kv_dim
     seq = sequence_length(r, [pos_key], cap, s, default=pos_default)
@@ -201,14 +211,16 @@ def _classic(r: ConfigReader, cap: int, family: str, *, vocab: int, h: int, laye
     s.add("text", "embeddings", vocab * h + positions * h)
     if emb_norm:
         s.add("text", "norms", 2 * h)
+    *attn, o_name, in_name, out_name = modules
     if qkv_fused:
-        s.linear("text", "blocks", h, h + 2 * kvd, qkv_bias, times=layers)
+        s.linear("text", "blocks", h, h + 2 * kvd, qkv_bias, times=layers, module=attn[0])
     else:
-        s.linear("text", "blocks", h, h, qkv_bias, times=layers)
-        s.linear("text", "blocks", h, kvd, qkv_bias, times=2 * layers)
-    s.linear("text", "blocks", h, h, o_bias, times=layers)
-    s.linear("text", "blocks", h, inter, mlp_bias, times=layers)
-    s.linear("text", "blocks", inter, h, mlp_bias, times=layers)
+        s.linear("text", "blocks", h, h, qkv_bias, times=layers, module=attn[0])
+        s.linear("text", "blocks", h, kvd, qkv_bias, times=layers, module=attn[1])
+        s.linear("text", "blocks", h, kvd, qkv_bias, times=layers, module=attn[2])
+    s.linear("text", "blocks", h, h, o_bias, times=layers, module=o_name)
+    s.linear("text", "blocks", h, inter, mlp_bias, times=layers, module=in_name)
+    s.linear("text", "blocks", inter, h, mlp_bias, times=layers, module=out_name)
     s.add("text", "norms", 2 * h * norms_per_layer * layers + 2 * h)
     # parallel residual: both norms read the same fp32 input, saved once
     norms_saved = norms_per_layer * blocks.layer_norm(h) - (blocks.FP32 * h if parallel and norms_per_layer == 2 else 0)
@@ -235,6 +247,7 @@ def gpt2(r: ConfigReader, cap: int) -> Structure:
                     layers=r.first_int(["n_layer", "num_hidden_layers"], "layers"), heads=heads, inter=inner,
                     pos_key="n_positions", positions=n_pos, tie_default=True, qkv_fused=True, qkv_bias=True,
                     o_bias=True, mlp_bias=True, norms_per_layer=2,
+                    modules=("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"),
                     activation=r.str("activation_function", default="gelu_new"),
                     dropouts=r.number("resid_pdrop", default=0.1), attn_extra=blocks.BF16 * 2 * h)
 
@@ -248,6 +261,7 @@ def gpt_neox(r: ConfigReader, cap: int) -> Structure:
                     inter=r.int("intermediate_size", "width"), pos_key="max_position_embeddings",
                     tie_default=False, qkv_fused=True, qkv_bias=r.bool("attention_bias", default=True),
                     o_bias=r.bool("attention_bias", default=True), mlp_bias=True, norms_per_layer=2,
+                    modules=("attention.query_key_value", "attention.dense", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"),
                     activation=r.str("hidden_act", default="gelu"), o_copy=True,
                     parallel=r.bool("use_parallel_residual", default=True),
                     dropouts=r.number("hidden_dropout", default=0.0))
@@ -262,6 +276,7 @@ def gptj(r: ConfigReader, cap: int) -> Structure:
                     layers=r.first_int(["n_layer", "num_hidden_layers"], "layers"), heads=heads,
                     inter=r.int("n_inner", "width", default=4 * h), pos_key="n_positions", tie_default=False,
                     head_bias=True, qkv_fused=False, qkv_bias=False, o_bias=False, mlp_bias=True,
+                    modules=("attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.out_proj", "mlp.fc_in", "mlp.fc_out"),
                     norms_per_layer=1, activation=r.str("activation_function", default="gelu_new"), o_copy=True,
                     dropouts=r.number("resid_pdrop", default=0.0))
 
@@ -275,6 +290,8 @@ def bloom(r: ConfigReader, cap: int) -> Structure:
                     layers=r.first_int(["n_layer", "num_hidden_layers"], "layers"), heads=heads, inter=4 * h,
                     pos_key="seq_length", pos_default=2048, tie_default=True, qkv_fused=True, qkv_bias=True,
                     o_bias=True, mlp_bias=True, norms_per_layer=2, activation="gelu", emb_norm=True,
+                    modules=("self_attention.query_key_value", "self_attention.dense", "mlp.dense_h_to_4h",
+                             "mlp.dense_4h_to_h"),
                     bloom_alibi=True)
 
 
@@ -287,6 +304,8 @@ def phi(r: ConfigReader, cap: int) -> Structure:
                  heads=heads, inter=r.int("intermediate_size", "width"), kv_dim=kv * d,
                  pos_key="max_position_embeddings", tie_default=False, head_bias=True, qkv_fused=False,
                  qkv_bias=True, o_bias=True, mlp_bias=True, norms_per_layer=1,
+                 modules=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.dense", "mlp.fc1",
+                          "mlp.fc2"),
                  activation=r.str("hidden_act", default="gelu_new"), o_copy=True,
                  dropouts=r.number("resid_pdrop", default=0.0))
     if r.bool("qk_layernorm", default=False):
@@ -304,6 +323,8 @@ def starcoder2(r: ConfigReader, cap: int) -> Structure:
                     layers=r.int("num_hidden_layers", "layers"), heads=heads, inter=r.int("intermediate_size", "width"),
                     kv_dim=kv * d, pos_key="max_position_embeddings", tie_default=True, qkv_fused=False,
                     qkv_bias=bias, o_bias=bias, mlp_bias=bias, norms_per_layer=2,
+                    modules=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.c_fc",
+                             "mlp.c_proj"),
                     activation=r.str("hidden_act", default="gelu_pytorch_tanh"),
                     dropouts=r.number("residual_dropout", default=0.0))
     p = r.number("embedding_dropout", default=0.0)
@@ -330,10 +351,10 @@ def falcon(r: ConfigReader, cap: int) -> Structure:
     if r.bool("alibi", default=False):
         s.notes.append("ALiBi attention: SDPA takes an explicit bias, which the fused kernels still do not store")
     s.add("text", "embeddings", vocab * h)
-    s.linear("text", "blocks", h, (heads + 2 * kv) * d, bias, times=layers)
-    s.linear("text", "blocks", h, h, bias, times=layers)
-    s.linear("text", "blocks", h, ffn, bias, times=layers)
-    s.linear("text", "blocks", ffn, h, bias, times=layers)
+    s.linear("text", "blocks", h, (heads + 2 * kv) * d, bias, times=layers, module="self_attention.query_key_value")
+    s.linear("text", "blocks", h, h, bias, times=layers, module="self_attention.dense")
+    s.linear("text", "blocks", h, ffn, bias, times=layers, module="mlp.dense_h_to_4h")
+    s.linear("text", "blocks", ffn, h, bias, times=layers, module="mlp.dense_4h_to_h")
     if new_arch:
         n_ln = r.int("num_ln_in_parallel_attn", "layers", default=2)
     else:
@@ -369,9 +390,10 @@ def opt(r: ConfigReader, cap: int) -> Structure:
     if proj != h:
         s.linear("text", "projections", proj, h, False, lora=False)
         s.linear("text", "projections", h, proj, False, lora=False)
-    s.linear("text", "blocks", h, h, bias, times=4 * layers)
-    s.linear("text", "blocks", h, ffn, bias, times=layers)
-    s.linear("text", "blocks", ffn, h, bias, times=layers)
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        s.linear("text", "blocks", h, h, bias, times=layers, module=f"self_attn.{name}")
+    s.linear("text", "blocks", h, ffn, bias, times=layers, module="fc1")
+    s.linear("text", "blocks", ffn, h, bias, times=layers, module="fc2")
     ln_bias = r.bool("layer_norm_elementwise_affine", default=True)
     s.add("text", "norms", (2 * h * 2 * layers) if ln_bias else 0)
     final = r.bool("do_layer_norm_before", default=True) and not r.bool("_remove_final_layer_norm", default=False)

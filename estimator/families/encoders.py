@@ -8,18 +8,24 @@ from ..reader import ConfigReader
 from ..structure import Stack, Structure
 from .common import architecture, sequence_length
 
+BERT_MODULES = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+                "intermediate.dense", "output.dense")
+
 
 def _encoder_layers(s: Structure, r: ConfigReader, h: int, inter: int, layers: int, heads: int, seq: int,
                     dropout_p: float, extra_per_token: float = 0.0, extra_per_sample: int = 0,
-                    attention: float | None = None, per_layer: int = 0, bf16_stream: bool = False) -> None:
-    """Post-norm BERT layers: q, k, v, o with bias, LayerNorm after attention and after the MLP.
+                    attention: float | None = None, per_layer: int = 0, bf16_stream: bool = False,
+                    modules: tuple[str, ...] = BERT_MODULES) -> None:
+    """Post-norm BERT layers: q, k, v, o with bias, LayerNorm after attention and after the MLP; ``modules``
+    names q, k, v, o and the MLP's two linears as transformers does.
 
     After a projected embedding (ELECTRA-small) the residual stream is a matmul output, so bf16: the
     norms keep bf16 inputs and q, k, v share one saved input instead of three casts.
     """
-    s.linear("text", "blocks", h, h, True, times=4 * layers)
-    s.linear("text", "blocks", h, inter, True, times=layers)
-    s.linear("text", "blocks", inter, h, True, times=layers)
+    for name in modules[:4]:
+        s.linear("text", "blocks", h, h, True, times=layers, module=name)
+    s.linear("text", "blocks", h, inter, True, times=layers, module=modules[4])
+    s.linear("text", "blocks", inter, h, True, times=layers, module=modules[5])
     s.add("text", "norms", 2 * 2 * h * layers)
     attention = blocks.sdpa(h, h, heads) if attention is None else attention
     if bf16_stream:
@@ -138,7 +144,9 @@ def distilbert(r: ConfigReader, cap: int) -> Structure:
     s.add("text", "embeddings", (vocab + positions) * dim)
     s.add("text", "norms", 2 * dim)
     s.fixed_saved_per_sample += (16 + blocks.layer_norm(dim) + blocks.dropout(dim, p)) * seq
-    _encoder_layers(s, r, dim, hidden, layers, heads, seq, p)
+    _encoder_layers(s, r, dim, hidden, layers, heads, seq, p,
+                    modules=("attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
+                             "ffn.lin1", "ffn.lin2"))
     if s.architecture.endswith("ForMaskedLM"):
         _mlm_head(s, dim, dim, vocab, seq)
     elif s.architecture.endswith("ForSequenceClassification"):
@@ -186,9 +194,9 @@ def deberta_v2(r: ConfigReader, cap: int) -> Structure:
             att_type = [x.strip() for x in att_type.lower().split("|")]
         if not r.bool("share_att_key", default=False):
             if "c2p" in att_type:
-                s.linear("text", "blocks", h, h, True, times=layers)
+                s.linear("text", "blocks", h, h, True, times=layers, module="attention.self.pos_key_proj")
             if "p2c" in att_type:
-                s.linear("text", "blocks", h, h, True, times=layers)
+                s.linear("text", "blocks", h, h, True, times=layers, module="attention.self.pos_query_proj")
         # disentangled attention runs eagerly: q, k, v and the projected relative positions (bf16 and
         # fp32), the gathered c2p and p2c scores and the probabilities (bf16); int64 gather indices and the
         # bool mask are shared by the batch
@@ -198,7 +206,9 @@ def deberta_v2(r: ConfigReader, cap: int) -> Structure:
     if r.int("conv_kernel_size", "width", default=0, minimum=0):
         raise EstimateError(r.name("conv_kernel_size"), "DeBERTa-v2 convolution layers are not modelled")
     _encoder_layers(s, r, h, inter, layers, heads, seq, p, extra_per_sample=extra_per_sample,
-                    attention=attention, per_layer=per_layer)
+                    attention=attention, per_layer=per_layer,
+                    modules=("attention.self.query_proj", "attention.self.key_proj", "attention.self.value_proj",
+                             *BERT_MODULES[3:]))
     _heads(s, r, h, width, vocab, seq, style="deberta")
     return s
 

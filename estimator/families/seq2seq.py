@@ -47,10 +47,10 @@ def t5(r: ConfigReader, cap: int) -> Structure:
     norm = blocks.rms_norm(d)
     stacks = [("encoder", enc_layers, False)] + ([] if encoder_only else [("decoder", dec_layers, True)])
     for name, layers, cross in stacks:
-        s.linear("text", "blocks", d, inner, False, times=3 * layers)
-        s.linear("text", "blocks", inner, d, False, times=layers)
-        s.linear("text", "blocks", d, dff, False, times=(2 if gated else 1) * layers)
-        s.linear("text", "blocks", dff, d, False, times=layers)
+        _t5_attention(s, d, inner, layers, "SelfAttention")
+        for wi in ("wi_0", "wi_1") if gated else ("wi",):
+            s.linear("text", "blocks", d, dff, False, times=layers, module=f"DenseReluDense.{wi}")
+        s.linear("text", "blocks", dff, d, False, times=layers, module="DenseReluDense.wo")
         s.add("text", "blocks", buckets * heads)
         n_norms = 3 if cross else 2
         s.add("text", "norms", d * n_norms * layers + d)
@@ -60,8 +60,7 @@ def t5(r: ConfigReader, cap: int) -> Structure:
         extra = scores
         per_layer = 0
         if cross:
-            s.linear("text", "blocks", d, inner, False, times=3 * layers)
-            s.linear("text", "blocks", inner, d, False, times=layers)
+            _t5_attention(s, d, inner, layers, "EncDecAttention")
             per_token += attn
             extra += scores
             per_layer = seq * seq  # the causal mask (bool), shared by the batch
@@ -87,14 +86,23 @@ def t5(r: ConfigReader, cap: int) -> Structure:
     return s
 
 
+def _t5_attention(s: Structure, d: int, inner: int, layers: int, name: str) -> None:
+    """T5's q, k, v and o projections (no bias) in ``layers`` layers."""
+    for proj in ("q", "k", "v"):
+        s.linear("text", "blocks", d, inner, False, times=layers, module=f"{name}.{proj}")
+    s.linear("text", "blocks", inner, d, False, times=layers, module=f"{name}.o")
+
+
 def _seq2seq_layers(s: Structure, tower: str, name: str, d: int, ffn: int, heads: int, layers: int, tokens: int,
                     *, cross_tokens: int, k_bias: bool, p: float, activation: str, act_p: float = 0.0) -> None:
     """Whisper/BART layers: q, k, v, o (+ cross-attention), LayerNorms with bias, a plain MLP."""
     n_attn = 2 if cross_tokens else 1
-    s.linear(tower, "blocks", d, d, True, times=3 * n_attn * layers)
-    s.linear(tower, "blocks", d, d, k_bias, times=n_attn * layers)
-    s.linear(tower, "blocks", d, ffn, True, times=layers)
-    s.linear(tower, "blocks", ffn, d, True, times=layers)
+    for attention in ("self_attn", "encoder_attn")[:n_attn]:
+        for proj in ("q_proj", "v_proj", "out_proj"):
+            s.linear(tower, "blocks", d, d, True, times=layers, module=f"{attention}.{proj}")
+        s.linear(tower, "blocks", d, d, k_bias, times=layers, module=f"{attention}.k_proj")
+    s.linear(tower, "blocks", d, ffn, True, times=layers, module="fc1")
+    s.linear(tower, "blocks", ffn, d, True, times=layers, module="fc2")
     s.add(tower, "norms", 2 * d * (n_attn + 1) * layers)
     per_token = ((n_attn + 1) * blocks.layer_norm(d) + blocks.linear_inputs(d, 3) + blocks.sdpa(d, d, heads)
                  + blocks.BF16 * d + blocks.plain_mlp(d, ffn, activation) + 2 * blocks.dropout(d, p)

@@ -34,14 +34,16 @@ def _patches(r: ConfigReader, s: Structure, tower: str) -> tuple[int, int, int, 
 
 def _vit_layers(s: Structure, r: ConfigReader, tower: str, h: int, inter: int, heads: int, layers: int,
                 tokens: int, *, qkv_bias: bool = True, act: str = "gelu", layer_scale: bool = False,
-                name: str = "encoder") -> None:
-    """Pre-norm transformer layers (ViT, CLIP, SigLIP, DINOv2): LN, attention, LN, plain MLP."""
+                name: str = "encoder", attention: str = "self_attn", o_proj: str = "out_proj") -> None:
+    """Pre-norm transformer layers (ViT, CLIP, SigLIP, DINOv2): LN, attention, LN, plain MLP; the attention
+    module's name and its output projection's as transformers names them."""
     if h % heads:
         raise EstimateError(r.name("num_attention_heads"), f"{heads} heads do not divide hidden size {h}")
-    s.linear(tower, "blocks", h, h, qkv_bias, times=3 * layers)
-    s.linear(tower, "blocks", h, h, True, times=layers)
-    s.linear(tower, "blocks", h, inter, True, times=layers)
-    s.linear(tower, "blocks", inter, h, True, times=layers)
+    for proj in ("q_proj", "k_proj", "v_proj"):
+        s.linear(tower, "blocks", h, h, qkv_bias, times=layers, module=f"{attention}.{proj}")
+    s.linear(tower, "blocks", h, h, True, times=layers, module=f"{attention}.{o_proj}")
+    s.linear(tower, "blocks", h, inter, True, times=layers, module="mlp.fc1")
+    s.linear(tower, "blocks", inter, h, True, times=layers, module="mlp.fc2")
     s.add(tower, "norms", 2 * 2 * h * layers)
     if layer_scale:
         s.add(tower, "blocks", 2 * h * layers)
@@ -154,7 +156,7 @@ def _vit_like(r: ConfigReader, family: str, *, dino: bool) -> Structure:
         inter = r.int("intermediate_size", "width")
     s.fixed_saved_per_sample += blocks.BF16 * channels * image * image + blocks.layer_norm(h) * tokens
     _vit_layers(s, r, "vision", h, inter, heads, layers, tokens, qkv_bias=qkv_bias, act=r.str("hidden_act",
-                default="gelu"), layer_scale=dino)
+                default="gelu"), layer_scale=dino, attention="attention", o_proj="o_proj")
     s.add("vision", "norms", 2 * h)
     arch = s.architecture
     if arch.endswith("ForImageClassification"):
@@ -198,8 +200,8 @@ def llava(r: ConfigReader, cap: int) -> Structure:
     n_layers = len(layer) if isinstance(layer, list) else 1
     ht = tr.int("hidden_size", "width")
     bias = r.bool("multimodal_projector_bias", default=True)
-    s.linear("projection", "projections", hv * n_layers, ht, bias)
-    s.linear("projection", "projections", ht, ht, bias)
+    s.linear("projection", "projections", hv * n_layers, ht, bias, module="multi_modal_projector.linear_1")
+    s.linear("projection", "projections", ht, ht, bias, module="multi_modal_projector.linear_2")
     s.notes.extend(f"default applied: {d}" for d in tr.defaulted + vr.defaulted)
     return s
 

@@ -68,10 +68,10 @@ class LiveBytes(TorchDispatchMode):
         return out
 
 
-def _lora(model):
+def _lora(model, rank: int = LORA_RANK, targets: str | list[str] = "all-linear"):
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(r=LORA_RANK, lora_alpha=32, lora_dropout=LORA_DROPOUT, target_modules="all-linear")
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=LORA_DROPOUT, target_modules=targets)
     return get_peft_model(model, config)
 
 
@@ -86,8 +86,8 @@ def without_attention_dropout(config: dict) -> dict:
     return cfg
 
 
-def _build(config: dict, mode: str):
-    """The model on the meta device (fp32, or a bf16 base with PEFT's LoRA adapters on it)."""
+def _build(config: dict, mode: str, rank: int = LORA_RANK, targets: str | list[str] = "all-linear"):
+    """The model on the meta device (fp32, or a bf16 base with PEFT's LoRA adapters of ``rank`` on ``targets``)."""
     if mode not in ("full_finetune", "lora"):
         raise ValueError(mode)
     config = without_attention_dropout(config)
@@ -98,7 +98,7 @@ def _build(config: dict, mode: str):
             model = transformers.AutoModel.from_config(hf_config(config), dtype=dtype)
         else:
             model = cls._from_config(hf_config(config), dtype=dtype)
-    return _lora(model) if mode == "lora" else model
+    return _lora(model, rank, targets) if mode == "lora" else model
 
 
 def _materialize(model) -> None:
@@ -128,12 +128,14 @@ def _loss(output) -> torch.Tensor:
     return first.float().mean()  # a base model without a head: a scalar over its last hidden state
 
 
-def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2, cuda_rules: bool = True) -> dict[str, int]:
-    """Peak live bytes per phase of ``steps`` AdamW steps; ``mode`` is "full_finetune" or "lora"; ``cuda_rules``
-    False runs the CPU's own dropout and autocast policy (to show what the rules change)."""
+def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2, cuda_rules: bool = True,
+               lora_rank: int = LORA_RANK, lora_targets: str | list[str] = "all-linear") -> dict[str, int]:
+    """Peak live bytes per phase of ``steps`` AdamW steps; ``mode`` is "full_finetune" or "lora" (PEFT's adapters
+    of ``lora_rank`` on ``lora_targets``); ``cuda_rules`` False runs the CPU's own dropout and autocast policy (to
+    show what the rules change)."""
     rules = CudaRules if cuda_rules else contextlib.nullcontext
     tracker = LiveBytes()
-    model = _build(config, mode)  # on meta, initialisation costs nothing (and no_init_weights would untie)
+    model = _build(config, mode, lora_rank, lora_targets)  # on meta, initialisation costs nothing (and no_init_weights would untie)
     with FakeTensorMode():
         _materialize(model)
         model.train()

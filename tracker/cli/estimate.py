@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracker.cli.root import app_of, emit_json, repo_arg
+from tracker.config import EstimateSettings
 from tracker.errors import HubwatchError
 
 if TYPE_CHECKING:
@@ -28,23 +29,32 @@ class EstimateFailed(HubwatchError):
               help="With --config-file: a safetensors header (JSON: name -> {dtype, shape}) to count from.")
 @click.option("--seq-len-cap", default=None, type=click.IntRange(1, 1_048_576),
               help="Cap on the sequence length (default: [estimate] seq_len_cap).")
+@click.option("--lora-rank", default=None, type=click.IntRange(1, 4096),
+              help="LoRA's rank (default: [estimate] lora_rank).")
+@click.option("--lora-targets", default=None, metavar="a,b,c|all-linear",
+              help="Linear layers LoRA adapts, as PEFT's target_modules (default: [estimate] lora_targets).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def estimate(
     ctx: click.Context, repo: str | None, revision: str | None, config_file: str | None, manifest: str | None,
-    seq_len_cap: int | None, as_json: bool,
+    seq_len_cap: int | None, lora_rank: int | None, lora_targets: str | None, as_json: bool,
 ) -> None:
     """Parameters and GPU memory: of a stored revision of REPO, or of a config.json file."""
     if (repo is None) == (config_file is None):
         raise click.UsageError("give either REPO or --config-file")
     if manifest and not config_file:
         raise click.UsageError("--manifest goes with --config-file")
+    targets = _targets(lora_targets)
     if config_file:
-        result, header = estimate_file(config_file, manifest, seq_len_cap or 2048), None
+        options = EstimateSettings()
+        result, header = estimate_file(config_file, manifest, seq_len_cap or options.seq_len_cap,
+                                       lora_rank or options.lora_rank, targets or options.targets), None
     else:
         app = app_of(ctx)
+        options = app.settings.estimate
         repo = repo_arg(repo)  # type: ignore[arg-type]
-        result, header = estimate_revision(app, repo, revision, seq_len_cap or app.settings.estimate.seq_len_cap)
+        result, header = estimate_revision(app, repo, revision, seq_len_cap or options.seq_len_cap,
+                                           lora_rank or options.lora_rank, targets or options.targets)
     if as_json:
         emit_json({**({"repo_id": repo, **header} if header else {}), **result.to_dict()})
         return
@@ -53,6 +63,17 @@ def estimate(
     if header:
         click.echo(f"{repo} at {header['sha'][:12]} ({header['source']})")
     click.echo(render_table(result))
+
+
+def _targets(option: str | None) -> str | tuple[str, ...] | None:
+    """--lora-targets: "all-linear" or comma-separated module names; None when not given."""
+    if option is None:
+        return None
+    names = tuple(name.strip() for name in option.split(",") if name.strip())
+    if not names or "all-linear" in names and len(names) > 1:
+        raise click.BadParameter(f'expected "all-linear" or module names separated by commas, got {option!r}',
+                                 param_hint="--lora-targets")
+    return "all-linear" if names == ("all-linear",) else names
 
 
 def _read_json(path: str, what: str) -> Any:
@@ -83,7 +104,8 @@ def read_manifest(path: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     return out
 
 
-def estimate_file(config_path: str, manifest_path: str | None, seq_len_cap: int) -> Estimate:
+def estimate_file(config_path: str, manifest_path: str | None, seq_len_cap: int, lora_rank: int = 16,
+                  lora_targets: str | tuple[str, ...] = "all-linear") -> Estimate:
     config = _read_json(config_path, "--config-file")
     if not isinstance(config, dict):
         raise click.BadParameter(f"{config_path}: expected a JSON object", param_hint="--config-file")
@@ -91,12 +113,13 @@ def estimate_file(config_path: str, manifest_path: str | None, seq_len_cap: int)
     from estimator import EstimateError, estimate
 
     try:
-        return estimate(config, manifest, seq_len_cap=seq_len_cap)
+        return estimate(config, manifest, seq_len_cap=seq_len_cap, lora_rank=lora_rank, lora_targets=lora_targets)
     except EstimateError as err:
         raise EstimateFailed(f"{config_path}: {err}") from err
 
 
-def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int) -> tuple[Estimate, dict[str, Any]]:
+def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int, lora_rank: int = 16,
+                      lora_targets: str | tuple[str, ...] = "all-linear") -> tuple[Estimate, dict[str, Any]]:
     """Estimate a stored revision from its stored config.json and weight headers."""
     from estimator import EstimateError, estimate
     from tracker.estimate_change import manifest_of
@@ -109,7 +132,8 @@ def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int)
     if config is None and manifest is None:
         raise EstimateFailed(f"{repo_id} at {revision.sha[:12]}: nothing to estimate from ({error})")
     try:
-        result = estimate(config if isinstance(config, dict) else {}, manifest, seq_len_cap=seq_len_cap)
+        result = estimate(config if isinstance(config, dict) else {}, manifest, seq_len_cap=seq_len_cap,
+                          lora_rank=lora_rank, lora_targets=lora_targets)
     except EstimateError as err:
         raise EstimateFailed(f"{repo_id} at {revision.sha[:12]}: {err}") from err
     source = "config.json and weight headers" if manifest and config else ("weight headers" if manifest else "config.json")

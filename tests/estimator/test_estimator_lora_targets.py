@@ -1,0 +1,118 @@
+"""LoRA's rank and target modules as settings: validation, what they change, and the harness's measured step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from estimator_truth import build, load_config
+from step_truth import step_peaks
+
+from estimator import EstimateError, at_batch, estimate
+from estimator.memory import CUDA_CONTEXT_BYTES
+
+LLAMA = "llama/Llama-3.2-1B.json"
+TOLERANCE = {"forward": 0.15, "backward": 0.15, "optimizer": 0.05}  # as the committed step peaks
+
+
+def test_explicit_defaults_give_the_same_estimate():
+    """rank 16 on all-linear, given or not, is one estimate, and it says so in its assumptions and parts."""
+    config = load_config(LLAMA)
+    plain = estimate(config).to_dict()
+    assert plain == estimate(config, lora_rank=16, lora_targets="all-linear").to_dict()
+    assert plain["memory"]["assumptions"]["lora_rank"] == 16
+    assert plain["memory"]["assumptions"]["lora_targets"] == "all-linear"
+    assert "LoRA r=16 on every linear layer but the head" in plain["memory"]["assumptions"]["text"]
+
+
+def test_rank_and_targets_size_the_adapters_but_not_the_nf4_base():
+    """Adapters are rank x (in + out) over the targeted linears only; QLoRA still quantizes every block linear."""
+    config = load_config(LLAMA)  # hidden 2048, 16 layers, k and v 512 wide
+    plain = estimate(config).memory
+    chosen = estimate(config, lora_rank=64, lora_targets=["q_proj", "v_proj"]).memory
+    dims = 16 * ((2048 + 2048) + (2048 + 512))
+    assert chosen["lora"]["parts"]["adapters_fp32_grads_adamw"] == 16 * 64 * dims
+    assert chosen["lora"]["parts"]["lora_targets"] == ["q_proj", "v_proj"]
+    assert chosen["qlora"]["parts"]["lora_rank"] == 64
+    assert chosen["qlora"]["parts"]["base_nf4"] == plain["qlora"]["parts"]["base_nf4"]
+    assert chosen["lora"]["parts"]["activations_per_sample"] < plain["lora"]["parts"]["activations_per_sample"]
+    assert "LoRA r=64 on the q_proj, v_proj linears" in chosen["assumptions"]["text"]
+
+
+def test_a_target_matches_module_paths_by_their_end():
+    """"dense" in BERT is the attention output and the MLP's output and input; "output.dense" only the first two."""
+    config = load_config("bert/bert-base-uncased.json")
+    dense = estimate(config, lora_targets=["dense"]).memory["lora"]["parts"]["adapters_fp32_grads_adamw"]
+    output = estimate(config, lora_targets=["output.dense"]).memory["lora"]["parts"]["adapters_fp32_grads_adamw"]
+    assert dense == 16 * 16 * 12 * ((768 + 768) + 2 * (768 + 3072))
+    assert output == 16 * 16 * 12 * ((768 + 768) + (3072 + 768))
+
+
+@pytest.mark.parametrize(("kwargs", "key"), [
+    ({"lora_rank": 0}, "lora_rank"), ({"lora_rank": 4097}, "lora_rank"), ({"lora_rank": True}, "lora_rank"),
+    ({"lora_rank": "16"}, "lora_rank"), ({"lora_targets": []}, "lora_targets"),
+    ({"lora_targets": [""]}, "lora_targets"), ({"lora_targets": "q_proj"}, "lora_targets"),
+    ({"lora_targets": [1]}, "lora_targets"), ({"lora_targets": ["query"]}, "lora_targets"),
+])
+def test_bad_rank_or_targets_name_the_setting(kwargs, key):
+    """A rank outside 1..4096, malformed targets, or a target no linear has are refused, naming the setting."""
+    with pytest.raises(EstimateError, match=key):
+        estimate(load_config(LLAMA), **kwargs)
+
+
+def test_an_unmatched_target_lists_the_models_modules():
+    """The error lists the module names the model has, so the user can pick."""
+    with pytest.raises(EstimateError, match=r"self_attn\.q_proj.*mlp\.|mlp\..*self_attn\.q_proj"):
+        estimate(load_config(LLAMA), lora_targets=["c_attn"])
+
+
+def test_custom_code_matches_targets_against_the_manifest():
+    """Without a structure, targets pick the manifest's 2-D weights by their module path."""
+    config = load_config("custom/jina-clip-v2-like.json")
+    manifest = {"text.layers.0.attn.q.weight": ("BF16", [4096, 4096]),
+                "text.layers.0.mlp.up.weight": ("BF16", [1024, 4096]),
+                "text.embed.weight": ("BF16", [250002, 4096])}
+    lora = estimate(config, manifest, lora_rank=8, lora_targets=["q"]).memory["lora"]
+    assert lora["parts"]["adapters_fp32_grads_adamw"] == 16 * 8 * (4096 + 4096)
+    with pytest.raises(EstimateError, match="attn.q, mlp.up"):
+        estimate(config, manifest, lora_targets=["v"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["gpt2/gpt2.json", LLAMA, "bert/bert-base-uncased.json", "t5/t5-small.json",
+                                  "clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json"])
+def test_module_roles_are_transformers_module_names(path):
+    """Every role a builder records is a linear of the transformers model, with the same (in + out) in total."""
+    from estimator.families import BUILDERS
+    from estimator.reader import ConfigReader
+
+    config = load_config(path)
+    model = build(config, torch.device("meta"))
+    real: dict[str, int] = {}
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(weight, torch.nn.Parameter) and weight.dim() == 2 and "embed" not in name:
+            parts = name.split(".")
+            numbered = [i for i, p in enumerate(parts) if p.isdigit()]
+            role = ".".join(parts[numbered[-1] + 1:]) if numbered else name
+            real[role] = real.get(role, 0) + sum(weight.shape)
+    structure = BUILDERS[config["model_type"]](ConfigReader(config, ""), 512)
+    assert {role: lin.dims for role, lin in structure.lora_roles.items()} == \
+        {role: real[role] for role in structure.lora_roles}
+
+
+CASES = [("gpt2/gpt2.json", 64, ["c_attn"]), (LLAMA, 16, ["q_proj", "v_proj"]),
+         ("qwen2/Qwen2.5-0.5B.json", 64, ["q_proj", "k_proj", "v_proj", "o_proj"]),
+         ("bert/bert-base-uncased.json", 16, ["query", "value"])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "rank", "targets"), CASES, ids=lambda v: str(v))
+def test_rank_and_targets_match_the_measured_step(path, rank, targets):
+    """PEFT's LoRA of that rank on those modules, stepped in the harness (batch 1, sequence 512): each phase
+    within the committed step peaks' tolerance."""
+    config = load_config(path)
+    measured = step_peaks(config, "lora", 1, 512, lora_rank=rank, lora_targets=targets)
+    doc = estimate(config, seq_len_cap=512, lora_rank=rank, lora_targets=targets).to_dict()
+    estimated = {k: v - CUDA_CONTEXT_BYTES for k, v in at_batch(doc, "lora", 1)["phase_peaks"].items()}
+    for phase, value in measured.items():
+        assert abs(estimated[phase] / value - 1) < TOLERANCE[phase], (phase, estimated[phase], value)
