@@ -129,6 +129,8 @@ class Liveness(Health):
     polls_overdue: int | None = None  # watches whose poll has not started within interval + jitter (+ grace)
     oldest_overdue_s: float | None = None  # how far past that the most overdue one is
     hub_budget: dict | None = None  # the Hub request budget: per pool, the window's use and limit, and any stretch
+    worker: str | None = None  # with shared polling ([poll] coordination): this worker among those on the database
+    polls_in_flight: int | None = None  # with shared polling: the watches this worker holds and polls now
 
 
 router = APIRouter(tags=["health"])

@@ -15,6 +15,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from storage.models import Blob
+from storage.sessions import insert_new
 
 
 def git_blob_oid(data: bytes) -> str:
@@ -33,9 +34,10 @@ def add_blobs(session: Session, blobs: dict[str, bytes]) -> None:
     if not wanted:
         return
     present = set(session.exec(select(Blob.oid).where(col(Blob.oid).in_(wanted))))
-    for oid in wanted - present:
-        data = blobs[oid]
-        session.add(Blob(oid=oid, size=len(data), encoding="zlib", data=zlib.compress(data, 9)))
+    # another worker may be adding the same content right now (two repos with one config): skipped, not an error
+    insert_new(session, Blob.__table__, [  # type: ignore[attr-defined]
+        {"oid": oid, "size": len(blobs[oid]), "encoding": "zlib", "data": zlib.compress(blobs[oid], 9)}
+        for oid in wanted - present], key=lambda row: row["oid"])
     pending.update(wanted)
 
 

@@ -43,6 +43,11 @@ class Watch(SQLModel, table=True):
     last_error: str | None = None
     error_count: int = 0
     next_retry_at: datetime | None = _utc(nullable=True)
+    # Shared polling (several workers on one database, tracker/workers.py): when the watch is next due,
+    # and which worker holds it until when. Unused by a process that schedules its own polls.
+    next_poll_at: datetime | None = _utc(nullable=True, index=True)
+    leased_by: str | None = Field(default=None, max_length=80)
+    lease_until: datetime | None = _utc(nullable=True)
 
 
 class Revision(SQLModel, table=True):
@@ -225,3 +230,15 @@ class HubBudgetWindow(SQLModel, table=True):
     pool: str = Field(primary_key=True, max_length=20)
     window_ends_at: datetime | None = _utc(nullable=True)
     used: int = 0
+
+
+class JobLease(SQLModel, table=True):
+    """A periodic job that one worker of a database runs at a time (the listing pass, the OSV re-check):
+    who holds it until when, and when it last ran, so that N workers run it once an interval, not N times."""
+
+    __tablename__ = "job_lease"
+
+    name: str = Field(primary_key=True, max_length=60)
+    holder: str | None = Field(default=None, max_length=80)
+    lease_until: datetime | None = _utc(nullable=True)
+    last_run_at: datetime | None = _utc(nullable=True)

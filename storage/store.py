@@ -25,7 +25,7 @@ from storage.models import (
     WeightFile,
     WeightTensor,
 )
-from storage.sessions import EngineStore
+from storage.sessions import EngineStore, insert_new
 
 # Rows another storage module adds to a revision's transaction (given the session and the new revision).
 ExtraWrite = Callable[[Session, "Revision"], None]
@@ -450,31 +450,14 @@ class Store(EngineStore):
             return
         shas = {w.sha256 for w in weight_files}
         present = set(s.exec(select(WeightFile.sha256).where(col(WeightFile.sha256).in_(shas))))
-        for w in weight_files:
-            if w.sha256 in present:
-                continue
-            present.add(w.sha256)
-            s.add(
-                WeightFile(
-                    sha256=w.sha256,
-                    tensor_count=len(w.tensors),
-                    parameters=sum(t.parameters for t in w.tensors),
-                    file_metadata=w.metadata,
-                    error=w.error,
-                    read_at=now,
-                )
-            )
-            s.flush()
-            s.add_all(
-                WeightTensor(
-                    weight_sha256=w.sha256,
-                    name=t.name,
-                    dtype=t.dtype,
-                    shape=list(t.shape),
-                    parameters=t.parameters,
-                )
-                for t in w.tensors
-            )
+        fresh = list({w.sha256: w for w in weight_files if w.sha256 not in present}.values())
+        # as blobs: another worker may be storing the same weight file (a fork's, a re-upload's) right now
+        insert_new(s, WeightFile.__table__, [  # type: ignore[attr-defined]
+            {"sha256": w.sha256, "tensor_count": len(w.tensors), "parameters": sum(t.parameters for t in w.tensors),
+             "file_metadata": w.metadata, "error": w.error, "read_at": now} for w in fresh], key=lambda row: row["sha256"])
+        insert_new(s, WeightTensor.__table__, [  # type: ignore[attr-defined]
+            {"weight_sha256": w.sha256, "name": t.name, "dtype": t.dtype, "shape": list(t.shape), "parameters": t.parameters}
+            for w in fresh for t in w.tensors], key=lambda row: (row["weight_sha256"], row["name"]))
 
     def has_revision(self, repo_id: str, sha: str) -> bool:
         with self.session() as s:

@@ -384,3 +384,25 @@ def test_a_failed_poll_of_a_listed_move_is_retried_by_the_job(baselined: App, hu
     triggered.clear()
     job()
     assert triggered == []
+
+
+def test_a_pass_whose_moves_cannot_be_handed_on_keeps_its_mark(baselined: App, hub: ReplayServer) -> None:
+    """The moves are handed to the scheduler before the mark moves past them: when that fails (a worker's
+    database gone mid-pass, or the worker killed there) the next pass lists them again."""
+    repo_id = REPOS[1]
+    hub.advance(repo_id)
+    settings = settings_for(hub.endpoint, baselined.settings.database_url, poll={"listing": "on"})
+    listings = ListingStore(baselined.store.engine)
+    answers: list[object] = [RuntimeError("database gone"), None]
+    handed: list[tuple[str, str]] = []
+
+    def trigger(r: str, b: str) -> None:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        handed.append((r, b))
+
+    job = ListingJob(settings, listings, baselined.hub, trigger)
+    assert job() == []  # the pass failed: logged, nothing recorded
+    job()
+    assert handed == [(repo_id, "main")]

@@ -39,6 +39,8 @@ log = structlog.get_logger(__name__)
 
 PAGE = 1000  # the Hub's page of /api/models
 MAX_ENTRIES = 100_000  # a pass that has not met its mark after this many models is cut (and retried)
+RECONCILE_DEFAULT_S = 86_400  # [poll] reconcile_interval = "auto": a day...
+RECONCILE_REQUESTS_PER_MIN = 1  # ...or longer, so that reconciling costs at most this
 DEFAULT_BRANCH = "main"  # the listing's sha is the default branch's; other branches are polled when listed
 
 
@@ -97,14 +99,16 @@ class ListingPass:
         self._clock = clock
         self._max_entries = max_entries
 
-    def run(self, include_all: bool = True) -> list[ScopePass]:
+    def run(self, include_all: bool = True, on_moved: Callable[[list[tuple[str, str]]], object] | None = None) -> list[ScopePass]:
         """A pass per followed author, then (with `include_all`) one over every model for the other
-        watches (skipped when there are none). One summary log line."""
+        watches (skipped when there are none). One summary log line. `on_moved` gets each scope's moved
+        watches before its mark moves past them: a pass cut there (a killed worker) leaves the mark where it
+        was, and the next pass lists them again."""
         authors = [a.author for a in self._listings.list_author_watches()]
         followed = set(authors)
-        passes = [self._scan(author_scope(author), author, followed) for author in authors]
+        passes = [self._scan(author_scope(author), author, followed, on_moved) for author in authors]
         if include_all and self._listings.watch_count(except_authors=followed):
-            passes.append(self._scan(ALL_MODELS, None, followed))
+            passes.append(self._scan(ALL_MODELS, None, followed, on_moved))
         log.info(
             "listing_pass_finished",
             scopes=len(passes),
@@ -115,7 +119,8 @@ class ListingPass:
         )
         return passes
 
-    def _scan(self, scope: str, author: str | None, followed: set[str]) -> ScopePass:
+    def _scan(self, scope: str, author: str | None, followed: set[str],
+              on_moved: Callable[[list[tuple[str, str]]], object] | None = None) -> ScopePass:
         """One scope's pass. The watches looked at are those of the repos it listed (of that author, or,
         for every model, of the authors not followed)."""
         state = self._listings.listing_state(scope)
@@ -155,6 +160,8 @@ class ListingPass:
         if author is not None and (result.complete or seen):
             result.discovered = self._listings.add_discovered_watches(author, seen)
             result.moved += [(repo_id, DEFAULT_BRANCH) for repo_id in result.discovered]
+        if on_moved is not None and result.moved:
+            on_moved(result.moved)
         newest, ids = _newest(seen.values())
         if result.complete:
             self._listings.record_listing_pass(scope, newest or mark, ids if newest else [])
@@ -200,7 +207,9 @@ class ListingJob:
         poll = settings.poll
         self.mode, self.min_watches = poll.listing, poll.listing_min_watches
         self.interval_s = parse_interval(poll.listing_interval, "[poll] listing_interval")
-        self.reconcile_s = parse_interval(poll.reconcile_interval, "[poll] reconcile_interval")
+        # None: auto, from the number of watches the listing covers (`reconcile_interval_s`)
+        self.reconcile_s = None if poll.reconcile_interval == "auto" else parse_interval(
+            poll.reconcile_interval, "[poll] reconcile_interval")
         self._listings, self._trigger, self._budget = listings, trigger, budget
         self._pass = ListingPass(listings, hub, clock)
 
@@ -216,19 +225,33 @@ class ListingJob:
             include_all = self.covers(self._listings.watch_count())
             if not include_all and not self._listings.list_author_watches():
                 return []
-            passes = self._pass.run(include_all)
+            passes = self._pass.run(include_all, on_moved=self._poll_moved)
         except Exception as err:  # noqa: BLE001 - the daemon's periodic job: one line, then the next pass
             log.error("listing_pass_failed", error=f"{type(err).__name__}: {err}")
             return []
-        wanted = [move for scope in passes for move in scope.moved]
+        wanted: list[tuple[str, str]] = []
         try:
             followed = {scope.scope.removeprefix("author:") for scope in passes if scope.scope != ALL_MODELS}
-            wanted += [(r, b) for r, b in self._listings.watches_to_retry() if include_all or r.split("/")[0] in followed]
+            wanted = [(r, b) for r, b in self._listings.watches_to_retry() if include_all or r.split("/")[0] in followed]
         except Exception as err:  # noqa: BLE001 - as above: the moves found are still polled
             log.error("listing_retries_failed", error=f"{type(err).__name__}: {err}")
-        for repo_id, branch in dict.fromkeys(wanted):
-            self._trigger(repo_id, branch)
+        polled = {move for scope in passes for move in scope.moved}
+        self._poll_moved([move for move in wanted if move not in polled])
         return passes
+
+    def _poll_moved(self, moved: list[tuple[str, str]]) -> None:
+        """Hand moved watches to the scheduler (with several workers: made due in the database, so they are
+        polled even if this worker dies next)."""
+        for repo_id, branch in dict.fromkeys(moved):
+            self._trigger(repo_id, branch)
+
+    def reconcile_interval_s(self, covered: int) -> int:
+        """How often a watch the listing covers is polled on its own: the setting, or with "auto" a day,
+        stretched from 1,440 covered watches on so that reconciling them costs one request a minute at most
+        (10,000 watches: about a week)."""
+        if self.reconcile_s is not None:
+            return self.reconcile_s
+        return max(RECONCILE_DEFAULT_S, math.ceil(covered * 60 / RECONCILE_REQUESTS_PER_MIN))
 
     def plan(self, watches: Sequence[Any]) -> dict[str, int]:
         """Each watch's interval ("repo@branch" -> seconds): the reconcile interval when a listing covers
@@ -240,11 +263,11 @@ class ListingJob:
         except Exception as err:  # noqa: BLE001 - a failing database leaves the plan to the watch list alone
             log.error("listing_plan_failed", error=f"{type(err).__name__}: {err}")
             followed = set()
+        covered = [listing or w.repo_id.split("/")[0] in followed for w in watches]
+        reconcile_s = self.reconcile_interval_s(sum(covered))
         own = {
-            f"{w.repo_id}@{w.branch}": (
-                max(w.interval_s, self.reconcile_s) if listing or w.repo_id.split("/")[0] in followed else w.interval_s
-            )
-            for w in watches
+            f"{w.repo_id}@{w.branch}": max(w.interval_s, reconcile_s) if listed else w.interval_s
+            for w, listed in zip(watches, covered, strict=True)
         }
         passes = len(followed) + (1 if listing else 0)
         needed = sum(WINDOW_S / s for s in own.values()) + passes * WINDOW_S / self.interval_s

@@ -108,13 +108,18 @@ class Scheduler:
     def _apply(self, watches: Sequence[Schedulable]) -> None:
         wanted = {f"{w.repo_id}@{w.branch}": w for w in watches}
         planned = self._plan(watches) if self._plan is not None else {}
+        self._schedule(wanted, {job_id: planned.get(job_id, w.interval_s) for job_id, w in wanted.items()})
+
+    def _schedule(self, wanted: dict[str, Schedulable], intervals: dict[str, int]) -> None:
+        """One interval job per watch ("repo@branch"): removed watches' jobs go, new or re-planned ones
+        are (re)added."""
         for job_id in set(self._intervals) - set(wanted):
             self._scheduler.remove_job(job_id)
             del self._intervals[job_id]
             self._due.pop(job_id, None)
         now = self._clock()
         for job_id, watch in wanted.items():
-            interval_s = planned.get(job_id, watch.interval_s)
+            interval_s = intervals[job_id]
             if self._intervals.get(job_id) == interval_s:
                 continue
             if job_id in self._intervals:

@@ -16,7 +16,6 @@ def run(ctx: click.Context) -> None:
     until Ctrl-C or SIGTERM. Hub webhooks to /hooks/hub poll their repo at once."""
     from tracker.cli.wiring import start_dispatcher, start_http_server
     from tracker.config import parse_interval
-    from tracker.scheduler import Scheduler
 
     app = app_of(ctx)
     jitter = app.settings.poll.jitter
@@ -35,7 +34,7 @@ def run(ctx: click.Context) -> None:
     triggers: list[Any] = []  # the listing triggers polls through the scheduler, built next
     # a pass may find many moved repos: they share the scheduled polls' threads (urgent ones are Hub webhooks')
     listing = start_listing(app, lambda repo_id, branch: triggers[0](repo_id, branch, urgent=False))
-    scheduler = Scheduler(app.scheduled_watches, poll, jitter_s=jitter_s, version=app.watch_list_version, plan=listing.plan)
+    scheduler = build_scheduler(app, poll, jitter_s, plan=listing.plan)
     triggers.append(scheduler.trigger)
     scheduler.add_periodic("__listing__", listing, listing.interval_s)
     osv = app.settings.osv
@@ -56,6 +55,26 @@ def run(ctx: click.Context) -> None:
     finally:
         server.stop()
         stop_deliveries()
+
+
+def build_scheduler(app: Any, poll: Any, jitter_s: int, **options: Any) -> Any:
+    """This process's scheduler: timing every watch itself (one worker: SQLite's default), or leasing due
+    watches from the database beside other workers ([poll] coordination; shared is PostgreSQL's default)."""
+    from tracker.config import parse_interval
+    from tracker.scheduler import Scheduler
+
+    mode = app.settings.poll.coordination
+    if mode == "auto":
+        mode = "shared" if app.store.engine.dialect.name == "postgresql" else "local"
+    common = {"version": app.watch_list_version, **options}
+    if mode == "local":
+        return Scheduler(app.scheduled_watches, poll, jitter_s=jitter_s, **common)
+    from storage.leases import LeaseStore
+    from tracker.workers import SharedScheduler
+
+    lease_s = parse_interval(app.settings.poll.lease, "[poll] lease")
+    return SharedScheduler(app.scheduled_watches, poll, jitter_s, LeaseStore(app.store.engine, clock=app.clock), lease_s,
+                           clock=app.clock, **common)
 
 
 @click.command()

@@ -1,0 +1,121 @@
+"""Figure: several `hubwatch run` workers on one PostgreSQL database, with 1,000 repos moving on the Hub
+replay server ([poll] coordination = "shared", the listing finding the moves, webhooks to a recording
+receiver; benchmarks/_workers.py).
+
+Prints, for one worker and for three (the baseline is one worker):
+- revisions ingested per minute while the repos move (each repo moves `--moves` commits after its
+  baseline), and the ratio three workers / one;
+- with one of the three killed by SIGKILL while it holds leases: how many watches it held, the time until
+  the others had taken every one of them over (goal: seconds: the lease, 5 s here, plus a claim tick);
+- duplicates: revisions or events stored twice (goal: 0), deliveries lost (goal: 0) and webhook-ids
+  received twice (a send the kill cut mid-way is sent again with the same webhook-id, as the outbox
+  promises: at least once, never a second delivery id).
+
+PostgreSQL: --postgres ADMIN_URL (or $HUBWATCH_BENCH_POSTGRES), else a throwaway server is started from
+/usr/lib/postgresql/15/bin (as .ci/run does). Each run gets a fresh database.
+Run: .venv/bin/python benchmarks/bench_workers.py [--repos 1000] [--moves 1] [--workers 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import sqlalchemy as sa
+
+from benchmarks._workers import Fleet, Outcome, write_moving_repos
+
+PG_BIN = Path(os.environ.get("HUBWATCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+
+@contextmanager
+def throwaway_postgres() -> Iterator[str]:
+    """A PostgreSQL server on loopback for this run (initdb refuses root: run as `postgres` then)."""
+    root = Path(tempfile.mkdtemp(prefix="hubwatch-bench-pg."))
+    as_pg = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+    if os.getuid() == 0:
+        shutil.chown(root, "postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = root / "data"
+    subprocess.run([*as_pg, str(PG_BIN / "initdb"), "-D", str(data), "-U", "hubwatch", "--auth=trust", "-E", "UTF8",
+                    "--locale=C", "--no-sync"], check=True, capture_output=True)
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200"
+    subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60",
+                    "start", "-o", options], check=True, capture_output=True)
+    try:
+        yield f"postgresql+psycopg://hubwatch@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def fresh_database(admin_url: str) -> Iterator[str]:
+    name = f"hw_bench_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+def _run(admin_url: str, workdir: Path, histories: Path, ids: list[str], workers: int, moves: int, kill: bool) -> Outcome:
+    with fresh_database(admin_url) as url:
+        fleet = Fleet(workdir / f"w{workers}{'-kill' if kill else ''}", histories, ids, url, workers)
+        out = fleet.run(moves=moves, kill_one=kill, timeout_s=3600)
+    print(f"  {workers} worker(s){', one killed' if kill else ''}: baselines {out.baseline_s:.0f} s;"
+          f" {out.moved_revisions} moved revisions in {out.moved_s:.0f} s = {out.moved_per_min:.0f} a minute;"
+          f" all delivered after {out.delivered_s:.0f} s", flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repos", type=int, default=1000)
+    parser.add_argument("--moves", type=int, default=1, help="commits each repo moves after its baseline")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--postgres", default=os.environ.get("HUBWATCH_BENCH_POSTGRES"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        histories = Path(tmp) / "histories"
+        ids = write_moving_repos(histories, args.repos, 1 + args.moves)
+        print(f"{args.repos} repos, each moving {args.moves} commit(s) after its baseline; PostgreSQL; "
+              f"machine: {os.cpu_count()} cores", flush=True)
+        with (throwaway_postgres() if not args.postgres else _given(args.postgres)) as admin:
+            one = _run(admin, Path(tmp), histories, ids, 1, args.moves, kill=False)
+            many = _run(admin, Path(tmp), histories, ids, args.workers, args.moves, kill=False)
+            killed = _run(admin, Path(tmp), histories, ids, args.workers, args.moves, kill=True)
+    print(f"revisions ingested per minute while moving: 1 worker {one.moved_per_min:.0f}, {args.workers} workers "
+          f"{many.moved_per_min:.0f} (ratio {many.moved_per_min / one.moved_per_min:.2f}x against one worker)")
+    print(f"killed worker: held {killed.killed_leases} leases; all taken over after {killed.takeover_s:.1f} s (lease 5 s)")
+    for name, out in (("1 worker", one), (f"{args.workers} workers", many), (f"{args.workers} workers, one killed", killed)):
+        lost = out.deliveries_expected - out.deliveries_received
+        print(f"{name}: revisions {out.revisions}/{out.revisions_expected}, duplicated revisions {out.duplicate_revisions},"
+              f" duplicated events {out.duplicate_events}, deliveries {out.deliveries_expected} (lost {lost},"
+              f" webhook-ids received twice {out.deliveries_redundant})")
+
+
+@contextmanager
+def _given(url: str) -> Iterator[str]:
+    yield url
+
+
+if __name__ == "__main__":
+    main()

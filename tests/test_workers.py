@@ -1,0 +1,373 @@
+"""Several workers on one database (storage/leases.py, tracker/workers.py): due watches leased by one
+worker at a time, leases of killed or cut-off workers taken over, periodic jobs run once an interval
+among all, Hub webhooks polled at once. On SQLite and (the CI's second pass) PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+from structlog.testing import capture_logs
+
+from storage.db import create_db_engine, migrate
+from storage.leases import LeaseStore
+from storage.models import Watch
+from storage.store import Store
+from tracker.workers import SharedScheduler
+
+pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def engines(database_url: str) -> Iterator[list[sa.Engine]]:
+    """Two engines on one database: two workers' connections."""
+    made = [create_db_engine(database_url) for _ in range(2)]
+    migrate(made[0])
+    yield made
+    for engine in made:
+        engine.dispose()
+
+
+def _watches(engine: sa.Engine, n: int, interval_s: int = 60, prefix: str = "org/m") -> Store:
+    store = Store(engine)
+    for i in range(n):
+        store.add_watch(f"{prefix}{i}", "main", interval_s)
+    return store
+
+
+def _due_now(engine: sa.Engine, at: datetime) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.update(Watch.__table__).values(next_poll_at=at))  # type: ignore[attr-defined]
+
+
+def test_workers_claiming_at_once_take_disjoint_watches(engines: list[sa.Engine]) -> None:
+    """Four threads on two engines claim 40 due watches in rounds of 3: each watch once, none left."""
+    _watches(engines[0], 40)
+    _due_now(engines[0], T0)
+    claims: list[int] = []
+    lock = threading.Lock()
+
+    def worker(n: int) -> None:
+        leases = LeaseStore(engines[n % 2])
+        while True:
+            got = leases.claim_due(f"w{n}", T0, 30, 3)
+            if not got:
+                return
+            with lock:
+                claims.extend(w.id for w in got)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(claims) == 40 and len(set(claims)) == 40
+
+
+def test_an_expired_lease_is_taken_over_and_the_old_holder_changes_nothing(engines: list[sa.Engine]) -> None:
+    _watches(engines[0], 1)
+    _due_now(engines[0], T0)
+    a, b = LeaseStore(engines[0]), LeaseStore(engines[1])
+    [held] = a.claim_due("a", T0, 15, 10)
+    assert b.claim_due("b", T0 + timedelta(seconds=14), 15, 10) == []  # live lease: untouched
+    [taken] = b.claim_due("b", T0 + timedelta(seconds=16), 15, 10)  # expired: the watch is still due
+    assert taken.id == held.id
+    assert a.renew("a", [held.id], T0 + timedelta(seconds=17), 15) == set()
+    assert not a.release("a", held, T0 + timedelta(hours=1))  # not its lease any more
+    assert b.release("b", taken, T0 + timedelta(minutes=1))
+    with engines[0].connect() as conn:
+        row = conn.execute(sa.select(Watch.__table__.c.next_poll_at, Watch.__table__.c.leased_by)).one()  # type: ignore[attr-defined]
+    assert (row.next_poll_at, row.leased_by) == (T0 + timedelta(minutes=1), None)
+
+
+def test_a_poll_asked_for_while_leased_stays_due_on_release(engines: list[sa.Engine]) -> None:
+    store = _watches(engines[0], 1)
+    _due_now(engines[0], T0)
+    leases = LeaseStore(engines[0])
+    [held] = leases.claim_due("a", T0, 15, 1)
+    assert leases.request_poll("org/m0", "main", T0 + timedelta(seconds=2))  # a Hub webhook, mid-poll
+    assert not leases.request_poll("org/absent", "main", T0)
+    leases.release("a", held, T0 + timedelta(minutes=1))
+    assert store.get_watch("org/m0").next_poll_at == T0 + timedelta(seconds=2)  # type: ignore[union-attr]
+    [again] = leases.claim_due("a", T0 + timedelta(seconds=3), 15, 1)
+    assert again.id == held.id
+
+
+def test_claim_one_takes_a_watch_not_yet_due_but_not_one_held_by_another(engines: list[sa.Engine]) -> None:
+    _watches(engines[0], 1)
+    _due_now(engines[0], T0 + timedelta(hours=1))
+    a, b = LeaseStore(engines[0]), LeaseStore(engines[1])
+    assert a.claim_due("a", T0, 15, 5) == []
+    held = a.claim_one("a", "org/m0", "main", T0, 15)
+    assert held is not None
+    assert b.claim_one("b", "org/m0", "main", T0, 15) is None
+    assert b.claim_one("b", "org/absent", "main", T0, 15) is None
+
+
+def test_new_watches_are_scheduled_once_and_a_shorter_plan_pulls_due_times_in(engines: list[sa.Engine]) -> None:
+    _watches(engines[0], 3)
+    a, b = LeaseStore(engines[0]), LeaseStore(engines[1])
+    rows = a.unscheduled()
+    assert len(rows) == 3
+    assert a.schedule([(rows[0][0], T0 + timedelta(days=1))]) == 1
+    assert b.schedule([(rows[0][0], T0)]) == 0  # another worker scheduled it already
+    assert len(a.unscheduled()) == 2
+    assert a.pull_in([("org/m0", "main", T0 + timedelta(hours=1)), ("org/m1", "main", T0)]) == 1
+    assert a.claim_due("a", T0 + timedelta(hours=1), 15, 5)[0].repo_id == "org/m0"
+
+
+def test_a_periodic_job_runs_once_an_interval_among_workers(engines: list[sa.Engine]) -> None:
+    a, b = LeaseStore(engines[0]), LeaseStore(engines[1])
+    assert a.start_job("__listing__", "a", T0, 60, 15)
+    assert not b.start_job("__listing__", "b", T0 + timedelta(seconds=1), 60, 15)  # held
+    a.finish_job("__listing__", "a", T0)
+    assert not b.start_job("__listing__", "b", T0 + timedelta(seconds=30), 60, 15)  # ran 30 s ago
+    assert b.start_job("__listing__", "b", T0 + timedelta(seconds=55), 60, 15)  # a tenth early is its turn
+    # b is killed mid-run: its lease expires and the job is a's again
+    assert not a.start_job("__listing__", "a", T0 + timedelta(seconds=60), 60, 15)
+    assert a.start_job("__listing__", "a", T0 + timedelta(seconds=71), 60, 15)
+
+
+# -- the scheduler of each worker ----------------------------------------------------------------------
+
+
+class Polls:
+    """A poll function that records who polled what, and whether two polls of one watch overlapped."""
+
+    def __init__(self, seconds: float = 0.05) -> None:
+        self.seconds = seconds
+        self.done: list[tuple[str, str]] = []
+        self.active: Counter[str] = Counter()
+        self.overlaps = 0
+        self._lock = threading.Lock()
+
+    def for_worker(self, name: str):
+        def poll(repo_id: str, branch: str) -> None:
+            with self._lock:
+                self.active[repo_id] += 1
+                self.overlaps += self.active[repo_id] > 1
+            time.sleep(self.seconds)
+            with self._lock:
+                self.active[repo_id] -= 1
+                self.done.append((name, repo_id))
+        return poll
+
+
+def _scheduler(engine: sa.Engine, polls: Polls, name: str, lease_s: float = 3, store: Store | None = None) -> SharedScheduler:
+    store = store or Store(engine)
+    return SharedScheduler(store.watch_schedule, polls.for_worker(name), 0, LeaseStore(engine), lease_s,
+                           worker=name, claim_tick_s=0.1, version=store.watch_list_version)
+
+
+def _wait(predicate, timeout_s: float = 15) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_two_workers_share_the_watches_without_polling_one_twice(engines: list[sa.Engine]) -> None:
+    """30 watches, a baseline each: every watch polled exactly once, by one worker or the other, never
+    two polls of one watch at a time; both workers took part; a clean stop gives every lease back."""
+    _watches(engines[0], 30, interval_s=3600)
+    polls = Polls()
+    workers = [_scheduler(engines[n], polls, f"w{n}") for n in range(2)]
+    for w in workers:
+        w.start()
+    try:
+        assert _wait(lambda: len(polls.done) >= 30)
+        time.sleep(0.5)  # nothing else is due for an hour
+    finally:
+        for w in workers:
+            w.stop()
+    by_repo = Counter(repo for _, repo in polls.done)
+    assert len(by_repo) == 30 and set(by_repo.values()) == {1} and polls.overlaps == 0
+    assert {name for name, _ in polls.done} == {"w0", "w1"}
+    assert LeaseStore(engines[0]).lease_counts(datetime.now(UTC)) == {}
+    next_polls = [w.next_poll_at for w in Store(engines[0]).list_watches()]
+    assert all(at is not None and at > datetime.now(UTC) + timedelta(minutes=59) for at in next_polls)
+
+
+def test_a_killed_workers_watches_are_taken_over_within_the_lease(engines: list[sa.Engine]) -> None:
+    """A worker claims 10 due watches and dies (never releases): the live worker polls them once their
+    3 s lease expires, and says nothing is overdue afterwards."""
+    _watches(engines[0], 10, interval_s=3600)
+    _due_now(engines[0], datetime.now(UTC))
+    dead = LeaseStore(engines[1]).claim_due("dead", datetime.now(UTC), 3, 10)
+    assert len(dead) == 10
+    killed_at = time.monotonic()
+    polls = Polls(seconds=0.01)
+    live = _scheduler(engines[0], polls, "live")
+    live.start()
+    try:
+        assert _wait(lambda: len(polls.done) == 10)
+        taken_s = time.monotonic() - killed_at
+        assert 3 <= taken_s < 6, taken_s
+        assert live.poll_state()["polls_overdue"] == 0
+    finally:
+        live.stop()
+
+
+def test_a_worker_that_loses_its_database_lets_its_leases_expire_and_the_other_carries_on(
+    engines: list[sa.Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Worker a's database goes away mid-poll (renewals and releases fail): it logs and carries on, and
+    worker b polls a's watches once the leases expire; none is polled by both at once."""
+    _watches(engines[0], 4, interval_s=3600)
+    polls = Polls(seconds=0.01)
+    gate = threading.Event()
+    cut = _scheduler(engines[1], polls, "a")
+    slow = cut._poll
+
+    def hung(repo_id: str, branch: str) -> None:
+        gate.wait(10)
+        slow(repo_id, branch)
+
+    cut._poll = hung
+    cut.start()
+    assert _wait(lambda: sum(LeaseStore(engines[0]).lease_counts(datetime.now(UTC)).values()) == 4)
+
+    def gone(*_args: object, **_kwargs: object) -> None:
+        raise sa.exc.OperationalError("UPDATE watch", {}, Exception("server closed the connection unexpectedly"))
+
+    for name in ("renew", "release", "claim_due", "renew_job", "release_all"):
+        monkeypatch.setattr(cut._leases, name, gone)
+    other = _scheduler(engines[0], polls, "b")
+    with capture_logs() as logs:
+        other.start()
+        try:
+            assert _wait(lambda: len({r for n, r in polls.done if n == "b"}) == 4)
+        finally:
+            gate.set()
+            other.stop()
+            cut.stop()
+    events = {entry["event"] for entry in logs}
+    assert {"lease_renewal_failed", "lease_release_failed"} <= events
+    assert polls.overlaps == 0
+
+
+def test_a_hub_webhook_polls_at_once_and_a_held_watch_again_after_its_poll(engines: list[sa.Engine]) -> None:
+    store = _watches(engines[0], 2, interval_s=3600)
+    polls = Polls(seconds=0.3)
+    worker = _scheduler(engines[0], polls, "w", store=store)
+    worker.start()
+    try:
+        assert _wait(lambda: len(polls.done) == 2)  # the baselines
+        assert worker.trigger("org/m0", "main")
+        assert _wait(lambda: len(polls.done) == 3, timeout_s=2)
+        # a webhook while the watch is being polled: polled once more after that poll, not at once beside it
+        assert worker.trigger("org/m1", "main")
+        time.sleep(0.1)
+        assert worker.trigger("org/m1", "main")
+        assert _wait(lambda: len(polls.done) == 5, timeout_s=5)
+        assert not worker.trigger("org/absent", "main")
+    finally:
+        worker.stop()
+    assert polls.overlaps == 0
+    assert Counter(r for _, r in polls.done) == {"org/m0": 2, "org/m1": 3}
+
+
+def test_periodic_jobs_run_on_one_worker(engines: list[sa.Engine]) -> None:
+    ran: list[str] = []
+    workers = [_scheduler(engines[n], Polls(), f"w{n}") for n in range(2)]
+    for w in workers:
+        w.add_periodic("__job__", lambda name=w.worker: ran.append(name), 3600, first_at=datetime.now(UTC))
+        w.start()
+    try:
+        assert _wait(lambda: bool(ran))
+        time.sleep(1)
+    finally:
+        for w in workers:
+            w.stop()
+    assert len(ran) == 1
+
+
+def test_workers_storing_the_same_content_at_once_both_commit(engines: list[sa.Engine]) -> None:
+    """Two repos with one config, ingested by two workers at once: the second writer of a blob or a weight
+    manifest waits for the first and skips it (it used to fail the poll with a unique violation)."""
+    from sqlmodel import Session
+
+    from storage import blobs
+    from storage.models import Blob, WeightFile, WeightTensor
+    from storage.sessions import insert_new
+
+    data = b'{"model_type": "llama"}'
+    oid = blobs.git_blob_oid(data)
+    weight = {"sha256": "a" * 64, "tensor_count": 1, "parameters": 4, "file_metadata": None, "error": None, "read_at": T0}
+    tensor = {"weight_sha256": "a" * 64, "name": "w", "dtype": "F32", "shape": [2, 2], "parameters": 4}
+    first_in = threading.Event()
+    errors: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            with Session(engines[1]) as s:
+                first_in.wait(5)
+                blobs.add_blobs(s, {oid: data})
+                insert_new(s, WeightFile.__table__, [weight], key=lambda r: r["sha256"])  # type: ignore[attr-defined]
+                insert_new(s, WeightTensor.__table__, [tensor], key=lambda r: r["name"])  # type: ignore[attr-defined]
+                s.commit()
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with Session(engines[0]) as s:
+        blobs.add_blobs(s, {oid: data})
+        insert_new(s, WeightFile.__table__, [weight], key=lambda r: r["sha256"])  # type: ignore[attr-defined]
+        insert_new(s, WeightTensor.__table__, [tensor], key=lambda r: r["name"])  # type: ignore[attr-defined]
+        s.flush()
+        first_in.set()
+        time.sleep(0.3)  # the second writer is at its INSERT now, waiting for this transaction
+        s.commit()
+    thread.join(15)
+    assert errors == []
+    with Session(engines[0]) as s:
+        assert blobs.read_blobs(s, [oid]) == {oid: data}
+        assert len(list(s.exec(sa.select(Blob.oid)))) == 1 and len(list(s.exec(sa.select(WeightTensor.name)))) == 1
+
+
+def test_the_daemon_shares_on_postgresql_and_times_watches_itself_on_sqlite(tmp_path, replay) -> None:
+    from conftest import settings_for
+
+    from tracker.app import App
+    from tracker.cli.daemon import build_scheduler
+    from tracker.scheduler import Scheduler
+
+    def scheduler_for(url: str, **poll: str) -> Scheduler:
+        app = App(settings_for(replay.endpoint, url, poll=poll))  # type: ignore[arg-type]
+        return build_scheduler(app, lambda r, b: None, 0)
+
+    sqlite = f"sqlite:///{tmp_path / 'a.db'}"
+    assert type(scheduler_for(sqlite)) is Scheduler
+    shared = scheduler_for(sqlite, coordination="shared", lease="7s")
+    assert isinstance(shared, SharedScheduler) and shared._lease_s == 7
+
+
+@pytest.mark.parametrize(("poll", "key"), [({"coordination": "many"}, "coordination"), ({"lease": "1s"}, "lease"),
+                                           ({"lease": "soon"}, "lease")])
+def test_bad_coordination_settings_are_refused_by_name(poll: dict, key: str) -> None:
+    from tracker.config import settings_from_mapping
+    from tracker.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=key):
+        settings_from_mapping({"poll": poll}, env={})

@@ -1,0 +1,280 @@
+"""Several workers on one database: the scheduler that leases due watches instead of timing them itself.
+
+With `[poll] coordination = "shared"` (the default on PostgreSQL) any number of `hubwatch run` processes
+share one database's watches. The due times live in the database (`watch.next_poll_at`); each worker
+claims due watches whose lease is free (`SELECT ... FOR UPDATE SKIP LOCKED`: never the same watch as
+another worker), renews its leases while it polls and gives each back with its next due time. A killed
+worker's leases expire after `[poll] lease` and the watches, still due, are claimed by the others; a
+worker that loses its database stops claiming, and its leases expire the same way.
+
+A Hub webhook's poll is claimed at once by the worker it reached; a listing pass's moves are made due in
+the database, for whichever worker is free. The periodic jobs (the listing pass, the OSV re-check) run on
+one worker at a time, once an interval among all (`job_lease`). Outbound deliveries are shared through
+the outbox's own claims (storage/outbox.py), the Hub request budget through its window rows, and the
+ingest is idempotent, so a watch polled twice in a race (a lease taken over from a worker that was only
+slow) stores each revision and event once.
+
+Why not a job engine such as procrastinate: a watch is not a job but a standing row with its poll
+state, which the due time and the lease join; the outbox already claims its own rows; and SQLite (one
+process, APScheduler timing each watch: tracker/scheduler.py) stays the default, which a
+PostgreSQL-only engine would not serve.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from storage.leases import LeasedWatch, LeaseStore
+from storage.store import ScheduledWatch
+from tracker.scheduler import POLL_THREADS, TRIGGERED_THREADS, PollFn, Schedulable, Scheduler, first_run_at, overdue_grace_s
+
+log = structlog.get_logger(__name__)
+
+CLAIM_TICK_S = 1.0  # how often a worker with free threads looks for due watches (and at once when woken)
+DB_RETRY_S = 5.0  # after a failed claim, the wait before the next
+
+
+def worker_id() -> str:
+    """This process among the workers: host, pid and a random part (a pid is reused across restarts)."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class SharedScheduler(Scheduler):
+    """The scheduler of one worker among several: the watch list and its plan as in `Scheduler`, the
+    polls from leases. `poll_state` reads the database's due times, so every worker reports the same."""
+
+    def __init__(
+        self,
+        list_watches: Callable[[], Sequence[Schedulable] | None],
+        poll: PollFn,
+        jitter_s: int,
+        leases: LeaseStore,
+        lease_s: float,
+        worker: str | None = None,
+        claim_tick_s: float = CLAIM_TICK_S,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(list_watches, poll, jitter_s, **kwargs)
+        self.worker = worker or worker_id()
+        self._leases = leases
+        self._lease_s = lease_s
+        self._claim_tick_s = claim_tick_s
+        self._pool = futures.ThreadPoolExecutor(POLL_THREADS, thread_name_prefix="poll-leased")
+        self._urgent = futures.ThreadPoolExecutor(TRIGGERED_THREADS, thread_name_prefix="poll-triggered")
+        self._held: dict[int, LeasedWatch] = {}  # watch id -> lease, polls in flight
+        self._claimed = 0  # of them, those from the claim loop (it keeps POLL_THREADS busy at most)
+        self._jobs_held: set[str] = set()
+        self._held_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._halt = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.lost_leases = 0
+        self._last_overdue: tuple[int, float] = (0, 0.0)
+
+    # -- the watch list ---------------------------------------------------------------------------
+
+    def _schedule(self, wanted: dict[str, Schedulable], intervals: dict[str, int]) -> None:
+        """Keep each watch's planned interval (used on release), give new watches their first due time,
+        and bring forward due times the plan now puts nearer (the listing was turned off, the budget
+        unstretched)."""
+        previous = dict(self._intervals)
+        self._intervals = dict(intervals)
+        now = self._clock()
+        shrunk = [job_id for job_id, s in intervals.items() if s < previous.get(job_id, s + 1)]  # all, at the first
+        try:
+            new = self._leases.unscheduled()
+            if new:
+                self._leases.schedule(
+                    (wid, first_run_at(f"{r}@{b}", ScheduledWatch(r, b, i, last), now, intervals.get(f"{r}@{b}", i)))
+                    for wid, r, b, i, last in new)
+            if shrunk:
+                self._leases.pull_in(
+                    (wanted[job_id].repo_id, wanted[job_id].branch, now + timedelta(seconds=intervals[job_id])) for job_id in shrunk)
+        except Exception as err:  # noqa: BLE001 - a failing database: the next sync tries again
+            log.warning("schedule_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
+            self._intervals = previous
+            return
+        self._wake.set()
+
+    # -- claiming and polling ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        super().start()
+        for target, name in ((self._claim_loop, "poll-claims"), (self._renew_loop, "lease-renewal")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info("worker_started", worker=self.worker, lease_s=self._lease_s)
+
+    def _claim_loop(self) -> None:
+        """Claim due watches while threads are free; wait a tick (or a wake-up) in between."""
+        while not self._halt.is_set():
+            with self._held_lock:
+                free = POLL_THREADS - self._claimed
+            claimed: list[LeasedWatch] = []
+            if free > 0:
+                try:
+                    claimed = self._leases.claim_due(self.worker, self._clock(), self._lease_s, free)
+                except Exception as err:  # noqa: BLE001 - a failing database: claim nothing, try again later
+                    log.warning("lease_claim_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
+                    self._halt.wait(DB_RETRY_S)
+                    continue
+            for leased in claimed:
+                self._submit(self._pool, leased, counted=True)
+            if claimed and len(claimed) < free:
+                continue  # more may be due already
+            self._wake.wait(self._claim_tick_s)
+            self._wake.clear()
+
+    def _submit(self, pool: futures.ThreadPoolExecutor, leased: LeasedWatch, counted: bool) -> bool:
+        with self._held_lock:
+            self._held[leased.id] = leased
+            self._claimed += counted
+        try:
+            pool.submit(self._poll_leased, leased, counted)
+        except RuntimeError:  # stopping: give it back untouched
+            self._forget(leased, counted)
+            self._leases.release(self.worker, leased, leased.claimed_at)
+            return False
+        return True
+
+    def _poll_leased(self, leased: LeasedWatch, counted: bool) -> None:
+        job_id = f"{leased.repo_id}@{leased.branch}"
+        try:
+            self._run(job_id, leased.repo_id, leased.branch)
+        except Exception:
+            log.exception("leased_poll_crashed", repo_id=leased.repo_id, branch=leased.branch)
+        finally:
+            self._forget(leased, counted)
+            interval_s = self._intervals.get(job_id, leased.interval_s)
+            next_at = leased.claimed_at + timedelta(seconds=interval_s + random.uniform(0, self._jitter_s))
+            try:
+                if not self._leases.release(self.worker, leased, next_at):
+                    self._lost(leased)
+            except Exception as err:  # noqa: BLE001 - the lease expires on its own; another worker takes over
+                log.warning("lease_release_failed", worker=self.worker, repo_id=leased.repo_id, error=f"{type(err).__name__}: {err}")
+            self._wake.set()
+
+    def _forget(self, leased: LeasedWatch, counted: bool) -> None:
+        with self._held_lock:
+            self._held.pop(leased.id, None)
+            self._claimed -= counted
+
+    def _lost(self, leased: LeasedWatch) -> None:
+        self.lost_leases += 1
+        log.warning("lease_lost", worker=self.worker, repo_id=leased.repo_id, branch=leased.branch)
+
+    def _renew_loop(self) -> None:
+        """Every third of a lease, extend the leases of the polls in flight and of the periodic job
+        running; a database that cannot be reached lets them expire (the others take over)."""
+        while not self._halt.wait(self._lease_s / 3):
+            with self._held_lock:
+                held = dict(self._held)
+                jobs = set(self._jobs_held)
+            now = self._clock()
+            try:
+                kept = self._leases.renew(self.worker, held, now, self._lease_s)
+                for name in jobs:
+                    self._leases.renew_job(name, self.worker, now, self._lease_s)
+            except Exception as err:  # noqa: BLE001 - see above
+                log.warning("lease_renewal_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
+                continue
+            for watch_id in set(held) - kept:
+                if watch_id in self._held:  # not released meanwhile
+                    self._lost(held[watch_id])
+
+    def trigger(self, repo_id: str, branch: str, urgent: bool = True) -> bool:
+        """Poll a watch soon. `urgent` (a Hub webhook): claimed and polled here at once, on threads of its
+        own; else, or when another worker holds it now, it is made due in the database (the holder keeps it
+        due when it releases it). False when no such watch exists. A failing database: an urgent trigger
+        returns False (the next scheduled poll will do); a listing's raises, so its pass keeps its mark."""
+        now = self._clock()
+        if urgent:
+            try:
+                with self._held_lock:
+                    mine = any(h.repo_id == repo_id and h.branch == branch for h in self._held.values())
+                leased = None if mine else self._leases.claim_one(self.worker, repo_id, branch, now, self._lease_s)
+                if leased is not None:
+                    return self._submit(self._urgent, leased, counted=False)
+                found = self._leases.request_poll(repo_id, branch, now)
+            except Exception as err:  # noqa: BLE001 - see above
+                log.warning("trigger_failed", repo_id=repo_id, branch=branch, error=f"{type(err).__name__}: {err}")
+                return False
+        else:
+            found = self._leases.request_poll(repo_id, branch, now)
+        self._wake.set()
+        return found
+
+    # -- periodic jobs ----------------------------------------------------------------------------
+
+    def add_periodic(
+        self, job_id: str, fn: Callable[[], object], interval_s: int, first_at: datetime | None = None
+    ) -> None:
+        """As `Scheduler.add_periodic`, but the job runs on one worker at a time, once an interval among
+        all of them: each worker's timer tries to take the job's lease."""
+        super().add_periodic(job_id, lambda: self._run_once(job_id, fn, interval_s), interval_s, first_at)
+
+    def _run_once(self, name: str, fn: Callable[[], object], interval_s: int) -> None:
+        now = self._clock()
+        try:
+            if not self._leases.start_job(name, self.worker, now, interval_s, self._lease_s):
+                return
+        except Exception as err:  # noqa: BLE001 - a failing database: the next tick tries again
+            log.warning("job_lease_failed", job=name, error=f"{type(err).__name__}: {err}")
+            return
+        with self._held_lock:
+            self._jobs_held.add(name)
+        try:
+            fn()
+        finally:
+            with self._held_lock:
+                self._jobs_held.discard(name)
+            try:
+                self._leases.finish_job(name, self.worker, now)
+            except Exception as err:  # noqa: BLE001 - its lease expires; the interval counts from the last success
+                log.warning("job_lease_failed", job=name, error=f"{type(err).__name__}: {err}")
+
+    # -- state and stopping -----------------------------------------------------------------------
+
+    def poll_state(self, now: datetime | None = None) -> dict[str, Any]:
+        """As `Scheduler.poll_state`, from the database's due times (the same on every worker), with this
+        worker's id and its polls in flight; while the database cannot be read, the last figures read."""
+        now = now or self._clock()
+        try:
+            overdue, oldest = 0, 0.0
+            for row in self._leases.overdue(now - timedelta(seconds=5)):
+                late_s = (now - row.next_poll_at).total_seconds() - overdue_grace_s(row.interval_s)
+                if late_s > 0:
+                    overdue += 1
+                    oldest = max(oldest, late_s)
+            self._last_overdue = (overdue, round(oldest, 1))
+        except Exception as err:  # noqa: BLE001 - /healthz keeps answering; the storage state says why
+            log.warning("overdue_check_failed", error=f"{type(err).__name__}: {err}")
+        with self._held_lock:
+            in_flight = len(self._held)
+        return {"polls_scheduled": len(self._intervals), "polls_overdue": self._last_overdue[0],
+                "oldest_overdue_s": self._last_overdue[1], "worker": self.worker, "polls_in_flight": in_flight}
+
+    def stop(self) -> None:
+        """Stop claiming, let the polls in flight finish, give back every lease still held."""
+        self._halt.set()
+        self._wake.set()
+        super().stop()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._urgent.shutdown(wait=True, cancel_futures=True)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        try:
+            self._leases.release_all(self.worker)
+        except Exception as err:  # noqa: BLE001 - they expire on their own
+            log.warning("lease_release_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
