@@ -57,6 +57,12 @@ def activation_saved(name: str) -> int:
     return 1
 
 
+def kept_by_activation(name: str) -> int:
+    """Inner-width bf16 tensors that ``plain_mlp`` counts once as fc2's input and that the activation keeps for
+    itself too (ReLU's output): under LoRA fc2 no longer keeps it, but the activation still does."""
+    return 1 if name == "relu" else 0
+
+
 def eager_attention(heads: int, tokens: int, *, fp32_scores: int, bf16_scores: int) -> float:
     """Per-token share of eager attention's stored score matrices (``heads x tokens`` per token each)."""
     return heads * tokens * (FP32 * fp32_scores + BF16 * bf16_scores)

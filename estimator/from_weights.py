@@ -14,12 +14,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import blocks
-from .families.common import causal_lm_head
-from .manifest import BUFFER_NAMES, EMBEDDING_NAMES, INT_DTYPES, ManifestCount, tower_of
+from .families.common import causal_lm_head, plain_mlp_adapters
+from .manifest import EMBEDDING_NAMES, INT_DTYPES, ManifestCount, tower_of
 from .reader import ConfigReader
 from .structure import Stack, Structure
 
 BLOCK_WORDS = frozenset(("layers", "layer", "blocks", "block", "h", "resblocks", "blk", "transformer_blocks"))
+# The first "<container>.<index>." of an ASCII name: group 1 is everything before the index, group 2 the index.
+BLOCK = re.compile(r"^((?:[^.]*\.)*?(?:" + "|".join(sorted(BLOCK_WORDS, key=len, reverse=True)) + r"))\.([0-9]+)\.")
 BUFFER_LEAVES = frozenset(("position_ids", "inv_freq", "masked_bias", "final_logits_bias", "bias"))
 # Towers that custom code names in its own words (after manifest.TOWER_RULES, whose default is text).
 EXTRA_TOWERS = (
@@ -71,6 +73,7 @@ class Layer:
     kv_per_token: int
     frozen_per_token: float          # normalised inputs kept only to train RMSNorm weights (LoRA drops them)
     routers: set[str] = field(default_factory=set)
+    plain_mlp: tuple[int, str] | None = None  # (inner width, activation) of a plain fc1/fc2 MLP: LoRA/QLoRA terms
 
 
 def structure_from_weights(config: dict, manifest: dict, counted: ManifestCount, cap: int
@@ -87,8 +90,7 @@ def structure_from_weights(config: dict, manifest: dict, counted: ManifestCount,
 def _build(config: dict, manifest: dict, counted: ManifestCount, cap: int) -> Structure:
     if counted.quantized:
         raise Unreadable("the checkpoint is quantized or packed, so its shapes are not the model's widths")
-    params, zero = _parameters(manifest)
-    stacks, loose = _group(params)
+    stacks, loose, zero = _group(manifest)
     if not stacks:
         raise Unreadable("the weight manifest has no repeated blocks (layers.N., blocks.N., h.N. ...), so "
                          "no layer structure can be read from it")
@@ -114,28 +116,56 @@ def _build(config: dict, manifest: dict, counted: ManifestCount, cap: int) -> St
     return s
 
 
-def _parameters(manifest: dict) -> tuple[dict[str, tuple[int, ...]], list[tuple[str, tuple[int, ...]]]]:
-    """Parameter tensors as count_manifest counts them (no buffers or integer storage; packed storage has
-    already been ruled out); zero-size tensors apart."""
-    params: dict[str, tuple[int, ...]] = {}
-    zero = []
+def _group(manifest: dict) -> tuple[dict[str, dict[int, dict[str, tuple]]], dict[str, tuple],
+                                  list[tuple[str, tuple[int, ...]]]]:
+    """The parameter tensors as count_manifest counts them (no buffers or integer storage; packed storage has
+    already been ruled out), zero-size ones apart, in one pass: block tensors by container and index (prefix ->
+    index -> rest -> shape), the rest loose. The first "<container>.<index>." in a name opens the block
+    (layers, blocks, h, ...)."""
+    stacks: dict[str, dict[int, dict[str, tuple]]] = {}
+    loose: dict[str, tuple] = {}
+    zero: list[tuple[str, tuple[int, ...]]] = []
+    block = BLOCK.search
+    # The last container's "<prefix>." and its layers: a name that starts with it and goes on "<digits>." opens
+    # its block there (any earlier "<container>.<index>." would lie inside the prefix, where there is none).
+    opened, cut, layers = "\0", 0, {}
     for name, (dtype, shape) in manifest.items():
-        if name[name.rfind(".") + 1:] in BUFFER_LEAVES and BUFFER_NAMES.search(name) or dtype.upper() in INT_DTYPES:
+        leaf = name[name.rfind(".") + 1:]
+        # BUFFER_NAMES.search(name) where the leaf is one of its words: always, but for "bias" only "attn.bias"
+        if leaf in BUFFER_LEAVES and (leaf != "bias" or name.endswith(".attn.bias") or name == "attn.bias") \
+                or dtype.upper() in INT_DTYPES:
             continue
-        shape = tuple(shape)
+        if type(shape) is not tuple:
+            shape = tuple(shape)
         if 0 in shape:
             zero.append((name, shape))
             continue
-        params[name] = shape
-    return params, zero
-
-
-def _group(params: dict[str, tuple[int, ...]]) -> tuple[dict[str, dict[int, dict[str, tuple]]], dict[str, tuple]]:
-    """Block tensors by container and index (prefix -> index -> rest -> shape); the rest apart. The first
-    "<container>.<index>." in a name opens the block (layers, blocks, h, ...)."""
-    stacks: dict[str, dict[int, dict[str, tuple]]] = {}
-    loose: dict[str, tuple] = {}
-    for name, shape in params.items():
+        if name.isascii():  # str.isdigit is [0-9] here, so the pattern finds what the loop below would
+            if name.startswith(opened):
+                end = name.find(".", cut)
+                digits = name[cut:end]
+                if end > cut and digits.isdigit():
+                    index = int(digits)
+                    layer = layers.get(index)
+                    if layer is None:
+                        layer = layers[index] = {}
+                    layer[name[end + 1:]] = shape
+                    continue
+            found = block(name)
+            if found:
+                prefix = found[1]
+                layers = stacks.get(prefix)
+                if layers is None:
+                    layers = stacks[prefix] = {}
+                opened, cut = prefix + ".", len(prefix) + 1
+                index = int(found[2])
+                layer = layers.get(index)
+                if layer is None:
+                    layer = layers[index] = {}
+                layer[name[found.end():]] = shape
+            else:
+                loose[name] = shape
+            continue
         parts = name.split(".")
         at = next((i for i in range(1, len(parts) - 1) if parts[i].isdigit() and parts[i - 1] in BLOCK_WORDS), 0)
         if at:
@@ -143,7 +173,7 @@ def _group(params: dict[str, tuple[int, ...]]) -> tuple[dict[str, dict[int, dict
             stacks.setdefault(prefix, {}).setdefault(int(parts[at]), {})[".".join(parts[at + 1:])] = shape
         else:
             loose[name] = shape
-    return stacks, loose
+    return stacks, loose, zero
 
 
 def _tower(name: str) -> str:
@@ -320,9 +350,14 @@ def _in_mlp(module: str) -> bool:
 def _stack(s: Structure, ctx: _Context, prefix: str, layers: dict[int, dict[str, tuple]]) -> str:
     """Add one container's layers (a Stack per set of identical layers) and describe them."""
     tower = _tower(f"{prefix}.0.x")
-    kinds: dict[tuple, list[int]] = {}
+    kinds: dict[frozenset, list[int]] = {}  # identical layers: equal name -> shape maps
+    previous: dict[str, tuple] | None = None
     for index in sorted(layers):
-        kinds.setdefault(tuple(sorted(layers[index].items())), []).append(index)
+        tensors = layers[index]
+        if tensors != previous:  # most layers are their predecessor's twin: one dict comparison, no hashing
+            indices = kinds.setdefault(frozenset(tensors.items()), [])
+            previous = tensors
+        indices.append(index)
     ordered = sorted(kinds.values(), key=len, reverse=True)
     if len(ordered) > 1:
         s.notes.append(_inconsistent(prefix, layers, ordered))
@@ -338,6 +373,8 @@ def _stack(s: Structure, ctx: _Context, prefix: str, layers: dict[int, dict[str,
         s.stacks.append(Stack(tower, name, len(indices), tokens, layer.hidden, layer.saved_per_token,
                               kv_per_token=layer.kv_per_token if causal and not _masked(ctx.config) else 0))
         s.lora_frozen[tower] = s.lora_frozen.get(tower, 0) + layer.frozen_per_token * len(indices)
+        if layer.plain_mlp is not None:
+            plain_mlp_adapters(s, tower, layer.plain_mlp[0], len(indices), layer.plain_mlp[1])
         parts.append(f"{len(indices)} x {layer.hidden}")
     return f"{tower} tower {prefix}: {' + '.join(parts)} layers, {tokens} tokens"
 
@@ -411,7 +448,7 @@ def _layer(signature: dict[str, tuple], ctx: _Context, tower: str, where: str) -
     hidden = _hidden(norms, linears, where)
     layer = Layer(hidden, 0.0, 0, 0.0)
     attention = [lin for lin in linears if _is_attention(lin.name) and not _in_mlp(lin.name)]
-    mlp = [lin for lin in linears if lin not in attention]
+    mlp = _without(linears, attention)
     if not attention and not mlp:
         raise Unreadable(f"{where} has no projection weights, so its attention and MLP cannot be read")
     if not attention:
@@ -423,6 +460,12 @@ def _layer(signature: dict[str, tuple], ctx: _Context, tower: str, where: str) -
     p = _dropout(ctx, tower)
     layer.saved_per_token += 2 * blocks.dropout(hidden, p)
     return layer
+
+
+def _without(linears: list[Linear], drop: list[Linear]) -> list[Linear]:
+    """[lin for lin in linears if lin not in drop], by the fields a Linear compares equal on, in one pass."""
+    dropped = {(lin.name, lin.d_in, lin.d_out) for lin in drop}
+    return [lin for lin in linears if (lin.name, lin.d_in, lin.d_out) not in dropped]
 
 
 def _hidden(norms: list[tuple[str, int, bool]], linears: list[Linear], where: str) -> int:
@@ -492,10 +535,10 @@ def _mlp(layer: Layer, ctx: _Context, tower: str, mlp: list[Linear], hidden: int
     if experts:
         _moe(layer, ctx, tower, mlp, experts, hidden, where)
         return
-    layer.saved_per_token += _dense(ctx, tower, mlp, hidden, where)
+    layer.saved_per_token += _dense(layer, ctx, tower, mlp, hidden, where)
 
 
-def _dense(ctx: _Context, tower: str, mlp: list[Linear], hidden: int, where: str) -> float:
+def _dense(layer: Layer, ctx: _Context, tower: str, mlp: list[Linear], hidden: int, where: str) -> float:
     downs = [lin for lin in mlp if lin.d_out == hidden and lin.d_in != hidden]
     ups = [lin for lin in mlp if lin.d_in == hidden and lin.d_out != hidden]
     if not downs:  # inner width equal to the hidden width: tell them apart by name
@@ -512,6 +555,7 @@ def _dense(ctx: _Context, tower: str, mlp: list[Linear], hidden: int, where: str
             act = value if isinstance(value, str) else "gelu"
             if not isinstance(value, str):
                 ctx.assumed.append(f"{tower} MLP activation gelu (none named in the config)")
+            layer.plain_mlp = (inner, act)
             return blocks.plain_mlp(hidden, inner, act)
     ctx.assumed.append(f"{where}: MLP layout not recognised, so each of its projections keeps its bf16 input "
                        "and output")
@@ -525,7 +569,7 @@ def _moe(layer: Layer, ctx: _Context, tower: str, mlp: list[Linear], experts: li
     count = len(indices)
     first = min(indices, key=int)
     one = [lin for lin in experts if EXPERT.search(lin.name).group(2) == first]  # type: ignore[union-attr]
-    rest = [lin for lin in mlp if lin not in experts]
+    rest = _without(mlp, experts)
     routers = [lin for lin in rest if lin.d_out == count and lin.d_in == hidden]
     shared = [lin for lin in rest if lin not in routers]
     layer.routers.update(lin.name for lin in routers)
@@ -537,7 +581,7 @@ def _moe(layer: Layer, ctx: _Context, tower: str, mlp: list[Linear], experts: li
     layer.saved_per_token += (blocks.linear_inputs(hidden) + blocks.moe_router(count)
                               + top_k * (4 * hidden + 8 * inner))
     if shared:
-        layer.saved_per_token += _dense(ctx, tower, shared, hidden, where)
+        layer.saved_per_token += _dense(layer, ctx, tower, shared, hidden, where)
     ctx.assumed.append(f"{tower} mixture of experts: {count} experts, activations assume even routing")
 
 

@@ -29,9 +29,16 @@ TOWER_RULES = (
                         r"discriminator_predictions|generator_lm_head|lm_predictions)(\.|$)")),
 )
 
+MAX_DIM = 10**12
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
                "F6_E2M3": 0.75, "F6_E3M2": 0.75, "F4": 0.5, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8,
                "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "C64": 8}
+FRACTIONAL_BYTES = frozenset(d for d, size in DTYPE_BYTES.items() if not isinstance(size, int))
+
+# A digit segment inside a name (".12."): classing a name with such segments read as ".0." gives the same answer
+# for every rule here (none of them has a digit, and module_role only asks whether a segment is one), so the
+# names of a stack's layers and experts are classed once.
+INNER_INDEX = re.compile(r"\.\d+\.")
 
 
 @dataclass
@@ -53,40 +60,88 @@ class ManifestCount:
 
 
 def count_manifest(manifest: object, *, audio_encoder: bool = False) -> ManifestCount:
-    """Validate and count a manifest; a malformed entry raises EstimateError naming the tensor."""
+    """Validate and count a manifest; a malformed entry raises EstimateError naming the tensor.
+
+    Each entry is validated in order (the common shapes inline, anything else through ``_entry``, which raises
+    the error for the first bad one); entries are then grouped by (name with its inner indices read as 0,
+    dtype, shape), and each group is classed and counted once.
+    """
     if not isinstance(manifest, dict):
         raise EstimateError("manifest", f"expected a mapping of tensor name to (dtype, shape), got "
                                         f"{type(manifest).__name__}")
     if not manifest:
         raise EstimateError("manifest", "holds no tensors")
-    out = ManifestCount()
+    groups: dict[tuple[str, str, tuple[int, ...]], int] = {}
+    template = INNER_INDEX.sub
     for name, entry in manifest.items():
-        dtype, shape = _entry(name, entry)
+        ok = False
+        if (type(entry) is tuple or type(entry) is list) and len(entry) == 2 and type(name) is str and name:
+            dtype, shape = entry
+            if type(dtype) is str and dtype in DTYPE_BYTES and (type(shape) is tuple or type(shape) is list):
+                ndim = len(shape)
+                if ndim == 2:
+                    a, b = shape
+                    ok = type(a) is int is type(b) and 0 <= a <= MAX_DIM and 0 <= b <= MAX_DIM
+                elif ndim == 1:
+                    a = shape[0]
+                    ok = type(a) is int and 0 <= a <= MAX_DIM
+                elif ndim == 3:
+                    a, b, c = shape
+                    ok = (type(a) is int is type(b) is type(c) and 0 <= a <= MAX_DIM and 0 <= b <= MAX_DIM
+                          and 0 <= c <= MAX_DIM)
+                else:
+                    ok = all(type(dim) is int and 0 <= dim <= MAX_DIM for dim in shape)
+                if ok and type(shape) is list:
+                    shape = tuple(shape)
+        if not ok:
+            dtype, shape = _entry(name, entry)
+        key = (template(".0.", name), dtype, shape)
+        groups[key] = groups.get(key, 0) + 1
+
+    out = ManifestCount(tensors=len(manifest))
+    by_dtype, by_tower, role_dims = out.by_dtype, out.by_tower, out.role_dims
+    classes: dict[str, tuple[bool, bool, str, str | None]] = {}
+    fractional_bytes = 0
+    for (name, dtype, shape), count in groups.items():
         n = math.prod(shape)
-        out.tensors += 1
-        out.stored_bytes += int(n * DTYPE_BYTES[dtype])
-        out.by_dtype[dtype] = out.by_dtype.get(dtype, 0) + n
-        if QUANT_NAMES.search(name):
+        total = n * count
+        by_dtype[dtype] = by_dtype.get(dtype, 0) + total
+        if dtype in FRACTIONAL_BYTES:
+            fractional_bytes += int(n * DTYPE_BYTES[dtype]) * count
+        cls = classes.get(name)
+        if cls is None:
+            cls = classes[name] = _classify(name, audio_encoder)
+        quant, buffer, tower, role = cls
+        if quant:
             out.quantized = True
-            out.integer += n if dtype in INT_DTYPES else 0
+            out.integer += total if dtype in INT_DTYPES else 0
             continue
-        if BUFFER_NAMES.search(name):
-            out.buffers += n
+        if buffer:
+            out.buffers += total
             continue
         if dtype in INT_DTYPES:
-            out.integer += n
+            out.integer += total
             out.quantized = out.quantized or dtype in ("I32", "U8", "I8") and n > 1
             continue
-        out.parameters += n
-        tower = tower_of(name, audio_encoder=audio_encoder)
-        out.by_tower[tower] = out.by_tower.get(tower, 0) + n
-        if len(shape) == 2 and name.endswith(".weight") and tower != "head" and not EMBEDDING_NAMES.search(name):
-            out.linear_dims += shape[0] + shape[1]
-            out.linear_params += n
+        out.parameters += total
+        by_tower[tower] = by_tower.get(tower, 0) + total
+        if role is not None and len(shape) == 2:
+            dims = shape[0] + shape[1]
+            out.linear_dims += dims * count
+            out.linear_params += total
             out.largest_linear = max(out.largest_linear, n)
-            role = module_role(name)
-            out.role_dims[role] = out.role_dims.get(role, 0) + shape[0] + shape[1]
+            role_dims[role] = role_dims.get(role, 0) + dims * count
+    out.stored_bytes = fractional_bytes + sum(elements * DTYPE_BYTES[dtype] for dtype, elements in by_dtype.items()
+                                              if dtype not in FRACTIONAL_BYTES)
     return out
+
+
+def _classify(name: str, audio_encoder: bool) -> tuple[bool, bool, str, str | None]:
+    """(packed storage, buffer, tower, module role when a 2-D tensor of this name is a linear weight)."""
+    tower = tower_of(name, audio_encoder=audio_encoder)
+    linear = name.endswith(".weight") and tower != "head" and not EMBEDDING_NAMES.search(name)
+    return (bool(QUANT_NAMES.search(name)), bool(BUFFER_NAMES.search(name)), tower,
+            module_role(name) if linear else None)
 
 
 def module_role(weight: str) -> str:

@@ -19,6 +19,8 @@ LORA_RANK = 16                       # PEFT's rank unless the caller chooses ano
 LORA_TARGETS = "all-linear"          # PEFT's every linear layer but the head, unless named modules are chosen
 BORDERLINE = 0.10                    # a peak within 10% of a card's usable bytes: the estimate cannot call it
 LORA_DROPOUT_INPUT_BYTES = 1         # an adapter's input: CUDA's 1-byte dropout mask (its bf16 cast replaces the base's)
+LOSS_FORWARD_SHARE = 0.75            # the forward's share of the loss's transient: bf16 logits and their fp32
+                                     # copy (6 bytes a vocab entry) against backward's two fp32 gradients (8)
 NF4_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)  # 4-bit weights, 8-bit absmax per 64, fp32 per 256 absmax (double quant)
 
 CARDS = {  # marketed memory; H200's 141 GB is decimal
@@ -82,12 +84,13 @@ class Mode:
         return max(peaks, key=lambda name: peaks[name])  # type: ignore[arg-type, return-value]
 
     def phase_peaks(self, batch: int) -> dict[str, int | None]:
-        """Peak per phase at ``batch`` as a step sees it: forward, backward (its start is the forward's end),
-        optimizer."""
+        """Peak per phase at ``batch`` as a step sees it: forward, backward (the larger of its start and its
+        end), optimizer."""
         peaks = {name: p.at_batch(batch) for name, p in self.phases.items()}
         if "backward_end" in peaks:
             end, fwd = peaks.pop("backward_end"), peaks["forward"]
-            peaks = {"forward": fwd, "backward": None if fwd is None else max(fwd, end),  # type: ignore[type-var]
+            start = peaks.pop("backward_start", fwd)
+            peaks = {"forward": fwd, "backward": None if start is None else max(start, end),  # type: ignore[type-var]
                      "optimizer": peaks["optimizer"]}
         return peaks
 
@@ -127,13 +130,18 @@ class Mode:
 
 
 def activations(s: Structure, checkpointing: bool, stream_bytes: int = 4) -> float:
-    """Saved-for-backward bytes per sample, all stacks; with checkpointing, layer inputs (``stream_bytes`` an
-    element: fp32 for a full fine-tune, bf16 over a LoRA base) plus one layer."""
+    """Saved-for-backward bytes per sample, all stacks, as the step's peak sees them beside the loss's transient.
+
+    With checkpointing: every layer's input (``stream_bytes`` an element: fp32 for a full fine-tune, bf16 over a
+    LoRA base), and the larger of the two moments backward passes through: the head, whose fixed saved bytes
+    and the loss's transient are live together, and a recomputed layer, which comes once the head's backward
+    has freed both. The figure is what remains once the loss's transient is added back."""
     if not checkpointing:
         return s.fixed_saved_per_sample + sum(st.layers * st.saved_per_sample() for st in s.stacks)
     kept = sum(st.layers * stream_bytes * st.hidden * st.tokens for st in s.stacks)
     recompute = max((st.saved_per_sample() for st in s.stacks), default=0)
-    return s.fixed_saved_per_sample + kept + recompute
+    head = s.fixed_saved_per_sample + s.loss_transient_per_sample
+    return kept + max(head, recompute) - s.loss_transient_per_sample
 
 
 def constant_saved(s: Structure, checkpointing: bool = False) -> int:
@@ -152,29 +160,47 @@ def kv_cache(s: Structure) -> int:
                    for st in s.stacks))
 
 
-def lora_activations(s: Structure, roles: list[str] | None = None) -> int:
-    """Per sample, what PEFT's adapters (on the linears of ``roles``; every one when None) change in full
-    fine-tuning's activations: an adapted linear's input keeps a 1-byte dropout mask beside the bf16 copy A
-    reads (which replaces the frozen base's own copy); a frozen linear left unadapted keeps no input at all;
-    norms whose weights no longer train stop keeping their normalised input. Can be negative. B's rank-wide
-    input (2 x rank bytes a token per adapter, under 1% of a layer's activations up to rank 64) is left out."""
+def lora_activations(s: Structure, roles: list[str] | None = None, rank: int = LORA_RANK) -> int:
+    """Per sample, what PEFT's adapters of ``rank`` (on the linears of ``roles``; every one when None) change in
+    full fine-tuning's activations: an adapted linear's input keeps a 1-byte dropout mask beside the bf16 copy A
+    reads (which replaces the frozen base's own copy), and B keeps A's bf16 output (2 x rank bytes a token); a
+    frozen linear left unadapted keeps no input at all; norms whose weights no longer train stop keeping their
+    normalised input. Can be negative."""
     chosen = [s.lora_roles[role] for role in (s.lora_roles if roles is None else roles)]
     extra = 0
-    for tower in {*s.lora_inputs, *s.lora_frozen}:
-        tokens = max((st.tokens for st in s.stacks if st.tower == tower), default=0)
+    for tower in {*s.lora_inputs, *s.lora_frozen, *s.lora_kept}:
+        tokens = _tokens(s, tower)
         adapted = sum(lin.inputs.get(tower, 0) for lin in chosen)
+        adapters = sum(lin.count.get(tower, 0) for lin in chosen)
         frozen = s.lora_inputs.get(tower, 0) - adapted
-        extra += (LORA_DROPOUT_INPUT_BYTES * adapted - BF16 * frozen - s.lora_frozen.get(tower, 0)) * tokens
+        extra += (LORA_DROPOUT_INPUT_BYTES * adapted + BF16 * rank * adapters - BF16 * frozen
+                  - s.lora_frozen.get(tower, 0) + s.lora_kept.get(tower, 0)) * tokens
     return int(extra)
 
 
+def qlora_activations(s: Structure) -> int:
+    """Per sample, what QLoRA's 4-bit linears add to LoRA's activations: they return their input's dtype, so a
+    LayerNorm's fp32 output makes the MLP's activation keep fp32 tensors."""
+    return int(sum(per_token * _tokens(s, tower) for tower, per_token in s.qlora_extra.items()))
+
+
+def _tokens(s: Structure, tower: str) -> int:
+    return max((st.tokens for st in s.stacks if st.tower == tower), default=0)
+
+
 def _training(resident: int, copies: int, grads: int, grad_transient: int, const: int, act: int | None,
-              loss: int, optimizer: int) -> dict[str, Phase]:
-    """forward (which is also where backward starts): resident + weight copies + saved activations + the
-    loss's logits; backward_end: every gradient, plus the sum a tied head's two gradients make; optimizer:
-    weights, gradients, moments and foreach AdamW's temporary."""
+              loss: int, optimizer: int, kept_copies: int | None = None) -> dict[str, Phase]:
+    """forward: resident + weight copies + saved activations + the loss's bf16 logits and their fp32 copy;
+    backward_start: the same but with the loss's two fp32 gradients in their place; backward_end: every
+    gradient, plus the sum a tied head's two gradients make; optimizer: weights, gradients, moments and foreach
+    AdamW's temporary.
+
+    With checkpointing (``kept_copies`` given) autocast's weight copies die with the forward, except those saved
+    outside the checkpointed layers (``kept_copies``: the head's), so backward starts without them."""
+    fwd = None if act is None else act + int(LOSS_FORWARD_SHARE * loss)
     per = None if act is None else act + loss
-    return {"forward": Phase(resident + copies + const, per),
+    return {"forward": Phase(resident + copies + const, fwd),
+            "backward_start": Phase(resident + (copies if kept_copies is None else kept_copies) + const, per),
             "backward_end": Phase(resident + grads + grad_transient, 0),
             "optimizer": Phase(optimizer, 0)}
 
@@ -214,19 +240,22 @@ def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int]
         act = int(activations(s, gc)) if s else None
         # a LoRA base is bf16, so a checkpointed layer's kept input is too
         lora_act = None if s is None else (int(activations(s, True, 2)) if gc
-                                           else act + lora_activations(s, roles))  # type: ignore[operator]
+                                           else act + lora_activations(s, roles, rank))  # type: ignore[operator]
+        qlora_act = None if s is None or lora_act is None else lora_act + (0 if gc else qlora_activations(s))
         loss = int(s.loss_transient_per_sample) if s else 0
         full_resident = 12 * params + ctx
+        # with checkpointing, backward starts with the copies of weights used outside the checkpointed layers
+        outside = 2 * (matmul - (s.quantizable if s else 0))
         out.append(Mode("full_finetune" + suffix, _training(
             full_resident, 2 * matmul, 4 * params, 8 * tied + 2 * largest, const, act, loss,
-            20 * params + ctx),
+            20 * params + ctx, outside if gc else None),
             {"weights_fp32": 4 * params, "grads_fp32": 4 * params, "adamw_moments": 8 * params,
              "adamw_step_temporary": 4 * params, "autocast_weight_copies": 2 * matmul,
              "activations_per_sample": act, "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
         adapters = 12 * lora_params  # fp32 adapters and their two moments
         out.append(Mode("lora" + suffix, _training(
             2 * params + adapters + ctx, 2 * lora_params, 4 * lora_params, 0, const, lora_act, loss,
-            2 * params + 20 * lora_params + ctx),
+            2 * params + 20 * lora_params + ctx, 0 if gc else None),
             {"base_bf16": 2 * params, "adapters_fp32_grads_adamw": 16 * lora_params,
              "adamw_step_temporary": 4 * lora_params, "adapter_bf16_copies": 2 * lora_params,
              "lora_rank": rank, "lora_targets": _targets_json(targets), "activations_per_sample": lora_act,
@@ -234,12 +263,12 @@ def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int]
         base4 = int(NF4_BYTES * linear_params + 2 * (params - linear_params))
         dequant = 2 * largest
         out.append(Mode("qlora" + suffix, _training(
-            base4 + adapters + ctx, 2 * lora_params + dequant, 4 * lora_params, 0, const, lora_act,
-            loss, base4 + 20 * lora_params + ctx),
+            base4 + adapters + ctx, 2 * lora_params + dequant, 4 * lora_params, 0, const, qlora_act,
+            loss, base4 + 20 * lora_params + ctx, dequant if gc else None),
             {"base_nf4": base4, "adapters_fp32_grads_adamw": 16 * lora_params,
              "adamw_step_temporary": 4 * lora_params, "adapter_bf16_copies": 2 * lora_params,
              "dequantized_layer": dequant, "lora_rank": rank, "lora_targets": _targets_json(targets),
-             "activations_per_sample": lora_act, "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
+             "activations_per_sample": qlora_act, "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
     return out
 
 

@@ -80,6 +80,10 @@ class Structure:
     lora_inputs: dict = field(default_factory=dict)  # tower -> sum of d_in over its LoRA-adapted linears
     lora_frozen: dict = field(default_factory=dict)  # tower -> bytes a token full fine-tuning saves only to train norm weights
     lora_roles: dict = field(default_factory=dict)   # module role -> Linears (the same layers by role)
+    lora_kept: dict = field(default_factory=dict)    # tower -> bytes a token full fine-tuning counts once, as a
+    # linear's input and an activation's output (ReLU's), that the activation still keeps under LoRA
+    qlora_extra: dict = field(default_factory=dict)  # tower -> bytes a token QLoRA adds: a 4-bit linear returns
+    # its input's dtype, so behind an fp32 LayerNorm the MLP's activation keeps fp32 tensors
     tied_elements: int = 0                  # elements of a head tied to the embeddings (its grads add up)
     tied: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -9,7 +9,11 @@ from ..errors import EstimateError
 from ..reader import ConfigReader
 from ..structure import Structure
 
-LOSS_TRANSIENT_PER_VOCAB = 10  # bf16 logits kept as output (2) + fp32 logits gradient (4) + softmax temp (4)
+LOSS_TRANSIENT_PER_VOCAB = 8  # beside the kept fp32 log-softmax: its gradient and the logits' fp32 gradient
+# A masked-LM head hands its bf16 logits to cross-entropy, which CUDA's autocast runs in fp32: measured on an H200
+# (benchmarks/results) that loss's peak is 6 bytes a vocabulary entry beside the kept log-softmax, 2 fewer than the
+# causal-LM loss's explicit fp32 upcast (the CPU harness keeps those 2 as well).
+MLM_LOSS_TRANSIENT_PER_VOCAB = 6
 
 
 def sequence_length(r: ConfigReader, keys: Sequence[str], cap: int, s: Structure, default: int | None = None) -> int:
@@ -34,8 +38,8 @@ def tie_flag(r: ConfigReader, default: bool) -> bool:
 
 def causal_lm_head(s: Structure, r: ConfigReader, vocab: int, hidden: int, *, tied: bool, bias: bool = False,
                    final_norm_saved: float, name: str = "lm_head") -> None:
-    softcap = r.has("final_logit_softcapping")  # tanh soft-capping keeps one more logits-sized tensor
     """The LM head (counted once when tied to the embeddings) and what its loss keeps per token."""
+    softcap = r.has("final_logit_softcapping")  # tanh soft-capping keeps one more logits-sized tensor
     if tied:
         s.tied_elements = max(s.tied_elements, vocab * hidden)
         s.tied.append(f"{name} shares the input embeddings ({vocab:,} x {hidden:,}, counted once)")
@@ -48,7 +52,19 @@ def causal_lm_head(s: Structure, r: ConfigReader, vocab: int, hidden: int, *, ti
     # final norm, the head's bf16 input, fp32 logits kept by log-softmax, token ids and labels (int64)
     per_token = final_norm_saved + blocks.BF16 * hidden + (blocks.FP32 + (blocks.BF16 if softcap else 0)) * vocab + 16
     s.fixed_saved_per_sample += per_token * tokens
-    s.loss_transient_per_sample += LOSS_TRANSIENT_PER_VOCAB * vocab * tokens
+    masked = s.architecture.endswith(("ForMaskedLM", "ForPreTraining"))  # a head read off weights may be one
+    s.loss_transient_per_sample += (MLM_LOSS_TRANSIENT_PER_VOCAB if masked else LOSS_TRANSIENT_PER_VOCAB) * vocab * tokens
+
+
+def plain_mlp_adapters(s: Structure, tower: str, inner: int, layers: int, activation: str,
+                       act_dropout: float = 0.0) -> None:
+    """What LoRA and QLoRA change in ``layers`` plain MLPs behind a LayerNorm (whose output is fp32): a ReLU's
+    output, fc2's input in a full fine-tune, stays kept by the ReLU (unless a dropout sits between them); a 4-bit
+    fc1 hands back its fp32 input's dtype, so the activation keeps an fp32 tensor where LoRA's keeps bf16."""
+    if not act_dropout:
+        kept = blocks.BF16 * inner * blocks.kept_by_activation(activation) * layers
+        s.lora_kept[tower] = s.lora_kept.get(tower, 0) + kept
+    s.qlora_extra[tower] = s.qlora_extra.get(tower, 0) + blocks.BF16 * inner * layers
 
 
 def architecture(r: ConfigReader) -> str:

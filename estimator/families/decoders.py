@@ -6,7 +6,7 @@ from .. import blocks
 from ..errors import EstimateError
 from ..reader import ConfigReader
 from ..structure import Stack, Structure
-from .common import architecture, causal_lm_head, sequence_length, tie_flag
+from .common import architecture, causal_lm_head, plain_mlp_adapters, sequence_length, tie_flag
 
 CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
@@ -232,6 +232,7 @@ def _classic(r: ConfigReader, cap: int, family: str, *, vocab: int, h: int, laye
                  + (blocks.BF16 * h if o_copy else 0) + attn_extra
                  + blocks.plain_mlp(h, inter, activation) + 2 * blocks.dropout(h, dropouts))
     s.stacks.append(Stack("text", "decoder", layers, seq, h, per_token, kv_per_token=2 * blocks.BF16 * kvd))
+    plain_mlp_adapters(s, "text", inter, layers, activation)
     _finish_head(s, r, vocab, h, tied=tied, bias=head_bias, final_norm_saved=blocks.layer_norm(h))
     return s
 
@@ -399,10 +400,11 @@ def opt(r: ConfigReader, cap: int) -> Structure:
     final = r.bool("do_layer_norm_before", default=True) and not r.bool("_remove_final_layer_norm", default=False)
     if final and ln_bias:
         s.add("text", "norms", 2 * h)
+    activation = r.str("activation_function", default="relu")
     per_token = (2 * blocks.layer_norm(h) + blocks.linear_inputs(h, 3) + blocks.sdpa(h, h, heads)
-                 + blocks.plain_mlp(h, ffn, r.str("activation_function", default="relu"))
-                 + 2 * blocks.dropout(h, r.number("dropout", default=0.1)))
+                 + blocks.plain_mlp(h, ffn, activation) + 2 * blocks.dropout(h, r.number("dropout", default=0.1)))
     s.stacks.append(Stack("text", "decoder", layers, seq, h, per_token, kv_per_token=2 * blocks.BF16 * h))
+    plain_mlp_adapters(s, "text", ffn, layers, activation, r.number("activation_dropout", default=0.0))
     _finish_head(s, r, vocab, proj, tied=tie_flag(r, True), bias=False, final_norm_saved=blocks.layer_norm(h))
     return s
 

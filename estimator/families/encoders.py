@@ -6,7 +6,7 @@ from .. import blocks
 from ..errors import EstimateError
 from ..reader import ConfigReader
 from ..structure import Stack, Structure
-from .common import architecture, sequence_length
+from .common import MLM_LOSS_TRANSIENT_PER_VOCAB, architecture, sequence_length
 
 BERT_MODULES = ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
                 "intermediate.dense", "output.dense")
@@ -58,9 +58,7 @@ def _mlm_head(s: Structure, h: int, width: int, vocab: int, seq: int) -> None:
     s.matmul_params += vocab * width
     s.fixed_saved_per_sample += (blocks.BF16 * h + 2 * blocks.BF16 * width + blocks.layer_norm(width, blocks.BF16)
                                  + blocks.FP32 * vocab) * seq
-    # the fp32 logits kept for the trainable tied decoder and its bias; a frozen LoRA base keeps none
-    s.lora_frozen["text"] = s.lora_frozen.get("text", 0) + blocks.FP32 * vocab
-    s.loss_transient_per_sample += 10 * vocab * seq
+    s.loss_transient_per_sample += MLM_LOSS_TRANSIENT_PER_VOCAB * vocab * seq
 
 
 def _heads(s: Structure, r: ConfigReader, h: int, width: int, vocab: int, seq: int, *, style: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import blocks
 from ..reader import ConfigReader
 from ..structure import Stack, Structure
-from .common import LOSS_TRANSIENT_PER_VOCAB, architecture, sequence_length
+from .common import LOSS_TRANSIENT_PER_VOCAB, architecture, plain_mlp_adapters, sequence_length
 
 
 def _lm_loss(s: Structure, vocab: int, d: int, tokens: int, final_norm_saved: float) -> None:
@@ -112,6 +112,7 @@ def _seq2seq_layers(s: Structure, tower: str, name: str, d: int, ffn: int, heads
     if cross_tokens:  # q cast, q and output of the cross SDPA; k and v casts and values over encoder tokens
         per_token += blocks.linear_inputs(d) + blocks.BF16 * 2 * d + blocks.FP32 * heads + blocks.BF16 * d
         extra = int((blocks.linear_inputs(d, 2) + 2 * blocks.BF16 * d) * cross_tokens)
+    plain_mlp_adapters(s, tower, ffn, layers, activation, act_p)
     s.stacks.append(Stack(tower, name, layers, tokens, d, per_token, saved_per_sample_extra=extra,
                           kv_per_token=cross_kv, cross_kv_tokens=cross_tokens, cross_kv_per_token=cross_kv))
 

@@ -6,7 +6,7 @@ from .. import blocks
 from ..errors import EstimateError
 from ..reader import ConfigReader
 from ..structure import Stack, Structure
-from .common import architecture
+from .common import architecture, plain_mlp_adapters
 
 CLIP_TEXT = {"vocab_size": 49408, "hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 12,
              "num_attention_heads": 8, "max_position_embeddings": 77, "hidden_act": "quick_gelu"}
@@ -51,6 +51,7 @@ def _vit_layers(s: Structure, r: ConfigReader, tower: str, h: int, inter: int, h
                  + blocks.plain_mlp(h, inter, act)
                  + (2 * blocks.BF16 * h if layer_scale else 0))
     s.stacks.append(Stack(tower, name, layers, tokens, h, per_token))
+    plain_mlp_adapters(s, tower, inter, layers, act)
 
 
 def _vision_tower(s: Structure, r: ConfigReader, *, style: str) -> int:

@@ -3,7 +3,8 @@
 Run: .venv/bin/python tests/estimator/generate_step_truth.py   (needs the `test` extra: torch, transformers, peft)
 
 Every case is the whole model at its real widths and depth (FakeTensorMode: no memory or compute is spent),
-on the CPU's bf16 autocast, SDPA, sequence 512 (or the model's own input size for vision towers).
+on the CPU's bf16 autocast, SDPA, sequence 512 (or the model's own input size for vision towers); the decoders
+in CHECKPOINTED also with gradient checkpointing.
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ CASES = {  # config -> family kind
 }
 
 
+MODES = ("full_finetune", "lora")
+CHECKPOINTED = ("gpt2/gpt2.json", "llama/Llama-3.2-1B.json", "qwen2/Qwen2.5-0.5B.json")  # also with "_gc" modes
+
+
 def main() -> None:
     rows = []
     for path, kind in CASES.items():
         config = load_config(path)
-        for mode in ("full_finetune", "lora"):
+        for mode in MODES + (tuple(m + "_gc" for m in MODES) if path in CHECKPOINTED else ()):
             for batch in (1, 4):
                 start = time.perf_counter()
                 peaks = step_truth.step_peaks(config, mode, batch, SEQ)

@@ -7,7 +7,9 @@ rounded up to the CUDA caching allocator's 512-byte blocks) and keeps the peak p
 ``backward`` and ``optimizer`` (AdamW's step), the maximum over both steps. Parameters and buffers are counted
 from the start. Attention-probability dropout is set to 0 (a GPU's fused kernel keeps
 no score matrix for it; the CPU's would). LoRA is PEFT's: ``LoraConfig(r=16, target_modules="all-linear")`` on a
-bf16 base (PEFT casts the adapters to fp32), dropout on the adapter input.
+bf16 base (PEFT casts the adapters to fp32), dropout on the adapter input. A mode ending in ``_gc`` turns on
+transformers' non-reentrant gradient checkpointing first, as benchmarks/gpu_step_peaks.py does on a card (the
+recomputation in backward follows CUDA's rules too).
 """
 
 from __future__ import annotations
@@ -87,18 +89,22 @@ def without_attention_dropout(config: dict) -> dict:
 
 
 def _build(config: dict, mode: str, rank: int = LORA_RANK, targets: str | list[str] = "all-linear"):
-    """The model on the meta device (fp32, or a bf16 base with PEFT's LoRA adapters of ``rank`` on ``targets``)."""
-    if mode not in ("full_finetune", "lora"):
+    """The model on the meta device (fp32, or a bf16 base with PEFT's LoRA adapters of ``rank`` on ``targets``);
+    ``_gc`` modes with non-reentrant gradient checkpointing."""
+    base = mode.removesuffix("_gc")
+    if base not in ("full_finetune", "lora"):
         raise ValueError(mode)
     config = without_attention_dropout(config)
-    dtype = torch.bfloat16 if mode == "lora" else torch.float32
+    dtype = torch.bfloat16 if base == "lora" else torch.float32
     cls = model_class(config)
     with torch.device("meta"):
         if cls is None:
             model = transformers.AutoModel.from_config(hf_config(config), dtype=dtype)
         else:
             model = cls._from_config(hf_config(config), dtype=dtype)
-    return _lora(model, rank, targets) if mode == "lora" else model
+    if mode.endswith("_gc"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return _lora(model, rank, targets) if base == "lora" else model
 
 
 def _materialize(model) -> None:
@@ -128,11 +134,18 @@ def _loss(output) -> torch.Tensor:
     return first.float().mean()  # a base model without a head: a scalar over its last hidden state
 
 
+def _backward(loss: torch.Tensor) -> None:
+    """``loss.backward()`` with the active TorchFunctionModes left on: ``Tensor.backward`` would hand itself to
+    the mode, which runs it with the mode popped (and a checkpointed layer's recomputation without CUDA's rules)."""
+    torch.autograd.graph._engine_run_backward((loss,), (torch.ones_like(loss),), False, False, (),
+                                              allow_unreachable=True, accumulate_grad=True)
+
+
 def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2, cuda_rules: bool = True,
                lora_rank: int = LORA_RANK, lora_targets: str | list[str] = "all-linear") -> dict[str, int]:
     """Peak live bytes per phase of ``steps`` AdamW steps; ``mode`` is "full_finetune" or "lora" (PEFT's adapters
-    of ``lora_rank`` on ``lora_targets``); ``cuda_rules`` False runs the CPU's own dropout and autocast policy (to
-    show what the rules change)."""
+    of ``lora_rank`` on ``lora_targets``), either with "_gc" (gradient checkpointing); ``cuda_rules`` False runs
+    the CPU's own dropout and autocast policy (to show what the rules change)."""
     rules = CudaRules if cuda_rules else contextlib.nullcontext
     tracker = LiveBytes()
     model = _build(config, mode, lora_rank, lora_targets)  # on meta, initialisation costs nothing (and no_init_weights would untie)
@@ -151,7 +164,8 @@ def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2,
                 with torch.autocast("cpu", dtype=torch.bfloat16), rules():
                     loss = _loss(model(**inputs))
                 tracker.phase = "backward"
-                loss.backward()
+                with rules():  # so that a checkpointed layer's recomputation follows them too
+                    _backward(loss)
                 del loss
                 tracker.phase = "optimizer"
                 optimizer.step()

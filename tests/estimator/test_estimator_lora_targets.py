@@ -11,7 +11,6 @@ from estimator import EstimateError, at_batch, estimate
 from estimator.memory import CUDA_CONTEXT_BYTES
 
 LLAMA = "llama/Llama-3.2-1B.json"
-TOLERANCE = {"forward": 0.15, "backward": 0.15, "optimizer": 0.05}  # as the committed step peaks
 
 
 def test_explicit_defaults_give_the_same_estimate():
@@ -45,6 +44,36 @@ def test_a_target_matches_module_paths_by_their_end():
     output = estimate(config, lora_targets=["output.dense"]).memory["lora"]["parts"]["adapters_fp32_grads_adamw"]
     assert dense == 16 * 16 * 12 * ((768 + 768) + 2 * (768 + 3072))
     assert output == 16 * 16 * 12 * ((768 + 768) + (3072 + 768))
+
+
+def test_b_keeps_as_wide_an_input_as_the_rank():
+    """Each adapter's B keeps A's bf16 output: 2 x rank bytes a token, so the rank adds to the activations."""
+    config = load_config(LLAMA)  # 16 layers x 7 linears, sequence 512
+    act = {rank: estimate(config, seq_len_cap=512, lora_rank=rank).memory["lora"]["parts"]["activations_per_sample"]
+           for rank in (16, 64)}
+    assert act[64] - act[16] == 2 * (64 - 16) * 16 * 7 * 512
+
+
+def test_relu_keeps_its_output_under_lora():
+    """OPT's ReLU output is fc2's input: a full fine-tune saves it once, and under LoRA the ReLU still keeps it
+    whether fc2 is adapted or not; a GELU model has no such term."""
+    from estimator.families import BUILDERS
+    from estimator.reader import ConfigReader
+
+    opt = BUILDERS["opt"](ConfigReader(load_config("opt/opt-350m.json"), ""), 512)
+    assert opt.lora_kept == {"text": 2 * 4096 * 24}
+    gpt2 = BUILDERS["gpt2"](ConfigReader(load_config("gpt2/gpt2.json"), ""), 512)
+    assert gpt2.lora_kept == {"text": 0}
+
+
+def test_qlora_behind_a_layernorm_keeps_fp32_mlp_tensors():
+    """A 4-bit linear returns its input's dtype: behind LayerNorm (fp32 output) the MLP's activation keeps fp32,
+    2 bytes an inner element more than LoRA; behind Llama's RMSNorm (bf16 output over a bf16 base) nothing."""
+    star = estimate(load_config("starcoder2/starcoder2-3b.json"), seq_len_cap=512).memory
+    assert (star["qlora"]["parts"]["activations_per_sample"] - star["lora"]["parts"]["activations_per_sample"]
+            == 2 * 12288 * 30 * 512)
+    llama = estimate(load_config(LLAMA), seq_len_cap=512).memory
+    assert llama["qlora"]["parts"]["activations_per_sample"] == llama["lora"]["parts"]["activations_per_sample"]
 
 
 @pytest.mark.parametrize(("kwargs", "key"), [
@@ -100,19 +129,23 @@ def test_module_roles_are_transformers_module_names(path):
         {role: real[role] for role in structure.lora_roles}
 
 
-CASES = [("gpt2/gpt2.json", 64, ["c_attn"]), (LLAMA, 16, ["q_proj", "v_proj"]),
-         ("qwen2/Qwen2.5-0.5B.json", 64, ["q_proj", "k_proj", "v_proj", "o_proj"]),
-         ("bert/bert-base-uncased.json", 16, ["query", "value"])]
+CASES = [("gpt2/gpt2.json", 64, ["c_attn"], 4), (LLAMA, 16, ["q_proj", "v_proj"], 1),
+         ("qwen2/Qwen2.5-0.5B.json", 16, ["q_proj", "v_proj"], 4),
+         ("qwen2/Qwen2.5-0.5B.json", 64, ["q_proj", "k_proj", "v_proj", "o_proj"], 1),
+         ("opt/opt-350m.json", 16, "all-linear", 4), ("opt/opt-350m.json", 16, ["fc1"], 4),
+         ("bert/bert-base-uncased.json", 16, ["query", "value"], 1)]
+BOUND = {"bert/bert-base-uncased.json": 0.10}  # decoders 5%: the issue's bounds
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("path", "rank", "targets"), CASES, ids=lambda v: str(v))
-def test_rank_and_targets_match_the_measured_step(path, rank, targets):
-    """PEFT's LoRA of that rank on those modules, stepped in the harness (batch 1, sequence 512): each phase
-    within the committed step peaks' tolerance."""
+@pytest.mark.parametrize(("path", "rank", "targets", "batch"), CASES, ids=lambda v: str(v))
+def test_rank_and_targets_match_the_measured_step(path, rank, targets, batch):
+    """PEFT's LoRA of that rank on those modules, stepped in the harness (sequence 512): forward and backward
+    within 5% for a decoder (10% for an encoder), the optimizer step within 1%."""
     config = load_config(path)
-    measured = step_peaks(config, "lora", 1, 512, lora_rank=rank, lora_targets=targets)
+    measured = step_peaks(config, "lora", batch, 512, lora_rank=rank, lora_targets=targets)
     doc = estimate(config, seq_len_cap=512, lora_rank=rank, lora_targets=targets).to_dict()
-    estimated = {k: v - CUDA_CONTEXT_BYTES for k, v in at_batch(doc, "lora", 1)["phase_peaks"].items()}
+    estimated = {k: v - CUDA_CONTEXT_BYTES for k, v in at_batch(doc, "lora", batch)["phase_peaks"].items()}
+    bound = {"forward": BOUND.get(path, 0.05), "backward": BOUND.get(path, 0.05), "optimizer": 0.01}
     for phase, value in measured.items():
-        assert abs(estimated[phase] / value - 1) < TOLERANCE[phase], (phase, estimated[phase], value)
+        assert abs(estimated[phase] / value - 1) < bound[phase], (phase, estimated[phase], value)

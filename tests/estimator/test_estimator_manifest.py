@@ -9,6 +9,7 @@ import torch
 from estimator_truth import build, load_config
 
 from estimator import EstimateError, estimate
+from estimator.manifest import count_manifest
 
 
 def manifest_of(config: dict, dtype: str = "BF16") -> dict:
@@ -141,3 +142,33 @@ def test_malformed_manifest_names_the_tensor(manifest, key):
     with pytest.raises(EstimateError) as err:
         estimate(load_config("gpt2/gpt2.json"), manifest)
     assert err.value.key == key
+
+
+def test_the_first_malformed_entry_in_the_manifest_is_the_one_named():
+    """Several bad entries among good ones: the error names the first in the manifest's order."""
+    manifest = {f"model.layers.{i}.mlp.up_proj.weight": ("BF16", (8, 4)) for i in range(50)}
+    manifest["model.layers.20.mlp.up_proj.weight"] = ("BF16", (8, 4.0))
+    manifest["model.layers.30.mlp.up_proj.weight"] = ("BF17", (8, 4))
+    with pytest.raises(EstimateError) as err:
+        count_manifest(manifest)
+    assert err.value.key == "manifest['model.layers.20.mlp.up_proj.weight']"
+    assert "holds 4.0, not a size" in str(err.value)
+
+
+def test_layers_alike_in_name_are_counted_tensor_by_tensor():
+    """Tensors whose names differ only in a layer or expert index, with differing dtypes and shapes, each
+    count as themselves; lower-case dtypes and list shapes are read as safetensors writes them."""
+    manifest = {"model.layers.0.mlp.experts.0.w1.weight": ("BF16", (8, 4)),
+                "model.layers.0.mlp.experts.1.w1.weight": ["bf16", [8, 4]],
+                "model.layers.1.mlp.experts.0.w1.weight": ("F32", (16, 4)),
+                "model.layers.1.mlp.experts.0.w2.weight": ("F4", (3, 3)),
+                "model.layers.1.mlp.experts.1.w2.weight": ("F4", (3, 3)),
+                "model.layers.1.self_attn.rotary_emb.inv_freq": ("F32", (2,)),
+                "model.layers.1.mlp.experts.1.w2.qweight": ("I32", (2, 2))}
+    counted = count_manifest(manifest)
+    assert counted.tensors == 7 and counted.parameters == 8 * 4 * 2 + 16 * 4 + 2 * 9
+    assert counted.by_dtype == {"BF16": 64, "F32": 66, "F4": 18, "I32": 4}
+    assert counted.stored_bytes == 64 * 2 + 66 * 4 + 2 * int(9 * 0.5) + 4 * 4
+    assert counted.buffers == 2 and counted.integer == 4 and counted.quantized
+    assert counted.role_dims == {"w1": 12 + 12 + 20, "w2": 12} and counted.largest_linear == 64
+    assert counted.linear_dims == 56 and counted.linear_params == 8 * 4 * 2 + 16 * 4 + 2 * 9

@@ -54,6 +54,6 @@ def test_crossings_say_what_no_longer_fits():
     bigger = {**config, "num_hidden_layers": 96}
     changes = crossings(estimate(config), estimate(bigger))
     t4 = [c for c in changes if c.card == "T4 16GB" and c.mode == "full_finetune_gc"]
-    assert t4 and (t4[0].before, t4[0].after) == (1, 0)
-    assert t4[0].summary == "full fine-tune with gradient checkpointing no longer fits T4 16GB (was batch 1)"
+    assert t4 and (t4[0].before, t4[0].after) == (2, 0)
+    assert t4[0].summary == "full fine-tune with gradient checkpointing no longer fits T4 16GB (was batch 2)"
     assert crossings(estimate(config), estimate(config)) == []

@@ -16,7 +16,10 @@ from estimator.memory import CARDS, CUDA_CONTEXT_BYTES, HEADROOM, Mode, Phase
 
 TRUTH = json.loads((Path(__file__).resolve().parents[1] / "fixtures/estimator/step_peaks.json").read_text())
 ROWS = TRUTH["rows"]
-TOLERANCE = {"forward": 0.15, "backward": 0.15, "optimizer": 0.05}
+DECODER = {"forward": 0.03, "backward": 0.03, "optimizer": 0.01}
+OTHER = {"forward": 0.10, "backward": 0.15, "optimizer": 0.02}  # BART's backward end at batch 1: -12%
+TOLERANCE = {"decoder": DECODER, "encoder": OTHER, "seq2seq": OTHER, "vision": OTHER}
+STEP_BOUND = {"decoder": 0.05, "encoder": 0.10, "seq2seq": 0.10, "vision": 0.10}  # the issue's bounds
 
 
 def _estimated(row: dict) -> dict[str, int]:
@@ -28,22 +31,61 @@ def _estimated(row: dict) -> dict[str, int]:
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['config']}-{r['mode']}-b{r['batch']}")
 def test_phase_peaks_match_the_measured_step(row):
-    """Each phase's peak is within 15% of the measured step (the optimizer step within 5%), whole model."""
+    """Each phase's peak against the measured step, whole model: a decoder's forward and backward within 3% (its
+    optimizer step within 1%); other families' forward within 10%, backward 15%, optimizer step 2%."""
     estimated = _estimated(row)
     for phase, measured in row["peaks"].items():
-        assert abs(estimated[phase] / measured - 1) < TOLERANCE[phase], (phase, estimated[phase], measured)
+        error = estimated[phase] / measured - 1
+        assert abs(error) < TOLERANCE[row["kind"]][phase], (phase, estimated[phase], measured)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['config']}-{r['mode']}-b{r['batch']}")
+def test_step_peak_is_within_the_issues_bound(row):
+    """The step's peak (largest phase): decoders within 5%, encoder, seq2seq and vision towers within 10%."""
+    error = max(_estimated(row).values()) / max(row["peaks"].values()) - 1
+    assert abs(error) < STEP_BOUND[row["kind"]], error
 
 
 def test_step_peak_error_is_small_in_the_median():
-    """Over every committed run the step's peak (largest phase) is within 5% in the median."""
+    """Over every committed run the step's peak (largest phase) is within 1% in the median."""
     errors = [abs(max(_estimated(r).values()) / max(r["peaks"].values()) - 1) for r in ROWS]
-    assert statistics.median(errors) < 0.05, errors
+    assert statistics.median(errors) < 0.01, errors
 
 
 def test_committed_truth_covers_every_kind_mode_and_batch():
-    """The committed truth has decoders, encoders, seq2seq and vision, full and LoRA, at batch 1 and 4."""
+    """The committed truth has decoders, encoders, seq2seq and vision, full and LoRA, at batch 1 and 4, and
+    decoders with gradient checkpointing too."""
     assert {r["kind"] for r in ROWS} == {"decoder", "encoder", "seq2seq", "vision"}
-    assert {(r["mode"], r["batch"]) for r in ROWS} == {(m, b) for m in ("full_finetune", "lora") for b in (1, 4)}
+    modes = ("full_finetune", "lora")
+    assert {(r["mode"], r["batch"]) for r in ROWS} == {(m + gc, b) for m in modes for gc in ("", "_gc") for b in (1, 4)}
+    assert {r["kind"] for r in ROWS if r["mode"].endswith("_gc")} == {"decoder"}
+
+
+def test_checkpointing_starts_backward_without_the_layers_weight_copies():
+    """With checkpointing, autocast's bf16 copies of the layers' weights die with the forward (only the head's
+    stay), so backward's start holds the loss's gradients without them; without it both phases hold them."""
+    config = load_config("qwen2/Qwen2.5-0.5B.json")
+    memory = estimate(config).to_dict()["memory"]
+    plain, gc = memory["full_finetune"]["phases"], memory["full_finetune_gc"]["phases"]
+    assert plain["backward_start"]["static_bytes"] == plain["forward"]["static_bytes"]
+    layers = 24 * 2 * (896 * (896 + 2 * 128) + 896 * 896 + 3 * 896 * 4864)  # bf16 q, k, v, o, gate, up, down
+    assert gc["forward"]["static_bytes"] - gc["backward_start"]["static_bytes"] == layers
+    assert gc["backward_start"]["per_sample_bytes"] > gc["forward"]["per_sample_bytes"]
+
+
+def test_a_recomputed_layer_counts_only_beyond_the_loss():
+    """Backward reaches the checkpointed layers once the head has freed the loss's logits: with a vocabulary far
+    wider than a layer, checkpointing keeps the layer inputs, the head and the loss, not one layer more."""
+    from estimator.families import BUILDERS
+    from estimator.memory import activations
+    from estimator.reader import ConfigReader
+
+    config = load_config("llama/Llama-3.2-1B.json")
+    s = BUILDERS["llama"](ConfigReader(config, ""), 512)
+    kept = 16 * 4 * 2048 * 512
+    assert activations(s, True) == kept + s.fixed_saved_per_sample
+    s.loss_transient_per_sample = s.fixed_saved_per_sample = 0
+    assert activations(s, True) == kept + s.stacks[0].saved_per_sample()
 
 
 @pytest.mark.slow
