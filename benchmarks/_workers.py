@@ -132,15 +132,19 @@ class Fleet:
         self._tally(engine, receiver, out)
         return out
 
-    def _kill(self, procs: list[subprocess.Popen], engine: sa.Engine, out: Outcome, started: float) -> None:
-        """SIGKILL the worker that holds the most leases, at the first moment (within 10 s) one holds any,
-        and time the takeover: until none of its watches is leased to it any more."""
+    def _kill(self, procs: list[subprocess.Popen], engine: sa.Engine, out: Outcome, started: float,
+              wanted: int = 5) -> None:
+        """SIGKILL the worker that holds the most leases, at the first moment (within 10 s) one holds
+        `wanted` (else the most seen), and time the takeover: until none of its watches is leased to it."""
         limit = time.monotonic() + 10
         held: dict[int, list[int]] = {}
-        while not held and time.monotonic() < limit:
-            held = {p.pid: ids for p in procs if p.poll() is None and (ids := _held_by(engine, f":{p.pid}:"))}
-            if not held:
-                time.sleep(0.005)
+        while time.monotonic() < limit:
+            now = {p.pid: ids for p in procs if p.poll() is None and (ids := _held_by(engine, f":{p.pid}:"))}
+            if sum(map(len, now.values())) >= sum(map(len, held.values())):
+                held = now
+            if any(len(ids) >= wanted for ids in held.values()):
+                break
+            time.sleep(0.005)
         victim = max(procs, key=lambda p: len(held.get(p.pid, [])))
         victim.send_signal(signal.SIGKILL)
         victim.wait()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -118,6 +119,10 @@ def test_org_watch_follows_every_model_of_the_author(acme_app: App, acme: Replay
     assert state is not None and state.high_water_at == max(acme.last_modified(r) for r in ("acme/a", "acme/b", "acme/c"))
     listed = invoke(acme_app, "list")
     assert "acme/*  every model of acme, every 3600s" in listed.stdout
+    entries = json.loads(invoke(acme_app, "list", "--json").stdout)
+    assert entries[0] == {**entries[0], "kind": "author", "repo_id": "acme/*", "author": "acme", "interval_s": 3600}
+    assert [(e["kind"], e["repo_id"], e["source"]) for e in entries[1:]] == [
+        ("repo", f"acme/{x}", "author") for x in "abc"]
     again = invoke(acme_app, "add", "acme/*")
     assert again.exit_code == 0 and "acme/* is already watched: left as it is" in again.stdout
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from storage.models import ChangeRecord, Revision, RevisionFile, Watch
+    from storage.models import AuthorWatch, ChangeRecord, Revision, RevisionFile, Watch
     from tracker.changes import Change
     from tracker.ingest import PollOutcome
 
@@ -21,6 +21,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def watch_dict(w: Watch) -> dict[str, Any]:
     return {
+        "kind": "repo",
         "repo_id": w.repo_id,
         "branch": w.branch,
         "interval_s": w.interval_s,
@@ -32,6 +33,14 @@ def watch_dict(w: Watch) -> dict[str, Any]:
         "error_count": w.error_count,
         "next_retry_at": _iso(w.next_retry_at),
     }
+
+
+def author_watch_dict(a: AuthorWatch) -> dict[str, Any]:
+    """A followed author (`watch add 'ORG/*'`) as `watch list --json` shows it: its models are listed as
+    watches of their own (source "author")."""
+    return {"kind": "author", "repo_id": f"{a.author}/*", "author": a.author, "branch": None,
+            "interval_s": a.interval_s, "source": a.source, "created_at": _iso(a.created_at),
+            "last_listed_at": _iso(a.last_listed_at)}
 
 
 def change_dict(c: ChangeRecord | Change) -> dict[str, Any]:

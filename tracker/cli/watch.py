@@ -156,16 +156,15 @@ def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def watch_list(ctx: click.Context, as_json: bool) -> None:
-    """List watched repos with the outcome of their last poll."""
+    """List followed authors (ORG/*) and watched repos with the outcome of their last poll."""
+    from storage.listing_state import ListingStore
     from tracker.cli import output
 
     watches = app_of(ctx, logs=False).store.list_watches()
-    if as_json:
-        emit_json([output.watch_dict(w) for w in watches])
-        return
-    from storage.listing_state import ListingStore
-
     authors = ListingStore(app_of(ctx, logs=False).store.engine).list_author_watches()
+    if as_json:
+        emit_json([output.author_watch_dict(a) for a in authors] + [output.watch_dict(w) for w in watches])
+        return
     if not watches and not authors:
         click.echo(_NO_WATCHES)
     for a in authors:
