@@ -136,6 +136,13 @@ class LeaseStore(EngineStore):
         with self.engine.begin() as conn:
             return bool(conn.execute(query).rowcount)
 
+    def clear_request(self, repo_id: str, branch: str, polled_from: datetime) -> None:
+        """A poll that started at `polled_from` ran: a request made before it is done (one made since stays)."""
+        query = sa.update(WATCH).where(WATCH.c.repo_id == repo_id, WATCH.c.branch == branch,
+                                       WATCH.c.next_poll_at <= polled_from).values(next_poll_at=None)
+        with self.engine.begin() as conn:
+            conn.execute(query)
+
     def renew(self, worker: str, watch_ids: Iterable[int], now: datetime, lease_s: float) -> set[int]:
         """Extend this worker's leases on `watch_ids`; returns those still held (the others were taken over
         after they expired)."""

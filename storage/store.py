@@ -33,12 +33,14 @@ ExtraWrite = Callable[[Session, "Revision"], None]
 
 @dataclass(frozen=True)
 class ScheduledWatch:
-    """A watch as a scheduler sees it: which branch, how often, when last polled."""
+    """A watch as a scheduler sees it: which branch, how often, when last polled, and when next due (a
+    poll asked for by the listing or a Hub webhook, kept until it ran: storage/leases.py)."""
 
     repo_id: str
     branch: str
     interval_s: int
     last_polled_at: datetime | None
+    next_poll_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -187,10 +189,11 @@ class Store(EngineStore):
             )).one())
 
     def watch_schedule(self) -> list[ScheduledWatch]:
-        """What a scheduler needs of every watch (four columns, not ORM rows), by repo and branch."""
+        """What a scheduler needs of every watch (five columns, not ORM rows), by repo and branch."""
         import sqlalchemy as sa
 
-        query = sa.select(Watch.repo_id, Watch.branch, Watch.interval_s, Watch.last_polled_at).order_by(Watch.repo_id, Watch.branch)
+        query = sa.select(Watch.repo_id, Watch.branch, Watch.interval_s, Watch.last_polled_at, Watch.next_poll_at).order_by(
+            Watch.repo_id, Watch.branch)
         with self.engine.connect() as conn:
             return [ScheduledWatch(*row) for row in conn.execute(query)]
 

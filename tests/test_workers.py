@@ -371,3 +371,27 @@ def test_bad_coordination_settings_are_refused_by_name(poll: dict, key: str) -> 
 
     with pytest.raises(ConfigError, match=key):
         settings_from_mapping({"poll": poll}, env={})
+
+
+def test_one_process_keeps_a_poll_asked_for_across_a_kill(engines: list[sa.Engine]) -> None:
+    """coordination = local (SQLite's one process): a listing's move is written down before its poll runs;
+    killed before it ran, the restarted daemon polls it at once and then clears the request. Watches with
+    no request wait for their interval."""
+    from tracker.scheduler import Scheduler
+
+    store = _watches(engines[0], 2, interval_s=3600)
+    with engines[0].begin() as conn:
+        conn.execute(sa.update(Watch.__table__).values(last_polled_at=datetime.now(UTC)))  # type: ignore[attr-defined]
+    leases = LeaseStore(engines[0])
+    before = Scheduler(store.watch_schedule, lambda r, b: None, 0, requests=leases)
+    before.sync()
+    assert before.trigger("org/m1", "main", urgent=False)  # then SIGKILL: the poll never ran
+    assert store.get_watch("org/m1").next_poll_at is not None  # type: ignore[union-attr]
+    polled: list[str] = []
+    after = Scheduler(store.watch_schedule, lambda r, b: polled.append(r), 0, requests=leases)
+    after.start()
+    try:
+        assert _wait(lambda: store.get_watch("org/m1").next_poll_at is None, timeout_s=10)  # type: ignore[union-attr]
+    finally:
+        after.stop()
+    assert polled == ["org/m1"]

@@ -15,6 +15,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from storage.leases import LeaseStore
 from storage.models import Watch
 from storage.store import ScheduledWatch
 
@@ -47,12 +48,17 @@ class Scheduler:
         version: Callable[[], object | None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         plan: Callable[[Sequence[Schedulable]], dict[str, int]] | None = None,
+        requests: LeaseStore | None = None,
     ) -> None:
         self._list_watches = list_watches
         # The interval of each job ("repo@branch") when not the watch's own: the listing's reconcile, or
         # every interval stretched to fit the request budget (tracker/listing.py).
         self._plan = plan
         self._version = version
+        # Where a poll asked for (a listing's move, a Hub webhook) is written before it runs, so that one a
+        # kill cuts short runs after the restart (storage/leases.py request_poll / clear_request).
+        self._requests = requests
+        self._marked: set[str] = set()  # job ids with such a request outstanding
         self._poll = poll
         self._jitter_s = jitter_s
         self._refresh_s = refresh_s
@@ -125,6 +131,8 @@ class Scheduler:
             if job_id in self._intervals:
                 self._scheduler.remove_job(job_id)
             first = first_run_at(job_id, watch, now, interval_s)
+            if first == now and getattr(watch, "next_poll_at", None) is not None:
+                self._marked.add(job_id)  # asked for before a restart: polled now, then cleared
             self._scheduler.add_job(
                 self._run,
                 IntervalTrigger(seconds=interval_s, jitter=self._jitter_s or None),
@@ -141,8 +149,15 @@ class Scheduler:
         with self._polling_lock:
             polling = self._polling.setdefault(job_id, threading.Lock())
         with polling:
-            self._due[job_id] = self._clock() + timedelta(seconds=self._intervals.get(job_id, 0))
+            started = self._clock()
+            self._due[job_id] = started + timedelta(seconds=self._intervals.get(job_id, 0))
             self._poll(repo_id, branch)
+            if job_id in self._marked and self._requests is not None:
+                self._marked.discard(job_id)
+                try:
+                    self._requests.clear_request(repo_id, branch, started)
+                except Exception as err:  # noqa: BLE001 - the request stays: polled once more after a restart
+                    log.warning("poll_request_not_cleared", repo_id=repo_id, branch=branch, error=f"{type(err).__name__}: {err}")
 
     def _refresh(self) -> None:
         """The periodic job: pick up watch changes, and say so when polls fall behind."""
@@ -191,6 +206,12 @@ class Scheduler:
             self.sync()
         if self._scheduler.get_job(job_id) is None:
             return False
+        if self._requests is not None:
+            try:
+                self._requests.request_poll(repo_id, branch, self._clock())
+                self._marked.add(job_id)
+            except Exception as err:  # noqa: BLE001 - polled all the same; only a kill before it would lose it
+                log.warning("poll_request_not_recorded", repo_id=repo_id, branch=branch, error=f"{type(err).__name__}: {err}")
         if urgent:
             try:
                 self._triggered.submit(self._run_triggered, job_id, repo_id, branch)
@@ -238,13 +259,15 @@ def overdue_grace_s(interval_s: int) -> float:
 
 
 def first_run_at(job_id: str, watch: Schedulable, now: datetime, interval_s: int | None = None) -> datetime:
-    """When a newly scheduled watch is first polled: at once if it never was (its baseline); at its
+    """When a newly scheduled watch is first polled: at once if it never was (its baseline) or a poll of
+    it was asked for and has not run (a listing's move or a Hub webhook before a restart); at its
     natural due time (last poll + interval) if that is still ahead; and when it is overdue (after a
     restart, every watch is), at a stable point within one interval from now, so that thousands of
     overdue watches are spread over the interval instead of all asking the Hub in the same second.
     `interval_s`: the planned interval when not the watch's own (listing reconcile, request budget)."""
     interval_s = watch.interval_s if interval_s is None else interval_s
-    if watch.last_polled_at is None:
+    asked = getattr(watch, "next_poll_at", None)  # a poll asked for and not yet run (storage/leases.py)
+    if watch.last_polled_at is None or asked is not None and asked <= now:
         return now
     due = watch.last_polled_at + timedelta(seconds=interval_s)
     if due > now:
