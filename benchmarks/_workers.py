@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -58,11 +58,15 @@ class Outcome:
     killed_at_s: float | None = None
     killed_leases: int = 0  # watches the killed worker held when it died
     takeover_s: float | None = None  # kill -> none of them held by the dead worker any more
-    workers_polling: dict[str, int] = field(default_factory=dict)  # worker -> revisions it stored (from logs)
+    worker_cpu_s: float = 0.0  # CPU seconds the workers used, all of them (the killed one until its kill)
 
     @property
     def moved_per_min(self) -> float:
         return 60 * self.moved_revisions / self.moved_s if self.moved_s else 0.0
+
+    @property
+    def cpu_ms_per_revision(self) -> float:
+        return 1000 * self.worker_cpu_s / self.revisions if self.revisions else 0.0
 
 
 class Fleet:
@@ -119,6 +123,7 @@ class Fleet:
             _wait(lambda: _pending(engine) == 0 and len({a.webhook_id for a in receiver.arrivals}) >= expected, deadline)
             out.delivered_s = time.monotonic() - started
         finally:
+            out.worker_cpu_s += sum(_cpu_s(proc.pid) for proc in procs if proc.poll() is None)
             for proc in procs:
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGTERM)
@@ -146,6 +151,7 @@ class Fleet:
                 break
             time.sleep(0.005)
         victim = max(procs, key=lambda p: len(held.get(p.pid, [])))
+        out.worker_cpu_s += _cpu_s(victim.pid)
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         killed = time.monotonic()
@@ -211,6 +217,12 @@ timeout_s = 5.0
     def _start(self, config: Path, log: object) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "run"],
                                 env=self._env(), stdout=log, stderr=log)  # type: ignore[arg-type]
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _wait(predicate, deadline: float, step_s: float = 0.2) -> None:

@@ -4,7 +4,8 @@ receiver; benchmarks/_workers.py).
 
 Prints, for one worker and for three (the baseline is one worker):
 - revisions ingested per minute while the repos move (each repo moves `--moves` commits after its
-  baseline), and the ratio three workers / one;
+  baseline), and the ratio three workers / one; the workers' CPU per revision (a machine with fewer cores
+  than workers, the replay server and PostgreSQL need is CPU-bound whatever the worker count);
 - with one of the three killed by SIGKILL while it holds leases: how many watches it held, the time until
   the others had taken every one of them over (goal: seconds: the lease, 5 s here, plus a claim tick);
 - duplicates: revisions or events stored twice (goal: 0), deliveries lost (goal: 0) and webhook-ids
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -82,7 +84,8 @@ def _run(admin_url: str, workdir: Path, histories: Path, ids: list[str], workers
         out = fleet.run(moves=moves, kill_one=kill, timeout_s=3600)
     print(f"  {workers} worker(s){', one killed' if kill else ''}: baselines {out.baseline_s:.0f} s;"
           f" {out.moved_revisions} moved revisions in {out.moved_s:.0f} s = {out.moved_per_min:.0f} a minute;"
-          f" all delivered after {out.delivered_s:.0f} s", flush=True)
+          f" all delivered after {out.delivered_s:.0f} s; workers' CPU {out.worker_cpu_s:.0f} s"
+          f" ({out.cpu_ms_per_revision:.0f} ms a revision, delivery included)", flush=True)
     return out
 
 
@@ -93,6 +96,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--postgres", default=os.environ.get("HUBWATCH_BENCH_POSTGRES"))
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the throwaway server and workers go too
     with tempfile.TemporaryDirectory() as tmp:
         histories = Path(tmp) / "histories"
         ids = write_moving_repos(histories, args.repos, 1 + args.moves)
@@ -104,6 +108,10 @@ def main() -> None:
             killed = _run(admin, Path(tmp), histories, ids, args.workers, args.moves, kill=True)
     print(f"revisions ingested per minute while moving: 1 worker {one.moved_per_min:.0f}, {args.workers} workers "
           f"{many.moved_per_min:.0f} (ratio {many.moved_per_min / one.moved_per_min:.2f}x against one worker)")
+    print(f"workers' CPU per revision: 1 worker {one.cpu_ms_per_revision:.0f} ms, {args.workers} workers"
+          f" {many.cpu_ms_per_revision:.0f} ms (each worker adds its own ticks, claims and listing checks); this machine"
+          f" has {os.cpu_count()} cores for the workers, the replay server and PostgreSQL together, so the fleet is"
+          f" CPU-bound and more workers add throughput only as far as cores are free")
     print(f"killed worker: held {killed.killed_leases} leases; all taken over after {killed.takeover_s:.1f} s (lease 5 s)")
     for name, out in (("1 worker", one), (f"{args.workers} workers", many), (f"{args.workers} workers, one killed", killed)):
         lost = out.deliveries_expected - out.deliveries_received
