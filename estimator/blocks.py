@@ -76,3 +76,11 @@ def dropout(width: int, p: float) -> float:
 def moe_router(experts: int) -> float:
     """Router logits and their fp32 softmax, per token."""
     return BF16 * experts + FP32 * experts * 2
+
+
+def grouped_experts(h: int, inter: int, top_k: int, dtype_bytes: int = FP32) -> float:
+    """Per token, what transformers' grouped-mm experts save over fp32 weights (a full fine-tune; grouped_mm is
+    not autocast, so each gathered row runs in the weights' dtype): per active expert the gathered input, the
+    fused gate-up output, the activation, the product (the down projection's input) and the down output that
+    the routing weight multiplies."""
+    return dtype_bytes * top_k * (2 * h + 4 * inter)

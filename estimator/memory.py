@@ -188,21 +188,37 @@ def _tokens(s: Structure, tower: str) -> int:
     return max((st.tokens for st in s.stacks if st.tower == tower), default=0)
 
 
+def held_inputs(s: Structure | None) -> int:
+    """Per sample, the fp32 image or audio features the batch holds from the forward to the optimizer step's end
+    (token ids are negligible): what stays batch-dependent once the activations are freed."""
+    if s is None:
+        return 0
+    held = 0
+    vision = s.inputs.get("vision")
+    if isinstance(vision, dict) and {"channels", "image_size"} <= vision.keys():
+        held += 4 * vision["channels"] * vision["image_size"] ** 2
+    if "mel_bins" in s.inputs and "audio_frames" in s.inputs:
+        held += 4 * s.inputs["mel_bins"] * s.inputs["audio_frames"]
+    return held
+
+
 def _training(resident: int, copies: int, grads: int, grad_transient: int, const: int, act: int | None,
-              loss: int, optimizer: int, kept_copies: int | None = None) -> dict[str, Phase]:
+              loss: int, optimizer: int, kept_copies: int | None = None, held: int = 0) -> dict[str, Phase]:
     """forward: resident + weight copies + saved activations + the loss's bf16 logits and their fp32 copy;
     backward_start: the same but with the loss's two fp32 gradients in their place; backward_end: every
     gradient, plus the sum a tied head's two gradients make; optimizer: weights, gradients, moments and foreach
     AdamW's temporary.
 
     With checkpointing (``kept_copies`` given) autocast's weight copies die with the forward, except those saved
-    outside the checkpointed layers (``kept_copies``: the head's), so backward starts without them."""
-    fwd = None if act is None else act + int(LOSS_FORWARD_SHARE * loss)
-    per = None if act is None else act + loss
+    outside the checkpointed layers (``kept_copies``: the head's), so backward starts without them.
+
+    Every phase also holds the batch's image or audio input (``held`` per sample)."""
+    fwd = None if act is None else act + int(LOSS_FORWARD_SHARE * loss) + held
+    per = None if act is None else act + loss + held
     return {"forward": Phase(resident + copies + const, fwd),
             "backward_start": Phase(resident + (copies if kept_copies is None else kept_copies) + const, per),
-            "backward_end": Phase(resident + grads + grad_transient, 0),
-            "optimizer": Phase(optimizer, 0)}
+            "backward_end": Phase(resident + grads + grad_transient, held),
+            "optimizer": Phase(optimizer, held)}
 
 
 def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int] | None = None, *,
@@ -243,19 +259,20 @@ def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int]
                                            else act + lora_activations(s, roles, rank))  # type: ignore[operator]
         qlora_act = None if s is None or lora_act is None else lora_act + (0 if gc else qlora_activations(s))
         loss = int(s.loss_transient_per_sample) if s else 0
+        held = held_inputs(s)
         full_resident = 12 * params + ctx
         # with checkpointing, backward starts with the copies of weights used outside the checkpointed layers
         outside = 2 * (matmul - (s.quantizable if s else 0))
         out.append(Mode("full_finetune" + suffix, _training(
             full_resident, 2 * matmul, 4 * params, 8 * tied + 2 * largest, const, act, loss,
-            20 * params + ctx, outside if gc else None),
+            20 * params + ctx, outside if gc else None, held),
             {"weights_fp32": 4 * params, "grads_fp32": 4 * params, "adamw_moments": 8 * params,
              "adamw_step_temporary": 4 * params, "autocast_weight_copies": 2 * matmul,
              "activations_per_sample": act, "logits_and_loss_per_sample": loss, "cuda_context": ctx}))
         adapters = 12 * lora_params  # fp32 adapters and their two moments
         out.append(Mode("lora" + suffix, _training(
             2 * params + adapters + ctx, 2 * lora_params, 4 * lora_params, 0, const, lora_act, loss,
-            2 * params + 20 * lora_params + ctx, 0 if gc else None),
+            2 * params + 20 * lora_params + ctx, 0 if gc else None, held),
             {"base_bf16": 2 * params, "adapters_fp32_grads_adamw": 16 * lora_params,
              "adamw_step_temporary": 4 * lora_params, "adapter_bf16_copies": 2 * lora_params,
              "lora_rank": rank, "lora_targets": _targets_json(targets), "activations_per_sample": lora_act,
@@ -264,7 +281,7 @@ def modes(s: Structure | None, params: int, counted_linear: tuple[int, int, int]
         dequant = 2 * largest
         out.append(Mode("qlora" + suffix, _training(
             base4 + adapters + ctx, 2 * lora_params + dequant, 4 * lora_params, 0, const, qlora_act,
-            loss, base4 + 20 * lora_params + ctx, dequant if gc else None),
+            loss, base4 + 20 * lora_params + ctx, dequant if gc else None, held),
             {"base_nf4": base4, "adapters_fp32_grads_adamw": 16 * lora_params,
              "adamw_step_temporary": 4 * lora_params, "adapter_bf16_copies": 2 * lora_params,
              "dequantized_layer": dequant, "lora_rank": rank, "lora_targets": _targets_json(targets),

@@ -101,10 +101,10 @@ def _mlp(s: Structure, r: ConfigReader, h: int, inter: int, layers: int, *, moe:
         top_k = _top_k(r, experts)
         s.linear("text", "blocks", h, experts, False, times=layers, lora=False)
         s.add("text", "blocks", experts * 3 * h * inter * layers)
-        s.matmul_params += experts * 3 * h * inter * layers
         s.notes.append(f"mixture of experts: {experts} experts, {top_k} active per token; "
                        "activations assume even routing; LoRA adapters skip the fused expert weights")
-        return blocks.linear_inputs(h) + blocks.moe_router(experts) + top_k * (4 * h + 8 * inter)
+        _frozen_experts(s, h, inter, top_k, layers)
+        return blocks.linear_inputs(h) + blocks.moe_router(experts) + blocks.grouped_experts(h, inter, top_k)
     if moe == "qwen2_moe":
         experts = r.int("num_experts", "experts")
         top_k = _top_k(r, experts)
@@ -118,7 +118,7 @@ def _mlp(s: Structure, r: ConfigReader, h: int, inter: int, layers: int, *, moe:
         dense = layers - sparse
         s.linear("text", "blocks", h, experts, False, times=sparse, lora=False)
         s.add("text", "blocks", experts * 3 * h * moe_inter * sparse)
-        s.matmul_params += experts * 3 * h * moe_inter * sparse
+        _frozen_experts(s, h, moe_inter, top_k, sparse)
         if shared:
             s.linear("text", "blocks", h, shared, False, times=sparse, module="mlp.shared_expert.gate_proj")
             s.linear("text", "blocks", h, shared, False, times=sparse, module="mlp.shared_expert.up_proj")
@@ -128,7 +128,7 @@ def _mlp(s: Structure, r: ConfigReader, h: int, inter: int, layers: int, *, moe:
             _gated_linears(s, h, inter, dense, bias=False)
         s.notes.append(f"mixture of experts: {experts} experts, {top_k} active per token, {sparse} sparse layers; "
                        "activations assume even routing; LoRA adapters skip the fused expert weights")
-        per_sparse = (blocks.linear_inputs(h, 2) + blocks.moe_router(experts) + top_k * (4 * h + 8 * moe_inter)
+        per_sparse = (blocks.linear_inputs(h, 2) + blocks.moe_router(experts) + blocks.grouped_experts(h, moe_inter, top_k)
                       + (blocks.gated_mlp(h, shared) if shared else 0))
         return (per_sparse * sparse + blocks.gated_mlp(h, inter) * dense) / layers
     if fused:
@@ -137,6 +137,18 @@ def _mlp(s: Structure, r: ConfigReader, h: int, inter: int, layers: int, *, moe:
     else:
         _gated_linears(s, h, inter, layers, bias=bias)
     return blocks.linear_inputs(h, 1 if fused else 2) + 4 * blocks.BF16 * inter
+
+
+def _frozen_experts(s: Structure, h: int, inter: int, top_k: int, layers: int) -> None:
+    """What LoRA's frozen router and experts stop saving in ``layers`` sparse layers (``lora_frozen``): the
+    router's bf16 input, and the experts' fp32 tensors (``blocks.grouped_experts``) for bf16 ones without the
+    gathered input and the down projection's input, which only the experts' weight gradients read.
+
+    The fused expert weights are no autocast matmul's (not in ``matmul_params``): transformers' grouped-mm
+    experts cast their input to the weights' dtype instead."""
+    lora = blocks.BF16 * top_k * (h + 3 * inter)
+    frozen = blocks.linear_inputs(h) + blocks.grouped_experts(h, inter, top_k) - lora
+    s.lora_frozen["text"] = s.lora_frozen.get("text", 0) + frozen * layers
 
 
 def _gated_linears(s: Structure, h: int, inter: int, layers: int, *, bias: bool) -> None:

@@ -30,6 +30,9 @@ def _encoder_layers(s: Structure, r: ConfigReader, h: int, inter: int, layers: i
     attention = blocks.sdpa(h, h, heads) if attention is None else attention
     if bf16_stream:
         stream = 2 * blocks.layer_norm(h, blocks.BF16) + 2 * blocks.BF16 * h
+        # under LoRA q, k and v each keep their own dropped-out bf16 copy of the shared input: two more than the
+        # one a full fine-tune counts
+        s.lora_kept["text"] = s.lora_kept.get("text", 0) + 2 * blocks.BF16 * h * layers
     else:
         stream = 2 * blocks.layer_norm(h) + blocks.linear_inputs(h, 4)
     per_token = (stream + attention + 2 * blocks.BF16 * inter + 2 * blocks.dropout(h, dropout_p)

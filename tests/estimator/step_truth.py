@@ -9,7 +9,10 @@ from the start. Attention-probability dropout is set to 0 (a GPU's fused kernel 
 no score matrix for it; the CPU's would). LoRA is PEFT's: ``LoraConfig(r=16, target_modules="all-linear")`` on a
 bf16 base (PEFT casts the adapters to fp32), dropout on the adapter input. A mode ending in ``_gc`` turns on
 transformers' non-reentrant gradient checkpointing first, as benchmarks/gpu_step_peaks.py does on a card (the
-recomputation in backward follows CUDA's rules too).
+recomputation in backward follows CUDA's rules too). Two things transformers does on a card are made to run on
+fake tensors (``_runnable_on_fake_tensors``): LLaVA's data-reading image-token check is skipped (the inputs
+match by construction), and grouped-mm experts over fp32 weights (a full fine-tune of Mixtral or Qwen2-MoE) run
+through transformers' own fallback op, which keeps what an fp32 ``grouped_mm`` keeps.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import torch
 import transformers
 from cuda_policy import CudaRules
 from estimator_shapes import ATTENTION_DROPOUT_KEYS, inputs_for
-from estimator_truth import hf_config, model_class
+from estimator_truth import hf_config, load_config, model_class
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
@@ -72,9 +75,12 @@ class LiveBytes(TorchDispatchMode):
 
 def _lora(model, rank: int = LORA_RANK, targets: str | list[str] = "all-linear"):
     from peft import LoraConfig, get_peft_model
+    from peft.tuners.tuners_utils import _maybe_include_all_linear_layers
 
     config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=LORA_DROPOUT, target_modules=targets)
-    return get_peft_model(model, config)
+    # "all-linear" expanded here, by PEFT's own rule: PEFT 0.19 rewrites the target names of models whose weights
+    # transformers 5 converts (Mixtral, Qwen2-MoE) before expanding it, and splits the string into letters
+    return get_peft_model(model, _maybe_include_all_linear_layers(config, model))
 
 
 def without_attention_dropout(config: dict) -> dict:
@@ -105,6 +111,42 @@ def _build(config: dict, mode: str, rank: int = LORA_RANK, targets: str | list[s
     if mode.endswith("_gc"):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return _lora(model, rank, targets) if base == "lora" else model
+
+
+STANDALONE = {"text_config": ("clip_text_model", "CLIPTextModel"),
+              "vision_config": ("clip_vision_model", "CLIPVisionModel")}
+
+
+def case_config(case: str) -> dict:
+    """A fixture config by path; ``path#text_config`` or ``path#vision_config`` is that CLIP sub-config standing
+    alone, as a CLIPTextModel or CLIPVisionModel checkpoint's config.json is."""
+    path, _, sub = case.partition("#")
+    config = load_config(path)
+    if not sub:
+        return config
+    model_type, arch = STANDALONE[sub]
+    return {**config[sub], "model_type": model_type, "architectures": [arch]}
+
+
+def step_inputs(config: dict, batch: int, seq: int) -> dict:
+    """The step's inputs: ``inputs_for``'s, and those it does not build: a lone CLIP tower (its own image or
+    text), LLaVA's prompt (``seq`` tokens of which the first are one ``<image>`` token per image feature)."""
+    mt = config["model_type"]
+    if mt == "clip_text_model":
+        return dict(input_ids=torch.zeros(batch, config.get("max_position_embeddings", 77), dtype=torch.long))
+    if mt == "clip_vision_model":
+        size = config.get("image_size", 224)
+        return dict(pixel_values=torch.zeros(batch, config.get("num_channels", 3), size, size))
+    if mt == "llava":
+        vision = config["vision_config"]
+        size, patch = vision.get("image_size", 224), vision.get("patch_size", 14)
+        features = (size // patch) ** 2 + (config.get("vision_feature_select_strategy") == "full")
+        if features > seq:
+            raise ValueError(f"{features} image tokens do not fit a sequence of {seq}")
+        ids = torch.zeros(batch, seq, dtype=torch.long)
+        ids[:, :features] = config.get("image_token_index", config.get("image_token_id", 32000))
+        return dict(input_ids=ids, pixel_values=torch.zeros(batch, 3, size, size), labels=ids)
+    return inputs_for(config, batch, seq)
 
 
 def _materialize(model) -> None:
@@ -141,6 +183,25 @@ def _backward(loss: torch.Tensor) -> None:
                                               allow_unreachable=True, accumulate_grad=True)
 
 
+@contextlib.contextmanager
+def _runnable_on_fake_tensors():
+    """What transformers does on a card, made to run on fake CPU tensors (a no-op for the other families):
+    LLaVA's check that the image tokens match the image features reads tensor data (skipped: ``step_inputs``
+    makes them match), and the grouped-mm experts (Mixtral, Qwen2-MoE) over fp32 weights, which torch's fake
+    ``grouped_mm`` refuses, go through transformers' own fallback op: an fp32 grouped matmul that keeps its fp32
+    input and weight for backward, as a card's fp32 ``grouped_mm`` does."""
+    from transformers.integrations import moe
+    from transformers.models.llava import modeling_llava
+
+    check, can_group = modeling_llava.torch_compilable_check, moe._can_use_grouped_mm
+    modeling_llava.torch_compilable_check = lambda *args, **kwargs: None
+    moe._can_use_grouped_mm = lambda i, w, o: w.dtype == torch.bfloat16 and can_group(i, w, o)
+    try:
+        yield
+    finally:
+        modeling_llava.torch_compilable_check, moe._can_use_grouped_mm = check, can_group
+
+
 def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2, cuda_rules: bool = True,
                lora_rank: int = LORA_RANK, lora_targets: str | list[str] = "all-linear") -> dict[str, int]:
     """Peak live bytes per phase of ``steps`` AdamW steps; ``mode`` is "full_finetune" or "lora" (PEFT's adapters
@@ -149,12 +210,12 @@ def step_peaks(config: dict, mode: str, batch: int, seq: int, *, steps: int = 2,
     rules = CudaRules if cuda_rules else contextlib.nullcontext
     tracker = LiveBytes()
     model = _build(config, mode, lora_rank, lora_targets)  # on meta, initialisation costs nothing (and no_init_weights would untie)
-    with FakeTensorMode():
+    with FakeTensorMode(), _runnable_on_fake_tensors():
         _materialize(model)
         model.train()
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=1e-4, weight_decay=0.01, foreach=True)
-        inputs = inputs_for(config, batch, seq)
+        inputs = step_inputs(config, batch, seq)
         with tracker:
             for t in [*model.parameters(), *model.buffers(), *inputs.values()]:
                 if isinstance(t, torch.Tensor):

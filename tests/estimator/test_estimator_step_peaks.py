@@ -9,24 +9,42 @@ from pathlib import Path
 import pytest
 import torch
 from estimator_truth import load_config
-from step_truth import LiveBytes, step_peaks
+from step_truth import LiveBytes, case_config, step_peaks
 
 from estimator import at_batch, estimate
-from estimator.memory import CARDS, CUDA_CONTEXT_BYTES, HEADROOM, Mode, Phase
+from estimator.families.common import LOSS_TRANSIENT_PER_VOCAB, MLM_LOSS_TRANSIENT_PER_VOCAB
+from estimator.memory import CARDS, CUDA_CONTEXT_BYTES, HEADROOM, LOSS_FORWARD_SHARE, Mode, Phase
 
 TRUTH = json.loads((Path(__file__).resolve().parents[1] / "fixtures/estimator/step_peaks.json").read_text())
 ROWS = TRUTH["rows"]
 DECODER = {"forward": 0.03, "backward": 0.03, "optimizer": 0.01}
 OTHER = {"forward": 0.10, "backward": 0.15, "optimizer": 0.02}  # BART's backward end at batch 1: -12%
-TOLERANCE = {"decoder": DECODER, "encoder": OTHER, "seq2seq": OTHER, "vision": OTHER}
-STEP_BOUND = {"decoder": 0.05, "encoder": 0.10, "seq2seq": 0.10, "vision": 0.10}  # the issue's bounds
+TOLERANCE = {"decoder": DECODER, "encoder": OTHER, "seq2seq": OTHER, "vision": OTHER, "multimodal": OTHER}
+# the issue's bounds: decoders 5%, encoder, seq2seq and multi-tower families (vision towers, CLIP, SigLIP, LLaVA,
+# Whisper) 10%
+STEP_BOUND = {"decoder": 0.05, "encoder": 0.10, "seq2seq": 0.10, "vision": 0.10, "multimodal": 0.10}
 
 
 def _estimated(row: dict) -> dict[str, int]:
-    """The estimator's phase peaks for a committed row, less the CUDA-context allowance (not a tensor)."""
-    doc = estimate(load_config(row["config"]), seq_len_cap=row["seq"]).to_dict()
+    """The estimator's phase peaks for a committed row, less the CUDA-context allowance (not a tensor), plus what
+    the CPU harness keeps beyond a card in a masked-LM loss (``cpu_mlm_loss_extra``)."""
+    config = case_config(row["config"])
+    doc = estimate(config, seq_len_cap=row["seq"]).to_dict()
     peaks = at_batch(doc, row["mode"], row["batch"])["phase_peaks"]
-    return {phase: value - CUDA_CONTEXT_BYTES for phase, value in peaks.items()}
+    extra = cpu_mlm_loss_extra(config, doc["memory"][row["mode"]]["parts"]) * row["batch"]
+    return {phase: value - CUDA_CONTEXT_BYTES + int({"forward": LOSS_FORWARD_SHARE, "backward": 1}.get(phase, 0) * extra)
+            for phase, value in peaks.items()}
+
+
+def cpu_mlm_loss_extra(config: dict, parts: dict) -> int:
+    """Per sample, the bytes the CPU harness's masked-LM loss keeps that a card's does not: cross-entropy on bf16
+    logits keeps 2 bytes a vocabulary entry more on the CPU (8, as the causal-LM loss's explicit fp32 upcast) than
+    CUDA's autocast does (6, measured on an H200: estimator/families/common.py). Forward sees its usual share."""
+    arch = (config.get("architectures") or [""])[0]
+    if not arch.endswith(("ForMaskedLM", "ForPreTraining")):
+        return 0
+    loss = parts["logits_and_loss_per_sample"]
+    return loss * (LOSS_TRANSIENT_PER_VOCAB - MLM_LOSS_TRANSIENT_PER_VOCAB) // MLM_LOSS_TRANSIENT_PER_VOCAB
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['config']}-{r['mode']}-b{r['batch']}")
@@ -53,12 +71,26 @@ def test_step_peak_error_is_small_in_the_median():
 
 
 def test_committed_truth_covers_every_kind_mode_and_batch():
-    """The committed truth has decoders, encoders, seq2seq and vision, full and LoRA, at batch 1 and 4, and
-    decoders with gradient checkpointing too."""
-    assert {r["kind"] for r in ROWS} == {"decoder", "encoder", "seq2seq", "vision"}
+    """The committed truth has decoders, encoders, seq2seq, vision and multimodal, full and LoRA, at batch 1 and
+    4, and decoders with gradient checkpointing too."""
+    assert {r["kind"] for r in ROWS} == set(STEP_BOUND)
     modes = ("full_finetune", "lora")
     assert {(r["mode"], r["batch"]) for r in ROWS} == {(m + gc, b) for m in modes for gc in ("", "_gc") for b in (1, 4)}
     assert {r["kind"] for r in ROWS if r["mode"].endswith("_gc")} == {"decoder"}
+
+
+def test_committed_truth_covers_every_family_the_estimator_models():
+    """Every family in BUILDERS has a config measured full and LoRA at batch 1 and 4, or is listed as not
+    measured with the reason."""
+    from estimator.families import BUILDERS
+
+    runs: dict[str, set] = {}
+    for r in ROWS:
+        runs.setdefault(case_config(r["config"])["model_type"], set()).add((r["mode"], r["batch"]))
+    skipped = {case_config(case)["model_type"] for case in TRUTH.get("not_measured", {})}
+    assert set(BUILDERS) <= set(runs) | skipped, set(BUILDERS) - set(runs) - skipped
+    wanted = {(m, b) for m in ("full_finetune", "lora") for b in (1, 4)}
+    assert all(wanted <= got for family, got in runs.items() if family not in skipped)
 
 
 def test_checkpointing_starts_backward_without_the_layers_weight_copies():
