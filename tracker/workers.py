@@ -119,6 +119,7 @@ class SharedScheduler(Scheduler):
     def _claim_loop(self) -> None:
         """Claim due watches while threads are free; wait a tick (or a wake-up) in between."""
         while not self._halt.is_set():
+            self._wake.clear()  # before claiming: a wake-up during the claim is kept for the wait below
             with self._held_lock:
                 free = POLL_THREADS - self._claimed
             claimed: list[LeasedWatch] = []
@@ -131,10 +132,8 @@ class SharedScheduler(Scheduler):
                     continue
             for leased in claimed:
                 self._submit(self._pool, leased, counted=True)
-            if claimed and len(claimed) < free:
-                continue  # more may be due already
+            # fewer than free: nothing else is due; as many: the next finished poll wakes this loop
             self._wake.wait(self._claim_tick_s)
-            self._wake.clear()
 
     def _submit(self, pool: futures.ThreadPoolExecutor, leased: LeasedWatch, counted: bool) -> bool:
         with self._held_lock:
@@ -142,9 +141,12 @@ class SharedScheduler(Scheduler):
             self._claimed += counted
         try:
             pool.submit(self._poll_leased, leased, counted)
-        except RuntimeError:  # stopping: give it back untouched
+        except RuntimeError:  # stopping: give it back untouched (still due)
             self._forget(leased, counted)
-            self._leases.release(self.worker, leased, leased.claimed_at)
+            try:
+                self._leases.release(self.worker, leased, leased.claimed_at)
+            except Exception as err:  # noqa: BLE001 - it expires on its own
+                log.warning("lease_release_failed", worker=self.worker, repo_id=leased.repo_id, error=f"{type(err).__name__}: {err}")
             return False
         return True
 
