@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracker.cli.root import app_of, emit_json, repo_arg
-from tracker.config import EstimateSettings
 from tracker.errors import HubwatchError
 
 if TYPE_CHECKING:
@@ -46,6 +45,8 @@ def estimate(
         raise click.UsageError("--manifest goes with --config-file")
     targets = _targets(lora_targets)
     if config_file:
+        from tracker.config import EstimateSettings  # here: `hubwatch --help` loads click alone
+
         options = EstimateSettings()
         result, header = estimate_file(config_file, manifest, seq_len_cap or options.seq_len_cap,
                                        lora_rank or options.lora_rank, targets or options.targets), None
