@@ -179,6 +179,31 @@ def _out_of_order(arrivals: list[Arrival]) -> tuple[int, float]:
     return count, worst
 
 
+def webhook_sections(receiver: RecordingReceiver) -> str:
+    """Config text: one signed generic subscription per path of `receiver`, every event."""
+    return "".join(
+        f'\n[[webhooks]]\nurl = "{receiver.url(path)}"\nformat = "generic"\nsecret_env = "CRASH_HOOK_SECRET"\n'
+        f'min_severity = "info"\n'
+        for path in PATHS
+    )
+
+
+def daemon_env() -> dict[str, str]:
+    return {**os.environ, "CRASH_HOOK_SECRET": SECRET, "HUBWATCH_API_TOKEN": "", "HF_HUB_OFFLINE": "0"}
+
+
+def run_cli(config: Path, *args: str, stdin: str | None = None) -> None:
+    """`hubwatch --config CONFIG ARGS` to completion (raises when it fails)."""
+    subprocess.run([sys.executable, "-m", "tracker", "--config", str(config), *args], input=stdin, text=True,
+                   env=daemon_env(), check=True, capture_output=True)
+
+
+def start_daemon(config: Path, log: object) -> subprocess.Popen:
+    """`hubwatch run` in the background, its output to `log`."""
+    return subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "run"],
+                            env=daemon_env(), stdout=log, stderr=log)  # type: ignore[arg-type]
+
+
 class Scenario:
     """One daemon run against fresh servers and database, with `kills` SIGKILLs at random moments."""
 
@@ -202,15 +227,15 @@ class Scenario:
         total = sum(len(replay.commits(r)) for r in self.repo_ids)
         for repo_id in self.repo_ids:  # watched from their first commit; the rest revealed below
             replay.set_head(repo_id, 1)
-            self._cli(config, "watch", "add", repo_id, "--interval", "1s")
-        self._cli(config, "poll")  # the baselines: from here on every commit is ingested
+            run_cli(config, "watch", "add", repo_id, "--interval", "1s")
+        run_cli(config, "poll")  # the baselines: from here on every commit is ingested
         # Reveal the commits over about the time the kills take, so they land during ingests.
         step_s = (kills * (sum(gap_s) / 2 + 6)) / total if kills else 0.0  # a gap, and a takeover, per kill
         stop = threading.Event()
         advancer = threading.Thread(target=self._advance, args=(replay, step_s, stop), daemon=True)
         advancer.start()
         log = (self.workdir / "daemon.log").open("ab")
-        proc = self._start(config, log)
+        proc = start_daemon(config, log)
         records: list[dict[str, object]] = []
         try:
             for _ in range(kills):
@@ -222,7 +247,7 @@ class Scenario:
                 revealed = sum(replay.head_count(r) for r in self.repo_ids)
                 records.append({"at": killed_at, "wall": time.time(), "ingesting": state["revisions"] < revealed,
                                 "claimed": state["claimed"]})
-                proc = self._start(config, log)
+                proc = start_daemon(config, log)
                 self._await_takeover(db, set(state["claimed"].values()))  # type: ignore[union-attr]
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline:
@@ -276,11 +301,7 @@ class Scenario:
             stop.wait(step_s)
 
     def _config(self, hub: str, osv: str, db: Path, receiver: RecordingReceiver) -> Path:
-        hooks = "".join(
-            f'\n[[webhooks]]\nurl = "{receiver.url(path)}"\nformat = "generic"\nsecret_env = "CRASH_HOOK_SECRET"\n'
-            f'min_severity = "info"\n'
-            for path in PATHS
-        )
+        hooks = webhook_sections(receiver)
         text = f"""
 [hub]
 endpoint = "{hub}"
@@ -302,17 +323,6 @@ timeout_s = 5.0
         path = self.workdir / "hubwatch.toml"
         path.write_text(text, encoding="utf-8")
         return path
-
-    def _env(self) -> dict[str, str]:
-        return {**os.environ, "CRASH_HOOK_SECRET": SECRET, "HUBWATCH_API_TOKEN": "", "HF_HUB_OFFLINE": "0"}
-
-    def _cli(self, config: Path, *args: str) -> None:
-        subprocess.run([sys.executable, "-m", "tracker", "--config", str(config), *args],
-                       env=self._env(), check=True, capture_output=True)
-
-    def _start(self, config: Path, log: object) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "run"],
-                                env=self._env(), stdout=log, stderr=log)  # type: ignore[arg-type]
 
 
 def _takeovers_logged(log: Path) -> list[tuple[float, str]]:

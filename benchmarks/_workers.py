@@ -13,14 +13,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from benchmarks._crash import PATHS, SECRET, RecordingReceiver
+from benchmarks._crash import RecordingReceiver, run_cli, start_daemon, webhook_sections
 from benchmarks._histories import CONFIG, write_repo
 from tracker.fakes.osv import OsvFake
 from tracker.replay.server import ReplayServer
@@ -93,10 +92,10 @@ class Fleet:
         config = self._config(replay.endpoint, osv.endpoint, receiver)
         for repo_id in self.repo_ids:
             replay.set_head(repo_id, 1)
-        self._cli(config, "watch", "add", "--file", "-", stdin="\n".join(self.repo_ids))
+        run_cli(config, "watch", "add", "--file", "-", stdin="\n".join(self.repo_ids))
         out = Outcome(self.workers, len(self.repo_ids), revisions_expected=len(self.repo_ids) * (1 + moves))
         logs = [(self.workdir / f"worker-{n}.log").open("wb") for n in range(self.workers)]
-        procs = [self._start(config, log) for log in logs]
+        procs = [start_daemon(config, log) for log in logs]
         started = time.monotonic()
         deadline = started + timeout_s
         try:
@@ -175,9 +174,7 @@ class Fleet:
         out.deliveries_redundant = len(ids) - len(set(ids))
 
     def _config(self, hub: str, osv: str, receiver: RecordingReceiver) -> Path:
-        hooks = "".join(
-            f'\n[[webhooks]]\nurl = "{receiver.url(path)}"\nformat = "generic"\nsecret_env = "CRASH_HOOK_SECRET"\n'
-            f'min_severity = "info"\n' for path in PATHS)
+        hooks = webhook_sections(receiver)
         path = self.workdir / "hubwatch.toml"
         path.write_text(f"""
 [hub]
@@ -206,17 +203,6 @@ poll_interval_s = 0.5
 timeout_s = 5.0
 {hooks}""", encoding="utf-8")
         return path
-
-    def _env(self) -> dict[str, str]:
-        return {**os.environ, "CRASH_HOOK_SECRET": SECRET, "HUBWATCH_API_TOKEN": "", "HF_HUB_OFFLINE": "0"}
-
-    def _cli(self, config: Path, *args: str, stdin: str | None = None) -> None:
-        subprocess.run([sys.executable, "-m", "tracker", "--config", str(config), *args], input=stdin, text=True,
-                       env=self._env(), check=True, capture_output=True)
-
-    def _start(self, config: Path, log: object) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "run"],
-                                env=self._env(), stdout=log, stderr=log)  # type: ignore[arg-type]
 
 
 def _cpu_s(pid: int) -> float:
