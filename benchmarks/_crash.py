@@ -27,8 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from benchmarks._histories import CONFIG, write_repo
-from tracker.fakes.osv import OsvFake
-from tracker.replay.server import ReplayServer
+from tracker.standins.osv import OsvFake
+from tracker.standins.replay.control import ReplayServer
 
 SECRET = "whsec_" + base64.b64encode(b"hubwatch-crash-secret-0123456789").decode()
 PATHS = ("/hook/a", "/hook/b")

@@ -1,4 +1,4 @@
-"""Synthetic replay histories for the benchmarks, written in tracker/replay/FORMAT.md's format."""
+"""Synthetic replay histories for the benchmarks, written in tracker/standins/replay/FORMAT.md's format."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tracker.app import App
 from tracker.config import settings_from_mapping
-from tracker.fakes.osv import OsvFake
 from tracker.logs import configure_logging
-from tracker.replay.server import ReplayServer
+from tracker.standins.osv import OsvFake
+from tracker.standins.replay.control import ReplayServer
 
 CONFIG = {
     "architectures": ["LlamaForCausalLM"],

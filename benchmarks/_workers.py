@@ -21,8 +21,8 @@ import sqlalchemy as sa
 
 from benchmarks._crash import RecordingReceiver, run_cli, start_daemon, webhook_sections
 from benchmarks._histories import CONFIG, write_repo
-from tracker.fakes.osv import OsvFake
-from tracker.replay.server import ReplayServer
+from tracker.standins.osv import OsvFake
+from tracker.standins.replay.control import ReplayServer
 
 
 def write_moving_repos(root: Path, repos: int, commits: int, prefix: str = "fleet") -> list[str]:

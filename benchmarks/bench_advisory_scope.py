@@ -19,11 +19,11 @@ from tracker.advisories.advice import LoaderAdvice, loader_advice
 from tracker.advisories.facts import extract_facts
 from tracker.advisories.records import AdvisoryIndex
 from tracker.advisories.scope import NO_SCOPES, default_scopes
-from tracker.fakes.osv import bundled_records
-from tracker.replay.history import LfsBlob, RepoHistory, load_roots
 from tracker.snapshot import FileEntry, Snapshot
+from tracker.standins.osv import bundled_records
+from tracker.standins.replay.history import LfsBlob, RepoHistory, load_roots
 
-HISTORIES = Path(__file__).resolve().parent.parent / "tracker" / "replay" / "histories"
+HISTORIES = Path(__file__).resolve().parent.parent / "tracker" / "standins" / "replay" / "histories"
 MAX_CONTENT = 4 << 20
 
 

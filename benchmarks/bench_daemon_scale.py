@@ -44,10 +44,10 @@ from benchmarks._histories import CONFIG, write_repo
 from storage.models import Watch
 from tracker.app import App
 from tracker.config import load_settings
-from tracker.fakes.receiver import Receiver
 from tracker.logs import configure_logging
-from tracker.replay.history import load_roots
-from tracker.scheduler import overdue_grace_s
+from tracker.polling.scheduler import overdue_grace_s
+from tracker.standins.receiver import Receiver
+from tracker.standins.replay.history import load_roots
 
 ROOT = Path(__file__).resolve().parent.parent
 HOOK_SECRET = "bench-hub-secret"
@@ -151,11 +151,11 @@ def _print_watch_reads(app: App, repo_id: str) -> None:
 
 
 class Replay:
-    """The Hub replay server in its own process (`python -m tracker.replay`), moved by its admin routes."""
+    """The Hub replay server in its own process (`python -m tracker.standins.replay`), moved by its admin routes."""
 
     def __init__(self, root: Path) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "tracker.replay", "--port", "0", "--no-bundled", "--root", str(root)],
-                                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        command = [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--root", str(root)]
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.endpoint = (self.process.stdout.readline() if self.process.stdout else "").strip()
         if not self.endpoint.startswith("http"):
             raise SystemExit("the replay server did not start")

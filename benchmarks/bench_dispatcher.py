@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 import structlog
 
-from feeds.dispatcher import DeliveryOptions, Dispatcher
+from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.outbox import OutboxStore

@@ -46,7 +46,7 @@ from estimator import estimate
 
 REPEAT = 200
 MANIFESTS = ROOT / "tests" / "fixtures" / "estimator" / "manifests"
-JINA_CONFIG = ROOT / "tracker/replay/histories/jinaai/jina-clip-v2/commits/0002-upload-jinaclipmodel/files/config.json"
+JINA_CONFIG = ROOT / "tracker/standins/replay/histories/jinaai/jina-clip-v2/commits/0002-upload-jinaclipmodel/files/config.json"
 GOAL_MS = 5.0
 
 

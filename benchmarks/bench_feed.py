@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from feeds.feed import FeedBuilder, FeedRequest
-from feeds.http import ServerThread, create_app
+from feeds.http.app import ServerThread, create_app
+from feeds.views.feed import FeedBuilder, FeedRequest
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.store import NewChange, NewRevision, Store

@@ -2,7 +2,7 @@
 Hub requests per minute with the listing ([poll] listing_interval = 1m) against per-repo polling at 15
 minutes (the baseline: 10,000 / 15 = 667 requests a minute), and the client CPU time of one listing pass.
 
-The replay server runs in its own process (`python -m tracker.replay --synthetic 10000`), so the CPU
+The replay server runs in its own process (`python -m tracker.standins.replay --synthetic 10000`), so the CPU
 figures are hubwatch's alone. Requests are counted at the server. Steps:
   1. 10,000 watches stored at their current head (as after their baselines), listing mark unset;
   2. the first pass (one Hub page deep: it sets the mark);
@@ -33,10 +33,10 @@ from storage.listing_state import ListingStore
 from storage.models import Watch
 from tracker.app import App
 from tracker.config import settings_from_mapping
-from tracker.listing import ListingJob, ListingPass
 from tracker.logs import configure_logging
-from tracker.replay.__main__ import SYNTHETIC_START, synthetic_ids
-from tracker.replay.history import synthetic_history
+from tracker.polling.listing import ListingJob, ListingPass
+from tracker.standins.replay.__main__ import SYNTHETIC_START, synthetic_ids
+from tracker.standins.replay.history import synthetic_history
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
 PER_REPO_INTERVAL_MIN = 15
@@ -59,7 +59,7 @@ def _requests(endpoint: str) -> int:
 
 def main() -> None:
     server = subprocess.Popen(
-        [sys.executable, "-m", "tracker.replay", "--port", "0", "--no-bundled", "--synthetic", str(N)],
+        [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--synthetic", str(N)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     try:

@@ -35,10 +35,10 @@ from tracker.advisories.facts import extract_facts
 from tracker.advisories.osv import OsvClient
 from tracker.advisories.service import AdvisoryService
 from tracker.config import LogSettings
-from tracker.fakes.osv import OsvFake, bundled_records
 from tracker.logs import configure_logging
 from tracker.snapshot import FileEntry, Snapshot
 from tracker.snapshot_io import git_blob_oid
+from tracker.standins.osv import OsvFake, bundled_records
 
 N = 1000
 HELD_BACK = "PYSEC-2026-3929"  # published by "OSV" between the first and the daily re-check

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._histories import CONFIG, write_repo
-from tracker.fakes.osv import OsvFake
-from tracker.replay.server import ReplayServer
+from tracker.standins.osv import OsvFake
+from tracker.standins.replay.control import ReplayServer
 
 N, MOVED = 50, 5
 TOKENIZER = {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}", "eos_token": "</s>"}

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 
 from benchmarks.bench_feed import _changes
-from feeds.http import ServerThread, create_app
-from feeds.view_models import render
+from feeds.http.app import ServerThread, create_app
+from feeds.views.view_models import render
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.store import NewEstimate, NewRevision, Store

@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fastapi.testclient import TestClient
 
-from feeds.feed import FeedRequest
-from feeds.http import create_app
+from feeds.http.app import create_app
+from feeds.views.feed import FeedRequest
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.event_queries import RepoSummary

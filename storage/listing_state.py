@@ -1,7 +1,7 @@
 """Listing state: author (org/user) watches, the high-water mark of each listing scope, and the Hub
 request budget the processes of one database share (`BudgetStore`).
 
-The listing pass (tracker/listing.py) reads the Hub's models sorted by last modification back to the
+The listing pass (tracker/polling/listing.py) reads the Hub's models sorted by last modification back to the
 mark stored here; an author watch turns every model the listing shows for that author into a Watch
 (source "author") the first time it is seen.
 """

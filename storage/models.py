@@ -43,7 +43,7 @@ class Watch(SQLModel, table=True):
     last_error: str | None = None
     error_count: int = 0
     next_retry_at: datetime | None = _utc(nullable=True)
-    # Shared polling (several workers on one database, tracker/workers.py): when the watch is next due,
+    # Shared polling (several workers on one database, tracker/polling/shared.py): when the watch is next due,
     # and which worker holds it until when. Unused by a process that schedules its own polls.
     next_poll_at: datetime | None = _utc(nullable=True, index=True)
     leased_by: str | None = Field(default=None, max_length=80)

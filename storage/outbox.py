@@ -2,7 +2,7 @@
 
 `enqueue` runs inside the transaction that writes the events (storage.event_log.write_events calls
 it), so an event and its deliveries are committed together or not at all. The dispatcher
-(feeds/dispatcher.py) then works through due deliveries with `OutboxStore`: claim, send, mark.
+(feeds/webhooks/dispatcher.py) then works through due deliveries with `OutboxStore`: claim, send, mark.
 """
 
 from __future__ import annotations

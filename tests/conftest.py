@@ -24,7 +24,7 @@ from tracker.app import App
 from tracker.config import settings_from_mapping
 
 if TYPE_CHECKING:
-    from tracker.replay.server import ReplayServer
+    from tracker.standins.replay.control import ReplayServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEST_HISTORIES = FIXTURES / "histories"
@@ -39,7 +39,7 @@ def _no_ambient_config(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def replay() -> Iterator[ReplayServer]:
-    from tracker.replay.server import BUNDLED_ROOT, ReplayServer
+    from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
     with ReplayServer(roots=[BUNDLED_ROOT, TEST_HISTORIES]) as server:
         yield server
@@ -136,7 +136,7 @@ def osv_endpoint() -> str:
     if not _OSV:
         import atexit
 
-        from tracker.fakes.osv import OsvFake
+        from tracker.standins.osv import OsvFake
 
         _OSV.append(OsvFake().start())
         atexit.register(_OSV[0].stop)

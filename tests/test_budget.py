@@ -1,4 +1,4 @@
-"""The Hub request budget (tracker/budget.py): windows, the Hub's RateLimit headers, stretching, and the
+"""The Hub request budget (tracker/polling/budget.py): windows, the Hub's RateLimit headers, stretching, and the
 hooks on the real huggingface_hub client against the replay server."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
-from tracker.budget import RequestBudget, budget_state, pool_of, set_process_budget
 from tracker.config import settings_from_mapping
 from tracker.errors import ConfigError
 from tracker.hub import HubClient, install_budget, ratelimit_of, remove_budget
-from tracker.replay.history import synthetic_history
-from tracker.replay.server import ReplayServer
+from tracker.polling.budget import RequestBudget, budget_state, pool_of, set_process_budget
+from tracker.standins.replay.control import ReplayServer
+from tracker.standins.replay.history import synthetic_history
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

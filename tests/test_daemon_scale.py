@@ -13,13 +13,13 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from feeds.http import ServerOptions, ServerThread, create_app
+from feeds.http.app import ServerOptions, ServerThread, create_app
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.models import Watch
 from storage.store import Store
 from tracker.app import App
-from tracker.scheduler import Scheduler
+from tracker.polling.scheduler import Scheduler
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too
 

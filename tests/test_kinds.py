@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from feeds.params import Severity as SeverityParam
-from feeds.params import bad_kinds
+from feeds.http.params import Severity as SeverityParam
+from feeds.http.params import bad_kinds
 from feeds.webhooks import FORMATS as RENDERERS
 from storage import kinds
 from tracker.changes import ChangeKind, Severity

@@ -1,4 +1,4 @@
-"""Change detection by listing (tracker/listing.py) against the replay server's /api/models, with the
+"""Change detection by listing (tracker/polling/listing.py) against the replay server's /api/models, with the
 real huggingface_hub client: what moved is polled, what did not costs nothing, faults are absorbed."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from storage.listing_state import ALL_MODELS, ListingStore, author_scope
 from storage.models import Event, Revision
 from tests.conftest import settings_for
 from tracker.app import App
-from tracker.budget import RequestBudget
-from tracker.listing import ListingJob, ListingPass, follow_author
-from tracker.replay.history import synthetic_history
-from tracker.replay.server import ReplayServer
+from tracker.polling.budget import RequestBudget
+from tracker.polling.listing import ListingJob, ListingPass, follow_author
+from tracker.standins.replay.control import ReplayServer
+from tracker.standins.replay.history import synthetic_history
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
@@ -307,7 +307,7 @@ def replay_for_daemon() -> Iterator[ReplayServer]:
 
 def test_scheduler_takes_the_planned_intervals(app: App) -> None:
     """The scheduler schedules each watch at the interval the listing job plans (the reconcile), not its own."""
-    from tracker.scheduler import Scheduler
+    from tracker.polling.scheduler import Scheduler
 
     settings = settings_for(app.settings.hub.endpoint, app.settings.database_url, poll={"listing": "on", "reconcile_interval": "12h"})
     job = ListingJob(settings, listings(app), app.hub, lambda r, b: None)

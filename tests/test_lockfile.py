@@ -9,9 +9,9 @@ import pytest
 
 from tracker.errors import BadInput
 from tracker.hub import CachedRevision
-from tracker.lockfile import read_lock, render_lock
-from tracker.outdated import stored_chain
-from tracker.pins import Pin, pins_from_cache
+from tracker.pins.cache import Pin, pins_from_cache
+from tracker.pins.lockfile import read_lock, render_lock
+from tracker.pins.outdated import stored_chain
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

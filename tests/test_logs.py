@@ -61,7 +61,7 @@ def test_threads_never_share_a_line():
 
     def write(i: int) -> None:
         for j in range(200):
-            structlog.get_logger("feeds.dispatcher").info("webhook_delivered", n=j, thread=i)
+            structlog.get_logger("feeds.webhooks.dispatcher").info("webhook_delivered", n=j, thread=i)
             logging.getLogger("httpx").warning("library %d %d", i, j)
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]

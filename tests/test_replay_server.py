@@ -25,8 +25,8 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-from tracker.replay.history import CHUNK_SIZE, HistoryError, LfsBlob, PatternBlob, load_repo
-from tracker.replay.server import ReplayServer
+from tracker.standins.replay.control import ReplayServer
+from tracker.standins.replay.history import CHUNK_SIZE, HistoryError, LfsBlob, PatternBlob, load_repo
 
 FIXTURES = Path(__file__).parent / "fixtures" / "replay_small"
 TINY = "acme/tiny-model"
@@ -387,8 +387,8 @@ def test_stop_closes_keep_alive_connections(server, api):
 
 
 def test_standalone_admin_routes():
-    """`python -m tracker.replay` prints its endpoint and obeys the admin routes."""
-    command = [sys.executable, "-m", "tracker.replay", "--port", "0", "--no-bundled", "--root", str(FIXTURES)]
+    """`python -m tracker.standins.replay` prints its endpoint and obeys the admin routes."""
+    command = [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--root", str(FIXTURES)]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
         try:
             endpoint = proc.stdout.readline().strip()
@@ -466,7 +466,7 @@ def test_byte_code_left_by_an_installer_is_not_part_of_a_history(tmp_path: Path)
 @pytest.fixture
 def listing():
     """Seven in-memory repos of two authors (one private), pages of 3."""
-    from tracker.replay.history import synthetic_history
+    from tracker.standins.replay.history import synthetic_history
 
     with ReplayServer(roots=[]) as replay:
         for i in range(6):

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from alembic import command
 from fastapi.testclient import TestClient
 
-from feeds.feed import FeedBuilder, FeedRequest
-from feeds.http import create_app
+from feeds.http.app import create_app
+from feeds.views.feed import FeedBuilder, FeedRequest
 from storage.db import alembic_config, create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.event_queries import EventFilter, EventQueries, RevisionFilter

@@ -6,7 +6,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 from storage.models import Watch
-from tracker.scheduler import Scheduler, first_run_at
+from tracker.polling.scheduler import Scheduler, first_run_at
 
 
 def _watch(repo_id: str, interval_s: int = 3600) -> Watch:
@@ -179,7 +179,7 @@ def test_polls_not_started_within_interval_and_jitter_are_overdue_and_logged() -
 
 def test_the_grace_is_a_tenth_of_the_interval_within_bounds() -> None:
     """Grace before a late poll counts as overdue: 5 s at least, a minute at most, a tenth of the interval between."""
-    from tracker.scheduler import overdue_grace_s
+    from tracker.polling.scheduler import overdue_grace_s
 
     assert [overdue_grace_s(s) for s in (10, 300, 3600)] == [5.0, 30.0, 60.0]
 
@@ -187,7 +187,7 @@ def test_the_grace_is_a_tenth_of_the_interval_within_bounds() -> None:
 
 def test_a_triggered_poll_does_not_queue_behind_busy_scheduled_ones() -> None:
     """With every scheduled-poll thread busy, a Hub webhook's poll still runs at once."""
-    from tracker.scheduler import POLL_THREADS
+    from tracker.polling.scheduler import POLL_THREADS
 
     now = datetime.now(UTC)
     watches = [_watch(f"org/busy{i:02d}") for i in range(POLL_THREADS)] + [_polled("org/hooked", 3600, now)]

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from structlog.testing import capture_logs
 
-from feeds.http import create_app
+from feeds.http.app import create_app
 from storage.db import create_db_engine
 from storage.models import Revision
 from storage.store import Store

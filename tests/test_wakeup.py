@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from feeds.dispatcher import DeliveryOptions, Dispatcher
+from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from storage.db import create_db_engine, migrate
 from storage.outbox import OutboxStore, on_deliveries_queued
 from storage.store import Store

@@ -12,8 +12,8 @@ from storage.listing_state import ListingStore, author_scope
 from tests.conftest import settings_for
 from tracker.app import App
 from tracker.cli import cli
-from tracker.replay.history import synthetic_history
-from tracker.replay.server import ReplayServer
+from tracker.standins.replay.control import ReplayServer
+from tracker.standins.replay.history import synthetic_history
 
 BROKEN = "hubwatch-tests/broken-model"
 EVERY = "hubwatch-tests/every-kind"

@@ -1,4 +1,4 @@
-"""Several workers on one database (storage/leases.py, tracker/workers.py): due watches leased by one
+"""Several workers on one database (storage/leases.py, tracker/polling/shared.py): due watches leased by one
 worker at a time, leases of killed or cut-off workers taken over, periodic jobs run once an interval
 among all, Hub webhooks polled at once. On SQLite and (the CI's second pass) PostgreSQL."""
 
@@ -18,7 +18,7 @@ from storage.db import create_db_engine, migrate
 from storage.leases import LeaseStore
 from storage.models import Watch
 from storage.store import Store
-from tracker.workers import SharedScheduler
+from tracker.polling.shared import SharedScheduler
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
@@ -351,7 +351,7 @@ def test_the_daemon_shares_on_postgresql_and_times_watches_itself_on_sqlite(tmp_
 
     from tracker.app import App
     from tracker.cli.daemon import build_scheduler
-    from tracker.scheduler import Scheduler
+    from tracker.polling.scheduler import Scheduler
 
     def scheduler_for(url: str, **poll: str) -> Scheduler:
         app = App(settings_for(replay.endpoint, url, poll=poll))  # type: ignore[arg-type]
@@ -377,7 +377,7 @@ def test_one_process_keeps_a_poll_asked_for_across_a_kill(engines: list[sa.Engin
     """coordination = local (SQLite's one process): a listing's move is written down before its poll runs;
     killed before it ran, the restarted daemon polls it at once and then clears the request. Watches with
     no request wait for their interval."""
-    from tracker.scheduler import Scheduler
+    from tracker.polling.scheduler import Scheduler
 
     store = _watches(engines[0], 2, interval_s=3600)
     with engines[0].begin() as conn:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tracker.advisories.service import AdvisoryService
     from tracker.hub import HubClient
     from tracker.ingest import Ingestor, PollOutcome
-    from tracker.storage_gate import StorageGate
+    from tracker.polling.storage_gate import StorageGate
 
 T = TypeVar("T")
 
@@ -88,7 +88,7 @@ class App:
     @cached_property
     def storage_gate(self) -> StorageGate:
         """Whether polling may spend Hub requests: not while the database cannot be written."""
-        from tracker.storage_gate import StorageGate
+        from tracker.polling.storage_gate import StorageGate
 
         poll = self.settings.poll
         return StorageGate(

@@ -137,7 +137,7 @@ class PollSettings:
     reconcile_interval: str = "auto"
     # Several `hubwatch run` on one database: auto (shared on PostgreSQL, local on SQLite) | local (this
     # process times every watch: one worker) | shared (due watches leased from the database, see
-    # tracker/workers.py). A killed worker's watches are taken over after `lease`.
+    # tracker/polling/shared.py). A killed worker's watches are taken over after `lease`.
     coordination: str = "auto"
     lease: str = "15s"
 

@@ -38,7 +38,7 @@ from tracker.errors import RevisionNotFound as RevisionMissing
 from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
 
 if TYPE_CHECKING:
-    from tracker.budget import HubRateLimit, RequestBudget
+    from tracker.polling.budget import HubRateLimit, RequestBudget
 
 # A cache folder named in a cache warning: models--org--name (datasets--, spaces-- are not models).
 _CACHE_FOLDER = re.compile(r"\b(models|datasets|spaces)--([^/\\\s)'\",:]+)")
@@ -143,7 +143,7 @@ def install_budget(budget: RequestBudget, endpoint: str) -> None:
     on the library's shared HTTP client (`get_session`): one budget for every job of the process."""
     from huggingface_hub.utils import get_session
 
-    from tracker.budget import pool_of
+    from tracker.polling.budget import pool_of
 
     host = httpx2.URL(endpoint).host
 
@@ -164,7 +164,7 @@ def ratelimit_of(headers: Mapping[str, str]) -> HubRateLimit | None:
     """What an answer's `RateLimit` / `RateLimit-Policy` headers say, parsed by the library; None without them."""
     from huggingface_hub.utils import parse_ratelimit_headers
 
-    from tracker.budget import HubRateLimit
+    from tracker.polling.budget import HubRateLimit
 
     info = parse_ratelimit_headers(headers)
     if info is None:

@@ -3,7 +3,7 @@ notifications to the service an Apprise URL names), the address policy for user-
 `subscribe`, the one way to add a subscription from user input.
 
 A format module has `CONTENT_TYPE` and `render(event, links) -> bytes`; the dispatcher
-(feeds/dispatcher.py) adds the Standard Webhooks headers and signs generic deliveries.
+(feeds/webhooks/dispatcher.py) adds the Standard Webhooks headers and signs generic deliveries.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from feeds.prompt_diff import event_excerpt
+from feeds.views.prompt_diff import event_excerpt
 from feeds.webhooks.chat_text import fit, units, visible
 from storage.models import Event
 

@@ -14,7 +14,7 @@ import pytest
 from storage.db import create_db_engine, migrate
 from storage.store import Store
 from tracker.advisories.osv import OsvClient
-from tracker.fakes.osv import OsvFake, bundled_records
+from tracker.standins.osv import OsvFake, bundled_records
 
 from .kit import SCHEMA, Clock, Sleeps
 

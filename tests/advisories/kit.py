@@ -15,7 +15,7 @@ TESTS = Path(__file__).resolve().parents[1]
 FIXTURES = TESTS / "fixtures"
 DIFFERS = FIXTURES / "differs"
 ADVISORY_FIXTURES = FIXTURES / "advisories"
-HISTORIES = Path(__file__).resolve().parents[2] / "tracker" / "replay" / "histories"
+HISTORIES = Path(__file__).resolve().parents[2] / "tracker" / "standins" / "replay" / "histories"
 SCHEMA = FIXTURES / "osv" / "osv-schema.json"
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tracker.fakes.osv import OsvFake, bundled_records
+from tracker.standins.osv import OsvFake, bundled_records
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracker.advisories.osv import OsvBadAnswer, OsvClient, OsvUnavailable, PackageQuery
-from tracker.fakes.osv import OsvFake
+from tracker.standins.osv import OsvFake
 
 from .kit import Sleeps
 

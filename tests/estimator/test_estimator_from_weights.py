@@ -16,7 +16,7 @@ from estimator.manifest import count_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "tests/fixtures/estimator/manifests"
-JINA_CONFIG = ROOT / "tracker/replay/histories/jinaai/jina-clip-v2/commits/0002-upload-jinaclipmodel/files/config.json"
+JINA_CONFIG = ROOT / "tracker/standins/replay/histories/jinaai/jina-clip-v2/commits/0002-upload-jinaclipmodel/files/config.json"
 MODES = ("inference", "full_finetune", "lora", "qlora", "full_finetune_gc", "lora_gc", "qlora_gc")
 
 

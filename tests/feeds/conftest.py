@@ -13,7 +13,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from feeds.http import ServerOptions, ServerThread, create_app
+from feeds.http.app import ServerOptions, ServerThread, create_app
 from storage.db import create_db_engine
 from storage.models import Revision
 from storage.store import Store
@@ -54,7 +54,7 @@ class History:
 
 @pytest.fixture(scope="session")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
-    from tracker.replay.server import BUNDLED_ROOT, ReplayServer
+    from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
     folder = tmp_path_factory.mktemp("feeds")
     with ExitStack() as stack:

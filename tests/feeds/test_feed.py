@@ -220,7 +220,7 @@ def test_cli_feed_prints_the_servers_document(history: History, tmp_path: Path) 
 
 def test_warm_renders_each_new_entry_once(history) -> None:
     """Warming renders the entries no feed has asked for yet, once; a second warm has nothing to do."""
-    from feeds.feed import FeedBuilder
+    from feeds.views.feed import FeedBuilder
 
     store = history.store()
     builder = FeedBuilder(store)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from feeds.http import LOOKUP_STATUS, lookup_status
+from feeds.http.app import LOOKUP_STATUS, lookup_status
 from storage import errors
 from tests.feeds.conftest import LLAMA
 

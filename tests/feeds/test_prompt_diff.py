@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from feeds.prompt_diff import as_text, diff_prompts
+from feeds.views.prompt_diff import as_text, diff_prompts
 
 
 def _marked(before: str, after: str) -> list[tuple[str, str]]:

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from feeds.body_limit import MAX_BODY_BYTES
-from feeds.strict_json import HostileJSON, strict_loads
+from feeds.http.body_limit import MAX_BODY_BYTES
+from feeds.http.strict_json import HostileJSON, strict_loads
 from storage.db import create_db_engine, migrate
 from storage.store import Store
 from tests.conftest import write_config

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from feeds.dispatcher import DeliveryOptions, Dispatcher
 from feeds.webhooks import Links
+from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from feeds.webhooks.safety import Resolver
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
@@ -18,7 +18,7 @@ from storage.outbox import OutboxStore
 from storage.store import Store
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import Subscription
-from tracker.fakes.receiver import Received, Receiver, Reply
+from tracker.standins.receiver import Received, Receiver, Reply
 
 __all__ = ["Received", "Receiver", "Reply"]  # the tests import the receiver from here
 

@@ -15,8 +15,8 @@ import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from feeds.dispatcher import Dispatcher
 from feeds.webhooks import subscribe as subscribe_checked
+from feeds.webhooks.dispatcher import Dispatcher
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S
 from storage.outbox import OutboxItem, OutboxStore, delivery_id
 from storage.store import Store

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from standardwebhooks import Webhook
 
-from feeds.dispatcher import DeliveryOptions, Dispatcher
+from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from tests.conftest import cli_json, run_cli, write_config
 from tests.test_cli import _read_until
 from tests.webhooks.conftest import LINKS, SECRET, Receiver, Reply

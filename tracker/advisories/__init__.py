@@ -7,5 +7,5 @@ security-relevant changes). lookup.py asks OSV and matches its answer to the fac
 revision being ingested and is the object the app holds; recheck.py checks stored revisions again;
 report.py reads what was stored, for the CLI; export.py writes own records as an OSV directory. All of it
 writes through storage/advisories.py; the advisory events are composed in tracker/events.py.
-tracker/fakes/osv.py is an OSV server for tests and the demo; the `advisories` commands live in the CLI.
+tracker/standins/osv.py is an OSV server for tests and the demo; the `advisories` commands live in the CLI.
 """

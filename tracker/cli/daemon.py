@@ -28,8 +28,8 @@ def run(ctx: click.Context) -> None:
         if outcome is not None and outcome.revisions and server_holder:
             server_holder[0].warm_feeds()
 
-    from tracker.budget import budget_state
-    from tracker.listing import start_listing
+    from tracker.polling.budget import budget_state
+    from tracker.polling.listing import start_listing
 
     triggers: list[Any] = []  # the listing triggers polls through the scheduler, built next
     # a pass may find many moved repos: they share the scheduled polls' threads (urgent ones are Hub webhooks')
@@ -62,7 +62,7 @@ def build_scheduler(app: Any, poll: Any, jitter_s: int, **options: Any) -> Any:
     watches from the database beside other workers ([poll] coordination; shared is PostgreSQL's default)."""
     from storage.leases import LeaseStore
     from tracker.config import parse_interval
-    from tracker.scheduler import Scheduler
+    from tracker.polling.scheduler import Scheduler
 
     mode = app.settings.poll.coordination
     if mode == "auto":
@@ -71,7 +71,7 @@ def build_scheduler(app: Any, poll: Any, jitter_s: int, **options: Any) -> Any:
     leases = LeaseStore(app.store.engine, clock=app.clock)
     if mode == "local":  # polls asked for (listing moves, Hub webhooks) are written down before they run
         return Scheduler(app.scheduled_watches, poll, jitter_s=jitter_s, requests=leases, **common)
-    from tracker.workers import SharedScheduler
+    from tracker.polling.shared import SharedScheduler
 
     lease_s = parse_interval(app.settings.poll.lease, "[poll] lease")
     return SharedScheduler(app.scheduled_watches, poll, jitter_s, leases, lease_s, clock=app.clock, **common)

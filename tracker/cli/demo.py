@@ -29,9 +29,9 @@ def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = pri
     """Watch every bundled repo from its first commit, then reveal one commit at a time and poll."""
     from tracker.app import App
     from tracker.config import settings_from_mapping
-    from tracker.fakes.osv import OsvFake
     from tracker.logs import configure_logging
-    from tracker.replay.server import BUNDLED_ROOT, ReplayServer
+    from tracker.standins.osv import OsvFake
+    from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
     folder = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="hubwatch-demo-"))
     folder.mkdir(parents=True, exist_ok=True)

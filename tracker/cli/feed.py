@@ -25,7 +25,7 @@ def feed(
     kinds: tuple[str, ...], min_severity: str | None, limit: int,
 ) -> None:
     """The feed document on stdout: byte for byte what the server answers at [server] public_url."""
-    from feeds.feed import FeedBuilder, FeedRequest
+    from feeds.views.feed import FeedBuilder, FeedRequest
     from storage.event_queries import EventQueries
     from storage.kinds import is_filter_kind
 

@@ -11,8 +11,8 @@ import click
 from tracker.cli.root import app_of, branch_arg, emit_json, repo_arg
 
 if TYPE_CHECKING:
-    from tracker.outdated import ModelReport
-    from tracker.pins import BadEntry, Pin
+    from tracker.pins.cache import BadEntry, Pin
+    from tracker.pins.outdated import ModelReport
 
 SEVERITY_CHOICE = click.Choice(["info", "notice", "warning", "critical"])
 DEFAULT_LOCK = "hubwatch.lock"
@@ -27,7 +27,7 @@ DEFAULT_LOCK = "hubwatch.lock"
 def outdated(ctx: click.Context, lock_file: Path | None, cache_dir: Path | None, fail_on: str | None, as_json: bool) -> None:
     """What changed upstream since the revisions you have: every model of the local HF cache, or of a
     lock file. Exit 1 when a model could not be checked, or with --fail-on when a change reached it."""
-    from tracker.outdated import OutdatedCheck
+    from tracker.pins.outdated import OutdatedCheck
 
     pins, bad = _read_pins(lock_file, cache_dir)
     app = app_of(ctx)
@@ -53,8 +53,8 @@ def outdated(ctx: click.Context, lock_file: Path | None, cache_dir: Path | None,
 def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tuple[str, ...], cache_dir: Path | None) -> None:
     """Write a lock file: REPO[@BRANCH] pinned at its branch head, or every model of the local HF cache
     at the revision you have; --update REPO moves one pin after review."""
-    from tracker.lockfile import read_lock, write_lock
-    from tracker.locking import head_pin, locked
+    from tracker.pins.lockfile import read_lock, write_lock
+    from tracker.pins.recorded_files import head_pin, locked
 
     if repos and update:
         raise click.UsageError("give REPOs to write a new lock file, or --update REPO to move pins, not both")
@@ -92,7 +92,7 @@ def _repo_at(value: str) -> tuple[str, str]:
 
 def _read_pins(lock_file: Path | None, cache_dir: Path | None) -> tuple[list[Pin], list[BadEntry]]:
     if lock_file is not None:
-        from tracker.lockfile import read_lock
+        from tracker.pins.lockfile import read_lock
 
         return read_lock(lock_file)
     return _cache_pins(cache_dir)
@@ -100,7 +100,7 @@ def _read_pins(lock_file: Path | None, cache_dir: Path | None) -> tuple[list[Pin
 
 def _cache_pins(cache_dir: Path | None) -> tuple[list[Pin], list[BadEntry]]:
     from tracker.hub import scan_local_cache
-    from tracker.pins import pins_from_cache
+    from tracker.pins.cache import pins_from_cache
 
     scan = scan_local_cache(cache_dir)
     return pins_from_cache(scan.revisions, scan.problems)

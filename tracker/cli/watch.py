@@ -137,7 +137,7 @@ def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int,
 def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
     from storage.listing_state import ListingStore
     from tracker.errors import RepoGone
-    from tracker.listing import follow_author
+    from tracker.polling.listing import follow_author
 
     listings = ListingStore(app.store.engine, clock=app.clock)
     models = None if no_check else list(app.hub.list_models_by_modification(author))

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from feeds.dispatcher import DeliveryOptions, Dispatcher
-from feeds.http import ServerOptions, ServerThread, create_app
+from feeds.http.app import ServerOptions, ServerThread, create_app
 from feeds.webhooks import Links
+from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from tracker.app import App
 from tracker.differs import diff_snapshots
 from tracker.errors import ConfigError

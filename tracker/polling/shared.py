@@ -16,7 +16,7 @@ slow) stores each revision and event once.
 
 Why not a job engine such as procrastinate: a watch is not a job but a standing row with its poll
 state, which the due time and the lease join; the outbox already claims its own rows; and SQLite (one
-process, APScheduler timing each watch: tracker/scheduler.py) stays the default, which a
+process, APScheduler timing each watch: tracker/polling/scheduler.py) stays the default, which a
 PostgreSQL-only engine would not serve.
 """
 
@@ -36,7 +36,7 @@ import structlog
 
 from storage.leases import LeasedWatch, LeaseStore
 from storage.store import ScheduledWatch
-from tracker.scheduler import POLL_THREADS, TRIGGERED_THREADS, PollFn, Schedulable, Scheduler, first_run_at, overdue_grace_s
+from tracker.polling.scheduler import POLL_THREADS, TRIGGERED_THREADS, PollFn, Schedulable, Scheduler, first_run_at, overdue_grace_s
 
 log = structlog.get_logger(__name__)
 

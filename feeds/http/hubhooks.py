@@ -2,7 +2,7 @@
 
 The Hub sends the shared secret verbatim in `X-Webhook-Secret` (no HMAC): it is compared in constant
 time before the body is even parsed. The raw JSON is read (huggingface_hub's model drops `headSha`),
-strictly (`feeds.strict_json`), after a body limit that holds for chunked bodies too (`feeds.body_limit`).
+strictly (`feeds.http.strict_json`), after a body limit that holds for chunked bodies too (`feeds.http.body_limit`).
 Refused without side effects: a bad or missing secret (401), a body over the limit (413), a body that
 is not a Hub payload (400, hostile JSON too), a repo nobody watches (404). A payload whose commit is
 already stored (a replay, or a retry after we ingested) is a no-op (200), as is one for a branch nobody
@@ -20,9 +20,9 @@ from pydantic import BaseModel
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from feeds.auth import same_secret
-from feeds.body_limit import BodyTooLarge
-from feeds.strict_json import HostileJSON, strict_loads
+from feeds.http.auth import same_secret
+from feeds.http.body_limit import BodyTooLarge
+from feeds.http.strict_json import HostileJSON, strict_loads
 from storage.kinds import is_branch_name, is_repo_id
 
 log = structlog.get_logger(__name__)

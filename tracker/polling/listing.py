@@ -26,14 +26,14 @@ import structlog
 from storage.listing_state import ALL_MODELS, AUTHOR_SOURCE, ListingStore, author_scope
 from storage.models import Watch
 from storage.sessions import Clock, utc_now
-from tracker.budget import WINDOW_S
 from tracker.config import Settings, parse_interval
 from tracker.errors import HubError
 from tracker.hub import HubClient, ListedModel
+from tracker.polling.budget import WINDOW_S
 
 if TYPE_CHECKING:
     from tracker.app import App
-    from tracker.budget import RequestBudget
+    from tracker.polling.budget import RequestBudget
 
 log = structlog.get_logger(__name__)
 
@@ -294,10 +294,10 @@ __all__ = ["AUTHOR_SOURCE", "FollowOutcome", "ListingJob", "ListingPass", "Scope
 
 def start_listing(app: App, trigger: Callable[[str, str], object]) -> ListingJob:
     """The daemon's listing job with the request budget installed on the Hub client: shared through the
-    database with every other process on it (its state is what `tracker.budget.budget_state()` reports)."""
+    database with every other process on it (its state is what `tracker.polling.budget.budget_state()` reports)."""
     from storage.listing_state import BudgetStore
-    from tracker.budget import RequestBudget, set_process_budget
     from tracker.hub import install_budget
+    from tracker.polling.budget import RequestBudget, set_process_budget
 
     hub_settings = app.settings.hub
     shared = BudgetStore(app.store.engine, clock=app.clock)  # one budget for every process on this database

@@ -1,5 +1,5 @@
 """The JSON API's request and response bodies: what each /api/v1 route accepts and answers, as the
-OpenAPI document shows them. Conversions from stored rows live with the routes (feeds.api).
+OpenAPI document shows them. Conversions from stored rows live with the routes (feeds.http.api).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from feeds.params import REPO_ID_PATTERN, Branch, Kind, Severity
+from feeds.http.params import REPO_ID_PATTERN, Branch, Kind, Severity
 from storage.kinds import WEBHOOK_FORMATS
 
 

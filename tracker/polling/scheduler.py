@@ -52,7 +52,7 @@ class Scheduler:
     ) -> None:
         self._list_watches = list_watches
         # The interval of each job ("repo@branch") when not the watch's own: the listing's reconcile, or
-        # every interval stretched to fit the request budget (tracker/listing.py).
+        # every interval stretched to fit the request budget (tracker/polling/listing.py).
         self._plan = plan
         self._version = version
         # Where a poll asked for (a listing's move, a Hub webhook) is written before it runs, so that one a

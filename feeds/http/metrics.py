@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel
 
-from feeds.auth import require_read
+from feeds.http.auth import require_read
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

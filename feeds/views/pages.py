@@ -1,7 +1,7 @@
 """HTML pages: home, a repo's timeline (filtered by change kind, severity, security), one revision
 (with its advisories), any two revisions compared, and a repo's estimates over time.
 
-Rendered by Jinja with autoescape (feeds.view_models); a strict Content-Security-Policy forbids scripts
+Rendered by Jinja with autoescape (feeds.views.view_models); a strict Content-Security-Policy forbids scripts
 outright, so even a template mistake could not run upstream text as code.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
-from feeds.auth import require_read
-from feeds.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
-from feeds.params import NamePath, OrgPath, base_url, known_repo
-from feeds.view_models import PAGE_LIMITS, advisories_of, change_view, render
+from feeds.http.auth import require_read
+from feeds.http.params import NamePath, OrgPath, base_url, known_repo
+from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
+from feeds.views.view_models import PAGE_LIMITS, advisories_of, change_view, render
 from storage.advisories import AdvisoryStore
 from storage.event_queries import EventFilter, RevisionFilter
 from storage.kinds import CHANGE_KINDS, SEVERITIES

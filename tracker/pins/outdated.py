@@ -20,7 +20,7 @@ from storage.store import Store
 from tracker.errors import HubError, RepoGated, RepoGone, RevisionNotFound
 from tracker.hub import HubClient
 from tracker.ingest import Ingestor
-from tracker.pins import Pin
+from tracker.pins.cache import Pin
 
 WATCH_SOURCE = "outdated"
 ADVISORIES = "advisories"  # the kind advisory events are counted under in a report

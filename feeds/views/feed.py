@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 
 from feedgen.feed import FeedGenerator
 
-from feeds.view_models import entry_view, render, templates_digest
-from feeds.xml_text import visible
+from feeds.views.view_models import entry_view, render, templates_digest
+from feeds.views.xml_text import visible
 from storage.event_queries import EventFilter, EventHead, EventQueries, FeedState
 from storage.models import Event
 from storage.store import Store

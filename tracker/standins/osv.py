@@ -31,7 +31,7 @@ from typing import Any, Self
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from tracker.fakes.loopback import KeepAliveHandler, LoopbackServer
+from tracker.standins.loopback import KeepAliveHandler, LoopbackServer
 
 DATA_DIR = Path(__file__).resolve().parent / "osv_data"
 MAX_QUERIES = 1000

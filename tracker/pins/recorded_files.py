@@ -7,7 +7,7 @@ from storage.store import Store
 from tracker.changes import ChangeKind
 from tracker.classify import kind_of
 from tracker.hub import HubClient
-from tracker.pins import Pin
+from tracker.pins.cache import Pin
 
 # The kinds whose files change what a model does when loaded (README, licences and the like do not).
 BEHAVIOUR_KINDS = frozenset(

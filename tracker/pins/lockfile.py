@@ -24,7 +24,7 @@ from typing import Any
 
 from storage.kinds import is_branch_name, is_repo_id
 from tracker.errors import BadInput
-from tracker.pins import DEFAULT_BRANCH, SHA_RE, BadEntry, Pin
+from tracker.pins.cache import DEFAULT_BRANCH, SHA_RE, BadEntry, Pin
 
 VERSION = 1
 MODEL_KEYS = ("repo", "branch", "revision", "files")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from feeds.xml_text import visible
+from feeds.views.xml_text import visible
 
 SIMILAR = 0.4  # a changed line at least this like its old self is diffed by character
 CONTEXT = 2  # unchanged lines kept around each change

@@ -2,7 +2,7 @@
 
 Reads follow the operator's read policy (`require_read`); anything that changes state needs the API
 token. The diff of two revisions is computed by the differ the composition root injects (feeds may not
-import the tracker); stored changes of one revision need no differ. The bodies are `feeds.api_models`;
+import the tracker); stored changes of one revision need no differ. The bodies are `feeds.http.api_models`;
 this module holds the routes and the conversions from stored rows to those bodies.
 """
 
@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 
-from feeds.api_models import (
+from feeds.http.api_models import (
     ChangeOut,
     DiffOut,
     ErrorOut,
@@ -30,8 +30,8 @@ from feeds.api_models import (
     WatchIn,
     WatchOut,
 )
-from feeds.auth import require_read, require_write
-from feeds.params import (
+from feeds.http.auth import require_read, require_write
+from feeds.http.params import (
     NAME_PATTERN,
     REPO_ID_PATTERN,
     SHA_PATTERN,
@@ -42,7 +42,7 @@ from feeds.params import (
     Severity,
     known_repo,
 )
-from feeds.strict_json import StrictJSONRoute
+from feeds.http.strict_json import StrictJSONRoute
 from feeds.webhooks import subscribe
 from storage.errors import InvalidSubscription
 from storage.event_queries import EventFilter

@@ -20,11 +20,12 @@ import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from feeds import api, hubhooks, metrics, pages
-from feeds.auth import require_read
-from feeds.body_limit import BodyLimitMiddleware
-from feeds.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
-from feeds.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
+from feeds.http import api, hubhooks, metrics
+from feeds.http.auth import require_read
+from feeds.http.body_limit import BodyLimitMiddleware
+from feeds.http.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
+from feeds.views import pages
+from feeds.views.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
 from storage.errors import AmbiguousRevision, NotStored, StoreLookupError, SubscriptionDisabled, WatchExists
 from storage.event_queries import EventQueries
 from storage.models import Revision

@@ -1,4 +1,4 @@
-"""Run the Hub replay server standalone: `python -m tracker.replay --port 8700 [--root DIR ...]`.
+"""Run the Hub replay server standalone: `python -m tracker.standins.replay --port 8700 [--root DIR ...]`.
 
 The first line on stdout is the endpoint (useful with `--port 0`). Control it from another process with
 the admin routes: `POST /_replay/advance/{org}/{name}`, `POST /_replay/head/{org}/{name}?n=N`,
@@ -14,8 +14,8 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tracker.replay.history import synthetic_history
-from tracker.replay.server import BUNDLED_ROOT, ReplayServer
+from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
+from tracker.standins.replay.history import synthetic_history
 
 SYNTHETIC_START = datetime(2024, 1, 1, tzinfo=UTC)  # repo i was last modified i minutes after this
 
@@ -26,7 +26,7 @@ def synthetic_ids(n: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tracker.replay", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tracker.standins.replay", description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8700, help="0 picks a free port")
     parser.add_argument("--root", type=Path, action="append", default=[], help="more history roots (repeatable)")

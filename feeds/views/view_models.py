@@ -16,8 +16,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from feeds.prompt_diff import PromptDiff, as_text, diff_prompts
-from feeds.xml_text import clip, visible
+from feeds.views.prompt_diff import PromptDiff, as_text, diff_prompts
+from feeds.views.xml_text import clip, visible
 from storage.models import ChangeRecord, EstimateRecord, Event, Revision
 
 TEMPLATES = Path(__file__).parent / "templates"

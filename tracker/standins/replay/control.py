@@ -1,0 +1,385 @@
+"""The Hub replay server: recorded repo histories (FORMAT.md) served over real HTTP on loopback.
+
+The unmodified huggingface_hub client talks to it (`HfApi(endpoint=server.endpoint)`,
+`hf_hub_download(..., endpoint=server.endpoint)`). Each repo's branch shows the first n recorded commits
+(all by default); `set_head` and `advance` move it, which is how tests make "new commits" appear.
+
+Which client calls retry (huggingface_hub 2.4, read from its sources), for choosing injected faults:
+
+- No retry at all, the first error is raised: `model_info` / `repo_info` / `repo_exists` /
+  `revision_exists`, `list_repo_refs`, `get_paths_info`, `auth_check`, `parse_safetensors_file_metadata`
+  (plain GETs with a Range), `file_exists` and `get_hf_file_metadata` (one HEAD on /resolve).
+- `list_repo_commits`, `list_repo_tree`, `list_repo_files` (every page, through `http_backoff`): retry on
+  408, 429, 500, 502, 503, 504 and network errors, up to 5 retries, sleeping 1, 2, 4, 8, 8 s; a 429 whose
+  `RateLimit` header says `r=0;t=N` (or any retried answer with `Retry-After: N`) sleeps N+1 s instead.
+  So inject faults on them only to test a slow path, and with `t=0` on 429s (the default here).
+- `hf_hub_download`: the HEAD is not retried, but when it fails with one of those statuses (and no cached
+  copy exists) the client asks again with the backoff above: one injected 5xx/429 on /resolve costs one
+  extra request and no sleep, two cost a 1 s sleep. A HEAD that keeps failing ends in
+  `LocalEntryNotFoundError` (after 23 s), not `HfHubHTTPError`. The GET of the bytes retries only
+  408/429 (same waits); a 5xx on it is raised at once.
+
+Errors are answered like the Hub: `X-Error-Code` (RepoNotFound, RevisionNotFound, EntryNotFound,
+GatedRepo) and `X-Error-Message`, which the client maps to its typed errors. An unknown or private repo
+is 401 for anonymous requests and 404 otherwise. With `token` set, only `Authorization: Bearer <token>`
+is accepted (any other token is a 401 "Invalid credentials"); with `token=None` any bearer token counts
+as a user with access. Gated repos (repo.json "gated") refuse anonymous file reads with 401 GatedRepo;
+their info, refs, commits and trees stay readable, as on the Hub.
+
+`GET /api/models` is the listing `list_models` reads: `author`, `sort` (lastModified, createdAt, id),
+`direction` (-1 by default with a sort; 1), `limit` (a page is `list_page`, 1,000 like the Hub's),
+`expand` / `expand[]`, and an opaque `cursor` (the sort key of the previous page's last entry) in the
+`Link: <...>; rel="next"` header; private repos are listed only for a token. A head moved while the
+server runs (`advance`, `set_head`, `add_repo`) is last modified "now" (strictly after every earlier
+move), in the listing and in model info. `fault_listing` makes pages repeat or skip entries or the
+cursor loop; `list_with_sha` makes the listing claim a sha model info does not confirm.
+
+The client's background `GET /api/agent-harnesses` is answered 404 and never recorded; neither are the
+admin routes under `/_replay/` (see `_admin`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from tracker.standins.loopback import KeepAliveHandler, LoopbackServer
+from tracker.standins.replay.history import (
+    ReplayCommit,
+    RepoHistory,
+    load_roots,
+)
+from tracker.standins.replay.protocol import LIST_FAULTS, LIST_PAGE, Exchange, HubError, Response, json_response
+
+BUNDLED_ROOT = Path(__file__).resolve().parent / "histories"
+RATE_LIMIT_HEADERS = {"RateLimit": '"{kind}";r=0;t=0', "RateLimit-Policy": '"fixed window";"{kind}";q=500;w=300'}
+FAULT_MESSAGES = {429: "You have exceeded our rate limit. Retry later.", 500: "Internal Error"}
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the server answered (admin routes and agent-harness look-ups are not recorded)."""
+
+    method: str
+    path: str  # percent-decoded, without the query
+    query: str  # raw query string
+    status: int
+    range: str | None = None  # the Range header, if any
+
+
+@dataclass
+class _Fault:
+    status: int
+    path: re.Pattern[str]
+    method: str | None
+    remaining: int
+    headers: dict[str, str]
+    silent_s: float | None = None  # no answer: the connection is closed after this many seconds
+
+
+class ReplayServer:
+    """Serves the repos found under `roots` (later roots override earlier ones for the same repo id)."""
+
+    def __init__(
+        self,
+        roots: Path | str | Iterable[Path | str] = BUNDLED_ROOT,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+    ) -> None:
+        root_list = [roots] if isinstance(roots, (str, Path)) else list(roots)
+        self._repos = load_roots([Path(r) for r in root_list])
+        self._heads = {repo_id: len(repo.commits) for repo_id, repo in self._repos.items()}
+        self.host, self.port, self.token = host, port, token
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+        self._faults: list[_Fault] = []
+        self._moved_at: dict[str, datetime] = {}  # when a head last moved while served (the listing's clock)
+        self._listed_sha: dict[str, str] = {}  # a listing that claims another sha than the repo's own
+        self._list_fault: tuple[str, int] | None = None
+        self._ratelimit: dict[str, str] = {}  # headers added to every answer (send_ratelimit)
+        self.list_page = LIST_PAGE  # entries per /api/models page when the client sends no limit
+        self._http = LoopbackServer(_Handler, self, "hub-replay", host, port)
+
+    def add_repo(self, history: RepoHistory) -> None:
+        """Serve one more repo (built in memory, e.g. `synthetic_history`), all its commits shown. Added
+        while the server runs, it is a repo created now: the listing shows it as the newest."""
+        with self._lock:
+            self._repos[history.repo_id] = history
+            self._heads[history.repo_id] = len(history.commits)
+            self._touch(history.repo_id)
+
+    def send_ratelimit(self, remaining: int | None, reset_s: int = 300, limit: int = 1000) -> None:
+        """Answer every request with `RateLimit: "api";r=REMAINING;t=RESET_S` and a policy of `limit` per
+        5 minutes, as the Hub does (None: no such headers)."""
+        with self._lock:
+            self._ratelimit = {} if remaining is None else {
+                "RateLimit": f'"api";r={remaining};t={reset_s}',
+                "RateLimit-Policy": f'"fixed window";"api";q={limit};w=300',
+            }
+
+    # -- life cycle
+    def start(self) -> ReplayServer:
+        if self._http.running:
+            raise RuntimeError("replay server already started")
+        self.port = self._http.start()
+        return self
+
+    def stop(self) -> None:
+        self._http.stop()
+
+    def __enter__(self) -> ReplayServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def endpoint(self) -> str:
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
+        return f"http://{host}:{self.port}"
+
+    # -- histories and heads
+    def repo_ids(self) -> list[str]:
+        return sorted(self._repos)
+
+    def repo(self, repo_id: str) -> RepoHistory:
+        return self._repos[repo_id]
+
+    def commits(self, repo_id: str) -> list[ReplayCommit]:
+        """Every recorded commit of the repo, oldest first (revealed or not)."""
+        return list(self._repos[repo_id].commits)
+
+    def set_head(self, repo_id: str, n: int) -> None:
+        """Show the first n commits: the branch head becomes commit n-1. With n=0 the repo does not exist yet."""
+        if not 0 <= n <= len(self._repos[repo_id].commits):
+            raise ValueError(f"{repo_id} has {len(self._repos[repo_id].commits)} commits, not {n}")
+        with self._lock:
+            self._heads[repo_id] = n
+            self._touch(repo_id)
+
+    def advance(self, repo_id: str) -> bool:
+        """Reveal one more commit; False when all are shown."""
+        with self._lock:
+            if self._heads[repo_id] >= len(self._repos[repo_id].commits):
+                return False
+            self._heads[repo_id] += 1
+            self._touch(repo_id)
+            return True
+
+    def _touch(self, repo_id: str) -> None:
+        """The head moved now: the listing (and model info) report now as its lastModified, strictly after
+        every earlier move, as the Hub's listing does (recorded commit dates are in the past). Before the
+        server starts, heads set are the recorded state: their commit dates stand."""
+        if not self._http.running:
+            return
+        latest = max(self._moved_at.values(), default=None)
+        now = datetime.now(UTC).replace(microsecond=datetime.now(UTC).microsecond // 1000 * 1000)
+        if latest is not None and now <= latest:
+            now = latest + timedelta(milliseconds=1)
+        self._moved_at[repo_id] = now
+        self._listed_sha.pop(repo_id, None)
+
+    def last_modified(self, repo_id: str) -> datetime:
+        """The lastModified the listing shows for the repo's head."""
+        found = self._visible(repo_id)
+        if found is None or found[1] == 0:
+            raise LookupError(f"{repo_id} has no commit shown")
+        with self._lock:
+            return self._last_modified(found[0], found[0].commits[found[1] - 1])
+
+    def _last_modified(self, repo: RepoHistory, commit: ReplayCommit) -> datetime:
+        moved = self._moved_at.get(repo.repo_id)
+        return moved if moved is not None and moved > commit.date else commit.date
+
+    # -- listing faults
+    def list_with_sha(self, repo_id: str, sha: str) -> None:
+        """The listing shows `sha` for the repo (its model info still tells the truth) until its head moves."""
+        with self._lock:
+            self._listed_sha[repo_id] = sha
+
+    def fault_listing(self, kind: str | None, n: int = 1) -> None:
+        """Misbehave on /api/models pages after the first: "repeat" starts each next page n entries early
+        (entries appear twice), "skip" starts it n entries late (entries are never listed), "loop" makes
+        every next link point back to the first page (a cursor that never ends). None: behave."""
+        if kind is not None and kind not in LIST_FAULTS:
+            raise ValueError(f"listing fault must be one of {', '.join(LIST_FAULTS)}, not {kind!r}")
+        with self._lock:
+            self._list_fault = (kind, n) if kind else None
+
+    def _listing(self, anonymous: bool, author: str | None) -> list[tuple[RepoHistory, ReplayCommit, datetime, str]]:
+        """The models a listing shows: (repo, head commit, lastModified, listed sha)."""
+        with self._lock:
+            out = []
+            for repo_id, repo in self._repos.items():
+                n = self._heads[repo_id]
+                if n == 0 or (repo.private and anonymous) or (author and repo_id.split("/")[0] != author):
+                    continue
+                commit = repo.commits[n - 1]
+                out.append((repo, commit, self._last_modified(repo, commit), self._listed_sha.get(repo_id, commit.sha)))
+            return out
+
+    # -- life cycle
+    def head_count(self, repo_id: str) -> int:
+        with self._lock:
+            return self._heads[repo_id]
+
+    def head_sha(self, repo_id: str) -> str:
+        n = self.head_count(repo_id)
+        if n == 0:
+            raise LookupError(f"{repo_id} has no commit shown")
+        return self._repos[repo_id].commits[n - 1].sha
+
+    # -- request log and faults
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def reset_requests(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    def count_requests(self) -> int:
+        with self._lock:
+            return len(self._requests)
+
+    def inject(
+        self,
+        status: int,
+        *,
+        path: str,
+        method: str | None = None,
+        times: int = 1,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Answer the next `times` requests whose decoded path matches regex `path` (re.search) with `status`.
+
+        A 429 carries `RateLimit: "api";r=0;t=0` and a `RateLimit-Policy` ("resolvers" for /resolve/ paths);
+        `headers` adds to or overrides them.
+        """
+        fault = _Fault(status, re.compile(path), method.upper() if method else None, times, dict(headers or {}))
+        with self._lock:
+            self._faults.append(fault)
+
+    def inject_silence(self, *, path: str, method: str | None = None, times: int = 1, after_s: float = 0.0) -> None:
+        """Answer the next `times` matching requests with nothing: the connection is closed after `after_s`
+        seconds (0: at once, a dropped connection; longer than the client's timeout: a time-out). These
+        requests are recorded with status 0."""
+        fault = _Fault(0, re.compile(path), method.upper() if method else None, times, {}, silent_s=after_s)
+        with self._lock:
+            self._faults.append(fault)
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def _take_fault(self, method: str, path: str) -> Response | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.path.search(path) and fault.method in (None, method):
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self._faults.remove(fault)
+                    break
+            else:
+                return None
+        if fault.silent_s is not None:
+            return Response(0, silent_s=fault.silent_s)
+        headers = {}
+        if fault.status == 429:
+            kind = "resolvers" if "/resolve/" in path else "api"
+            headers = {k: v.format(kind=kind) for k, v in RATE_LIMIT_HEADERS.items()}
+        message = FAULT_MESSAGES.get(fault.status, "Injected fault" if fault.status < 500 else "Internal Error")
+        return HubError(fault.status, message, headers={**headers, **fault.headers}).response()
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def _visible(self, repo_id: str) -> tuple[RepoHistory, int] | None:
+        with self._lock:
+            repo = self._repos.get(repo_id)
+            return (repo, self._heads[repo_id]) if repo is not None else None
+
+    # -- admin routes, for a server in another process
+    def _admin(self, method: str, path: str, query: dict[str, list[str]]) -> Response:
+        """POST /_replay/advance/{org}/{name}, POST /_replay/head/{org}/{name}?n=N,
+        GET /_replay/requests, POST /_replay/reset-requests, GET /_replay/repos."""
+        parts = path.strip("/").split("/")
+        if method == "GET" and parts == ["_replay", "requests"]:
+            return json_response(200, [asdict(r) for r in self.requests])
+        if method == "GET" and parts == ["_replay", "repos"]:
+            repos = [{"id": r, "n": self.head_count(r), "commits": len(self.commits(r))} for r in self.repo_ids()]
+            return json_response(200, repos)
+        if method == "POST" and parts == ["_replay", "reset-requests"]:
+            self.reset_requests()
+            return json_response(200, {})
+        if method == "POST" and len(parts) == 4 and parts[1] in ("advance", "head"):
+            repo_id = f"{parts[2]}/{parts[3]}"
+            if repo_id not in self._repos:
+                return json_response(404, {"error": f"unknown repo {repo_id}"})
+            advanced = self.advance(repo_id) if parts[1] == "advance" else None
+            if parts[1] == "head":
+                try:
+                    self.set_head(repo_id, int(query.get("n", ["x"])[-1]))
+                except ValueError as err:
+                    return json_response(400, {"error": str(err)})
+            n = self.head_count(repo_id)
+            head = self._repos[repo_id].commits[n - 1].sha if n else None
+            return json_response(200, {"repo_id": repo_id, "n": n, "head": head, "advanced": advanced})
+        return json_response(404, {"error": f"no admin route {method} {path}"})
+
+
+class _Handler(KeepAliveHandler):
+    """Routes every request to the replay's answers."""
+
+    @property
+    def replay(self) -> ReplayServer:
+        return self.owner
+
+    def _handle(self, method: str) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        raw_path, _, query = self.path.partition("?")
+        raw_path = urlsplit(raw_path).path or "/"
+        path = unquote(raw_path)
+        if path == "/api/agent-harnesses":
+            response = HubError(404, "Not Found").response()
+        elif path.startswith("/_replay/"):
+            response = self.replay._admin(method, path, parse_qs(query))
+        else:
+            response = self.replay._take_fault(method, path)
+            if response is None:
+                response = Exchange(self.replay, self, method, raw_path, query, body).answer()
+            self.replay._record(RecordedRequest(method, path, query, response.status, self.headers.get("Range")))
+            if self.replay._ratelimit and "RateLimit" not in response.headers:
+                response.headers.update(self.replay._ratelimit)
+        if response.silent_s is not None:
+            time.sleep(response.silent_s)
+            self.close_connection = True
+            return
+        self._write(method, response)
+
+    def _write(self, method: str, response: Response) -> None:
+        length = response.stop - response.start if response.blob is not None else len(response.body)
+        self.send_response(response.status)
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+        if method == "HEAD":
+            return
+        try:
+            if response.blob is None:
+                self.wfile.write(response.body)
+            else:
+                for chunk in response.blob.chunks(response.start, response.stop):
+                    self.wfile.write(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
