@@ -212,7 +212,7 @@ def main() -> None:
             for repo_id in hook_ids:
                 replay.set_head(repo_id, 1)
                 app.store.add_watch(repo_id, "main", args.interval)
-            app.poll(hook_ids)  # their baselines, for real
+            app.poller.poll(hook_ids)  # their baselines, for real
             first_due = datetime.now(UTC) + timedelta(seconds=args.idle)
             _seed(app, heads, args.interval, first_due)
             _print_watch_reads(app, hook_ids[0] if hook_ids else next(iter(heads)))

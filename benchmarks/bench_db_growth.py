@@ -70,10 +70,10 @@ def main() -> None:
         with replayed_app(root, Path(tmp) / "h.db") as (app, server):
             app.store.add_watch("bench/llama-like", "main", 900)
             server.set_head("bench/llama-like", 1)
-            app.poll()
+            app.poller.poll()
             before = _db_bytes(app)
             server.set_head("bench/llama-like", COMMITS + 1)
-            [outcome] = app.poll()
+            [outcome] = app.poller.poll()
             assert outcome.status == "ingested" and len(outcome.revisions) == COMMITS, outcome.error
             after = _db_bytes(app)
             if "--tables" in sys.argv:

@@ -54,7 +54,7 @@ def main() -> None:
             for repo_id in server.repo_ids():
                 server.set_head(repo_id, 1)
                 app.store.add_watch(repo_id, "main", TICK_S)
-            app.poll()  # baselines
+            app.poller.poll()  # baselines
             sa.event.listen(app.store.engine, "before_cursor_execute", refuse)
             for repo_id in server.repo_ids():
                 server.advance(repo_id)  # every head moved: a poll would fetch the new commit
@@ -66,7 +66,7 @@ def main() -> None:
                 before = server.count_requests()
                 for _tick in range(60 // TICK_S):
                     for repo_id in server.repo_ids():
-                        app.poll_if_due(repo_id, "main")
+                        app.poller.poll_if_due(repo_id, "main")
                     clock.now += timedelta(seconds=TICK_S)
                 per_minute.append(server.count_requests() - before)
             elapsed = time.perf_counter() - started
@@ -75,7 +75,7 @@ def main() -> None:
             ingested = 0
             while ingested < N and clock.now - failed_at < timedelta(hours=7):
                 for repo_id in server.repo_ids():
-                    outcome = app.poll_if_due(repo_id, "main")
+                    outcome = app.poller.poll_if_due(repo_id, "main")
                     ingested += bool(outcome is not None and outcome.status == "ingested")
                 clock.now += timedelta(seconds=TICK_S)
             resumed_after_s = (clock.now - failed_at).total_seconds()

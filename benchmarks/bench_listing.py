@@ -117,7 +117,7 @@ def _run(endpoint: str, tmp: Path) -> None:
 
     sample = ids[1::N // SAMPLE][:SAMPLE]
     started = time.process_time()
-    outcomes = app.poll(sample)
+    outcomes = app.poller.poll(sample)
     poll_cpu = (time.process_time() - started) / len(sample)
     per_poll = _requests(endpoint) / len(sample)
     assert all(not o.failed for o in outcomes)

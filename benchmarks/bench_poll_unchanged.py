@@ -50,7 +50,7 @@ def _daemon_pass(app: App, counts: _Counts, repo_ids: list[str]) -> dict[str, fl
     counts.checkouts = counts.statements = 0
     counts.counting = True
     started = time.perf_counter()
-    outcomes = [app.poll_if_due(repo_id, "main") for repo_id in repo_ids]
+    outcomes = [app.poller.poll_if_due(repo_id, "main") for repo_id in repo_ids]
     elapsed = time.perf_counter() - started
     counts.counting = False
     assert all(o is not None and o.status == "unchanged" for o in outcomes), [o and o.error for o in outcomes]
@@ -67,10 +67,10 @@ def main() -> None:
             repo_ids = server.repo_ids()
             for repo_id in repo_ids:
                 app.store.add_watch(repo_id, "main", 900)
-            app.poll()  # baselines
+            app.poller.poll()  # baselines
             server.reset_requests()
             started = time.perf_counter()
-            outcomes = app.poll()
+            outcomes = app.poller.poll()
             elapsed = time.perf_counter() - started
             requests = server.count_requests()
             counts = _Counts(app.store.engine)

@@ -158,19 +158,19 @@ def test_an_unchanged_poll_is_one_guarded_update_and_yields_to_another_writer(ap
     repo_id = "hubwatch-tests/broken-model"
     replay.set_head(repo_id, 1)
     app.store.add_watch(repo_id, "main", 3600)
-    app.poll()
-    assert app.poll_if_due(repo_id, "main").stamped  # reads the watch (a start), stamps in place
+    app.poller.poll()
+    assert app.poller.poll_if_due(repo_id, "main").stamped  # reads the watch (a start), stamps in place
     statements = _Statements(app.store.engine)
     statements.recording = True
-    outcome = app.poll_if_due(repo_id, "main")
+    outcome = app.poller.poll_if_due(repo_id, "main")
     statements.recording = False
     assert outcome.status == "unchanged" and outcome.stamped
     assert len(statements.seen) == 1 and statements.seen[0].startswith("UPDATE watch SET last_polled_at="), statements.seen
     watch = app.store.get_watch(repo_id)
     app.store.record_poll_error(watch.id, "seen failing elsewhere", None)  # another worker's poll
-    outcome = app.poll_if_due(repo_id, "main")
+    outcome = app.poller.poll_if_due(repo_id, "main")
     assert outcome.status == "unchanged" and not outcome.stamped  # the guard missed: recorded in full
     assert app.store.get_watch(repo_id).last_error is None
     replay.set_head(repo_id, 2)
-    assert app.poll_if_due(repo_id, "main").stamped is False  # a moved head reads the stored watch first
-    assert app.poll_if_due(repo_id, "main").status == "unchanged"
+    assert app.poller.poll_if_due(repo_id, "main").stamped is False  # a moved head reads the stored watch first
+    assert app.poller.poll_if_due(repo_id, "main").status == "unchanged"

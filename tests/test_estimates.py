@@ -52,9 +52,9 @@ def test_unchanged_estimate_is_not_a_change() -> None:
 def _ingest_all(app: App, replay, repo_id: str) -> None:
     replay.set_head(repo_id, 1)
     app.store.add_watch(repo_id, "main", 900)
-    app.poll()
+    app.poller.poll()
     replay.set_head(repo_id, len(replay.commits(repo_id)))
-    app.poll()
+    app.poller.poll()
 
 
 def test_structural_change_reruns_the_estimate(app: App, replay) -> None:

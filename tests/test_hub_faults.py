@@ -100,7 +100,7 @@ def test_a_hub_that_never_answers_times_out_and_is_recorded(replay, tmp_path: Pa
     replay.set_head(BROKEN, 1)
     app.store.add_watch(BROKEN, "main", 900)
     replay.inject_silence(path=f"^/api/models/{BROKEN}", after_s=3)
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.failed and "did not answer in time" in outcome.error, outcome.error
     watch = app.store.get_watch(BROKEN)
     assert watch.error_count == 1 and watch.next_retry_at is not None
@@ -117,15 +117,15 @@ def test_repeated_rate_limits_back_off_exponentially(replay, tmp_path: Path) -> 
                   headers={"RateLimit": '"api";r=0;t=29'})
     waits = []
     for _ in range(4):
-        outcome = app.poll_if_due(BROKEN, "main")
+        outcome = app.poller.poll_if_due(BROKEN, "main")
         assert outcome is not None and outcome.failed and "rate limited" in outcome.error
-        assert app.poll_if_due(BROKEN, "main") is None  # backing off: no request
+        assert app.poller.poll_if_due(BROKEN, "main") is None  # backing off: no request
         watch = app.store.get_watch(BROKEN)
         waits.append((watch.next_retry_at - clock.now).total_seconds())
         clock.now = watch.next_retry_at
     assert waits == [30.0, 60.0, 120.0, 240.0]  # the header's t=29 means 30 s; then doubling
     replay.clear_faults()
-    outcome = app.poll_if_due(BROKEN, "main")
+    outcome = app.poller.poll_if_due(BROKEN, "main")
     assert outcome is not None and outcome.status == "ingested"
     watch = app.store.get_watch(BROKEN)
     assert watch.error_count == 0 and watch.next_retry_at is None
@@ -139,7 +139,7 @@ def test_rate_limit_header_longer_than_the_back_off_wins(replay, tmp_path: Path)
     replay.set_head(BROKEN, 1)
     app.store.add_watch(BROKEN, "main", 900)
     replay.inject(429, path=f"^/api/models/{BROKEN}(/revision/[^/]+)?$", method="GET", headers={"RateLimit": '"api";r=0;t=3599'})
-    app.poll_if_due(BROKEN, "main")
+    app.poller.poll_if_due(BROKEN, "main")
     watch = app.store.get_watch(BROKEN)
     assert watch.next_retry_at - clock.now == timedelta(hours=1)
     app.store.engine.dispose()

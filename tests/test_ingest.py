@@ -33,7 +33,7 @@ def test_first_poll_stores_the_head_as_baseline(app: App, replay) -> None:
     """A new watch's first poll stores only the head, as a baseline with a summary change."""
     replay.set_head(BROKEN, 3)
     _watch(app, BROKEN)
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.status == "ingested"
     assert _shas(app, BROKEN) == [replay.head_sha(BROKEN)]
     changes = _changes(app, BROKEN, replay.head_sha(BROKEN))
@@ -47,7 +47,7 @@ def test_backfill_ingests_earlier_commits_oldest_first(app: App, replay) -> None
     """--backfill N ingests the N commits before the head too, the oldest as baseline."""
     replay.set_head(BROKEN, 3)
     _watch(app, BROKEN)
-    app.poll(backfill=2)
+    app.poller.poll(backfill=2)
     commits = [c.sha for c in replay.commits(BROKEN)[:3]]
     assert _shas(app, BROKEN) == commits
     assert app.store.find_revision(BROKEN, commits[0]).is_baseline
@@ -58,9 +58,9 @@ def test_unchanged_repo_costs_exactly_one_request(app: App, replay) -> None:
     """Polling a repo whose head did not move makes one HTTP request and stores nothing."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)
-    app.poll()
+    app.poller.poll()
     replay.reset_requests()
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.status == "unchanged"
     assert replay.count_requests() == 1
     assert len(_shas(app, BROKEN)) == 1
@@ -70,9 +70,9 @@ def test_every_intermediate_commit_is_ingested_in_order(app: App, replay) -> Non
     """When the head moves by several commits, each one is ingested, oldest first, none skipped."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)
-    app.poll()
+    app.poller.poll()
     replay.set_head(BROKEN, 4)
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     expected = [c.sha for c in replay.commits(BROKEN)[:4]]
     assert [r.sha for r in outcome.revisions] == expected[1:]
     assert _shas(app, BROKEN) == expected
@@ -84,9 +84,9 @@ def test_bad_input_is_recorded_on_changes_and_the_poll_succeeds(app: App, replay
     """Malformed JSON, a 300 MB file, broken headers, hostile templates and a 404 file are each recorded."""
     replay.set_head(BROKEN, 1)
     watch = _watch(app, BROKEN)
-    app.poll()
+    app.poller.poll()
     replay.set_head(BROKEN, len(replay.commits(BROKEN)))
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.status == "ingested", outcome.error
     by_title = {c.dirname: c.sha for c in replay.commits(BROKEN)}
 
@@ -113,11 +113,11 @@ def test_server_error_mid_ingest_writes_nothing_of_that_revision(app: App, repla
     """A 5xx while fetching a commit aborts that revision whole, is recorded, and the next poll retries."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)
-    app.poll()
+    app.poller.poll()
     replay.set_head(BROKEN, 3)
     second = replay.commits(BROKEN)[1].sha
     replay.inject(500, path=f"/resolve/{second}/config.json$", method="GET", times=100)
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.failed and "500" in outcome.error
     assert _shas(app, BROKEN) == [replay.commits(BROKEN)[0].sha]
     watch = app.store.get_watch(BROKEN)
@@ -125,7 +125,7 @@ def test_server_error_mid_ingest_writes_nothing_of_that_revision(app: App, repla
     assert watch.last_sha == replay.commits(BROKEN)[0].sha
     assert watch.next_retry_at is not None
     replay.clear_faults()
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.status == "ingested"
     assert _shas(app, BROKEN) == [c.sha for c in replay.commits(BROKEN)[:3]]
     assert app.store.get_watch(BROKEN).last_error is None
@@ -135,19 +135,19 @@ def test_rate_limit_mid_ingest_defers_the_retry(app: App, replay) -> None:
     """A 429 while reading a safetensors header fails the poll, keeps earlier revisions, and backs off."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)
-    app.poll()
+    app.poller.poll()
     replay.set_head(BROKEN, 4)
     fourth = replay.commits(BROKEN)[3].sha
     replay.inject(429, path=f"/resolve/{fourth}/model.safetensors$", times=100,
                   headers={"RateLimit": '"api";r=0;t=120'})
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.failed and "rate limited" in outcome.error
     assert _shas(app, BROKEN) == [c.sha for c in replay.commits(BROKEN)[:3]]
     watch = app.store.get_watch(BROKEN)
     assert watch.next_retry_at - watch.last_polled_at >= timedelta(seconds=120)
-    assert app.poll_if_due(BROKEN, "main") is None  # backing off
+    assert app.poller.poll_if_due(BROKEN, "main") is None  # backing off
     replay.clear_faults()
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.status == "ingested"
 
 
@@ -158,7 +158,7 @@ def test_rate_limit_mid_ingest_defers_the_retry(app: App, replay) -> None:
 def test_unknown_and_gated_repos_fail_clearly(app: App, repo_id: str, message: str) -> None:
     """An unknown or gated repo fails its poll with a plain reason recorded on the watch."""
     _watch(app, repo_id)
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.failed and message in outcome.error
     assert message in app.store.get_watch(repo_id).last_error
     assert app.store.list_revisions(repo_id) == []
@@ -169,10 +169,10 @@ def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None:
     first, dropped, new = (c.sha for c in replay.commits(REWRITTEN))
     replay.set_head(REWRITTEN, 2)
     _watch(app, REWRITTEN)
-    app.poll(backfill=1)
+    app.poller.poll(backfill=1)
     assert _shas(app, REWRITTEN) == [first, dropped]
     replay.set_head(REWRITTEN, 3)
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert [r.sha for r in outcome.revisions] == [new]
     changes = _changes(app, REWRITTEN, new)
     rewrite = [c for c in changes if c.kind == "repo"]
@@ -204,11 +204,11 @@ def test_one_history_produces_every_change_kind(app: App, replay, dirname, kind,
     """Replaying the every-kind history yields each change kind with the expected severity and flags."""
     replay.set_head(EVERY_KIND, 1)
     _watch(app, EVERY_KIND)
-    app.poll()
+    app.poller.poll()
     replay.set_head(EVERY_KIND, 7)
-    app.poll()
+    app.poller.poll()
     replay.set_head(EVERY_KIND, 8)
-    app.poll()
+    app.poller.poll()
     sha = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == dirname)
     matching = [c for c in _changes(app, EVERY_KIND, sha) if c.kind == kind]
     assert matching, f"no {kind} change in {dirname}"
@@ -222,13 +222,13 @@ def test_gating_toggled_without_a_commit_becomes_an_event(app: App, replay) -> N
     """A repo that becomes gated while its head stays put yields one repo event, not a revision."""
     replay.set_head(BROKEN, 1)
     _watch(app, BROKEN)
-    app.poll()
+    app.poller.poll()
     replay.repo(BROKEN).gated = "manual"
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.status == "unchanged"
     events = [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
     assert len(events) == 1 and "gated" in events[0].title and "'manual'" in events[0].title
-    app.poll()
+    app.poller.poll()
     assert len([e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]) == 1
     assert len(app.store.list_revisions(BROKEN)) == 1
 
@@ -238,12 +238,12 @@ def test_a_visibility_change_seen_again_is_the_same_event(app: App, replay) -> N
     (the watch's meta lost, as a crash before its update once did), it is not announced twice."""
     replay.set_head(BROKEN, 1)
     watch = _watch(app, BROKEN)
-    app.poll()
+    app.poller.poll()
     before = app.store.get_watch(BROKEN).repo_meta
     replay.repo(BROKEN).gated = "auto"
-    app.poll()
+    app.poller.poll()
     app.store.move_watch(watch.id, replay.head_sha(BROKEN), before)  # the meta as it was before the transition
-    app.poll()
+    app.poller.poll()
     events = [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
     assert len(events) == 1
     assert app.store.get_watch(BROKEN).repo_meta["gated"] == "auto"

@@ -63,7 +63,7 @@ def revision_shas(app: App) -> list[tuple[str, str]]:
 @pytest.fixture
 def baselined(app: App, hub: ReplayServer) -> App:
     """Every watch polled once (its baseline), and a first listing pass that set the mark."""
-    assert not any(o.failed for o in app.poll())
+    assert not any(o.failed for o in app.poller.poll())
     make_pass(app).run()
     hub.reset_requests()
     return app
@@ -71,7 +71,7 @@ def baselined(app: App, hub: ReplayServer) -> App:
 
 def test_first_pass_reads_one_page_and_sets_the_mark(app: App, hub: ReplayServer) -> None:
     """With no mark, the listing of every model is read one page deep, and its newest entry becomes the mark."""
-    assert not any(o.failed for o in app.poll())
+    assert not any(o.failed for o in app.poller.poll())
     hub.reset_requests()
     [scope] = ListingPass(listings(app), app.hub, first_entries=5).run()
     assert (scope.scope, scope.complete, scope.listed, scope.moved) == (ALL_MODELS, True, 5, [])
@@ -198,7 +198,7 @@ def test_author_watch_discovers_new_models_with_their_baseline(app: App, hub: Re
     watch = app.store.get_watch("org1/brand-new")
     assert watch is not None and (watch.source, watch.interval_s) == ("author", 600)
     assert app.store.get_watch("org2/not-followed") is None
-    [polled] = app.poll(["org1/brand-new"])
+    [polled] = app.poller.poll(["org1/brand-new"])
     assert [r.is_baseline for r in polled.revisions] == [True]
     with app.store.session() as s:
         events = list(s.exec(select(Event).where(Event.repo_id == "org1/brand-new")))
@@ -272,7 +272,7 @@ def test_daemon_finds_a_move_by_listing(replay_for_daemon: ReplayServer, tmp_pat
                           extra='listing = "on"\nlisting_interval = "1s"\n\n[osv]\nenabled = false\n')
     app = App(settings_for(hub.endpoint, database_url))  # type: ignore[arg-type]
     app.store.add_watch(REPOS[0], "main", 86400)
-    app.poll()
+    app.poller.poll()
     app.store.engine.dispose()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracker", "--config", str(config), "run"],

@@ -67,7 +67,7 @@ def sqlite_app(replay, tmp_path: Path, clock: FakeClock) -> Iterator[App]:
 
 
 def _health(app: App) -> dict:
-    client = TestClient(create_app(app.store, storage_state=app.storage_gate.state))
+    client = TestClient(create_app(app.store, storage_state=app.poller.gate.state))
     response = client.get("/healthz")
     assert response.status_code == 200
     return response.json()
@@ -79,12 +79,12 @@ def test_a_full_disk_pauses_polling_until_writes_work_again(sqlite_app: App, rep
     for repo in (BROKEN, REWRITTEN):
         replay.set_head(repo, 1)
         app.store.add_watch(repo, "main", 60)
-    assert not any(o.failed for o in app.poll())
+    assert not any(o.failed for o in app.poller.poll())
     replay.set_head(BROKEN, 2)
     disk = DiskFull(app.store.engine)
     disk.on = True
     with capture_logs() as logs:
-        outcome = app.poll_if_due(BROKEN, "main")  # the last write was just now: no probe, the poll finds out
+        outcome = app.poller.poll_if_due(BROKEN, "main")  # the last write was just now: no probe, the poll finds out
         assert outcome is not None and outcome.failed and "database or disk is full" in outcome.storage_error
         health = _health(app)
         assert health["status"] == "ok" and health["storage"] == "failing" and health["polling_paused"] is True
@@ -92,17 +92,17 @@ def test_a_full_disk_pauses_polling_until_writes_work_again(sqlite_app: App, rep
         replay.reset_requests()
         for _ in range(30):  # 30 minutes of scheduled polls, probes backing off: 1, 2, 4, 8, 16 min
             clock.advance(60)
-            assert app.poll_if_due(BROKEN, "main") is None
-            assert app.poll_if_due(REWRITTEN, "main") is None
+            assert app.poller.poll_if_due(BROKEN, "main") is None
+            assert app.poller.poll_if_due(REWRITTEN, "main") is None
         assert replay.count_requests() == 0
     assert [e["event"] for e in logs if e["event"].startswith("storage_")][:2] == ["storage_failed", "storage_probe_failed"]
     assert not [e for e in logs if "exc_info" in e or e["event"] == "repo_poll_crashed"]
     disk.on = False
     clock.advance(16 * 60)
-    outcome = app.poll_if_due(BROKEN, "main")
+    outcome = app.poller.poll_if_due(BROKEN, "main")
     assert outcome is not None and outcome.status == "ingested"
     assert _health(app)["storage"] == "ok" and _health(app)["polling_paused"] is False
-    assert app.poll_if_due(REWRITTEN, "main").status == "unchanged"
+    assert app.poller.poll_if_due(REWRITTEN, "main").status == "unchanged"
 
 
 def test_hubwatch_poll_with_a_full_disk_makes_no_hub_request(sqlite_app: App, replay) -> None:
@@ -113,7 +113,7 @@ def test_hubwatch_poll_with_a_full_disk_makes_no_hub_request(sqlite_app: App, re
     app.store.add_watch(REWRITTEN, "main", 60)
     DiskFull(app.store.engine).on = True
     replay.reset_requests()
-    outcomes = app.poll()
+    outcomes = app.poller.poll()
     assert [o.failed for o in outcomes] == [True, True]
     assert all("database or disk is full" in o.error for o in outcomes)
     assert replay.count_requests() == 0
@@ -124,17 +124,17 @@ def test_a_visibility_event_and_the_watch_meta_commit_together(sqlite_app: App, 
     app = sqlite_app
     replay.set_head(BROKEN, 1)
     app.store.add_watch(BROKEN, "main", 900)
-    app.poll()
+    app.poller.poll()
     replay.repo(BROKEN).gated = "auto"
     failing = DiskFull(app.store.engine, prefixes=("UPDATE WATCH",))
     failing.on = True
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.failed and outcome.storage_error
     assert [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"] == []
     failing.on = False
     clock.advance(120)  # past the storage probe's back-off
-    app.poll()
-    app.poll()
+    app.poller.poll()
+    app.poller.poll()
     events = [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
     assert len(events) == 1 and "'auto'" in events[0].title
 

@@ -350,7 +350,7 @@ def test_the_daemon_shares_on_postgresql_and_times_watches_itself_on_sqlite(tmp_
     from conftest import settings_for
 
     from tracker.app import App
-    from tracker.cli.daemon import build_scheduler
+    from tracker.polling.builder import build_scheduler
     from tracker.polling.scheduler import Scheduler
 
     def scheduler_for(url: str, **poll: str) -> Scheduler:

@@ -6,38 +6,30 @@ never loads the Hub client, the differs or the advisory service.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from storage.db import create_db_engine, migrate
 from storage.errors import InvalidSubscription, StorageError
-from storage.health import probe_write, write_failure
 from storage.outbox import OutboxStore
 from storage.sessions import Clock, utc_now
 from storage.store import Store
 from storage.subscription_store import SubscriptionStore
-from tracker.config import Settings, parse_interval
-from tracker.errors import ConfigError, NotWatched
+from tracker.config import Settings
+from tracker.errors import ConfigError
 
 if TYPE_CHECKING:
-    from storage.models import Watch
-    from storage.store import ScheduledWatch
     from tracker.advisories.service import AdvisoryService
     from tracker.hub import HubClient
-    from tracker.ingest import Ingestor, PollOutcome
-    from tracker.polling.storage_gate import StorageGate
-
-T = TypeVar("T")
+    from tracker.ingest import Ingestor
+    from tracker.polling.poller import Poller
 
 
 @dataclass
 class App:
     settings: Settings
     clock: Clock = field(default=utc_now)
-    # (repo_id, branch) -> the watch as its last (unchanged) poll left it, for the next poll's cheap path.
-    _unchanged_watches: dict[tuple[str, str], Watch] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
     def store(self) -> Store:
@@ -86,122 +78,8 @@ class App:
         return Ingestor(self.store, self.hub, self.settings, advisories=self.advisories)
 
     @cached_property
-    def storage_gate(self) -> StorageGate:
-        """Whether polling may spend Hub requests: not while the database cannot be written."""
-        from tracker.polling.storage_gate import StorageGate
+    def poller(self) -> Poller:
+        """Polls: `hubwatch poll`'s pass over the watches and the schedulers' one watch at a time."""
+        from tracker.polling.poller import Poller
 
-        poll = self.settings.poll
-        return StorageGate(
-            lambda: probe_write(self.store.engine),
-            self.clock,
-            parse_interval(poll.retry_min, "[poll] retry_min"),
-            parse_interval(poll.retry_max, "[poll] retry_max"),
-        )
-
-    def watches_for(self, repo_ids: Iterable[str]) -> list[Watch]:
-        """The watches of the named repos (all watches when none are named)."""
-        watches = self.store.list_watches()
-        wanted = list(repo_ids)
-        if not wanted:
-            return watches
-        out = []
-        for repo_id in wanted:
-            matched = [w for w in watches if w.repo_id == repo_id]
-            if not matched:
-                raise NotWatched(f"{repo_id} is not watched (add it with: hubwatch watch add {repo_id})")
-            out.extend(matched)
-        return out
-
-    def poll(self, repo_ids: Iterable[str] = (), backfill: int | None = None) -> list[PollOutcome]:
-        """One ingest pass over the named watches (all when none are named); one summary log line.
-        While the database cannot be written no Hub request is made: those watches fail unpolled."""
-        from tracker.ingest import PollOutcome
-
-        watches = self._reading(lambda: self.watches_for(repo_ids))
-        outcomes = []
-        for watch in watches:
-            outcome = self._poll_watch(watch, backfill)
-            if outcome is None:
-                error = f"not polled: storage failing: {self.storage_gate.state()['error']}"
-                outcome = PollOutcome(watch.repo_id, watch.branch, "failed", error=error, storage_error=error)
-            outcomes.append(outcome)
-        _log().info(
-            "poll_finished",
-            repos=len(outcomes),
-            failed=sum(o.failed for o in outcomes),
-            revisions=sum(len(o.revisions) for o in outcomes),
-        )
-        return outcomes
-
-    def poll_if_due(self, repo_id: str, branch: str) -> PollOutcome | None:
-        """The scheduler's job: poll unless the watch is backing off after errors or the database cannot
-        be written (None: not polled). A fault of the world is recorded and logged, never raised.
-
-        After an unchanged poll the watch is kept here: the next one reads nothing and writes one guarded
-        UPDATE (Ingestor.poll `cached`); any other outcome drops the copy, and the next poll reads the row."""
-        key = (repo_id, branch)
-        watch = self._unchanged_watches.pop(key, None)
-        cached = watch is not None
-        if watch is None:
-            try:
-                watch = self._reading(lambda: self.store.get_watch(repo_id, branch))
-            except StorageError as err:
-                self.storage_gate.failed(str(err))
-                return None
-        if watch is None:
-            return None
-        if watch.next_retry_at is not None and watch.next_retry_at > self.clock():
-            _log().info("repo_poll_deferred", repo_id=repo_id, branch=branch, until=watch.next_retry_at.isoformat())
-            return None
-        outcome = self._poll_watch(watch, None, cached)
-        if outcome is not None and outcome.stamped:
-            self._unchanged_watches[key] = watch
-        return outcome
-
-    def scheduled_watches(self) -> list[ScheduledWatch] | None:
-        """Every watch as the scheduler needs it (no ORM rows); None while the database cannot be read
-        (jobs stay as they are)."""
-        try:
-            return self._reading(self.store.watch_schedule)
-        except StorageError as err:
-            self.storage_gate.failed(str(err))
-            return None
-
-    def watch_list_version(self) -> tuple[Any, ...] | None:
-        """The watch list's fingerprint (one aggregate query), for the scheduler's cheap change check;
-        None while the database cannot be read."""
-        try:
-            return self._reading(self.store.watch_list_version)
-        except StorageError as err:
-            self.storage_gate.failed(str(err))
-            return None
-
-    def _poll_watch(self, watch: Watch, backfill: int | None, cached: bool = False) -> PollOutcome | None:
-        """Poll one watch if the database takes writes (None when it does not: no Hub request made)."""
-        gate = self.storage_gate
-        if not gate.allows_polling():
-            return None
-        outcome = self.ingestor.poll(watch, backfill=backfill, cached=cached)
-        if outcome.storage_error is not None:
-            gate.failed(outcome.storage_error)
-        elif not outcome.failed:
-            gate.succeeded()
-        return outcome
-
-    @staticmethod
-    def _reading(read: Callable[[], T]) -> T:
-        """`read()`, with a database that cannot be read reported as StorageError (no traceback)."""
-        try:
-            return read()
-        except Exception as err:  # classified: only a failing database becomes StorageError
-            reason = write_failure(err)
-            if reason is None:
-                raise
-            raise StorageError(f"the database cannot be used: {reason}") from err
-
-
-def _log() -> Any:
-    """structlog's logger, imported with the polling stack: commands that only read never load it."""
-    import structlog
-
-    return structlog.get_logger(__name__)
+        return Poller(self, self.settings.poll, self.clock)

@@ -1,17 +1,13 @@
 """Composing the Events the tracker writes, each with a title a person can act on and a stable id: the
-one of an ingested revision, and those of advisories published (OSV's, and hubwatch's own records)."""
+one of an ingested revision and its changes (advisories compose theirs in tracker/advisories/events.py)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from storage.event_log import NewEvent
-from storage.kinds import ADVISORY_PUBLISHED, REVISION_INGESTED
-from tracker.advisories.own import own_classes
-from tracker.advisories.records import Advisory
-from tracker.advisories.rules import REPO, Rule, judge
+from storage.kinds import REVISION_INGESTED
 from tracker.changes import Change, ChangeKind, Severity, max_severity
 
 # How much of each side of a changed prompt an event carries for chat messages.
@@ -27,9 +23,6 @@ _PHRASES = {
     ChangeKind.FILES: "files",
     ChangeKind.ESTIMATE: "memory estimate",
 }
-# hubwatch's own record classes (data/own_classes.json) rate themselves like CVSS; their events are louder.
-OWN_EVENT_SEVERITY = {"critical": Severity.CRITICAL, "high": Severity.CRITICAL, "medium-high": Severity.WARNING,
-                      "medium": Severity.WARNING}
 
 
 def event_id(repo_id: str, sha: str | None, kind: str, extra: str = "") -> str:
@@ -143,38 +136,4 @@ def change_event(repo_id: str, sha: str, kind: str, change: Change, extra: str =
         title=f"{name}: {change.summary} ({change.severity.value})",
         severity=change.severity.value,
         payload={"kinds": [change.kind.value], "summaries": [change.summary], "detail": change.detail},
-    )
-
-
-def osv_advisory_event(
-    repo_id: str, sha: str, advisory: Advisory, why: str, rules: Sequence[Rule] | None
-) -> NewEvent:
-    """An OSV advisory a repo is told about: a warning when a repo can trigger it while loading. Its id
-    names the repo and the advisory's version, not the revision it was found at."""
-    name = repo_id.split("/", 1)[-1]
-    repo_triggered = any(judge(advisory, p, rules).verdict == REPO for p in advisory.packages())
-    return NewEvent(
-        event_id=event_id(repo_id, None, ADVISORY_PUBLISHED, f"{advisory.key}@{advisory.modified}"),
-        kind=ADVISORY_PUBLISHED,
-        title=f"{name}: advisory {advisory.key}: {advisory.summary[:120]}",
-        severity=(Severity.WARNING if repo_triggered else Severity.NOTICE).value,
-        security=True,
-        payload={"advisory": advisory.key, "ids": list(advisory.ids), "modified": advisory.modified,
-                 "summary": advisory.summary, "why": why, "sha": sha, "source": "osv"},
-    )
-
-
-def own_advisory_event(repo_id: str, sha: str, record: Mapping[str, Any]) -> NewEvent:
-    """One of hubwatch's own records, published or fixed at this revision (a fix is a notice)."""
-    ours = record["database_specific"]["hubwatch"]
-    name = repo_id.split("/", 1)[-1]
-    fixed = f" (fixed at {ours['fixed_sha'][:12]})" if ours.get("fixed_sha") else ""
-    return NewEvent(
-        event_id=event_id(repo_id, sha, ADVISORY_PUBLISHED, f"{record['id']}@{record['modified']}"),
-        kind=ADVISORY_PUBLISHED,
-        title=f"{name}: {record['id']}: {own_classes()[ours['class']].title}{fixed}",
-        severity=(Severity.NOTICE if fixed else OWN_EVENT_SEVERITY.get(ours["severity"], Severity.WARNING)).value,
-        security=True,
-        payload={"advisory": record["id"], "class": ours["class"], "modified": record["modified"],
-                 "summary": record["summary"], "sha": sha, "source": "hubwatch"},
     )

@@ -298,7 +298,7 @@ def test_pipeline_on_a_recorded_history(app, replay):
     repo = "microsoft/phi-2"
     replay.set_head(repo, len(replay.commits(repo)))
     app.store.add_watch(repo, "main", 900, backfill=10)
-    app.poll()
+    app.poller.poll()
     service = app.advisories
     shas = [c.sha for c in replay.commits(repo)]
     own = sorted((o.class_id, shas.index(o.sha) + 1, shas.index(o.fixed_sha) + 1) for o in service.db.own(repo))

@@ -63,7 +63,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
             app = App(settings_for(replay.endpoint, url))  # type: ignore[arg-type]
             for repo_id in (HOSTILE, LLAMA):
                 app.store.add_watch(repo_id, "main", 3600, backfill=100)
-            outcomes = app.poll()
+            outcomes = app.poller.poll()
             assert not any(o.failed for o in outcomes), [o.error for o in outcomes]
             app.store.engine.dispose()  # checkpoints the WAL: the file alone is the whole database
         if not postgres_admin_url():

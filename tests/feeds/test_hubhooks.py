@@ -49,7 +49,7 @@ class Ingests:
 
     def __call__(self, repo_id: str, branch: str | None) -> bool:
         self.calls.append((repo_id, branch))
-        threading.Thread(target=lambda: self.outcomes.put(self.app.poll_if_due(repo_id, branch or "main"))).start()
+        threading.Thread(target=lambda: self.outcomes.put(self.app.poller.poll_if_due(repo_id, branch or "main"))).start()
         return True
 
 
@@ -58,7 +58,7 @@ def hooked(app: App, replay) -> Iterator[tuple[Served, Ingests]]:
     """broken-model watched and ingested at its first commit; the server's trigger ingests for real."""
     replay.set_head(BROKEN, 1)
     app.store.add_watch(BROKEN, "main", 3600)
-    app.poll()
+    app.poller.poll()
     ingests = Ingests(app)
     with serve(app.store, hub_webhook_secret=HOOK_SECRET, trigger=ingests) as served:
         yield served, ingests

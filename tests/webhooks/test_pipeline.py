@@ -38,14 +38,14 @@ def test_every_ingested_revision_gets_its_delivery_and_a_failed_ingest_none(app:
     app.subscriptions.add_subscription(receiver.url, "slack", min_severity="info")
     app.store.add_watch(BROKEN, "main", 900)
     replay.set_head(BROKEN, 1)
-    app.poll()
+    app.poller.poll()
     replay.set_head(BROKEN, 3)
     replay.inject(500, path=f"/resolve/{replay.commits(BROKEN)[1].sha}/config.json$", method="GET", times=100)
-    [outcome] = app.poll()
+    [outcome] = app.poller.poll()
     assert outcome.failed
     assert [len(ids) for ids in _deliveries_by_event(app).values()] == [1]
     replay.clear_faults()
-    app.poll()
+    app.poller.poll()
     by_event = _deliveries_by_event(app)
     assert len(by_event) == 3 and all(len(ids) == 1 for ids in by_event.values())
 
@@ -57,7 +57,7 @@ def test_hostile_commit_titles_reach_slack_and_discord_escaped(app: App, replay,
     app.subscriptions.add_subscription(discord_hook.url, "discord", min_severity="info")
     app.store.add_watch(HOSTILE, "main", 900)
     replay.set_head(HOSTILE, 2)
-    app.poll(backfill=1)
+    app.poller.poll(backfill=1)
     dispatcher = Dispatcher(app.outbox, DeliveryOptions(allow_private_targets=True), links=LINKS)
     try:
         report = dispatcher.run_once()

@@ -6,6 +6,6 @@ runtime-only, as data) -> advice.py (loader advice) and own.py (hubwatch's own O
 security-relevant changes). lookup.py asks OSV and matches its answer to the facts; service.py checks a
 revision being ingested and is the object the app holds; recheck.py checks stored revisions again;
 report.py reads what was stored, for the CLI; export.py writes own records as an OSV directory. All of it
-writes through storage/advisories.py; the advisory events are composed in tracker/events.py.
+writes through storage/advisories.py; the advisory events are composed in events.py.
 tracker/standins/osv.py is an OSV server for tests and the demo; the `advisories` commands live in the CLI.
 """

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -22,6 +22,8 @@ from storage.errors import RevisionNotStored
 from storage.models import Revision
 from storage.store import Store
 from tracker.advisories.advice import loader_advice
+from tracker.advisories.check import RevisionCheck
+from tracker.advisories.events import osv_advisory_event
 from tracker.advisories.facts import RepoFacts, extract_facts, model_of
 from tracker.advisories.lookup import (
     Lookup,
@@ -36,12 +38,8 @@ from tracker.advisories.lookup import (
 )
 from tracker.advisories.records import AdvisoryIndex
 from tracker.advisories.rules import Rule
-from tracker.events import osv_advisory_event
 from tracker.snapshot import Snapshot
 from tracker.snapshot_io import load_snapshot
-
-if TYPE_CHECKING:
-    from tracker.advisories.service import RevisionCheck
 
 log = structlog.get_logger(__name__)
 

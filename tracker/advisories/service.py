@@ -8,14 +8,13 @@ revision is marked pending with the reason; `retry_pending()` asks again later.
 
 The service's other entry points hand over to their own modules: re-checks, pending retries and
 back-fills to recheck.py, the CLI's report and export to report.py; OSV look-ups and matching live in
-lookup.py, and the advisory events are composed in tracker/events.py.
+lookup.py, and the advisory events are composed in events.py.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,16 @@ from storage.advisories import (
     AdvisoryStore,
     NewAdvisoryCheck,
     NewOwnAdvisory,
-    write_check,
 )
 from storage.event_log import NewEvent
 from storage.models import Revision
 from storage.store import Store
 from tracker.advisories import report as reports
 from tracker.advisories.advice import LoaderAdvice, loader_advice
+from tracker.advisories.check import RevisionCheck
+from tracker.advisories.events import osv_advisory_event, own_advisory_event
 from tracker.advisories.facts import RepoFacts, diff_facts, extract_facts
 from tracker.advisories.lookup import (
-    Match,
     OsvLookup,
     advice_notes,
     matches,
@@ -50,43 +49,9 @@ from tracker.advisories.own import close_record, own_records
 from tracker.advisories.recheck import Rechecker, RecheckOutcome
 from tracker.advisories.rules import Rule
 from tracker.config import Settings
-from tracker.events import osv_advisory_event, own_advisory_event
 from tracker.snapshot import Snapshot
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass
-class RevisionCheck:
-    """One revision's advisory check, ready to be written (see `write`)."""
-
-    repo_id: str
-    sha: str
-    facts: RepoFacts
-    advice: LoaderAdvice
-    matches: list[Match]
-    own: list[dict[str, Any]]
-    new: NewAdvisoryCheck
-    checked_at: datetime
-
-    @property
-    def pending(self) -> str | None:
-        """Why OSV could not be asked (the revision will be asked again), or None."""
-        return self.new.pending_reason
-
-    def write(self, session: Any, revision: Revision) -> None:
-        """An extra write for Store.save_revision: the rows join the revision's transaction."""
-        assert revision.id is not None
-        write_check(session, revision.id, self.new, self.checked_at)
-
-    def summary(self) -> dict[str, Any]:
-        """A small JSON summary, e.g. for the revision event's payload."""
-        return {
-            "advice": self.advice.sentence,
-            "osv_matches": sorted({m.advisory.key for m in self.matches}),
-            "own_advisories": [r["id"] for r in self.own],
-            "pending": self.pending,
-        }
 
 
 class AdvisoryService:

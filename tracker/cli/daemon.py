@@ -15,66 +15,20 @@ def run(ctx: click.Context) -> None:
     """The daemon: poll every watch at its interval, serve HTTP ([server]) and deliver webhooks,
     until Ctrl-C or SIGTERM. Hub webhooks to /hooks/hub poll their repo at once."""
     from tracker.cli.wiring import start_dispatcher, start_http_server
-    from tracker.config import parse_interval
+    from tracker.polling.builder import build_polling
 
     app = app_of(ctx)
-    jitter = app.settings.poll.jitter
-    jitter_s = 0 if str(jitter).strip() in {"0", "0s"} else parse_interval(jitter, "[poll] jitter")
     server_holder: list[Any] = []
-
-    def poll(repo_id: str, branch: str) -> None:
-        """A scheduled poll; revisions it stored get their feed entries rendered before anyone asks."""
-        outcome = app.poll_if_due(repo_id, branch)
-        if outcome is not None and outcome.revisions and server_holder:
-            server_holder[0].warm_feeds()
-
-    from tracker.polling.budget import budget_state
-    from tracker.polling.listing import start_listing
-
-    triggers: list[Any] = []  # the listing triggers polls through the scheduler, built next
-    # a pass may find many moved repos: they share the scheduled polls' threads (urgent ones are Hub webhooks')
-    listing = start_listing(app, lambda repo_id, branch: triggers[0](repo_id, branch, urgent=False))
-    scheduler = build_scheduler(app, poll, jitter_s, plan=listing.plan)
-    triggers.append(scheduler.trigger)
-    scheduler.add_periodic("__listing__", listing, listing.interval_s)
-    osv = app.settings.osv
-    if osv.enabled:
-        every = parse_interval(osv.recheck_interval, "[osv] recheck_interval")
-        scheduler.add_periodic("__osv_recheck__", app.advisories.recheck, every, app.advisories.recheck_due_at(every))
-        scheduler.add_periodic(
-            "__osv_pending__", app.advisories.retry_pending,
-            parse_interval(osv.retry_pending_interval, "[osv] retry_pending_interval"),
-        )
+    polling = build_polling(app, on_revisions=lambda: server_holder and server_holder[0].warm_feeds())
     app.ingestor  # noqa: B018 - the ingest stack is loaded before serving: no Hub webhook's ingest waits for its imports
-    server = start_http_server(app, trigger=lambda repo_id, branch: scheduler.trigger(repo_id, branch or "main"),
-                               poll_state=lambda: {**scheduler.poll_state(), "hub_budget": budget_state()})
+    server = start_http_server(app, trigger=polling.trigger, poll_state=polling.state)
     server_holder.append(server)
     stop_deliveries = start_dispatcher(app)
     try:
-        scheduler.run_until_signalled()
+        polling.scheduler.run_until_signalled()
     finally:
         server.stop()
         stop_deliveries()
-
-
-def build_scheduler(app: Any, poll: Any, jitter_s: int, **options: Any) -> Any:
-    """This process's scheduler: timing every watch itself (one worker: SQLite's default), or leasing due
-    watches from the database beside other workers ([poll] coordination; shared is PostgreSQL's default)."""
-    from storage.leases import LeaseStore
-    from tracker.config import parse_interval
-    from tracker.polling.scheduler import Scheduler
-
-    mode = app.settings.poll.coordination
-    if mode == "auto":
-        mode = "shared" if app.store.engine.dialect.name == "postgresql" else "local"
-    common = {"version": app.watch_list_version, **options}
-    leases = LeaseStore(app.store.engine, clock=app.clock)
-    if mode == "local":  # polls asked for (listing moves, Hub webhooks) are written down before they run
-        return Scheduler(app.scheduled_watches, poll, jitter_s=jitter_s, requests=leases, **common)
-    from tracker.polling.shared import SharedScheduler
-
-    lease_s = parse_interval(app.settings.poll.lease, "[poll] lease")
-    return SharedScheduler(app.scheduled_watches, poll, jitter_s, leases, lease_s, clock=app.clock, **common)
 
 
 @click.command()
@@ -91,7 +45,7 @@ def serve(ctx: click.Context) -> None:
     ingests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
 
     def ingest_now(repo_id: str, branch: str | None) -> bool:
-        ingests.submit(app.poll_if_due, repo_id, branch or "main")
+        ingests.submit(app.poller.poll_if_due, repo_id, branch or "main")
         return True
 
     server = start_http_server(app, trigger=ingest_now)

@@ -72,7 +72,7 @@ def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = pri
 def _poll_and_show(app: App, echo: Echo, repo_ids: list[str] | None = None) -> None:
     from tracker.cli import output
 
-    for outcome in app.poll(repo_ids or []):
+    for outcome in app.poller.poll(repo_ids or []):
         for line in output.outcome_text(outcome):
             echo(line)
     echo("")

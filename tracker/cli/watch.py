@@ -205,7 +205,7 @@ def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_js
     from tracker.cli import output
 
     app = app_of(ctx)
-    outcomes = app.poll([repo_arg(r) for r in repos], backfill=backfill)
+    outcomes = app.poller.poll([repo_arg(r) for r in repos], backfill=backfill)
     if as_json:
         emit_json([output.outcome_dict(o) for o in outcomes])
     else:

@@ -46,7 +46,7 @@ def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[
         trigger=trigger,
         outbox=app.subscriptions,
         diff=differ,
-        storage_state=app.storage_gate.state,
+        storage_state=app.poller.gate.state,
         poll_state=poll_state,
     )
     try:

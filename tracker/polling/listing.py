@@ -32,7 +32,6 @@ from tracker.hub import HubClient, ListedModel
 from tracker.polling.budget import WINDOW_S
 
 if TYPE_CHECKING:
-    from tracker.app import App
     from tracker.polling.budget import RequestBudget
 
 log = structlog.get_logger(__name__)
@@ -291,18 +290,3 @@ def _newest(models: Iterable[ListedModel]) -> tuple[datetime | None, list[str]]:
 
 __all__ = ["AUTHOR_SOURCE", "FollowOutcome", "ListingJob", "ListingPass", "ScopePass", "follow_author"]
 
-
-def start_listing(app: App, trigger: Callable[[str, str], object]) -> ListingJob:
-    """The daemon's listing job with the request budget installed on the Hub client: shared through the
-    database with every other process on it (its state is what `tracker.polling.budget.budget_state()` reports)."""
-    from storage.listing_state import BudgetStore
-    from tracker.hub import install_budget
-    from tracker.polling.budget import RequestBudget, set_process_budget
-
-    hub_settings = app.settings.hub
-    shared = BudgetStore(app.store.engine, clock=app.clock)  # one budget for every process on this database
-    budget = RequestBudget(hub_settings.api_requests_per_5min, hub_settings.resolve_requests_per_5min, shared=shared.claim)
-    install_budget(budget, hub_settings.endpoint)
-    set_process_budget(budget)
-    listings = ListingStore(app.store.engine, clock=app.clock)
-    return ListingJob(app.settings, listings, app.hub, trigger, budget, app.clock)

@@ -356,7 +356,7 @@ class _Handler(KeepAliveHandler):
         else:
             response = self.replay._take_fault(method, path)
             if response is None:
-                response = Exchange(self.replay, self, method, raw_path, query, body).answer()
+                response = Exchange(self.replay, self.headers, method, raw_path, query, body).answer()
             self.replay._record(RecordedRequest(method, path, query, response.status, self.headers.get("Range")))
             if self.replay._ratelimit and "RateLimit" not in response.headers:
                 response.headers.update(self.replay._ratelimit)

@@ -12,7 +12,7 @@ import re
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, unquote, urlencode
 
 from tracker.standins.replay.history import (
@@ -25,7 +25,8 @@ from tracker.standins.replay.history import (
 )
 
 if TYPE_CHECKING:
-    from tracker.standins.replay.control import ReplayServer, _Handler
+    import threading
+    from email.message import Message
 
 COMMITS_PAGE = 50
 LIST_PAGE = 1000  # the Hub's page of /api/models (and its largest `limit`)
@@ -46,6 +47,24 @@ DEFAULT_KEYS = (
 API_ROUTE = re.compile(r"^/api/models/([^/]+)/([^/]+)(/.*)?$")
 RESOLVE_ROUTE = re.compile(r"^/([^/]+)/([^/]+)/resolve/([^/]+)/(.+)$")
 RANGE = re.compile(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*")
+
+
+class ReplayState(Protocol):
+    """What an exchange reads of the server's state (control.ReplayServer holds it)."""
+
+    token: str | None
+    list_page: int
+    _lock: threading.Lock
+    _list_fault: tuple[str, int] | None
+
+    @property
+    def endpoint(self) -> str: ...
+
+    def _visible(self, repo_id: str) -> tuple[RepoHistory, int] | None: ...
+
+    def _last_modified(self, repo: RepoHistory, commit: ReplayCommit) -> datetime: ...
+
+    def _listing(self, anonymous: bool, author: str | None) -> list[tuple[RepoHistory, ReplayCommit, datetime, str]]: ...
 
 
 @dataclass
@@ -96,13 +115,13 @@ def _int_param(query: dict[str, list[str]], name: str, default: int) -> int:
 class Exchange:
     """One Hub request: authorisation, repo and revision look-up, and the answer of each route."""
 
-    def __init__(self, replay: ReplayServer, handler: _Handler, method: str, raw_path: str, query: str, body: bytes) -> None:
+    def __init__(self, replay: ReplayState, headers: Message, method: str, raw_path: str, query: str, body: bytes) -> None:
         self.replay, self.method, self.raw_path = replay, method, raw_path
         self.query = parse_qs(query, keep_blank_values=True)
         self.form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-        self.base_url = f"http://{handler.headers.get('Host') or replay.endpoint.split('//')[1]}"
-        self.range = handler.headers.get("Range")
-        auth = handler.headers.get("Authorization")
+        self.base_url = f"http://{headers.get('Host') or replay.endpoint.split('//')[1]}"
+        self.range = headers.get("Range")
+        auth = headers.get("Authorization")
         if auth is None:
             self.auth = "anonymous"
         elif replay.token is None or auth == f"Bearer {replay.token}":

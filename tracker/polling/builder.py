@@ -1,0 +1,91 @@
+"""`hubwatch run`'s polling, wired in one place: the request budget on the Hub client, the listing pass,
+this process's scheduler (one process, or a worker leasing watches beside others) and the periodic jobs
+(listing, OSV re-check and retries). The CLI starts the HTTP server and the dispatcher beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from storage.leases import LeaseStore
+from storage.listing_state import BudgetStore, ListingStore
+from tracker.config import parse_interval
+from tracker.hub import install_budget
+from tracker.polling.budget import RequestBudget, budget_state, set_process_budget
+from tracker.polling.listing import ListingJob
+from tracker.polling.scheduler import Scheduler
+from tracker.polling.shared import SharedScheduler
+
+if TYPE_CHECKING:
+    from tracker.app import App
+
+
+@dataclass(frozen=True)
+class Polling:
+    """The daemon's polling, built and not yet started (`scheduler.run_until_signalled()` runs it)."""
+
+    scheduler: Scheduler
+
+    def trigger(self, repo_id: str, branch: str | None) -> bool:
+        """A Hub webhook's poll: at once, on the urgent threads."""
+        return self.scheduler.trigger(repo_id, branch or "main")
+
+    def state(self) -> dict[str, Any]:
+        """Overdue polls and the Hub request budget, for /healthz and /metrics."""
+        return {**self.scheduler.poll_state(), "hub_budget": budget_state()}
+
+
+def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
+    """Everything `run` polls with. `on_revisions` is called after a scheduled poll stored revisions
+    (the server renders their feed entries before anyone asks)."""
+    jitter = app.settings.poll.jitter
+    jitter_s = 0 if str(jitter).strip() in {"0", "0s"} else parse_interval(jitter, "[poll] jitter")
+
+    def poll(repo_id: str, branch: str) -> None:
+        outcome = app.poller.poll_if_due(repo_id, branch)
+        if outcome is not None and outcome.revisions:
+            on_revisions()
+
+    triggers: list[Any] = []  # the listing triggers polls through the scheduler, built next
+    # a pass may find many moved repos: they share the scheduled polls' threads (urgent ones are Hub webhooks')
+    listing = start_listing(app, lambda repo_id, branch: triggers[0](repo_id, branch, urgent=False))
+    scheduler = build_scheduler(app, poll, jitter_s, plan=listing.plan)
+    triggers.append(scheduler.trigger)
+    scheduler.add_periodic("__listing__", listing, listing.interval_s)
+    osv = app.settings.osv
+    if osv.enabled:
+        every = parse_interval(osv.recheck_interval, "[osv] recheck_interval")
+        scheduler.add_periodic("__osv_recheck__", app.advisories.recheck, every, app.advisories.recheck_due_at(every))
+        scheduler.add_periodic(
+            "__osv_pending__", app.advisories.retry_pending,
+            parse_interval(osv.retry_pending_interval, "[osv] retry_pending_interval"),
+        )
+    return Polling(scheduler)
+
+
+def build_scheduler(app: App, poll: Callable[[str, str], None], jitter_s: int, **options: Any) -> Scheduler:
+    """This process's scheduler: timing every watch itself (one worker: SQLite's default), or leasing due
+    watches from the database beside other workers ([poll] coordination; shared is PostgreSQL's default)."""
+    mode = app.settings.poll.coordination
+    if mode == "auto":
+        mode = "shared" if app.store.engine.dialect.name == "postgresql" else "local"
+    poller = app.poller
+    common = {"version": poller.watch_list_version, **options}
+    leases = LeaseStore(app.store.engine, clock=app.clock)
+    if mode == "local":  # polls asked for (listing moves, Hub webhooks) are written down before they run
+        return Scheduler(poller.scheduled_watches, poll, jitter_s=jitter_s, requests=leases, **common)
+    lease_s = parse_interval(app.settings.poll.lease, "[poll] lease")
+    return SharedScheduler(poller.scheduled_watches, poll, jitter_s, leases, lease_s, clock=app.clock, **common)
+
+
+def start_listing(app: App, trigger: Callable[[str, str], object]) -> ListingJob:
+    """The daemon's listing job with the request budget installed on the Hub client: shared through the
+    database with every other process on it (its state is what `budget_state()` reports)."""
+    hub_settings = app.settings.hub
+    shared = BudgetStore(app.store.engine, clock=app.clock)  # one budget for every process on this database
+    budget = RequestBudget(hub_settings.api_requests_per_5min, hub_settings.resolve_requests_per_5min, shared=shared.claim)
+    install_budget(budget, hub_settings.endpoint)
+    set_process_budget(budget)
+    listings = ListingStore(app.store.engine, clock=app.clock)
+    return ListingJob(app.settings, listings, app.hub, trigger, budget, app.clock)
