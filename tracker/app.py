@@ -18,7 +18,7 @@ from storage.outbox import OutboxStore
 from storage.sessions import Clock, utc_now
 from storage.store import Store
 from storage.subscription_store import SubscriptionStore
-from tracker.config import Settings, parse_interval
+from tracker.config import Settings
 from tracker.errors import ConfigError, NotWatched
 
 if TYPE_CHECKING:
@@ -94,8 +94,8 @@ class App:
         return StorageGate(
             lambda: probe_write(self.store.engine),
             self.clock,
-            parse_interval(poll.retry_min, "[poll] retry_min"),
-            parse_interval(poll.retry_max, "[poll] retry_max"),
+            poll.retry_min_s,
+            poll.retry_max_s,
         )
 
     def watches_for(self, repo_ids: Iterable[str]) -> list[Watch]:

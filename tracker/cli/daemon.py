@@ -15,11 +15,9 @@ def run(ctx: click.Context) -> None:
     """The daemon: poll every watch at its interval, serve HTTP ([server]) and deliver webhooks,
     until Ctrl-C or SIGTERM. Hub webhooks to /hooks/hub poll their repo at once."""
     from tracker.cli.wiring import start_dispatcher, start_http_server
-    from tracker.config import parse_interval
 
     app = app_of(ctx)
-    jitter = app.settings.poll.jitter
-    jitter_s = 0 if str(jitter).strip() in {"0", "0s"} else parse_interval(jitter, "[poll] jitter")
+    jitter_s = app.settings.poll.jitter_s
     server_holder: list[Any] = []
 
     def poll(repo_id: str, branch: str) -> None:
@@ -39,11 +37,11 @@ def run(ctx: click.Context) -> None:
     scheduler.add_periodic("__listing__", listing, listing.interval_s)
     osv = app.settings.osv
     if osv.enabled:
-        every = parse_interval(osv.recheck_interval, "[osv] recheck_interval")
+        every = osv.recheck_interval_s
         scheduler.add_periodic("__osv_recheck__", app.advisories.recheck, every, app.advisories.recheck_due_at(every))
         scheduler.add_periodic(
             "__osv_pending__", app.advisories.retry_pending,
-            parse_interval(osv.retry_pending_interval, "[osv] retry_pending_interval"),
+            osv.retry_pending_interval_s,
         )
     app.ingestor  # noqa: B018 - the ingest stack is loaded before serving: no Hub webhook's ingest waits for its imports
     server = start_http_server(app, trigger=lambda repo_id, branch: scheduler.trigger(repo_id, branch or "main"),
@@ -61,7 +59,6 @@ def build_scheduler(app: Any, poll: Any, jitter_s: int, **options: Any) -> Any:
     """This process's scheduler: timing every watch itself (one worker: SQLite's default), or leasing due
     watches from the database beside other workers ([poll] coordination; shared is PostgreSQL's default)."""
     from storage.leases import LeaseStore
-    from tracker.config import parse_interval
     from tracker.scheduler import Scheduler
 
     mode = app.settings.poll.coordination
@@ -73,7 +70,7 @@ def build_scheduler(app: Any, poll: Any, jitter_s: int, **options: Any) -> Any:
         return Scheduler(app.scheduled_watches, poll, jitter_s=jitter_s, requests=leases, **common)
     from tracker.workers import SharedScheduler
 
-    lease_s = parse_interval(app.settings.poll.lease, "[poll] lease")
+    lease_s = app.settings.poll.lease_s
     return SharedScheduler(app.scheduled_watches, poll, jitter_s, leases, lease_s, clock=app.clock, **common)
 
 
