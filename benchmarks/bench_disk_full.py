@@ -1,7 +1,7 @@
 """Figure: Hub requests per minute while the database cannot be written (disk full), counted at the
 replay server. Goal: 0 once the failure is known (before issue 9 the daemon sent 35 requests a second).
 
-N watches whose heads moved are polled through `App.poll_if_due` (the scheduler's job) every TICK_S
+N watches whose heads moved are polled through `Poller.poll_if_due` (the scheduler's job) every TICK_S
 seconds of a simulated clock for MINUTES minutes while every write fails with SQLite's own
 "database or disk is full"; then writes work again and the time to resume is measured.
 Run: .venv/bin/python benchmarks/bench_disk_full.py

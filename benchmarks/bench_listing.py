@@ -8,7 +8,7 @@ figures are hubwatch's alone. Requests are counted at the server. Steps:
   2. the first pass (one Hub page deep: it sets the mark);
   3. ten passes with nothing changing (one per simulated minute): requests and CPU per pass;
   4. 50 repos moved, one pass: requests, and whether exactly those 50 were found;
-  5. per-repo polling of a 200-watch sample (App.poll): requests per polled repo, scaled to 10,000 at 15m.
+  5. per-repo polling of a 200-watch sample (Poller.poll): requests per polled repo, scaled to 10,000 at 15m.
 The per-repo reconcile is printed apart: with [poll] reconcile_interval = "auto" (the default) it is a day
 stretched to one request a minute at most (10,000 watches: every 6.9 days), so listing + reconcile stay at
 about 2 a minute (the goal); with a fixed "1d" it would add 10,000 / 1,440 = 6.9 a minute.

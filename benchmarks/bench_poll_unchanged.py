@@ -1,5 +1,5 @@
 """Figure: what polling N unchanged repos costs, N = 100: HTTP requests (counted at the replay server) and,
-on the daemon's path (App.poll_if_due, as the scheduler calls it), database sessions (connection
+on the daemon's path (Poller.poll_if_due, as the scheduler calls it), database sessions (connection
 checkouts), SQL statements and connection pre-pings per poll.
 
 Baselines: one HTTP request per repo, the floor for a per-repo head check; and the daemon's path as it was
@@ -81,7 +81,7 @@ def main() -> None:
     print(f"HTTP requests at the replay:   {requests}")
     print(f"requests per repo:             {requests / N:.2f}  (baseline: 1 head check per repo; ratio {requests / N:.2f}x)")
     print(f"wall time for the pass:        {elapsed * 1000:.0f} ms ({elapsed * 1000 / N:.1f} ms per repo, loopback)")
-    print("daemon path per unchanged poll (App.poll_if_due), before issue 15 -> first pass after a start / steady state:")
+    print("daemon path per unchanged poll (Poller.poll_if_due), before issue 15 -> first pass after a start / steady state:")
     for key, before in BEFORE.items():
         ratio = steady[key] / before
         print(f"  {key:<11} {before:>4}  ->  {first[key]:.2f} / {steady[key]:.2f}   (steady state {ratio:.2f}x of before)")

@@ -98,7 +98,7 @@ def test_moved_repos_are_found_and_only_they_polled(baselined: App, hub: ReplayS
     assert sorted(scope.moved) == sorted((r, "main") for r in moved)
     assert scope.complete and listing_requests(hub) == 2  # 7 moved, pages of 5: the mark is on page 2
     before = revision_shas(baselined)
-    outcomes = baselined.poll([r for r, _ in scope.moved])
+    outcomes = baselined.poller.poll([r for r, _ in scope.moved])
     assert sum(len(o.revisions) for o in outcomes) == 7
     assert len(revision_shas(baselined)) == len(before) + 7
     hub.reset_requests()
@@ -124,9 +124,9 @@ def test_skipped_entries_are_caught_by_the_reconcile(baselined: App, hub: Replay
     [scope] = make_pass(baselined).run()
     missed = sorted(set(REPOS[:9]) - {r for r, _ in scope.moved})
     assert len(missed) == 2
-    listed = baselined.poll([r for r, _ in scope.moved])
+    listed = baselined.poller.poll([r for r, _ in scope.moved])
     assert sum(len(o.revisions) for o in listed) == 7
-    reconcile = baselined.poll()  # every watch on its own, as the reconcile does
+    reconcile = baselined.poller.poll()  # every watch on its own, as the reconcile does
     ingested = {o.repo_id: len(o.revisions) for o in reconcile if o.revisions}
     assert ingested == dict.fromkeys(missed, 1)
     shas = revision_shas(baselined)
@@ -160,13 +160,13 @@ def test_a_listed_sha_the_repo_does_not_confirm_ingests_nothing(baselined: App, 
     [scope] = make_pass(baselined).run()
     assert scope.moved == [(repo_id, "main")]
     before = revision_shas(baselined)
-    [outcome] = baselined.poll([repo_id])
+    [outcome] = baselined.poller.poll([repo_id])
     assert outcome.revisions == [] and not outcome.failed
     assert revision_shas(baselined) == before
     hub.advance(repo_id)
     [scope] = make_pass(baselined).run()
     assert scope.moved == [(repo_id, "main")]
-    assert len(baselined.poll([repo_id])[0].revisions) == 1
+    assert len(baselined.poller.poll([repo_id])[0].revisions) == 1
 
 
 def test_local_clock_does_not_matter(hub: ReplayServer, database_url: str) -> None:
@@ -175,7 +175,7 @@ def test_local_clock_does_not_matter(hub: ReplayServer, database_url: str) -> No
 
     skewed = App(settings_for(hub.endpoint, database_url), clock=lambda: datetime(2001, 1, 1, tzinfo=UTC))  # type: ignore[arg-type]
     skewed.store.add_watch(REPOS[0], "main", 900)
-    skewed.poll()
+    skewed.poller.poll()
     make_pass(skewed).run()
     hub.advance(REPOS[0])
     [scope] = make_pass(skewed).run()
@@ -375,12 +375,12 @@ def test_a_failed_poll_of_a_listed_move_is_retried_by_the_job(baselined: App, hu
     job()
     assert triggered == [(repo_id, "main")]
     hub.inject(500, path=f"^/api/models/{repo_id}", times=1)
-    [failed] = baselined.poll([repo_id])
+    [failed] = baselined.poller.poll([repo_id])
     assert failed.failed
     triggered.clear()
     job()  # the listing no longer shows it (the mark moved past it); its retry is due an hour later
     assert triggered == [(repo_id, "main")]
-    assert len(baselined.poll([repo_id])[0].revisions) == 1
+    assert len(baselined.poller.poll([repo_id])[0].revisions) == 1
     triggered.clear()
     job()
     assert triggered == []

@@ -24,7 +24,7 @@ from storage.store import NewChange, NewEstimate, NewFile, NewRevision, Store
 from tracker.advisories.service import AdvisoryService
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import is_pickle, kind_of
-from tracker.config import Settings, parse_interval
+from tracker.config import Settings
 from tracker.differs import diff_snapshots
 from tracker.errors import HubwatchError, RateLimited
 from tracker.estimate_change import estimate_change, estimate_snapshot, should_estimate
@@ -275,8 +275,8 @@ class Ingestor:
         Hub said, and doubling from there on repeated 429s."""
         poll = self.settings.poll
         told_s = err.retry_after_s if isinstance(err, RateLimited) and err.retry_after_s else 0.0
-        base = max(float(parse_interval(poll.retry_min)), told_s)
-        wait_s = max(told_s, min(float(parse_interval(poll.retry_max)), base * 2 ** min(watch.error_count, 16)))
+        base = max(float(poll.retry_min_s), told_s)
+        wait_s = max(told_s, min(float(poll.retry_max_s), base * 2 ** min(watch.error_count, 16)))
         return self.store.clock() + timedelta(seconds=wait_s)
 
 

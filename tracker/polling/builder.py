@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from storage.leases import LeaseStore
 from storage.listing_state import BudgetStore, ListingStore
-from tracker.config import parse_interval
 from tracker.hub import install_budget
 from tracker.polling.budget import RequestBudget, budget_state, set_process_budget
 from tracker.polling.listing import ListingJob
@@ -39,8 +38,7 @@ class Polling:
 def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     """Everything `run` polls with. `on_revisions` is called after a scheduled poll stored revisions
     (the server renders their feed entries before anyone asks)."""
-    jitter = app.settings.poll.jitter
-    jitter_s = 0 if str(jitter).strip() in {"0", "0s"} else parse_interval(jitter, "[poll] jitter")
+    jitter_s = app.settings.poll.jitter_s
 
     def poll(repo_id: str, branch: str) -> None:
         outcome = app.poller.poll_if_due(repo_id, branch)
@@ -55,11 +53,11 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     scheduler.add_periodic("__listing__", listing, listing.interval_s)
     osv = app.settings.osv
     if osv.enabled:
-        every = parse_interval(osv.recheck_interval, "[osv] recheck_interval")
+        every = osv.recheck_interval_s
         scheduler.add_periodic("__osv_recheck__", app.advisories.recheck, every, app.advisories.recheck_due_at(every))
         scheduler.add_periodic(
             "__osv_pending__", app.advisories.retry_pending,
-            parse_interval(osv.retry_pending_interval, "[osv] retry_pending_interval"),
+            osv.retry_pending_interval_s,
         )
     return Polling(scheduler)
 
@@ -75,8 +73,7 @@ def build_scheduler(app: App, poll: Callable[[str, str], None], jitter_s: int, *
     leases = LeaseStore(app.store.engine, clock=app.clock)
     if mode == "local":  # polls asked for (listing moves, Hub webhooks) are written down before they run
         return Scheduler(poller.scheduled_watches, poll, jitter_s=jitter_s, requests=leases, **common)
-    lease_s = parse_interval(app.settings.poll.lease, "[poll] lease")
-    return SharedScheduler(poller.scheduled_watches, poll, jitter_s, leases, lease_s, clock=app.clock, **common)
+    return SharedScheduler(poller.scheduled_watches, poll, jitter_s, leases, app.settings.poll.lease_s, clock=app.clock, **common)
 
 
 def start_listing(app: App, trigger: Callable[[str, str], object]) -> ListingJob:

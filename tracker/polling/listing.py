@@ -26,7 +26,7 @@ import structlog
 from storage.listing_state import ALL_MODELS, AUTHOR_SOURCE, ListingStore, author_scope
 from storage.models import Watch
 from storage.sessions import Clock, utc_now
-from tracker.config import Settings, parse_interval
+from tracker.config import Settings
 from tracker.errors import HubError
 from tracker.hub import HubClient, ListedModel
 from tracker.polling.budget import WINDOW_S
@@ -205,10 +205,9 @@ class ListingJob:
     ) -> None:
         poll = settings.poll
         self.mode, self.min_watches = poll.listing, poll.listing_min_watches
-        self.interval_s = parse_interval(poll.listing_interval, "[poll] listing_interval")
+        self.interval_s = poll.listing_interval_s
         # None: auto, from the number of watches the listing covers (`reconcile_interval_s`)
-        self.reconcile_s = None if poll.reconcile_interval == "auto" else parse_interval(
-            poll.reconcile_interval, "[poll] reconcile_interval")
+        self.reconcile_s = poll.reconcile_interval_s
         self._listings, self._trigger, self._budget = listings, trigger, budget
         self._pass = ListingPass(listings, hub, clock)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from storage.errors import StorageError
 from storage.health import probe_write, write_failure
 from storage.sessions import Clock
-from tracker.config import PollSettings, parse_interval
+from tracker.config import PollSettings
 from tracker.errors import NotWatched
 from tracker.polling.storage_gate import StorageGate
 
@@ -40,8 +40,8 @@ class Poller:
         self.gate = StorageGate(
             lambda: probe_write(app.store.engine),
             clock,
-            parse_interval(poll.retry_min, "[poll] retry_min"),
-            parse_interval(poll.retry_max, "[poll] retry_max"),
+            poll.retry_min_s,
+            poll.retry_max_s,
         )
         # (repo_id, branch) -> the watch as its last (unchanged) poll left it, for the next poll's cheap path.
         self._unchanged_watches: dict[tuple[str, str], Watch] = {}

@@ -1,0 +1,121 @@
+"""The entries of the config file's arrays: [[watch]] (a repo to follow) and [[webhooks]] (where events go)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
+
+from storage.kinds import BRANCH_RULES, SEVERITIES, WEBHOOK_FORMATS, is_branch_name, is_repo_id
+from tracker.config.problems import problem, seconds
+from tracker.errors import ConfigError
+
+
+def validate_repo_id(repo_id: str) -> str:
+    if not is_repo_id(repo_id):
+        raise ConfigError(f"{repo_id!r} is not a Hub repo id (expected 'org/name')")
+    return repo_id
+
+
+def validate_branch(branch: object) -> str:
+    """`branch` if git and the Hub accept it as a branch name (or it is a Hub PR ref, `refs/pr/1`)."""
+    if not is_branch_name(branch):
+        raise ConfigError(f"{branch!r} is not a branch name ({BRANCH_RULES})")
+    return str(branch)
+
+
+class Entry(BaseModel):
+    """One table of an array of tables: `required` must be there, the other keys have defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+    array: ClassVar[str]
+    required: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, item: Any) -> Any:
+        if not isinstance(item, dict):
+            return item
+        unknown = set(item) - set(cls.model_fields)
+        if unknown:
+            raise problem(f"unknown setting(s) in [[{cls.array}]]: {', '.join(sorted(unknown))}")
+        if cls.required not in item:
+            raise problem(f"a [[{cls.array}]] entry has no {cls.required}")
+        return item
+
+
+class WatchSpec(Entry):
+    array: ClassVar[str] = "watch"
+    required: ClassVar[str] = "repo"
+    repo: str
+    branch: str = "main"
+    interval: str = ""  # empty: [poll] default_interval
+    _interval_s: int | None = PrivateAttr(default=None)
+
+    @field_validator("repo", mode="before")
+    @classmethod
+    def _repo_id(cls, repo: object) -> str:
+        try:
+            return validate_repo_id(str(repo))
+        except ConfigError as err:
+            raise problem(str(err), sourced=False) from None
+
+    @field_validator("branch", mode="before")
+    @classmethod
+    def _branch(cls, branch: object) -> str:
+        if not isinstance(branch, str):
+            raise problem(f"[[watch]] branch must be a string, got {branch!r}")
+        try:
+            return validate_branch(branch)
+        except ConfigError as err:
+            raise problem(f"[[watch]] branch: {err}") from None
+
+    @field_validator("interval", mode="before")
+    @classmethod
+    def _text(cls, interval: object) -> str:
+        return str(interval)
+
+    @model_validator(mode="after")
+    def _interval_seconds(self) -> Self:
+        if self.interval:
+            self._interval_s = seconds(self.interval, f"[[watch]] {self.repo} interval")
+        return self
+
+    @property
+    def interval_s(self) -> int | None:
+        """The interval in seconds; None: [poll] default_interval."""
+        return self._interval_s
+
+
+class WebhookSpec(Entry):
+    array: ClassVar[str] = "webhooks"
+    required: ClassVar[str] = "url"
+    url: str
+    format: str = "generic"
+    secret_env: str = ""
+    repos: tuple[str, ...] = ("*",)
+    kinds: tuple[str, ...] = ()
+    min_severity: str = "notice"
+
+    @field_validator("url", "format", "secret_env", "min_severity", mode="before")
+    @classmethod
+    def _text(cls, value: object) -> str:
+        return str(value)
+
+    @field_validator("repos", "kinds", mode="before")
+    @classmethod
+    def _texts(cls, values: Any) -> tuple[str, ...]:
+        return tuple(str(v) for v in values)
+
+    @model_validator(mode="after")
+    def _rules(self) -> Self:
+        if self.format not in WEBHOOK_FORMATS:
+            raise problem(f"[[webhooks]] format must be one of {', '.join(WEBHOOK_FORMATS)}")
+        if self.min_severity not in SEVERITIES:
+            raise problem(f"[[webhooks]] min_severity must be one of {', '.join(SEVERITIES)}")
+        if self.format != "apprise" and not re.match(r"^https?://", self.url):  # apprise: checked with its subscription
+            raise problem(f"[[webhooks]] url must be an http(s) URL, got {self.url!r}")
+        if self.format == "generic" and not self.secret_env:
+            raise problem("[[webhooks]] generic webhooks are signed: set secret_env (a variable holding whsec_...)")
+        return self
