@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from storage import kinds
 from storage.errors import InvalidSubscription
 from storage.kinds import BRANCH_RULES, SEVERITIES, WEBHOOK_FORMATS, is_branch_name, is_repo_id
 from storage.subscriptions import secret_keys
@@ -381,10 +382,10 @@ def _webhook_spec(item: dict[str, Any], source: str) -> WebhookSpec:
         raise ConfigError(f"{source}: [[webhooks]] format must be one of {', '.join(WEBHOOK_FORMATS)}")
     if spec.min_severity not in SEVERITIES:
         raise ConfigError(f"{source}: [[webhooks]] min_severity must be one of {', '.join(SEVERITIES)}")
-    if spec.format != "apprise" and not re.match(r"^https?://", spec.url):  # apprise: checked with its subscription
+    if spec.format in kinds.HTTP_WEBHOOK_FORMATS and not re.match(r"^https?://", spec.url):  # apprise: checked with its subscription
         raise ConfigError(f"{source}: [[webhooks]] url must be an http(s) URL, got {spec.url!r}")
-    if spec.format == "generic" and not spec.secret_env:
-        raise ConfigError(f"{source}: [[webhooks]] generic webhooks are signed: set secret_env (a variable holding whsec_...)")
+    if spec.format in kinds.SIGNED_WEBHOOK_FORMATS and not spec.secret_env:
+        raise ConfigError(f"{source}: [[webhooks]] {spec.format} webhooks are signed: set secret_env (a variable holding whsec_...)")
     return spec
 
 
