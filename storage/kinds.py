@@ -31,6 +31,11 @@ EVENT_KIND_PATTERN = r"[a-z][a-z_]*\.[a-z][a-z_]*"
 # How outbound webhooks are written: a signed Standard Webhook (generic), a Slack or Discord message, or a
 # notification through Apprise to the service its URL names (mailto://, tgram://, ntfys://, json://, ...).
 WEBHOOK_FORMATS = ("generic", "slack", "discord", "apprise")
+# Those POSTed to an http(s) URL (the others name a service, and its credentials, in an Apprise URL: no
+# secret), and those whose every delivery is signed, so a subscription needs a secret. The rest of what a
+# format is lives in its module under feeds/webhooks (feeds.webhooks.formats.WebhookFormat).
+HTTP_WEBHOOK_FORMATS = ("generic", "slack", "discord")
+SIGNED_WEBHOOK_FORMATS = ("generic",)
 
 # The Hub's repo ids: `org/name`, each half a name.
 REPO_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from storage.errors import InvalidSubscription
+from storage.kinds import SIGNED_WEBHOOK_FORMATS
 from storage.outbox import switch_off
 from storage.sessions import EngineStore
 from storage.subscriptions import Subscription, new_secret, redact_url, validated
@@ -51,7 +52,7 @@ class SubscriptionStore(EngineStore):
         """Validate and store a subscription. A generic (signed) one created without a secret gets a new
         one, returned on the row so the caller can show it once. Does not resolve the host: callers
         taking URLs from users check the address first (feeds.webhooks.safety.check_url)."""
-        if format == "generic" and not secret and not secret_env:
+        if format in SIGNED_WEBHOOK_FORMATS and not secret and not secret_env:
             secret = new_secret()
         subscription = validated(
             Subscription(

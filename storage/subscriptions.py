@@ -24,7 +24,7 @@ from datetime import datetime
 from sqlmodel import Field, SQLModel
 
 from storage.errors import InvalidSubscription
-from storage.kinds import SEVERITY_RANK, WEBHOOK_FORMATS
+from storage.kinds import HTTP_WEBHOOK_FORMATS, SEVERITY_RANK, WEBHOOK_FORMATS
 from storage.models import Event, _json, _utc
 
 SOURCES = ("config", "api")
@@ -75,7 +75,7 @@ def validate_url(url: object, format: str = "generic") -> str:  # noqa: A002 - t
         raise InvalidSubscription(f"the URL is longer than {MAX_URL_LENGTH} characters")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
         raise InvalidSubscription("the URL contains whitespace or control characters")
-    if format == "apprise":
+    if format not in HTTP_WEBHOOK_FORMATS:  # apprise: the URL names a service
         return _validate_apprise_url(url)
     try:
         parts = urllib.parse.urlsplit(url)
@@ -172,8 +172,8 @@ def validated(sub: Subscription) -> Subscription:
     if sub.format not in WEBHOOK_FORMATS:
         raise InvalidSubscription(f"format must be one of {', '.join(WEBHOOK_FORMATS)}, got {sub.format!r}")
     validate_url(sub.url, sub.format)
-    if sub.format == "apprise" and (sub.secret or sub.secret_env):
-        raise InvalidSubscription("apprise notifications are not signed: their credentials go in the Apprise URL, not a secret")
+    if sub.format not in HTTP_WEBHOOK_FORMATS and (sub.secret or sub.secret_env):
+        raise InvalidSubscription(f"{sub.format} notifications are not signed: their credentials go in the Apprise URL, not a secret")
     if sub.min_severity not in SEVERITY_RANK:
         raise InvalidSubscription(f"min_severity must be one of {', '.join(SEVERITY_RANK)}, got {sub.min_severity!r}")
     if sub.source not in SOURCES:

@@ -33,6 +33,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import build_hf_headers, disable_progress_bars, paginate
 
+from storage.backoff import retry_after_s
 from tracker.errors import HubUnavailable, LocalCacheMissing, RateLimited, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
 from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
@@ -346,6 +347,7 @@ def _translate(err: Exception, repo_id: str, what: str) -> NoReturn:
 
 
 def _retry_after(err: HfHubHTTPError) -> float | None:
+    """How long the Hub asked us to wait: its `RateLimit` header's `t=` (plus a second), else `Retry-After`."""
     headers = err.response.headers if err.response is not None else {}
     ratelimit = headers.get("RateLimit", "")
     for part in ratelimit.split(";"):
@@ -355,13 +357,7 @@ def _retry_after(err: HfHubHTTPError) -> float | None:
                 return float(part[2:]) + 1
             except ValueError:
                 return None
-    retry_after = headers.get("Retry-After")
-    if retry_after:
-        try:
-            return float(retry_after)
-        except ValueError:
-            return None
-    return None
+    return retry_after_s(headers.get("Retry-After"))
 
 
 def _first_line(err: BaseException) -> str:

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 import structlog
 
+from storage.backoff import backoff_s
 from storage.errors import RevisionNotStored
 from storage.event_log import NewEvent
 from storage.health import write_failure
@@ -276,7 +277,7 @@ class Ingestor:
         poll = self.settings.poll
         told_s = err.retry_after_s if isinstance(err, RateLimited) and err.retry_after_s else 0.0
         base = max(float(poll.retry_min_s), told_s)
-        wait_s = max(told_s, min(float(poll.retry_max_s), base * 2 ** min(watch.error_count, 16)))
+        wait_s = max(told_s, backoff_s(base, watch.error_count, float(poll.retry_max_s)))
         return self.store.clock() + timedelta(seconds=wait_s)
 
 

@@ -43,7 +43,7 @@ from feeds.http.params import (
     known_repo,
 )
 from feeds.http.strict_json import StrictJSONRoute
-from feeds.webhooks import subscribe
+from feeds.webhooks import FORMATS, subscribe
 from storage.errors import InvalidSubscription
 from storage.event_queries import EventFilter
 from storage.models import (
@@ -54,7 +54,7 @@ from storage.models import (
     RevisionFile,
     Watch,
 )
-from storage.subscriptions import Subscription, redact_url
+from storage.subscriptions import Subscription
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -273,7 +273,7 @@ def _subscription(s: Subscription, secret: str | None = None, full_url: bool = F
     """What identifies and filters a subscription. Slack and Discord URLs are secrets: listings show
     scheme and host only; the full URL and a generated secret only in the answer that created it.
     Apprise URLs carry passwords and tokens: they are shown redacted even then."""
-    shown = s.url if full_url and s.format != "apprise" else redact_url(s.url)
+    shown = FORMATS[s.format].shown_url(s.url, full_url)
     return SubscriptionOut(
         id=s.id, url=shown, format=s.format, repos=list(s.repos or []), kinds=list(s.kinds or []),  # type: ignore[arg-type]
         min_severity=s.min_severity, source=s.source, enabled=s.enabled, disabled_reason=s.disabled_reason, secret=secret,

@@ -2,46 +2,37 @@
 notifications to the service an Apprise URL names), the address policy for user-given URLs, and
 `subscribe`, the one way to add a subscription from user input.
 
-A format module has `CONTENT_TYPE` and `render(event, links) -> bytes`; the dispatcher
-(feeds/webhooks/dispatcher.py) adds the Standard Webhooks headers and signs generic deliveries.
+Each format is one module holding one `WebhookFormat` (feeds.webhooks.formats): its URL rules, redaction,
+secret, rendering, headers and how a receiver's answer is classified. `FORMATS` is the registry, by the
+name a subscription's `format` holds; the dispatcher (feeds/webhooks/dispatcher.py), the API and the CLI's config
+check look formats up there. A new format is a module with its `FORMAT`, a line here, and its name in
+storage.kinds (WEBHOOK_FORMATS, and HTTP_WEBHOOK_FORMATS / SIGNED_WEBHOOK_FORMATS as it applies).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from types import ModuleType
 
 from feeds.webhooks import apprise, discord, generic, slack
-from feeds.webhooks.safety import Resolver, check_url, system_resolve
+from feeds.webhooks.formats import Links, WebhookFormat
+from feeds.webhooks.safety import Resolver, system_resolve
+from storage.errors import InvalidSubscription
+from storage.kinds import WEBHOOK_FORMATS
 from storage.models import Event
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import Subscription
 
-FORMATS: dict[str, ModuleType] = {"generic": generic, "slack": slack, "discord": discord, "apprise": apprise}
+__all__ = ["FORMATS", "Links", "WebhookFormat", "render", "subscribe", "webhook_format"]
+
+FORMATS: dict[str, WebhookFormat] = {f.name: f for f in (generic.FORMAT, slack.FORMAT, discord.FORMAT, apprise.FORMAT)}
 
 
-@dataclass(frozen=True)
-class Links:
-    """Where a message points: the commit on the Hub, and this server's page when it has a public URL."""
-
-    hub_endpoint: str = "https://huggingface.co"
-    public_url: str = ""
-
-    def for_event(self, event: Event) -> dict[str, str]:
-        hub = self.hub_endpoint.rstrip("/")
-        links = {"repo": f"{hub}/{event.repo_id}"}
-        if event.sha:
-            links["commit"] = f"{hub}/{event.repo_id}/commit/{event.sha}"
-        if self.public_url:
-            page = f"{self.public_url.rstrip('/')}/repos/{event.repo_id}"
-            links["page"] = f"{page}/revisions/{event.sha}" if event.sha else page
-        return links
-
-    def primary(self, event: Event) -> str:
-        """The one link a chat message leads to: our revision page, else the commit, else the repo."""
-        links = self.for_event(event)
-        return links.get("page") or links.get("commit") or links["repo"]
+def webhook_format(name: str) -> WebhookFormat:
+    """The format a subscription names; InvalidSubscription (naming the known ones) for any other."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise InvalidSubscription(f"format must be one of {', '.join(WEBHOOK_FORMATS)}, got {name!r}") from None
 
 
 def render(event: Event, format: str, links: Links) -> bytes:  # noqa: A002 - the setting's name
@@ -62,8 +53,8 @@ def subscribe(
 ) -> Subscription:
     """Add an API subscription from user input: the URL is checked (syntax, then every address it
     resolves to) before it is stored. Raises InvalidSubscription or safety.UnsafeTarget with a message
-    for the user. A generic subscription without a secret gets a new one on the returned row."""
-    (apprise.check_url if format == "apprise" else check_url)(url, allow_private=allow_private, resolve=resolve)
+    for the user. A subscription whose format signs every delivery gets a new secret when given none."""
+    webhook_format(format).check_url(url, allow_private, resolve)
     return subscriptions.add_subscription(
         url, format, secret=secret, repos=repos, kinds=kinds, min_severity=min_severity, source="api"
     )

@@ -11,8 +11,8 @@ list. The message is the event's title and a short plain-text body ending with t
 - Sending: Apprise's notify() blocks, so it runs in a thread of its own, bounded by the delivery
   time-out (Apprise's own call deadline, and a join that gives up waiting). It follows no redirect,
   stores nothing on disk and loads no plugin from the user's directories. Success, failure and time-out
-  come back as `Sent`; the dispatcher maps them into the same retry schedule and delivery log as an
-  HTTP failure.
+  come back as `Sent`; `deliver` maps them into the same retry schedule and delivery log as an HTTP
+  failure (a failure is retried as an endpoint that is down).
 - Secrets: Apprise URLs carry passwords and tokens. Errors are scrubbed of every part of the URL that
   can be one before they reach the delivery log, and Apprise's own log records are kept out of ours.
 
@@ -32,17 +32,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from feeds.webhooks.chat_text import visible
+from feeds.webhooks.formats import Attempt, Links, WebhookFormat
 from feeds.webhooks.safety import Resolver, UnresolvableTarget, system_resolve
 from feeds.webhooks.safety import vet as vet_http
 from storage.errors import InvalidSubscription
 from storage.models import Event
 from storage.subscriptions import redact_url, validate_url
-
-if TYPE_CHECKING:
-    from feeds.webhooks import Links
 
 CONTENT_TYPE = "application/json"  # what `render` gives: the title and body Apprise sends
 MAX_TITLE = 250
@@ -215,6 +213,13 @@ def check_config_entries(entries: Iterable[ConfigEntry]) -> None:
 # -- sending --------------------------------------------------------------------------------------
 
 
+def deliver(url: str, event: Event, links: Links, timeout_s: float, connect_timeout_s: float) -> Attempt:
+    """The event as one Apprise notification: delivered, or retried like an endpoint that did not answer,
+    with Apprise's reason (scrubbed) for the delivery log."""
+    sent = send(url, message(event, links), timeout_s, connect_timeout_s)
+    return Attempt("delivered") if sent.ok else Attempt("retry", error=sent.error or "Apprise failed", endpoint_down=True)
+
+
 def send(url: str, msg: Message, timeout_s: float, connect_timeout_s: float) -> Sent:
     """One notification, in a thread of its own, waited for at most `timeout_s` (plus a grace). Apprise is
     loaded and the URL read before the clock starts."""
@@ -284,3 +289,7 @@ def scrub(text: str, url: str) -> str:
     for secret in secrets_in(url):
         text = text.replace(secret, "****")
     return text
+
+
+# Apprise reads and sends (vet checks the host it names and returns no address); the preview is `render`.
+FORMAT = WebhookFormat("apprise", render=render, check_url=check_url, vet=vet, send=deliver, content_type=CONTENT_TYPE)

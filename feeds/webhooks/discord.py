@@ -5,19 +5,21 @@ them (title 256, description 4,096, field values 1,024). Repo text has its markd
 backslashes (so `[x](url)`, `**`, `# heading` and `<@id>` show literally), `@` is followed by a
 zero-width space (`@everyone` cannot ping), control characters are made visible, and
 `allowed_mentions: {"parse": []}` tells Discord to ping no one whatever the text says.
+
+Answers: a 401 or 404 naming an unknown webhook or a bad token fails the delivery for good and disables
+the subscription; a rate limit without `Retry-After` says its wait in the JSON body (`retry_after`,
+seconds); any other answer means what it means for every receiver.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from feeds.views.prompt_diff import event_excerpt
 from feeds.webhooks.chat_text import fit, units, visible
+from feeds.webhooks.formats import Attempt, Links, Reply, WebhookFormat, classify_reply
 from storage.models import Event
-
-if TYPE_CHECKING:
-    from feeds.webhooks import Links
 
 CONTENT_TYPE = "application/json"
 MAX_CONTENT = 2000
@@ -30,6 +32,7 @@ MAX_FIELD_VALUE = 1024
 MAX_FOOTER = 2048
 MAX_SUMMARY = 400
 _MARKDOWN = set("\\*_~`|>#-[]()<:")
+PERMANENT = frozenset({10015, 50027})  # Unknown Webhook, Invalid Webhook Token
 _COLORS = {"info": 0x95A5A6, "notice": 0x3498DB, "warning": 0xF39C12, "critical": 0xE74C3C}
 
 
@@ -103,3 +106,33 @@ def _description(extra: dict[str, Any], budget: int) -> str:
         lines.append(line)
         used += units(line) + 1
     return "\n".join(lines)[:budget]
+
+
+def classify(reply: Reply) -> Attempt:
+    """An unknown webhook or a bad token ends the subscription; a rate limit may give its wait in the body."""
+    if reply.refused and reply.status_code in (401, 404) and _error_code(reply.text) in PERMANENT:
+        return Attempt("failed", reply.status_code, f"Discord: {reply.snippet}",
+                       disable_reason=f"Discord answered {reply.status_code}: {reply.snippet}")
+    return classify_reply(reply, _body_retry_after_s(reply.text))
+
+
+def _error_code(text: str) -> int | None:
+    try:
+        code = json.loads(text).get("code")
+    except (ValueError, AttributeError):
+        return None
+    return code if isinstance(code, int) else None
+
+
+def _body_retry_after_s(text: str) -> float | None:
+    """Discord's JSON `retry_after` (seconds), when the body is a JSON object that has one."""
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text).get("retry_after")
+        return max(0.0, float(value)) if value is not None else None
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+FORMAT = WebhookFormat("discord", render=render, classify=classify, content_type=CONTENT_TYPE)

@@ -1,7 +1,8 @@
 """The webhook dispatcher: delivers due outbox rows, records every attempt, retries on the Standard
 Webhooks schedule (feeds.webhooks.schedule).
 
-- 2xx: delivered. 410 Gone: the subscription is disabled. 408, 429 and 5xx (and no answer at all:
+- What an answer means is the subscription's format's (feeds.webhooks.formats.WebhookFormat.classify):
+  2xx: delivered. 410 Gone: the subscription is disabled. 408, 429 and 5xx (and no answer at all:
   refused connection, time-out, DNS failure): retried, honouring `Retry-After` (capped; it uses up no
   step of the schedule), and the endpoint's other deliveries wait until then too. Any other status, a
   redirect among them (never followed): that delivery is retried on the schedule. Slack's permanent
@@ -17,11 +18,11 @@ Webhooks schedule (feeds.webhooks.schedule).
   stops renewing its claims; another worker takes its endpoints over once the lease runs out
   (`lease_s`, seconds), marks the cut-short attempt `interrupted` and sends that delivery again first,
   with the same webhook-id. A worker that lost its claim starts no further attempt.
-- The URL is vetted again before every attempt and the connection goes to the checked address
-  (feeds.webhooks.safety), so DNS rebinding cannot reach a private address. Apprise subscriptions
-  (feeds.webhooks.apprise) are read by Apprise and their host checked the same way (not pinned: Apprise
-  resolves it again), then Apprise sends, in a thread, within the time-out; a failure is retried as an
-  endpoint that is down.
+- The URL is vetted again before every attempt (the format's `vet`) and the connection goes to the
+  checked address (feeds.webhooks.safety), so DNS rebinding cannot reach a private address. A format
+  that sends by itself (`send`: Apprise, feeds.webhooks.apprise) has its host checked the same way (not
+  pinned: Apprise resolves it again), then sends, in a thread, within the time-out; a failure is retried
+  as an endpoint that is down.
 - At most 64 KB of a response is read; a delivery that takes longer than the time-out is a failure.
 - `run_once(now)` delivers what is due and returns (tests drive it with a fake `now`, no sleeping);
   `run_forever(stop)` is the daemon's loop. It starts a round the moment deliveries are committed (a
@@ -32,7 +33,6 @@ Webhooks schedule (feeds.webhooks.schedule).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -43,20 +43,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from email.utils import parsedate_to_datetime
 
 import httpx
 import structlog
 
-from feeds.webhooks import Links, apprise, generic, render
-from feeds.webhooks.chat_text import visible
-from feeds.webhooks.safety import (
-    Resolver,
-    UnresolvableTarget,
-    UnsafeTarget,
-    system_resolve,
-    vet,
-)
+from feeds.webhooks import FORMATS, Links
+from feeds.webhooks.formats import Attempt, Reply, WebhookFormat
+from feeds.webhooks.safety import Resolver, Target, UnresolvableTarget, UnsafeTarget, system_resolve
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S, RetrySchedule
 from storage.errors import InvalidSubscription
 from storage.outbox import Claim, OutboxItem, OutboxStore
@@ -69,11 +62,6 @@ MAX_RESPONSE_BYTES = 64 * 1024
 PER_SUBSCRIPTION = 25  # deliveries of one endpoint taken per claim (they go one at a time)
 STOP_CHECK_S = 0.5  # how often an idle loop looks at its stop event
 USER_AGENT = "hubwatch-webhooks/0.1"
-SLACK_PERMANENT = frozenset({
-    "channel_is_archived", "channel_not_found", "invalid_token", "no_service", "no_service_id",
-    "no_team", "team_disabled", "action_prohibited", "posting_to_general_channel_denied",
-})
-DISCORD_PERMANENT = frozenset({10015, 50027})  # Unknown Webhook, Invalid Webhook Token
 
 
 @dataclass(frozen=True)
@@ -89,19 +77,6 @@ class DeliveryOptions:
     poll_interval_s: float = 1.0
     lease_s: float = 6.0  # a claim lasts this long without a heartbeat (renewed every lease_s / 3)
     endpoints_per_round: int = 16
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """What one try came to: delivered, retry (later) or failed (for good)."""
-
-    outcome: str
-    status_code: int | None = None
-    error: str | None = None
-    retry_after_s: float | None = None
-    endpoint_down: bool = False  # hold the subscription's other deliveries too
-    disable_reason: str | None = None
-    duration_ms: int = 0
 
 
 @dataclass
@@ -316,66 +291,51 @@ class Dispatcher:
             thread.join(timeout=5)
 
     def _attempt(self, item: OutboxItem) -> Attempt:
-        sub, delivery = item.subscription, item.delivery
+        sub = item.subscription
+        fmt = FORMATS[sub.format]
         started = time.monotonic()
-        vet_address = apprise.vet if sub.format == "apprise" else vet
         try:
-            target = vet_address(sub.url, self.options.allow_private_targets, self.resolve)
+            target = fmt.vet(sub.url, self.options.allow_private_targets, self.resolve)
         except UnsafeTarget as err:
             return Attempt("failed", error=str(err), disable_reason=f"refused address: {err}")
         except UnresolvableTarget as err:
             return Attempt("retry", error=str(err), endpoint_down=True)
         except InvalidSubscription as err:
             return Attempt("failed", error=str(err), disable_reason=f"invalid URL: {err}")
-        if target is None:  # apprise: Apprise connects by itself
-            return self._send_apprise(item, started)
+        if fmt.send is not None:  # the format sends by itself (Apprise connects on its own, off this thread)
+            attempt = fmt.send(sub.url, item.event, self.links, self.options.timeout_s, self.options.connect_timeout_s)
+            return replace(attempt, duration_ms=int((time.monotonic() - started) * 1000))
+        if target is None:  # a format without `send` must name an address: one that does not is a bug, not the endpoint's
+            return Attempt("failed", error=f"the {fmt.name} format gave no address to send to",
+                           disable_reason=f"{fmt.name}: no address to send to")
+        return self._post(fmt, item, target, started)
+
+    def _post(self, fmt: WebhookFormat, item: OutboxItem, target: Target, started: float) -> Attempt:
+        """POST the rendered event to the vetted address, reading at most MAX_RESPONSE_BYTES of the answer
+        within the time-out; the format says what the answer means."""
+        sub, delivery = item.subscription, item.delivery
         secret = self.secret_for(sub)
-        if sub.format == "generic" and not secret:
+        if fmt.needs_secret and not secret:
             where = f"${sub.secret_env} is not set" if sub.secret_env else "the subscription has none"
             return Attempt("retry", error=f"no signing secret: {where}", endpoint_down=True)
-        body = render(item.event, sub.format, self.links)
+        body = fmt.render(item.event, self.links)
         try:
-            signed = generic.headers(delivery.id, int(self.clock().timestamp()), body, secret)
+            signed = fmt.headers(delivery.id, int(self.clock().timestamp()), body, secret)
         except InvalidSubscription as err:
             return Attempt("retry", error=f"cannot sign: {err}", endpoint_down=True)
-        headers = {"content-type": "application/json", "accept-encoding": "identity", "host": target.host_header, **signed}
+        headers = {"content-type": fmt.content_type, "accept-encoding": "identity", "host": target.host_header, **signed}
         extensions = {"sni_hostname": target.hostname} if target.scheme == "https" else {}
         deadline = started + self.options.timeout_s
         try:
             with self._client.stream("POST", target.pinned_url, content=body, headers=headers, extensions=extensions) as resp:
                 head = _read_at_most(resp, MAX_RESPONSE_BYTES, deadline)
-                attempt = self._classify(sub, resp.status_code, resp.headers, head)
+                reply = Reply(resp.status_code, resp.headers, head.decode("utf-8", "replace").strip(), self.clock())
+                attempt = fmt.classify(reply)
         except httpx.TimeoutException:
             attempt = Attempt("retry", error=f"no answer within {self.options.timeout_s:g} s (timed out)", endpoint_down=True)
         except httpx.HTTPError as err:
             attempt = Attempt("retry", error=f"{type(err).__name__}: {err}"[:500], endpoint_down=True)
         return replace(attempt, duration_ms=int((time.monotonic() - started) * 1000))
-
-    def _send_apprise(self, item: OutboxItem, started: float) -> Attempt:
-        """Apprise sends the notification (off this thread, within the time-out); a failure or time-out is
-        retried like an endpoint that did not answer, with Apprise's reason (scrubbed) in the delivery log."""
-        sent = apprise.send(item.subscription.url, apprise.message(item.event, self.links),
-                            self.options.timeout_s, self.options.connect_timeout_s)
-        attempt = Attempt("delivered") if sent.ok else Attempt("retry", error=sent.error or "Apprise failed", endpoint_down=True)
-        return replace(attempt, duration_ms=int((time.monotonic() - started) * 1000))
-
-    def _classify(self, sub: Subscription, code: int, headers: httpx.Headers, head: bytes) -> Attempt:
-        text = head.decode("utf-8", "replace").strip()
-        snippet = visible(text[:300], newlines=False)
-        if 200 <= code < 300:
-            return Attempt("delivered", code)
-        if code == 410:
-            return Attempt("failed", code, "410 Gone: the receiver retired this endpoint", disable_reason="410 Gone")
-        if code in (408, 429) or code >= 500:
-            wait_s = _retry_after_s(headers.get("retry-after"), text if sub.format == "discord" else "", self.clock())
-            return Attempt("retry", code, f"{code}: {snippet}" if snippet else str(code), wait_s, endpoint_down=True)
-        if 300 <= code < 400:
-            return Attempt("retry", code, f"redirect ({code}) to {_where(headers.get('location'))} not followed")
-        if sub.format == "slack" and text in SLACK_PERMANENT:
-            return Attempt("failed", code, f"Slack: {text}", disable_reason=f"Slack answered {text}")
-        if sub.format == "discord" and code in (401, 404) and _discord_code(text) in DISCORD_PERMANENT:
-            return Attempt("failed", code, f"Discord: {snippet}", disable_reason=f"Discord answered {code}: {snippet}")
-        return Attempt("retry", code, f"{code}: {snippet}" if snippet else str(code))
 
     def _record(self, item: OutboxItem, attempt: Attempt, attempt_id: int, now: datetime) -> tuple[str, bool]:
         """Complete the started attempt; returns the outcome counted and whether the endpoint's other
@@ -426,36 +386,3 @@ def _read_at_most(resp: httpx.Response, limit: int, deadline: float) -> bytes:
             break
     return bytes(buf[:limit])
 
-
-def _retry_after_s(header: str | None, body: str, now: datetime) -> float | None:
-    """Retry-After as seconds or an HTTP date; else Discord's JSON `retry_after` (seconds)."""
-    if header:
-        try:
-            return max(0.0, float(header))
-        except ValueError:
-            pass
-        try:
-            return max(0.0, (parsedate_to_datetime(header) - now).total_seconds())
-        except (TypeError, ValueError):
-            pass
-    if body.startswith("{"):
-        try:
-            value = json.loads(body).get("retry_after")
-            return max(0.0, float(value)) if value is not None else None
-        except (ValueError, TypeError, AttributeError):
-            return None
-    return None
-
-
-def _discord_code(text: str) -> int | None:
-    try:
-        code = json.loads(text).get("code")
-    except (ValueError, AttributeError):
-        return None
-    return code if isinstance(code, int) else None
-
-
-def _where(location: str | None) -> str:
-    if not location:
-        return "nowhere (no Location)"
-    return redact_url(location) if "://" in location else "a relative location"

@@ -4,22 +4,18 @@ Body: `{"type": <event kind>, "timestamp": <when the event happened>, "data": {.
 ASCII JSON (control characters and non-ASCII arrive as JSON escapes, exactly as stored). Headers:
 `webhook-id` (the delivery id, the same on every retry), `webhook-timestamp` (this attempt, Unix
 seconds) and `webhook-signature`: `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, one per secret,
-space-separated, while secrets rotate.
+space-separated, while secrets rotate (feeds.webhooks.formats.standard_headers, which Slack and Discord
+deliveries also carry, signed only when given a secret). Every generic delivery is signed: a subscription
+needs a secret (storage.kinds.SIGNED_WEBHOOK_FORMATS).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from feeds.webhooks.formats import Links, WebhookFormat
 from storage.models import Event
-from storage.subscriptions import secret_keys
-
-if TYPE_CHECKING:
-    from feeds.webhooks import Links
 
 CONTENT_TYPE = "application/json"
 MAX_SUMMARIES = 200  # a revision touching thousands of files still makes a small message
@@ -52,18 +48,4 @@ def render(event: Event, links: Links) -> bytes:
     return json.dumps(payload(event, links), ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
-def sign(msg_id: str, timestamp: int, body: bytes, secret: str) -> str:
-    """The `webhook-signature` value: one `v1,<base64>` per key in the secret, space-separated."""
-    signed = f"{msg_id}.{timestamp}.".encode() + body
-    return " ".join(
-        "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode("ascii")
-        for key in secret_keys(secret)
-    )
-
-
-def headers(msg_id: str, timestamp: int, body: bytes, secret: str | None) -> dict[str, str]:
-    """Standard Webhooks headers; unsigned only where no secret applies (Slack, Discord)."""
-    out = {"webhook-id": msg_id, "webhook-timestamp": str(timestamp)}
-    if secret:
-        out["webhook-signature"] = sign(msg_id, timestamp, body, secret)
-    return out
+FORMAT = WebhookFormat("generic", render=render, content_type=CONTENT_TYPE)

@@ -4,19 +4,20 @@ Limits kept: at most 50 blocks, section text at most 3,000 characters (counted a
 Repo text is escaped as Slack requires (`&` `<` `>` become `&amp;` `&lt;` `&gt;`, which also defuses
 `<!channel>`, `<@U…>` and `<url|label>` links), control characters are made visible, every text
 object is `verbatim` (no automatic mention or channel parsing), and links do not unfurl.
+
+Answers: Slack's permanent errors (`channel_is_archived`, `no_service`, `invalid_token`, ...) fail the
+delivery for good and disable the subscription; any other answer means what it means for every receiver.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from feeds.views.prompt_diff import event_excerpt
 from feeds.webhooks.chat_text import fit, units, visible
+from feeds.webhooks.formats import Attempt, Links, Reply, WebhookFormat, classify_reply
 from storage.models import Event
-
-if TYPE_CHECKING:
-    from feeds.webhooks import Links
 
 CONTENT_TYPE = "application/json"
 MAX_BLOCKS = 50
@@ -24,6 +25,10 @@ MAX_SECTION = 3000
 MAX_TEXT = 3000
 MAX_SUMMARY = 500
 _ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+PERMANENT = frozenset({
+    "channel_is_archived", "channel_not_found", "invalid_token", "no_service", "no_service_id",
+    "no_team", "team_disabled", "action_prohibited", "posting_to_general_channel_denied",
+})
 
 
 def escape_char(ch: str) -> str:
@@ -101,3 +106,13 @@ def _pack(lines: list[str], max_sections: int) -> tuple[list[str], int]:
     if current and len(sections) < max_sections:
         sections.append("\n".join(current))
     return sections, shown
+
+
+def classify(reply: Reply) -> Attempt:
+    """A permanent Slack error ends the subscription; any other answer is classified as for every receiver."""
+    if reply.refused and reply.text in PERMANENT:
+        return Attempt("failed", reply.status_code, f"Slack: {reply.text}", disable_reason=f"Slack answered {reply.text}")
+    return classify_reply(reply)
+
+
+FORMAT = WebhookFormat("slack", render=render, classify=classify, content_type=CONTENT_TYPE)

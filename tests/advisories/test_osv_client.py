@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
 import pytest
 
 from tracker.advisories.osv import OsvBadAnswer, OsvClient, OsvUnavailable, PackageQuery
@@ -81,6 +84,15 @@ def test_429_waits_what_retry_after_says(client, fake, sleeps):
     fake.inject("status", status=429, retry_after=7, path="vulns")
     assert client.vuln("PYSEC-2023-300")["id"] == "PYSEC-2023-300"
     assert sleeps.waits == [7]
+
+
+def test_429_waits_until_the_http_date_retry_after_names(client, fake, sleeps):
+    """A 429 with Retry-After as an HTTP date 20 s ahead waits those 20 s (to the second), not the back-off."""
+    fake.inject("status", status=429, retry_after=format_datetime(datetime.now(UTC) + timedelta(seconds=20), usegmt=True),
+                path="vulns")
+    assert client.vuln("PYSEC-2023-300")["id"] == "PYSEC-2023-300"
+    [wait] = sleeps.waits
+    assert 18 <= wait <= 20
 
 
 def test_retry_after_is_capped(fake, sleeps):

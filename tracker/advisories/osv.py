@@ -5,7 +5,7 @@
   in `BatchAnswer.incomplete` with a reason);
 - `vuln`: one full record by id (callers cache it by `modified`);
 - time-outs, connection errors, 429 and 5xx are retried with exponential back-off (a 429's
-  `Retry-After` honoured, capped), through an injectable `sleep`; what still fails raises `OsvUnavailable`;
+  `Retry-After` honoured, in seconds or as an HTTP date, capped), through an injectable `sleep`; what still fails raises `OsvUnavailable`;
 - an answer that is not what the API promises (not JSON, the wrong shape, cut short) raises
   `OsvBadAnswer`. Both carry a `reason` a person can read.
 """
@@ -20,6 +20,7 @@ from typing import Any, Self
 import httpx
 import structlog
 
+from storage.backoff import backoff_s, retry_after_s
 from tracker.errors import HubwatchError
 
 log = structlog.get_logger(__name__)
@@ -204,10 +205,10 @@ class OsvClient:
                 if response.status_code not in RETRY_STATUSES:
                     return response
                 last = f"{method} {path} answered {response.status_code}"
-                wait = _retry_after(response)
+                wait = retry_after_s(response.headers.get("Retry-After"))
             if attempt == self.max_attempts:
                 break
-            delay = min(self.max_backoff_s, wait if wait is not None else self.backoff_s * 2 ** (attempt - 1))
+            delay = min(self.max_backoff_s, wait) if wait is not None else backoff_s(self.backoff_s, attempt - 1, self.max_backoff_s)
             self.counts.retries += 1
             log.info("osv_retry", attempt=attempt, delay_s=delay, reason=last)
             self.sleep(delay)
@@ -247,14 +248,4 @@ def _parse_result(result: Any, query: PackageQuery) -> tuple[list[VulnRef], str 
 
 def _label(query: PackageQuery) -> str:
     return f"{query.name} {query.version}" if query.version else f"{query.name} (all versions)"
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 

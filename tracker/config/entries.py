@@ -7,7 +7,15 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
 
-from storage.kinds import BRANCH_RULES, SEVERITIES, WEBHOOK_FORMATS, is_branch_name, is_repo_id
+from storage.kinds import (
+    BRANCH_RULES,
+    HTTP_WEBHOOK_FORMATS,
+    SEVERITIES,
+    SIGNED_WEBHOOK_FORMATS,
+    WEBHOOK_FORMATS,
+    is_branch_name,
+    is_repo_id,
+)
 from tracker.config.problems import problem, seconds
 from tracker.errors import ConfigError
 
@@ -114,8 +122,8 @@ class WebhookSpec(Entry):
             raise problem(f"[[webhooks]] format must be one of {', '.join(WEBHOOK_FORMATS)}")
         if self.min_severity not in SEVERITIES:
             raise problem(f"[[webhooks]] min_severity must be one of {', '.join(SEVERITIES)}")
-        if self.format != "apprise" and not re.match(r"^https?://", self.url):  # apprise: checked with its subscription
+        if self.format in HTTP_WEBHOOK_FORMATS and not re.match(r"^https?://", self.url):  # apprise: checked with its subscription
             raise problem(f"[[webhooks]] url must be an http(s) URL, got {self.url!r}")
-        if self.format == "generic" and not self.secret_env:
-            raise problem("[[webhooks]] generic webhooks are signed: set secret_env (a variable holding whsec_...)")
+        if self.format in SIGNED_WEBHOOK_FORMATS and not self.secret_env:
+            raise problem(f"[[webhooks]] {self.format} webhooks are signed: set secret_env (a variable holding whsec_...)")
         return self

@@ -12,6 +12,7 @@ from typing import Any
 
 import structlog
 
+from storage.backoff import backoff_s
 from storage.health import write_failure
 from storage.sessions import Clock
 
@@ -61,7 +62,7 @@ class StorageGate:
             if first:
                 self._failing_since = now
             self._error = error
-            wait_s = min(self._retry_max_s, self._retry_min_s * 2 ** min(self._streak, 16))
+            wait_s = backoff_s(self._retry_min_s, self._streak, self._retry_max_s)
             self._streak += 1
             self._next_probe_at = now + timedelta(seconds=wait_s)
             next_probe_at = self._next_probe_at
