@@ -59,9 +59,10 @@ from feeds.webhooks.safety import (
 )
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S, RetrySchedule
 from storage.errors import InvalidSubscription
+from storage.models import Subscription
 from storage.outbox import Claim, OutboxItem, OutboxStore
 from storage.sessions import utc_now
-from storage.subscriptions import Subscription, redact_url
+from storage.subscriptions import redact_url
 
 log = structlog.get_logger(__name__)
 

@@ -1,4 +1,4 @@
-"""Wiring: settings -> database (migrated) -> store, Hub client and ingestor, shared by CLI and daemon.
+"""Wiring: settings -> database (migrated) -> its stores, Hub client and ingestor, shared by CLI and daemon.
 
 Each part is built on first use and imports its stack then: a command that only reads the database
 never loads the Hub client, the differs or the advisory service.
@@ -11,19 +11,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from storage.db import create_db_engine, migrate
 from storage.errors import InvalidSubscription, StorageError
+from storage.front import Storage
 from storage.health import probe_write, write_failure
-from storage.outbox import OutboxStore
 from storage.sessions import Clock, utc_now
-from storage.store import Store
-from storage.subscription_store import SubscriptionStore
 from tracker.config import Settings, parse_interval
 from tracker.errors import ConfigError, NotWatched
 
 if TYPE_CHECKING:
     from storage.models import Watch
-    from storage.store import ScheduledWatch
+    from storage.watches import ScheduledWatch
     from tracker.advisories.service import AdvisoryService
     from tracker.hub import HubClient
     from tracker.ingest import Ingestor, PollOutcome
@@ -40,31 +37,20 @@ class App:
     _unchanged_watches: dict[tuple[str, str], Watch] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
-    def store(self) -> Store:
+    def store(self) -> Storage:
+        """Every store of the database (migrated on first use), with the config's watches and [[webhooks]] synced."""
         try:
-            engine = create_db_engine(self.settings.database_url)
-            migrate(engine)
+            store = Storage.open(self.settings.database_url, clock=self.clock)
         except StorageError as err:
             raise ConfigError(str(err)) from err
-        store = Store(engine, clock=self.clock)
-        store.sync_config_watches(
+        store.watches.sync_config_watches(
             (spec.repo, spec.branch, self.settings.interval_s(spec)) for spec in self.settings.watch
         )
         try:
-            SubscriptionStore(engine, clock=self.clock).sync_config_subscriptions(self.settings.webhooks)
+            store.subscriptions.sync_config_subscriptions(self.settings.webhooks)
         except InvalidSubscription as err:
             raise ConfigError(f"{self.settings.source}: [[webhooks]]: {err}") from err
         return store
-
-    @cached_property
-    def subscriptions(self) -> SubscriptionStore:
-        """Webhook subscriptions (the config's [[webhooks]] synced by `store`, the API's beside them)."""
-        return SubscriptionStore(self.store.engine, clock=self.clock)
-
-    @cached_property
-    def outbox(self) -> OutboxStore:
-        """The delivery log of outbound webhooks: due deliveries, attempts, redeliveries."""
-        return OutboxStore(self.store.engine, clock=self.clock)
 
     @cached_property
     def hub(self) -> HubClient:
@@ -100,7 +86,7 @@ class App:
 
     def watches_for(self, repo_ids: Iterable[str]) -> list[Watch]:
         """The watches of the named repos (all watches when none are named)."""
-        watches = self.store.list_watches()
+        watches = self.store.watches.list_watches()
         wanted = list(repo_ids)
         if not wanted:
             return watches
@@ -144,7 +130,7 @@ class App:
         cached = watch is not None
         if watch is None:
             try:
-                watch = self._reading(lambda: self.store.get_watch(repo_id, branch))
+                watch = self._reading(lambda: self.store.watches.get_watch(repo_id, branch))
             except StorageError as err:
                 self.storage_gate.failed(str(err))
                 return None
@@ -162,7 +148,7 @@ class App:
         """Every watch as the scheduler needs it (no ORM rows); None while the database cannot be read
         (jobs stay as they are)."""
         try:
-            return self._reading(self.store.watch_schedule)
+            return self._reading(self.store.watches.watch_schedule)
         except StorageError as err:
             self.storage_gate.failed(str(err))
             return None
@@ -171,7 +157,7 @@ class App:
         """The watch list's fingerprint (one aggregate query), for the scheduler's cheap change check;
         None while the database cannot be read."""
         try:
-            return self._reading(self.store.watch_list_version)
+            return self._reading(self.store.watches.watch_list_version)
         except StorageError as err:
             self.storage_gate.failed(str(err))
             return None

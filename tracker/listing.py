@@ -295,14 +295,13 @@ __all__ = ["AUTHOR_SOURCE", "FollowOutcome", "ListingJob", "ListingPass", "Scope
 def start_listing(app: App, trigger: Callable[[str, str], object]) -> ListingJob:
     """The daemon's listing job with the request budget installed on the Hub client: shared through the
     database with every other process on it (its state is what `tracker.budget.budget_state()` reports)."""
-    from storage.listing_state import BudgetStore
     from tracker.budget import RequestBudget, set_process_budget
     from tracker.hub import install_budget
 
     hub_settings = app.settings.hub
-    shared = BudgetStore(app.store.engine, clock=app.clock)  # one budget for every process on this database
+    shared = app.store.budget  # one budget for every process on this database
     budget = RequestBudget(hub_settings.api_requests_per_5min, hub_settings.resolve_requests_per_5min, shared=shared.claim)
     install_budget(budget, hub_settings.endpoint)
     set_process_budget(budget)
-    listings = ListingStore(app.store.engine, clock=app.clock)
+    listings = app.store.listing
     return ListingJob(app.settings, listings, app.hub, trigger, budget, app.clock)

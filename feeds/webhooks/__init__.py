@@ -14,9 +14,8 @@ from types import ModuleType
 
 from feeds.webhooks import apprise, discord, generic, slack
 from feeds.webhooks.safety import Resolver, check_url, system_resolve
-from storage.models import Event
+from storage.models import Event, Subscription
 from storage.subscription_store import SubscriptionStore
-from storage.subscriptions import Subscription
 
 FORMATS: dict[str, ModuleType] = {"generic": generic, "slack": slack, "discord": discord, "apprise": apprise}
 

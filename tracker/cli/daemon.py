@@ -60,7 +60,6 @@ def run(ctx: click.Context) -> None:
 def build_scheduler(app: Any, poll: Any, jitter_s: int, **options: Any) -> Any:
     """This process's scheduler: timing every watch itself (one worker: SQLite's default), or leasing due
     watches from the database beside other workers ([poll] coordination; shared is PostgreSQL's default)."""
-    from storage.leases import LeaseStore
     from tracker.config import parse_interval
     from tracker.scheduler import Scheduler
 
@@ -68,7 +67,7 @@ def build_scheduler(app: Any, poll: Any, jitter_s: int, **options: Any) -> Any:
     if mode == "auto":
         mode = "shared" if app.store.engine.dialect.name == "postgresql" else "local"
     common = {"version": app.watch_list_version, **options}
-    leases = LeaseStore(app.store.engine, clock=app.clock)
+    leases = app.store.leases
     if mode == "local":  # polls asked for (listing moves, Hub webhooks) are written down before they run
         return Scheduler(app.scheduled_watches, poll, jitter_s=jitter_s, requests=leases, **common)
     from tracker.workers import SharedScheduler
