@@ -365,6 +365,6 @@ def test_migrating_an_old_database_backfills_the_summaries(database_url: str) ->
     repos = ReadModel(engine).repos()
     assert [(r.repo_id, r.revisions) for r in repos] == [("old/model0", 3), ("old/model1", 1), ("old/model2", 1)]
     assert repos[0].last_committed_at == T0 + timedelta(hours=2) and repos[2].last_committed_at == T0 - timedelta(hours=3)
-    old.save_revision(_revision("old/model1", 5))  # writes after the migration keep adding to the back-filled rows
+    old.history.save_revision(_revision("old/model1", 5))  # writes after the migration keep adding to the back-filled rows
     assert _summaries(engine) == _recomputed(engine)
     engine.dispose()

@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 from feeds.http import create_app
 from storage.db import create_db_engine
 from storage.front import Storage
+from storage.history import HistoryStore
 from storage.models import Revision
 from tests.conftest import run_cli, settings_for, write_config
 from tracker.app import App
@@ -139,14 +140,22 @@ def test_a_visibility_event_and_the_watch_meta_commit_together(sqlite_app: App, 
     assert len(events) == 1 and "'auto'" in events[0].title
 
 
-class _Barrier(Storage):
-    """A store whose writers of a revision wait for each other: both have fetched it, neither stored it."""
+class _Barrier(HistoryStore):
+    """A history whose writers of a revision wait for each other: both have fetched it, neither stored it."""
 
     barrier = threading.Barrier(2, timeout=60)
 
     def save_revision(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         self.barrier.wait()
         return super().save_revision(*args, **kwargs)
+
+
+class _BarrierStorage(Storage):
+    """Storage with the history above in place of its own."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "history", _Barrier(self.engine, self.clock))
 
 
 def test_two_writers_racing_on_one_commit_store_it_once(replay, database_url: str) -> None:
@@ -156,7 +165,7 @@ def test_two_writers_racing_on_one_commit_store_it_once(replay, database_url: st
     replay.set_head(BROKEN, 1)
     _Barrier.barrier = threading.Barrier(2, timeout=60)
     ingestors = [
-        Ingestor(_Barrier(create_db_engine(database_url)), HubClient(replay.endpoint), settings)  # type: ignore[arg-type]
+        Ingestor(_BarrierStorage(create_db_engine(database_url)), HubClient(replay.endpoint), settings)  # type: ignore[arg-type]
         for _ in range(2)
     ]
     outcomes: list = []
