@@ -143,11 +143,11 @@ def _print_watch_reads(app: App, repo_id: str) -> None:
         return (time.perf_counter() - started) * 1000 / n
 
     store = app.store
-    before = ms(store.list_watches)
-    version = ms(store.watch_list_version)
+    before = ms(store.watches.list_watches)
+    version = ms(store.watches.watch_list_version)
     print(f"watch-list change check:          {version:.1f} ms (version query) vs {before:.0f} ms reading every watch "
-          f"as ORM rows before (ratio {version / before:.3f}x); light reload when it moved {ms(store.watch_schedule):.0f} ms; "
-          f"one repo's watches (Hub webhook) {ms(lambda: store.repo_watches(repo_id)):.2f} ms", flush=True)
+          f"as ORM rows before (ratio {version / before:.3f}x); light reload when it moved {ms(store.watches.watch_schedule):.0f} ms; "
+          f"one repo's watches (Hub webhook) {ms(lambda: store.watches.repo_watches(repo_id)):.2f} ms", flush=True)
 
 
 class Replay:
@@ -211,7 +211,7 @@ def main() -> None:
             app = App(settings)
             for repo_id in hook_ids:
                 replay.set_head(repo_id, 1)
-                app.store.add_watch(repo_id, "main", args.interval)
+                app.store.watches.add_watch(repo_id, "main", args.interval)
             app.poller.poll(hook_ids)  # their baselines, for real
             first_due = datetime.now(UTC) + timedelta(seconds=args.idle)
             _seed(app, heads, args.interval, first_due)

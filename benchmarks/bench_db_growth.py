@@ -68,7 +68,7 @@ def main() -> None:
                             "files": {"config.json": {**CONFIG, "rope_theta": 500000.0 + i + 1}}})
         write_repo(root, "bench/llama-like", commits)
         with replayed_app(root, Path(tmp) / "h.db") as (app, server):
-            app.store.add_watch("bench/llama-like", "main", 900)
+            app.store.watches.add_watch("bench/llama-like", "main", 900)
             server.set_head("bench/llama-like", 1)
             app.poller.poll()
             before = _db_bytes(app)

@@ -53,7 +53,7 @@ def main() -> None:
             app.clock = clock
             for repo_id in server.repo_ids():
                 server.set_head(repo_id, 1)
-                app.store.add_watch(repo_id, "main", TICK_S)
+                app.store.watches.add_watch(repo_id, "main", TICK_S)
             app.poller.poll()  # baselines
             sa.event.listen(app.store.engine, "before_cursor_execute", refuse)
             for repo_id in server.repo_ids():

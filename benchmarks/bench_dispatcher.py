@@ -26,9 +26,7 @@ import structlog
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
-from storage.outbox import OutboxStore
-from storage.store import Store
-from storage.subscription_store import SubscriptionStore
+from storage.front import Storage
 from storage.subscriptions import new_secret
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
@@ -54,19 +52,19 @@ def _serve(ready: multiprocessing.Queue) -> None:
     server.serve_forever()
 
 
-def _events(store: Store, n: int) -> None:
+def _events(store: Storage, n: int) -> None:
     payload = {"commit_title": "Update tokenizer_config.json", "baseline": False, "kinds": ["chat_template"],
                "summaries": ["chat template changed; rendered prompt differs for 2 of 3 sample conversations"]}
     for i in range(n):
-        store.add_event("org/model", NewEvent(f"ev-{i}", "revision.ingested", "model: chat template changed (warning)",
+        store.history.add_event("org/model", NewEvent(f"ev-{i}", "revision.ingested", "model: chat template changed (warning)",
                                               "warning", False, payload), sha=f"{i:040x}")
 
 
 def _case(tmp: str, name: str, url: str, n: int, endpoints: int, concurrency: int) -> float:
     engine = create_db_engine(f"sqlite:///{tmp}/{name}.db")
     migrate(engine)
-    store, outbox = Store(engine, clock=lambda: T0), OutboxStore(engine, clock=lambda: T0)
-    subscriptions = SubscriptionStore(engine, clock=lambda: T0)
+    store = Storage(engine, clock=lambda: T0)
+    outbox, subscriptions = store.outbox, store.subscriptions
     for i in range(endpoints):
         subscriptions.add_subscription(f"{url}/{i}", "generic", secret=new_secret(), min_severity="info")
     _events(store, n // endpoints)

@@ -29,7 +29,8 @@ from feeds.http.app import ServerThread, create_app
 from feeds.views.feed import FeedBuilder, FeedRequest
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
-from storage.store import NewChange, NewRevision, Store
+from storage.front import Storage
+from storage.history import NewChange, NewRevision
 
 REPO = "bench/model-feed"
 EVENTS = 1000
@@ -64,19 +65,19 @@ def _changes(i: int) -> list[NewChange]:
     return changes
 
 
-def write_history(url: str, events: int = EVENTS, repo_id: str = REPO) -> Store:
+def write_history(url: str, events: int = EVENTS, repo_id: str = REPO) -> Storage:
     """A database holding `events` revisions of `repo_id`, each with its event."""
     engine = create_db_engine(url)
     migrate(engine)
     clock = iter(T0 + timedelta(minutes=m) for m in range(10 * events + 10))
-    store = Store(engine, clock=lambda: next(clock))
-    store.add_watch(repo_id, "main", 900)
+    store = Storage(engine, clock=lambda: next(clock))
+    store.watches.add_watch(repo_id, "main", 900)
     parent = None
     for i in range(events):
         sha = f"{i:040x}"
         changes = _changes(i)
         severity = "warning" if len(changes) > 1 else "notice"
-        store.save_revision(NewRevision(
+        store.history.save_revision(NewRevision(
             repo_id=repo_id, sha=sha, parent_sha=parent, branch="main", committed_at=T0 + timedelta(hours=i),
             title=f"Update config.json (#{i})", message="", authors=["bench"], is_baseline=parent is None, files=[], blobs={},
             weight_files=[], changes=changes,

@@ -29,7 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from storage.listing_state import ListingStore
 from storage.models import Watch
 from tracker.app import App
 from tracker.config import settings_from_mapping
@@ -81,14 +80,14 @@ def _run(endpoint: str, tmp: Path) -> None:
     app = App(settings)
     ids = synthetic_ids(N)
     now = datetime.now(UTC)
-    with app.store.session() as s:
+    with app.store.history.session() as s:
         s.add_all(
             Watch(repo_id=r, branch="main", interval_s=PER_REPO_INTERVAL_MIN * 60, source="cli", created_at=now,
                   last_sha=synthetic_history(r, commits=2, start=SYNTHETIC_START + timedelta(minutes=i)).commits[0].sha, last_polled_at=now)
             for i, r in enumerate(ids)
         )
         s.commit()
-    listings = ListingStore(app.store.engine)
+    listings = app.store.listing
     listing = ListingPass(listings, app.hub)
     _requests(endpoint)
 

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from storage.advisories import NewAdvisoryCheck, write_check
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
-from storage.store import NewFile, NewRevision, Store
+from storage.front import Storage
+from storage.history import NewFile, NewRevision
 from tracker.advisories.facts import extract_facts
 from tracker.advisories.osv import OsvClient
 from tracker.advisories.service import AdvisoryService
@@ -72,7 +73,7 @@ def repo_files(rng: random.Random, i: int) -> dict[str, bytes]:
     return files
 
 
-def seed(store: Store) -> int:
+def seed(store: Storage) -> int:
     """N watched repos, each a stored revision with its facts (no network). Returns distinct versions."""
     rng = random.Random(1234)
     versions: set[tuple[str, str]] = set()
@@ -82,14 +83,14 @@ def seed(store: Store) -> int:
         snap = Snapshot(repo_id, sha, {p: FileEntry(p, git_blob_oid(d), len(d)) for p, d in files.items()}, dict(files))
         facts = extract_facts(snap)
         versions.update(facts.versions())
-        watch = store.add_watch(repo_id, "main", 900)
+        watch = store.watches.add_watch(repo_id, "main", 900)
         new = NewRevision(repo_id=repo_id, sha=sha, parent_sha=None, branch="main", committed_at=T0, title="init",
                           message="", authors=[], is_baseline=True,
                           files=[NewFile(p, git_blob_oid(d), len(d), "config", held=True) for p, d in files.items()],
                           blobs={git_blob_oid(d): d for d in files.values()}, weight_files=[], changes=[],
                           events=[NewEvent(f"bench-{i}", "revision.ingested", "init", "info")])
         check = NewAdvisoryCheck(repo_id=repo_id, facts=facts.to_dict())
-        store.save_revision(new, watch_id=watch.id, extra_writes=[lambda s, r, c=check: write_check(s, r.id, c, T0)])
+        store.history.save_revision(new, watch_id=watch.id, extra_writes=[lambda s, r, c=check: write_check(s, r.id, c, T0)])
     return len(versions)
 
 
@@ -105,7 +106,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, OsvFake([r for r in bundled_records() if r["id"] != HELD_BACK]) as fake:
         engine = create_db_engine(f"sqlite:///{tmp}/h.db")
         migrate(engine)
-        store = Store(engine)
+        store = Storage(engine)
         started = time.perf_counter()
         distinct = seed(store)
         seeded_s = time.perf_counter() - started

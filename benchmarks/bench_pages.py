@@ -28,7 +28,8 @@ from feeds.http.app import ServerThread, create_app
 from feeds.views.view_models import render
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
-from storage.store import NewEstimate, NewRevision, Store
+from storage.front import Storage
+from storage.history import NewEstimate, NewRevision
 
 REPO = "bench/model-pages"
 REVISIONS = 1000
@@ -55,18 +56,18 @@ def _estimate(i: int) -> NewEstimate:
     return NewEstimate(params, result)
 
 
-def write_history(url: str) -> Store:
+def write_history(url: str) -> Storage:
     engine = create_db_engine(url)
     migrate(engine)
     clock = iter(T0 + timedelta(minutes=m) for m in range(10 * REVISIONS + 10))
-    store = Store(engine, clock=lambda: next(clock))
-    store.add_watch(REPO, "main", 900)
+    store = Storage(engine, clock=lambda: next(clock))
+    store.watches.add_watch(REPO, "main", 900)
     parent = None
     for i in range(REVISIONS):
         sha = f"{i:040x}"
         changes = _changes(i)
         severity = "warning" if len(changes) > 1 else "notice"
-        store.save_revision(NewRevision(
+        store.history.save_revision(NewRevision(
             repo_id=REPO, sha=sha, parent_sha=parent, branch="main", committed_at=T0 + timedelta(hours=i),
             title=f"Update config.json (#{i})", message="", authors=["bench"], is_baseline=parent is None, files=[], blobs={},
             weight_files=[], changes=changes, estimate=_estimate(i),
@@ -107,8 +108,8 @@ def main() -> None:
                 median, worst, size = _time(client, path)
                 print(f"{label:52s} median {median:6.1f} ms  max {worst:6.1f} ms  {size:8,d} bytes  "
                       f"ratio vs {GOAL_MS:.0f} ms goal: {median / GOAL_MS:.2f}x")
-        revisions = store.list_revisions(REPO)
-        changes = store.changes_by_revision(r.id for r in revisions)
+        revisions = store.history.list_revisions(REPO)
+        changes = store.history.changes_by_revision(r.id for r in revisions)
         samples = []
         for _ in range(5):
             t = time.perf_counter()

@@ -66,7 +66,7 @@ def main() -> None:
         with replayed_app(root, Path(tmp) / "h.db") as (app, server):
             repo_ids = server.repo_ids()
             for repo_id in repo_ids:
-                app.store.add_watch(repo_id, "main", 900)
+                app.store.watches.add_watch(repo_id, "main", 900)
             app.poller.poll()  # baselines
             server.reset_requests()
             started = time.perf_counter()

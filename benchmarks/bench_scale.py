@@ -4,7 +4,7 @@ The history: 10,000 repos, each watched, with revisions spread over them round-r
 has one file, one change and one event, every tenth one security-relevant. It is grown by bulk inserts
 into the storage layer's own tables (the models' tables, executemany; no network, no pipeline, which
 would take hours for a million commits) and summarised by migration 0012's back-fill, the SQL an
-upgraded database runs; the measured ingest writes go through `Store.save_revision`, as the daemon's do.
+upgraded database runs; the measured ingest writes go through `HistoryStore.save_revision`, as the daemon's do.
 
 At each size it prints medians of: the all-feed's and the security feed's state as the storage reads it,
 the same feeds answering a conditional GET with 304 (goal: under 5 ms and flat), the HTTP floor (what
@@ -47,9 +47,10 @@ from feeds.http.app import create_app
 from feeds.views.feed import FeedRequest
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
-from storage.event_queries import RepoSummary
+from storage.front import Storage
+from storage.history import NewChange, NewFile, NewRevision
 from storage.models import ChangeRecord, Event, Revision, RevisionFile, Watch
-from storage.store import NewChange, NewFile, NewRevision, Store
+from storage.read_model import RepoSummary
 
 REPOS = 10_000
 SIZES = (10_000, 100_000)
@@ -112,7 +113,7 @@ def median_ms(fn: Callable[[], Any], runs: int) -> float:
     return statistics.median(times)
 
 
-def measure(store: Store, client: TestClient, size: int) -> dict[str, float]:
+def measure(store: Storage, client: TestClient, size: int) -> dict[str, float]:
     out: dict[str, float] = {}
     feeds = client.app.state.services.feeds  # type: ignore[attr-defined]
     for name, scope in (("all-feed state", "all"), ("security state", "security")):
@@ -145,7 +146,7 @@ def measure(store: Store, client: TestClient, size: int) -> dict[str, float]:
 
     def ingest() -> None:
         n = size * 10 + next(serial)
-        store.save_revision(NewRevision(
+        store.history.save_revision(NewRevision(
             repo_id=repo_id(n % REPOS), sha=sha(n), parent_sha=None, branch="main", committed_at=T0 + timedelta(seconds=n),
             title="Update config.json", message="", authors=["bench"], is_baseline=False,
             files=[NewFile("config.json", sha(-n), 100, "config")], blobs={}, weight_files=[],
@@ -220,7 +221,7 @@ def main() -> None:
         with engine.begin() as conn:
             conn.execute(sa.insert(Watch), [{"repo_id": repo_id(i), "branch": "main", "interval_s": 900, "source": "config",
                                              "backfill": 0, "created_at": T0, "error_count": 0} for i in range(REPOS)])
-        store = Store(engine)
+        store = Storage(engine)
         client = TestClient(create_app(store))
         grown = 0
         for size in sizes:

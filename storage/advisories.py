@@ -1,9 +1,9 @@
-"""Advisory tables and their queries: dependency facts per revision, the OSV record cache, revision <->
-advisory links, hubwatch's own OSV records, what each repo has been told (re-check state), and revisions
-waiting for OSV to come back.
+"""The advisory tables' writes and queries (the tables are in storage/models.py): dependency facts per
+revision, the OSV record cache, revision <-> advisory links, hubwatch's own OSV records, what each repo
+has been told (re-check state), and revisions waiting for OSV to come back.
 
 `write_check(session, revision_id, check)` adds one revision's advisory rows to a session: it is what the
-advisories service hands to `Store.save_revision(extra_writes=...)`, so they land in the revision's own
+advisories service hands to `HistoryStore.save_revision(extra_writes=...)`, so they land in the revision's own
 transaction (or in a transaction of their own, for re-checks and back-fills).
 """
 
@@ -16,37 +16,22 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Field, Session, SQLModel, col, select
+from sqlmodel import Session, col, select
 
 from storage import blobs
 from storage.event_log import NewEvent, write_events
-from storage.models import Revision, Watch
-from storage.store import Store
-from storage.types import UTCDateTime
-
-
-def _utc(nullable: bool = False, index: bool = False) -> Any:
-    return Field(default=None, sa_column=sa.Column(UTCDateTime(), nullable=nullable, index=index))
-
-
-def _json(nullable: bool = False) -> Any:
-    return Field(default=None, sa_column=sa.Column(sa.JSON(), nullable=nullable))
-
-
-# --- tables -------------------------------------------------------------------------------------------
-
-
-class RevisionFacts(SQLModel, table=True):
-    """The dependency facts of one revision, their diff against its parent, and its loader advice."""
-
-    __tablename__ = "advisory_facts"
-
-    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
-    # The documents live in the content-addressed blob store: most revisions repeat their parent's.
-    facts_oid: str = Field(max_length=40)
-    advice_oid: str | None = Field(default=None, max_length=40)
-    fact_changes: list[dict[str, Any]] = _json()
-    checked_at: datetime = _utc()
+from storage.models import (
+    AdvisoryLink,
+    AdvisoryPending,
+    AdvisoryRecheck,
+    AdvisoryState,
+    OsvRecord,
+    OwnAdvisory,
+    Revision,
+    RevisionFacts,
+    Watch,
+)
+from storage.sessions import EngineStore
 
 
 @dataclass(frozen=True)
@@ -58,96 +43,6 @@ class StoredFacts:
     fact_changes: list[dict[str, Any]]
     advice: dict[str, Any] | None
     checked_at: datetime
-
-
-class OsvRecord(SQLModel, table=True):
-    """An OSV record as last fetched, kept until OSV says it was modified."""
-
-    __tablename__ = "osv_record"
-
-    id: str = Field(primary_key=True, max_length=100)
-    modified: str = Field(max_length=40)
-    aliases: list[str] = _json()
-    record: dict[str, Any] = _json()
-    withdrawn: bool = False
-    fetched_at: datetime = _utc()
-
-
-class AdvisoryLink(SQLModel, table=True):
-    """An OSV advisory matching a package version a revision names."""
-
-    __tablename__ = "advisory_link"
-
-    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
-    advisory_key: str = Field(primary_key=True, max_length=100, index=True)
-    package: str = Field(primary_key=True, max_length=200)
-    version: str = Field(default="", max_length=100)
-    status: str = Field(max_length=20)  # affected | unknown | withdrawn
-    reason: str | None = None
-    verdict: str = Field(default="unclassified", max_length=20)  # repo | runtime | unclassified
-    rule: str | None = Field(default=None, max_length=60)
-    ids: list[str] = _json()
-    modified: str = Field(default="", max_length=40)
-    summary: str = ""
-    checked_at: datetime = _utc()
-    # An affected version is listed either way; one about other models is marked, with the reason.
-    relevant: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
-    relevance: str | None = None
-
-
-class OwnAdvisory(SQLModel, table=True):
-    """An OSV record hubwatch published for a security-relevant change."""
-
-    __tablename__ = "own_advisory"
-
-    id: str = Field(primary_key=True, max_length=60)
-    repo_id: str = Field(max_length=200, index=True)
-    revision_id: int = Field(foreign_key="revision.id", index=True, ondelete="CASCADE")
-    sha: str = Field(max_length=40)
-    class_id: str = Field(max_length=40)
-    severity: str = Field(max_length=20)
-    record: dict[str, Any] = _json()
-    published_at: datetime = _utc()
-    modified_at: datetime = _utc()
-    fixed_sha: str | None = Field(default=None, max_length=40)
-
-
-class AdvisoryState(SQLModel, table=True):
-    """Which advisory (at which `modified`) a repo has been told about: the re-check's memory."""
-
-    __tablename__ = "advisory_state"
-
-    repo_id: str = Field(primary_key=True, max_length=200)
-    advisory_key: str = Field(primary_key=True, max_length=100)
-    modified: str = Field(max_length=40)
-    first_seen_at: datetime = _utc()
-    last_seen_at: datetime = _utc()
-    # A digest of what a re-announcement is about (ranges, severity, aliases, withdrawal): a `modified`
-    # that moves without it is stored silently. None: told before digests were kept.
-    substance: str | None = Field(default=None, max_length=64)
-
-
-class AdvisoryRecheck(SQLModel, table=True):
-    """The last re-check of a repo's head."""
-
-    __tablename__ = "advisory_recheck"
-
-    repo_id: str = Field(primary_key=True, max_length=200)
-    revision_id: int | None = None
-    checked_at: datetime = _utc()
-    error: str | None = None
-
-
-class AdvisoryPending(SQLModel, table=True):
-    """A revision whose OSV look-up failed (OSV down, malformed answer): asked again later."""
-
-    __tablename__ = "advisory_pending"
-
-    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
-    reason: str
-    marked_at: datetime = _utc()
-    attempts: int = 1
-    last_attempt_at: datetime = _utc()
 
 
 # --- what a check writes ------------------------------------------------------------------------------
@@ -284,32 +179,29 @@ class HeadRevision:
     sha: str
 
 
-class AdvisoryStore:
-    """Reads and stand-alone writes of the advisory tables, over the Store's engine and clock."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
+class AdvisoryStore(EngineStore):
+    """Reads and stand-alone writes of the advisory tables."""
 
     def write(self, revision_id: int, check: NewAdvisoryCheck) -> None:
         """`write_check` in a transaction of its own (back-fill, re-check, re-query of pending revisions)."""
-        with self.store.session() as s:
-            write_check(s, revision_id, check, self.store.clock())
+        with self.session() as s:
+            write_check(s, revision_id, check, self.clock())
             s.commit()
 
     def write_many(self, checks: Iterable[tuple[int, NewAdvisoryCheck]], rechecked: Iterable[tuple[str, int]] = (),
                    batch: int = 200) -> None:
         """Many revisions' checks, `batch` to a transaction; then `rechecked` (repo, head revision) noted."""
-        now = self.store.clock()
+        now = self.clock()
         items = list(checks)
         for start in range(0, len(items), batch):
-            with self.store.session() as s:
+            with self.session() as s:
                 for revision_id, check in items[start : start + batch]:
                     write_check(s, revision_id, check, now)
                 s.commit()
         heads = dict(rechecked)
         if not heads:
             return
-        with self.store.session() as s, s.no_autoflush:
+        with self.session() as s, s.no_autoflush:
             rows = {r.repo_id: r for r in s.exec(select(AdvisoryRecheck).where(col(AdvisoryRecheck.repo_id).in_(heads)))}
             for repo_id, revision_id in heads.items():
                 row = rows.get(repo_id) or AdvisoryRecheck(repo_id=repo_id)
@@ -322,25 +214,25 @@ class AdvisoryStore:
         out: dict[int, list[AdvisoryLink]] = {i: [] for i in ids}
         if not ids:
             return out
-        with self.store.session() as s:
+        with self.session() as s:
             for link in s.exec(select(AdvisoryLink).where(col(AdvisoryLink.revision_id).in_(ids))):
                 out[link.revision_id].append(link)
         return out
 
     def save_osv_records(self, records: Iterable[dict[str, Any]]) -> None:
-        with self.store.session() as s:
-            upsert_osv_records(s, records, self.store.clock())
+        with self.session() as s:
+            upsert_osv_records(s, records, self.clock())
             s.commit()
 
     def record_recheck(self, repo_id: str, revision_id: int | None, error: str | None) -> None:
-        with self.store.session() as s:
+        with self.session() as s:
             row = s.get(AdvisoryRecheck, repo_id) or AdvisoryRecheck(repo_id=repo_id)
-            row.revision_id, row.checked_at, row.error = revision_id, self.store.clock(), error
+            row.revision_id, row.checked_at, row.error = revision_id, self.clock(), error
             s.add(row)
             s.commit()
 
     def osv_records(self, ids: Iterable[str] | None = None) -> list[OsvRecord]:
-        with self.store.session() as s:
+        with self.session() as s:
             query = select(OsvRecord).order_by(OsvRecord.id)
             if ids is not None:
                 query = query.where(col(OsvRecord.id).in_(set(ids)))
@@ -348,14 +240,14 @@ class AdvisoryStore:
 
     def osv_modified(self) -> dict[str, str]:
         """id -> `modified` of every cached record: what decides whether a detail fetch is needed."""
-        with self.store.session() as s:
+        with self.session() as s:
             return dict(s.exec(select(OsvRecord.id, OsvRecord.modified)).all())  # type: ignore[arg-type]
 
     def facts(self, revision_ids: Iterable[int]) -> dict[int, StoredFacts]:
         ids = set(revision_ids)
         if not ids:
             return {}
-        with self.store.session() as s:
+        with self.session() as s:
             rows = list(s.exec(select(RevisionFacts).where(col(RevisionFacts.revision_id).in_(ids))))
             docs = blobs.read_json(s, [oid for r in rows for oid in (r.facts_oid, r.advice_oid)])
         return {
@@ -366,13 +258,13 @@ class AdvisoryStore:
         }
 
     def links(self, revision_id: int) -> list[AdvisoryLink]:
-        with self.store.session() as s:
+        with self.session() as s:
             query = select(AdvisoryLink).where(AdvisoryLink.revision_id == revision_id).order_by(AdvisoryLink.advisory_key)
             return list(s.exec(query))
 
     def linked_keys(self, repo_id: str) -> set[str]:
         """Advisory keys ever linked to any revision of the repo."""
-        with self.store.session() as s:
+        with self.session() as s:
             query = (
                 select(AdvisoryLink.advisory_key)
                 .join(Revision, col(Revision.id) == AdvisoryLink.revision_id)
@@ -382,7 +274,7 @@ class AdvisoryStore:
             return set(s.exec(query))
 
     def own(self, repo_id: str | None = None) -> list[OwnAdvisory]:
-        with self.store.session() as s:
+        with self.session() as s:
             query = select(OwnAdvisory).order_by(col(OwnAdvisory.published_at), OwnAdvisory.id)
             if repo_id is not None:
                 query = query.where(OwnAdvisory.repo_id == repo_id)
@@ -396,22 +288,22 @@ class AdvisoryStore:
         ids = set(repo_ids)
         if not ids:
             return {}
-        with self.store.session() as s:
+        with self.session() as s:
             rows = s.exec(select(AdvisoryState).where(col(AdvisoryState.repo_id).in_(ids)))
             return {(r.repo_id, r.advisory_key): Told(r.modified, r.substance) for r in rows}
 
     def pending(self) -> list[AdvisoryPending]:
-        with self.store.session() as s:
+        with self.session() as s:
             return list(s.exec(select(AdvisoryPending).order_by(AdvisoryPending.revision_id)))
 
     def rechecks(self) -> dict[str, AdvisoryRecheck]:
-        with self.store.session() as s:
+        with self.session() as s:
             return {r.repo_id: r for r in s.exec(select(AdvisoryRecheck))}
 
     def heads(self, repo_ids: Iterable[str] | None = None) -> list[HeadRevision]:
         """The stored revision each watch points at (one per repo and sha)."""
         wanted = None if repo_ids is None else set(repo_ids)
-        with self.store.session() as s:
+        with self.session() as s:
             query = (
                 select(Watch.repo_id, Revision.id, Revision.sha)
                 .join(Revision, sa.and_(Revision.repo_id == Watch.repo_id, Revision.sha == Watch.last_sha))
@@ -422,5 +314,5 @@ class AdvisoryStore:
         return [h for h in heads.values() if wanted is None or h.repo_id in wanted]
 
     def revision(self, revision_id: int) -> Revision | None:
-        with self.store.session() as s:
+        with self.session() as s:
             return s.get(Revision, revision_id)

@@ -10,8 +10,8 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from storage import summaries
+from storage.delivery_queue import enqueue
 from storage.models import Event
-from storage.outbox import enqueue
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,4 @@
-"""Listing state: author (org/user) watches, the high-water mark of each listing scope, and the Hub
-request budget the processes of one database share (`BudgetStore`).
+"""Listing state: author (org/user) watches and the high-water mark of each listing scope.
 
 The listing pass (tracker/polling/listing.py) reads the Hub's models sorted by last modification back to the
 mark stored here; an author watch turns every model the listing shows for that author into a Watch
@@ -9,14 +8,14 @@ mark stored here; an author watch turns every model the listing shows for that a
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, func, select
 
 from storage.errors import WatchExists
-from storage.models import AuthorWatch, HubBudgetWindow, ListingState, Watch
+from storage.models import AuthorWatch, ListingState, Watch
 from storage.sessions import EngineStore
 
 ALL_MODELS = "*"  # the scope of the listing of every model (no author filter)
@@ -160,39 +159,3 @@ class ListingStore(EngineStore):
             s.add(state)
             s.commit()
             return state
-
-
-class BudgetStore(EngineStore):
-    """The Hub request budget shared by every process on this database, claimed in blocks."""
-
-    def claim(self, pool: str, wanted: int, limit: int, window_s: float) -> tuple[int, float]:
-        """Claim up to `wanted` requests of `pool`'s current window of `limit` (a new window of `window_s`
-        starts when the last one is over): (granted, seconds until the window turns). Conditional UPDATEs
-        only, so processes racing for the last requests never claim more than `limit` between them."""
-        now = self.clock()
-        table = HubBudgetWindow.__table__  # type: ignore[attr-defined]
-        row = table.c.pool == pool
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(sa.insert(table).values(pool=pool, window_ends_at=None, used=0))
-        except IntegrityError:
-            pass  # there already
-        with self.engine.begin() as conn:
-            fresh = conn.execute(
-                sa.update(table)
-                .where(row, sa.or_(table.c.window_ends_at.is_(None), table.c.window_ends_at <= now))
-                .values(used=min(wanted, limit), window_ends_at=now + timedelta(seconds=window_s))
-            )
-            if fresh.rowcount:
-                return min(wanted, limit), window_s
-            for n in dict.fromkeys((wanted, 1)):
-                taken = conn.execute(
-                    sa.update(table)
-                    .where(row, table.c.window_ends_at > now, table.c.used + n <= limit)
-                    .values(used=table.c.used + n)
-                )
-                if taken.rowcount:
-                    ends = conn.execute(sa.select(table.c.window_ends_at).where(row)).scalar_one()
-                    return n, max(0.0, (ends - now).total_seconds())
-            ends = conn.execute(sa.select(table.c.window_ends_at).where(row)).scalar_one()
-            return 0, max(0.0, (ends - now).total_seconds())

@@ -1,4 +1,5 @@
-"""The tables. Every change to them comes with an Alembic migration (storage/migrations/versions)."""
+"""Every table, in one place (Alembic's env reads them from here). Every change to them comes with an Alembic
+migration (storage/migrations/versions); the stores that read and write them are the other storage modules."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 from storage.types import UTCDateTime
+
+MAX_URL_LENGTH = 2000  # of a webhook subscription's URL
 
 
 def _utc(nullable: bool = False, index: bool = False) -> Any:
@@ -242,3 +245,178 @@ class JobLease(SQLModel, table=True):
     holder: str | None = Field(default=None, max_length=80)
     lease_until: datetime | None = _utc(nullable=True)
     last_run_at: datetime | None = _utc(nullable=True)
+
+
+# -- webhook subscriptions and their deliveries (storage/outbox.py) --------------------
+
+
+class Subscription(SQLModel, table=True):
+    """Where to send events, in which format, and which events (repo globs, kinds, minimum severity)."""
+
+    __tablename__ = "subscription"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids are never reused: they go into webhook-ids
+
+    id: int | None = Field(default=None, primary_key=True)
+    url: str = Field(max_length=MAX_URL_LENGTH, repr=False)  # Slack, Discord and Apprise URLs hold tokens
+    format: str = Field(default="generic", max_length=10)
+    secret_env: str | None = Field(default=None, max_length=200)  # config: the variable's name
+    secret: str | None = Field(default=None, max_length=1000, repr=False)  # api: the secret itself
+    repos: list[str] = _json()
+    kinds: list[str] = _json()
+    min_severity: str = Field(default="notice", max_length=10)
+    source: str = Field(default="api", max_length=10)  # config | api
+    enabled: bool = True
+    disabled_reason: str | None = None
+    created_at: datetime = _utc()
+    backoff_until: datetime | None = _utc(nullable=True)  # the endpoint failed: hold its deliveries
+    removed_at: datetime | None = _utc(nullable=True)  # removed: listed no more, its delivery log kept
+    # The dispatcher worker sending this endpoint's deliveries now, and until when its claim holds
+    # without a heartbeat (storage.outbox: one worker per endpoint, so deliveries leave in order).
+    claimed_by: str | None = Field(default=None, max_length=64)
+    claimed_until: datetime | None = _utc(nullable=True)
+
+
+class Delivery(SQLModel, table=True):
+    """One event for one subscription. `id` is the Standard Webhooks `webhook-id`: the same on every try."""
+
+    __tablename__ = "delivery"
+    __table_args__ = (sa.Index("ix_delivery_due", "status", "next_attempt_at"),)
+
+    id: str = Field(primary_key=True, max_length=40)
+    subscription_id: int = Field(foreign_key="subscription.id", index=True, ondelete="CASCADE")
+    event_seq: int = Field(foreign_key="event.seq", index=True, ondelete="CASCADE")
+    event_id: str = Field(max_length=64)
+    status: str = Field(default="pending", max_length=10)  # pending | delivered | failed | dead
+    attempts: int = 0
+    next_attempt_at: datetime | None = _utc(nullable=True)
+    last_attempt_at: datetime | None = _utc(nullable=True)
+    last_status_code: int | None = None
+    last_error: str | None = None
+    created_at: datetime = _utc(index=True)
+    delivered_at: datetime | None = _utc(nullable=True)
+    first_attempt_at: datetime | None = _utc(nullable=True)  # the retry window is measured from here
+    retry_step: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # scheduled retries used
+
+
+class DeliveryAttempt(SQLModel, table=True):
+    """The log of every try of a delivery: when, what the receiver answered, what came of it. The row is
+    written as `started` before the request goes out and completed after, so a try cut short by a crash
+    is logged too: the worker that takes the endpoint over marks it `interrupted`."""
+
+    __tablename__ = "delivery_attempt"
+
+    id: int | None = Field(default=None, primary_key=True)
+    delivery_id: str = Field(foreign_key="delivery.id", index=True, ondelete="CASCADE", max_length=40)
+    attempt: int
+    attempted_at: datetime = _utc()
+    status_code: int | None = None
+    error: str | None = None
+    duration_ms: int = 0
+    outcome: str = Field(max_length=12)  # started, then delivered | retry | failed | dead; or interrupted
+    worker_id: str | None = Field(default=None, max_length=64)  # the dispatcher worker that made it
+
+
+# -- advisories (storage/advisories.py) ------------------------------------------------
+
+
+class RevisionFacts(SQLModel, table=True):
+    """The dependency facts of one revision, their diff against its parent, and its loader advice."""
+
+    __tablename__ = "advisory_facts"
+
+    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
+    # The documents live in the content-addressed blob store: most revisions repeat their parent's.
+    facts_oid: str = Field(max_length=40)
+    advice_oid: str | None = Field(default=None, max_length=40)
+    fact_changes: list[dict[str, Any]] = _json()
+    checked_at: datetime = _utc()
+
+
+class OsvRecord(SQLModel, table=True):
+    """An OSV record as last fetched, kept until OSV says it was modified."""
+
+    __tablename__ = "osv_record"
+
+    id: str = Field(primary_key=True, max_length=100)
+    modified: str = Field(max_length=40)
+    aliases: list[str] = _json()
+    record: dict[str, Any] = _json()
+    withdrawn: bool = False
+    fetched_at: datetime = _utc()
+
+
+class AdvisoryLink(SQLModel, table=True):
+    """An OSV advisory matching a package version a revision names."""
+
+    __tablename__ = "advisory_link"
+
+    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
+    advisory_key: str = Field(primary_key=True, max_length=100, index=True)
+    package: str = Field(primary_key=True, max_length=200)
+    version: str = Field(default="", max_length=100)
+    status: str = Field(max_length=20)  # affected | unknown | withdrawn
+    reason: str | None = None
+    verdict: str = Field(default="unclassified", max_length=20)  # repo | runtime | unclassified
+    rule: str | None = Field(default=None, max_length=60)
+    ids: list[str] = _json()
+    modified: str = Field(default="", max_length=40)
+    summary: str = ""
+    checked_at: datetime = _utc()
+    # An affected version is listed either way; one about other models is marked, with the reason.
+    relevant: bool = Field(default=True, sa_column_kwargs={"server_default": sa.true()})
+    relevance: str | None = None
+
+
+class OwnAdvisory(SQLModel, table=True):
+    """An OSV record hubwatch published for a security-relevant change."""
+
+    __tablename__ = "own_advisory"
+
+    id: str = Field(primary_key=True, max_length=60)
+    repo_id: str = Field(max_length=200, index=True)
+    revision_id: int = Field(foreign_key="revision.id", index=True, ondelete="CASCADE")
+    sha: str = Field(max_length=40)
+    class_id: str = Field(max_length=40)
+    severity: str = Field(max_length=20)
+    record: dict[str, Any] = _json()
+    published_at: datetime = _utc()
+    modified_at: datetime = _utc()
+    fixed_sha: str | None = Field(default=None, max_length=40)
+
+
+class AdvisoryState(SQLModel, table=True):
+    """Which advisory (at which `modified`) a repo has been told about: the re-check's memory."""
+
+    __tablename__ = "advisory_state"
+
+    repo_id: str = Field(primary_key=True, max_length=200)
+    advisory_key: str = Field(primary_key=True, max_length=100)
+    modified: str = Field(max_length=40)
+    first_seen_at: datetime = _utc()
+    last_seen_at: datetime = _utc()
+    # A digest of what a re-announcement is about (ranges, severity, aliases, withdrawal): a `modified`
+    # that moves without it is stored silently. None: told before digests were kept.
+    substance: str | None = Field(default=None, max_length=64)
+
+
+class AdvisoryRecheck(SQLModel, table=True):
+    """The last re-check of a repo's head."""
+
+    __tablename__ = "advisory_recheck"
+
+    repo_id: str = Field(primary_key=True, max_length=200)
+    revision_id: int | None = None
+    checked_at: datetime = _utc()
+    error: str | None = None
+
+
+class AdvisoryPending(SQLModel, table=True):
+    """A revision whose OSV look-up failed (OSV down, malformed answer): asked again later."""
+
+    __tablename__ = "advisory_pending"
+
+    revision_id: int = Field(foreign_key="revision.id", primary_key=True, ondelete="CASCADE")
+    reason: str
+    marked_at: datetime = _utc()
+    attempts: int = 1
+    last_attempt_at: datetime = _utc()

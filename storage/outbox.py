@@ -1,73 +1,29 @@
-"""The webhook outbox: one Delivery row per (event, subscription), written with the event, and its state machine.
+"""The webhook outbox's state machine: due, claimed, started, delivered, retried, failed, dead.
 
-`enqueue` runs inside the transaction that writes the events (storage.event_log.write_events calls
-it), so an event and its deliveries are committed together or not at all. The dispatcher
-(feeds/webhooks/dispatcher.py) then works through due deliveries with `OutboxStore`: claim, send, mark.
+Deliveries are queued with their events (storage/delivery_queue.py); the dispatcher (feeds/webhooks/dispatcher.py)
+then works through the due ones with `OutboxStore`: claim, send, mark. It hears of new ones through
+storage/wakeups.py.
 """
 
 from __future__ import annotations
 
 import threading
-import uuid
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Field, Session, SQLModel, col, select
+from sqlmodel import Session, col, select
 
+from storage.delivery_queue import switch_off
 from storage.errors import DeliveryNotFound, SubscriptionDisabled
-from storage.models import Event, _utc
+from storage.models import Delivery, DeliveryAttempt, Event, Subscription
 from storage.sessions import EngineStore
-from storage.subscriptions import Subscription, matches, redact_url
+from storage.subscriptions import redact_url
+from storage.wakeups import listen_for_deliveries, on_deliveries_queued, signal_on_commit
 
 STATUSES = ("pending", "delivered", "failed", "dead")
-
-_NAMESPACE = uuid.UUID("0b3c5d7e-2f41-4a6b-8c9d-1e2f3a4b5c6d")
-# PostgreSQL's channel for "deliveries were queued": NOTIFY in the writing transaction, LISTEN in dispatchers.
-NOTIFY_CHANNEL = "hubwatch_outbox"
-
-
-class Delivery(SQLModel, table=True):
-    """One event for one subscription. `id` is the Standard Webhooks `webhook-id`: the same on every try."""
-
-    __tablename__ = "delivery"
-    __table_args__ = (sa.Index("ix_delivery_due", "status", "next_attempt_at"),)
-
-    id: str = Field(primary_key=True, max_length=40)
-    subscription_id: int = Field(foreign_key="subscription.id", index=True, ondelete="CASCADE")
-    event_seq: int = Field(foreign_key="event.seq", index=True, ondelete="CASCADE")
-    event_id: str = Field(max_length=64)
-    status: str = Field(default="pending", max_length=10)  # pending | delivered | failed | dead
-    attempts: int = 0
-    next_attempt_at: datetime | None = _utc(nullable=True)
-    last_attempt_at: datetime | None = _utc(nullable=True)
-    last_status_code: int | None = None
-    last_error: str | None = None
-    created_at: datetime = _utc(index=True)
-    delivered_at: datetime | None = _utc(nullable=True)
-    first_attempt_at: datetime | None = _utc(nullable=True)  # the retry window is measured from here
-    retry_step: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # scheduled retries used
-
-
-class DeliveryAttempt(SQLModel, table=True):
-    """The log of every try of a delivery: when, what the receiver answered, what came of it. The row is
-    written as `started` before the request goes out and completed after, so a try cut short by a crash
-    is logged too: the worker that takes the endpoint over marks it `interrupted`."""
-
-    __tablename__ = "delivery_attempt"
-
-    id: int | None = Field(default=None, primary_key=True)
-    delivery_id: str = Field(foreign_key="delivery.id", index=True, ondelete="CASCADE", max_length=40)
-    attempt: int
-    attempted_at: datetime = _utc()
-    status_code: int | None = None
-    error: str | None = None
-    duration_ms: int = 0
-    outcome: str = Field(max_length=12)  # started, then delivered | retry | failed | dead; or interrupted
-    worker_id: str | None = Field(default=None, max_length=64)  # the dispatcher worker that made it
 
 
 @dataclass(frozen=True)
@@ -100,139 +56,6 @@ class OutboxItem:
                 "disabled_reason": s.disabled_reason,
             },
         }
-
-
-def delivery_id(event_id: str, subscription_id: int) -> str:
-    """The webhook-id: derived from the event and the subscription, so it never changes."""
-    return "msg_" + uuid.uuid5(_NAMESPACE, f"{event_id}\n{subscription_id}").hex
-
-
-def enqueue(session: Session, events: Iterable[Event]) -> int:
-    """Add a pending Delivery for every enabled subscription each event matches, in the caller's
-    session, so in the events' own transaction. Safe to call twice for the same events (a delivery
-    that exists is not added again). Returns how many were added."""
-    events = list(events)
-    if not events:
-        return 0
-    subscriptions = list(session.exec(select(Subscription).where(col(Subscription.enabled).is_(True))))
-    if not subscriptions:
-        return 0
-    if any(e.seq is None for e in events):
-        session.flush()
-    wanted: dict[str, Delivery] = {}
-    for event in sorted(events, key=lambda e: e.seq or 0):
-        for subscription in subscriptions:
-            if not matches(subscription, event):
-                continue
-            assert subscription.id is not None and event.seq is not None
-            did = delivery_id(event.event_id, subscription.id)
-            wanted[did] = Delivery(
-                id=did,
-                subscription_id=subscription.id,
-                event_seq=event.seq,
-                event_id=event.event_id,
-                status="pending",
-                next_attempt_at=event.created_at,
-                created_at=event.created_at,
-            )
-    if not wanted:
-        return 0
-    present = set(session.exec(select(Delivery.id).where(col(Delivery.id).in_(list(wanted)))))
-    fresh = [d for did, d in wanted.items() if did not in present]
-    session.add_all(fresh)
-    if fresh:
-        signal_on_commit(session)
-    return len(fresh)
-
-
-# -- wake-ups: deliveries start when their event commits, not on the dispatcher's tick -------------------
-
-_wakers: weakref.WeakKeyDictionary[sa.Engine, list[Callable[[], None]]] = weakref.WeakKeyDictionary()
-_wakers_lock = threading.Lock()
-_WAKE_KEY = "hubwatch_outbox_wake"
-
-
-def on_deliveries_queued(engine: sa.Engine, wake: Callable[[], None]) -> Callable[[], None]:
-    """Call `wake()` (from the writing thread, so it must be quick and thread-safe) after every commit on
-    `engine` that queued deliveries; returns the function that stops it. Writers in other processes are
-    heard through `listen_for_deliveries` (PostgreSQL)."""
-    with _wakers_lock:
-        _wakers.setdefault(engine, []).append(wake)
-
-    def remove() -> None:
-        with _wakers_lock:
-            callbacks = _wakers.get(engine, [])
-            if wake in callbacks:
-                callbacks.remove(wake)
-
-    return remove
-
-
-def signal_on_commit(session: Session) -> None:
-    """Mark the session's transaction as one that queued deliveries: this process's dispatchers are woken
-    when it commits, and on PostgreSQL a NOTIFY (sent at commit, dropped on rollback) wakes the others."""
-    if session.info.get(_WAKE_KEY):
-        return
-    session.info[_WAKE_KEY] = True
-    if session.get_bind().dialect.name == "postgresql":
-        session.connection().execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, "")))
-
-
-def listen_for_deliveries(engine: sa.Engine, wake: Callable[[], None], stop: threading.Event,
-                          on_lost: Callable[[str], None] = lambda error: None, reconnect_s: float = 5.0) -> None:
-    """Until `stop` is set: on PostgreSQL, LISTEN on its own connection (outside the pool) and call
-    `wake()` for every NOTIFY of queued deliveries, from any process. Returns at once on other
-    databases (they have no NOTIFY: the dispatcher's slow tick covers other processes' writes). A lost
-    connection (`on_lost(reason)`) is opened again after `reconnect_s`, with a `wake()`: a notification
-    may have been missed meanwhile."""
-    if engine.dialect.name != "postgresql":
-        return
-    while not stop.is_set():
-        raw = None
-        try:
-            raw = engine.raw_connection()
-            conn = raw.driver_connection
-            conn.autocommit = True  # type: ignore[union-attr]
-            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")  # type: ignore[union-attr]
-            wake()
-            while not stop.is_set():
-                for _ in conn.notifies(timeout=0.5, stop_after=1):  # type: ignore[union-attr]
-                    wake()
-        except Exception as err:  # noqa: BLE001 - a lost listener is reopened; deliveries still go on the tick
-            on_lost(f"{type(err).__name__}: {err}"[:300])
-            stop.wait(reconnect_s)
-        finally:
-            if raw is not None:
-                raw.invalidate()  # never back into the pool: it is LISTENing
-
-
-@sa.event.listens_for(sa.orm.Session, "after_commit")
-def _wake_after_commit(session: Session) -> None:
-    if not session.info.pop(_WAKE_KEY, False):
-        return
-    with _wakers_lock:
-        callbacks = list(_wakers.get(session.get_bind(), []))  # type: ignore[call-overload]
-    for wake in callbacks:
-        wake()
-
-
-@sa.event.listens_for(sa.orm.Session, "after_rollback")
-def _forget_after_rollback(session: Session) -> None:
-    session.info.pop(_WAKE_KEY, None)
-
-
-def switch_off(session: Session, subscription: Subscription, reason: str) -> None:
-    """Disable a subscription in `session`: its pending deliveries become dead, with the reason."""
-    subscription.enabled, subscription.disabled_reason, subscription.backoff_until = False, reason, None
-    session.add(subscription)
-    session.execute(
-        sa.update(Delivery)
-        .where(Delivery.subscription_id == subscription.id, Delivery.status == "pending")
-        .values(status="dead", next_attempt_at=None, last_error=f"subscription disabled: {reason}")
-    )
-
-
-# -- the store ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

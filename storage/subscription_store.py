@@ -9,11 +9,12 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from storage.delivery_queue import switch_off
 from storage.errors import InvalidSubscription
 from storage.kinds import SIGNED_WEBHOOK_FORMATS
-from storage.outbox import switch_off
+from storage.models import Subscription
 from storage.sessions import EngineStore
-from storage.subscriptions import Subscription, new_secret, redact_url, validated
+from storage.subscriptions import new_secret, redact_url, validated
 
 REMOVED_FROM_CONFIG = "removed from the config file"
 

@@ -1,4 +1,4 @@
-"""Webhook subscriptions: the table, and the rules their URLs, secrets and filters follow.
+"""Webhook subscriptions: the rules their URLs, secrets and filters follow.
 
 Secrets: a subscription from the config file stores only the NAME of the environment variable that
 holds its signing secret (`secret_env`); one created through the API stores the secret itself
@@ -19,16 +19,12 @@ import fnmatch
 import re
 import secrets as secrets_module
 import urllib.parse
-from datetime import datetime
-
-from sqlmodel import Field, SQLModel
 
 from storage.errors import InvalidSubscription
 from storage.kinds import HTTP_WEBHOOK_FORMATS, SEVERITY_RANK, WEBHOOK_FORMATS
-from storage.models import Event, _json, _utc
+from storage.models import MAX_URL_LENGTH, Event, Subscription
 
 SOURCES = ("config", "api")
-MAX_URL_LENGTH = 2000
 
 _KIND_RE = re.compile(r"^[a-z0-9_.*-]{1,40}$")
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]{0,31}$")
@@ -38,32 +34,6 @@ _HOST_SCHEMES = frozenset({
     "apprise", "apprises", "mailto", "mailtos", "mmost", "mmosts", "rocket", "rockets", "nctalk", "nctalks",
 })
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
-
-
-class Subscription(SQLModel, table=True):
-    """Where to send events, in which format, and which events (repo globs, kinds, minimum severity)."""
-
-    __tablename__ = "subscription"
-    __table_args__ = {"sqlite_autoincrement": True}  # ids are never reused: they go into webhook-ids
-
-    id: int | None = Field(default=None, primary_key=True)
-    url: str = Field(max_length=MAX_URL_LENGTH, repr=False)  # Slack, Discord and Apprise URLs hold tokens
-    format: str = Field(default="generic", max_length=10)
-    secret_env: str | None = Field(default=None, max_length=200)  # config: the variable's name
-    secret: str | None = Field(default=None, max_length=1000, repr=False)  # api: the secret itself
-    repos: list[str] = _json()
-    kinds: list[str] = _json()
-    min_severity: str = Field(default="notice", max_length=10)
-    source: str = Field(default="api", max_length=10)  # config | api
-    enabled: bool = True
-    disabled_reason: str | None = None
-    created_at: datetime = _utc()
-    backoff_until: datetime | None = _utc(nullable=True)  # the endpoint failed: hold its deliveries
-    removed_at: datetime | None = _utc(nullable=True)  # removed: listed no more, its delivery log kept
-    # The dispatcher worker sending this endpoint's deliveries now, and until when its claim holds
-    # without a heartbeat (storage.outbox: one worker per endpoint, so deliveries leave in order).
-    claimed_by: str | None = Field(default=None, max_length=64)
-    claimed_until: datetime | None = _utc(nullable=True)
 
 
 def validate_url(url: object, format: str = "generic") -> str:  # noqa: A002 - the subscription setting's name

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from storage import kinds
 from storage.db import create_db_engine, migrate
-from storage.store import Store
+from storage.front import Storage
 from tests.conftest import run_cli, settings_for, write_config
 from tests.feeds.conftest import API_TOKEN, HOOK_SECRET, Served, serve
 from tracker.app import App
@@ -128,10 +128,10 @@ def test_cli_watches_a_pr_ref(database_url: str) -> None:
     obj = {"app_factory": lambda logs=True: app}
     added = CliRunner().invoke(cli, ["watch", "add", "org/model", "--branch", "refs/pr/1", "--no-check"], obj=obj)
     assert added.exit_code == 0, added.output
-    assert [(w.repo_id, w.branch) for w in app.store.list_watches()] == [("org/model", "refs/pr/1")]
+    assert [(w.repo_id, w.branch) for w in app.store.watches.list_watches()] == [("org/model", "refs/pr/1")]
     removed = CliRunner().invoke(cli, ["watch", "remove", "org/model", "--branch", "refs/pr/1"], obj=obj)
     assert removed.exit_code == 0, removed.output
-    assert app.store.list_watches() == []
+    assert app.store.watches.list_watches() == []
     app.store.engine.dispose()
 
 
@@ -146,9 +146,9 @@ def server(database_url: str) -> Iterator[tuple[Served, Triggers]]:
     """The app over a database watching org/model on main and on the Hub pull request refs/pr/1."""
     engine = create_db_engine(database_url)
     migrate(engine)
-    store = Store(engine)
-    store.add_watch("org/model", "main", 3600)
-    store.add_watch("org/model", "refs/pr/1", 3600)
+    store = Storage(engine)
+    store.watches.add_watch("org/model", "main", 3600)
+    store.watches.add_watch("org/model", "refs/pr/1", 3600)
     triggers = Triggers()
     with serve(store, api_token=API_TOKEN, hub_webhook_secret=HOOK_SECRET, trigger=triggers) as served:
         yield served, triggers

@@ -208,7 +208,7 @@ def _wall(fake: FakeTime):
 
 def test_claims_never_exceed_the_limit(engines: list) -> None:
     """Blocks are granted while they fit, then single requests, then nothing until the window turns."""
-    from storage.listing_state import BudgetStore
+    from storage.budget import BudgetStore
 
     fake = FakeTime()
     a, b = (BudgetStore(engine, clock=_wall(fake)) for engine in engines)
@@ -223,7 +223,7 @@ def test_claims_never_exceed_the_limit(engines: list) -> None:
 
 def test_two_processes_share_one_budget(engines: list) -> None:
     """Two budgets on one database: together they take 4 requests of a 4-a-window budget, then both wait."""
-    from storage.listing_state import BudgetStore
+    from storage.budget import BudgetStore
 
     fake = FakeTime()
     budgets = [RequestBudget(4, 0, clock=fake, sleep=fake.sleep, shared=BudgetStore(e, clock=_wall(fake)).claim) for e in engines]

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 from feeds.http.app import ServerOptions, ServerThread, create_app
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
+from storage.front import Storage
 from storage.models import Watch
-from storage.store import Store
 from tracker.app import App
 from tracker.polling.scheduler import Scheduler
 
@@ -35,10 +35,10 @@ class _Clock:
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
+def store(database_url: str) -> Iterator[Storage]:
     engine = create_db_engine(database_url)
     migrate(engine)
-    yield Store(engine, clock=_Clock(datetime(2026, 1, 1, tzinfo=UTC)))
+    yield Storage(engine, clock=_Clock(datetime(2026, 1, 1, tzinfo=UTC)))
     engine.dispose()
 
 
@@ -55,30 +55,30 @@ class _Statements:
             self.seen.append(" ".join(statement.split()))
 
 
-def test_the_watch_list_version_moves_with_every_change_and_only_then(store: Store) -> None:
+def test_the_watch_list_version_moves_with_every_change_and_only_then(store: Storage) -> None:
     """Adding, re-timing and removing a watch each move the version; polls do not; a reused id is told apart."""
-    versions = [store.watch_list_version()]
+    versions = [store.watches.watch_list_version()]
 
     def moved() -> bool:
-        versions.append(store.watch_list_version())
+        versions.append(store.watches.watch_list_version())
         return versions[-1] != versions[-2]
 
-    store.add_watch("org/a", "main", 900)
+    store.watches.add_watch("org/a", "main", 900)
     assert moved()
-    store.add_watch("org/b", "main", 900)
+    store.watches.add_watch("org/b", "main", 900)
     assert moved()
-    watch = store.get_watch("org/b")
+    watch = store.watches.get_watch("org/b")
     assert watch is not None and watch.id is not None
-    store.record_poll_ok(watch.id)
+    store.watches.record_poll_ok(watch.id)
     assert not moved()
-    store.sync_config_watches([("org/a", "main", 600)])
+    store.watches.sync_config_watches([("org/a", "main", 600)])
     assert moved()
-    store.remove_watch("org/b")
+    store.watches.remove_watch("org/b")
     assert moved()
     store.clock.now += timedelta(seconds=1)  # type: ignore[attr-defined]
-    store.add_watch("org/c", "main", 900)  # SQLite may hand org/b's id to org/c: the count and sums match again
+    store.watches.add_watch("org/c", "main", 900)  # SQLite may hand org/b's id to org/c: the count and sums match again
     assert moved()
-    assert [(w.repo_id, w.interval_s) for w in store.watch_schedule()] == [("org/a", 600), ("org/c", 900)]
+    assert [(w.repo_id, w.interval_s) for w in store.watches.watch_schedule()] == [("org/a", 600), ("org/c", 900)]
 
 
 def _hub_payload(repo_id: str, new: str) -> bytes:
@@ -87,11 +87,11 @@ def _hub_payload(repo_id: str, new: str) -> bytes:
                        "updatedRefs": [{"ref": "refs/heads/main", "oldSha": None, "newSha": new}]}).encode()
 
 
-def test_a_hub_webhook_reads_one_repos_watches_not_the_list(store: Store) -> None:
+def test_a_hub_webhook_reads_one_repos_watches_not_the_list(store: Storage) -> None:
     """The acknowledgement looks up the one repo's watches by repo id (indexed), then triggers; it never reads every watch."""
     for i in range(30):
-        store.add_watch(f"org/m{i:02d}", "main", 900)
-    store.add_watch("org/m07", "dev", 900)
+        store.watches.add_watch(f"org/m{i:02d}", "main", 900)
+    store.watches.add_watch("org/m07", "dev", 900)
     triggered: list[tuple[str, str | None]] = []
 
     def trigger(repo_id: str, branch: str | None) -> bool:
@@ -116,7 +116,7 @@ def test_a_hub_webhook_reads_one_repos_watches_not_the_list(store: Store) -> Non
         assert "USING INDEX" in plan, plan
 
 
-def test_healthz_and_metrics_show_overdue_polls(store: Store) -> None:
+def test_healthz_and_metrics_show_overdue_polls(store: Storage) -> None:
     """/healthz and /metrics report how many polls are overdue and how late the oldest is, from the scheduler."""
     now = datetime(2026, 1, 1, tzinfo=UTC)
     clock = _Clock(now)
@@ -135,10 +135,10 @@ def test_healthz_and_metrics_show_overdue_polls(store: Store) -> None:
     assert "hubwatch_polls_overdue 3\n" in metrics and "hubwatch_oldest_overdue_seconds 40\n" in metrics
 
 
-def test_the_feed_warm_up_goes_in_pieces_and_requests_are_answered_between(store: Store) -> None:
+def test_the_feed_warm_up_goes_in_pieces_and_requests_are_answered_between(store: Storage) -> None:
     """The warm-up renders a few entries at a time; between pieces a feed request is answered; it stops when all are made."""
     for i in range(23):
-        store.add_event(f"org/m{i}", NewEvent(f"ev-{i}", "revision.ingested", f"org/m{i}: changed", "notice"), sha=f"{i:040x}")
+        store.history.add_event(f"org/m{i}", NewEvent(f"ev-{i}", "revision.ingested", f"org/m{i}: changed", "notice"), sha=f"{i:040x}")
     app = create_app(store)
     answered: list[int] = []
     with ServerThread(app, "127.0.0.1", 0) as server, httpx.Client(base_url=server.url, timeout=30) as client:
@@ -157,7 +157,7 @@ def test_an_unchanged_poll_is_one_guarded_update_and_yields_to_another_writer(ap
     touched the watch meanwhile, the guard misses and the poll reads and records in full."""
     repo_id = "hubwatch-tests/broken-model"
     replay.set_head(repo_id, 1)
-    app.store.add_watch(repo_id, "main", 3600)
+    app.store.watches.add_watch(repo_id, "main", 3600)
     app.poller.poll()
     assert app.poller.poll_if_due(repo_id, "main").stamped  # reads the watch (a start), stamps in place
     statements = _Statements(app.store.engine)
@@ -166,11 +166,11 @@ def test_an_unchanged_poll_is_one_guarded_update_and_yields_to_another_writer(ap
     statements.recording = False
     assert outcome.status == "unchanged" and outcome.stamped
     assert len(statements.seen) == 1 and statements.seen[0].startswith("UPDATE watch SET last_polled_at="), statements.seen
-    watch = app.store.get_watch(repo_id)
-    app.store.record_poll_error(watch.id, "seen failing elsewhere", None)  # another worker's poll
+    watch = app.store.watches.get_watch(repo_id)
+    app.store.watches.record_poll_error(watch.id, "seen failing elsewhere", None)  # another worker's poll
     outcome = app.poller.poll_if_due(repo_id, "main")
     assert outcome.status == "unchanged" and not outcome.stamped  # the guard missed: recorded in full
-    assert app.store.get_watch(repo_id).last_error is None
+    assert app.store.watches.get_watch(repo_id).last_error is None
     replay.set_head(repo_id, 2)
     assert app.poller.poll_if_due(repo_id, "main").stamped is False  # a moved head reads the stored watch first
     assert app.poller.poll_if_due(repo_id, "main").status == "unchanged"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.store import NewEstimate
+from storage.history import NewEstimate
 from tests.conftest import run_cli, write_config
 from tracker.app import App
 from tracker.changes import Severity
@@ -51,7 +51,7 @@ def test_unchanged_estimate_is_not_a_change() -> None:
 
 def _ingest_all(app: App, replay, repo_id: str) -> None:
     replay.set_head(repo_id, 1)
-    app.store.add_watch(repo_id, "main", 900)
+    app.store.watches.add_watch(repo_id, "main", 900)
     app.poller.poll()
     replay.set_head(repo_id, len(replay.commits(repo_id)))
     app.poller.poll()
@@ -61,15 +61,15 @@ def test_structural_change_reruns_the_estimate(app: App, replay) -> None:
     """Raising max_position_embeddings reruns the estimate; its change and event are stored."""
     _ingest_all(app, replay, EVERY_KIND)
     sha = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == "0002-longer-context")
-    revision = app.store.find_revision(EVERY_KIND, sha)
-    changes = app.store.changes_by_revision([revision.id])[revision.id]
+    revision = app.store.history.find_revision(EVERY_KIND, sha)
+    changes = app.store.history.changes_by_revision([revision.id])[revision.id]
     [change] = [c for c in changes if c.kind == "estimate"]
     assert "full fine-tune batch 1" in change.summary
-    assert app.store.estimate_for(revision.id).result["input"]["sequence_length"] == 1024
-    events = [e for e in app.store.list_events(EVERY_KIND) if e.kind == "estimate.changed"]
+    assert app.store.history.estimate_for(revision.id).result["input"]["sequence_length"] == 1024
+    events = [e for e in app.store.history.list_events(EVERY_KIND) if e.kind == "estimate.changed"]
     assert [e.sha for e in events] == [sha]
     unchanged = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == "0004-chat-template")
-    assert app.store.estimate_for(app.store.find_revision(EVERY_KIND, unchanged).id) is None
+    assert app.store.history.estimate_for(app.store.history.find_revision(EVERY_KIND, unchanged).id) is None
 
 
 @pytest.mark.parametrize(
@@ -79,8 +79,8 @@ def test_structural_change_reruns_the_estimate(app: App, replay) -> None:
 def test_custom_code_and_two_tower_repos_match_their_checkpoint(app: App, replay, repo_id: str, published: int) -> None:
     """A custom-code repo and a two-tower CLIP come out within 0.1% of their published checkpoint size."""
     _ingest_all(app, replay, repo_id)
-    revision = app.store.list_revisions(repo_id, limit=1)[0]
-    total = app.store.latest_estimate(repo_id)[1].parameters_total
+    revision = app.store.history.list_revisions(repo_id, limit=1)[0]
+    total = app.store.history.latest_estimate(repo_id)[1].parameters_total
     assert abs(total - published) / published < 0.001, total
     assert revision.sha == replay.head_sha(repo_id)
 
@@ -88,7 +88,7 @@ def test_custom_code_and_two_tower_repos_match_their_checkpoint(app: App, replay
 def test_custom_code_repo_gets_memory_figures_read_from_its_weights(app: App, replay) -> None:
     """jina-clip-v2 (custom code) ingested: its stored estimate sizes every mode from the weight headers."""
     _ingest_all(app, replay, "jinaai/jina-clip-v2")
-    result = app.store.latest_estimate("jinaai/jina-clip-v2")[1].result
+    result = app.store.history.latest_estimate("jinaai/jina-clip-v2")[1].result
     assert result["input"]["structure_source"] == "weights" and result["parameters"]["used"] == "checkpoint"
     for mode in ("inference", "full_finetune", "lora", "qlora"):
         assert isinstance(result["memory"][mode]["batch_1_bytes"], int), mode

@@ -57,7 +57,7 @@ def test_poll_of_several_repos_against_an_unreachable_hub(fault: str, tmp_path: 
     assert result.returncode == 1
     _no_traceback(result.stderr)
     app = App(settings_for("http://unused.invalid", database_url))  # type: ignore[arg-type]
-    watches = app.store.list_watches()
+    watches = app.store.watches.list_watches()
     assert len(watches) == 2
     for watch in watches:
         assert watch.last_error and "cannot reach the Hub" in watch.last_error, watch.last_error
@@ -86,11 +86,11 @@ def test_one_unreachable_repo_does_not_stop_a_poll_of_several(replay, tmp_path: 
     assert result.returncode == 1
     _no_traceback(result.stderr)
     app = App(settings_for(replay.endpoint, database_url))  # type: ignore[arg-type]
-    assert [r.sha for r in app.store.list_revisions(BROKEN)] == [replay.head_sha(BROKEN)]
-    assert [r.sha for r in app.store.list_revisions(REWRITTEN)] == [replay.head_sha(REWRITTEN)]
-    failed = app.store.get_watch(EVERY_KIND)
+    assert [r.sha for r in app.store.history.list_revisions(BROKEN)] == [replay.head_sha(BROKEN)]
+    assert [r.sha for r in app.store.history.list_revisions(REWRITTEN)] == [replay.head_sha(REWRITTEN)]
+    failed = app.store.watches.get_watch(EVERY_KIND)
     assert "cannot reach the Hub" in failed.last_error and failed.next_retry_at is not None
-    assert app.store.list_revisions(EVERY_KIND) == []
+    assert app.store.history.list_revisions(EVERY_KIND) == []
     app.store.engine.dispose()
 
 
@@ -98,11 +98,11 @@ def test_a_hub_that_never_answers_times_out_and_is_recorded(replay, tmp_path: Pa
     """A Hub that accepts and never answers fails the poll after [hub] timeout_s, recorded with a retry time."""
     app = App(settings_for(replay.endpoint, tmp_path / "db.sqlite", hub={"timeout_s": 0.3}))  # type: ignore[arg-type]
     replay.set_head(BROKEN, 1)
-    app.store.add_watch(BROKEN, "main", 900)
+    app.store.watches.add_watch(BROKEN, "main", 900)
     replay.inject_silence(path=f"^/api/models/{BROKEN}", after_s=3)
     [outcome] = app.poller.poll()
     assert outcome.failed and "did not answer in time" in outcome.error, outcome.error
-    watch = app.store.get_watch(BROKEN)
+    watch = app.store.watches.get_watch(BROKEN)
     assert watch.error_count == 1 and watch.next_retry_at is not None
     app.store.engine.dispose()
 
@@ -112,7 +112,7 @@ def test_repeated_rate_limits_back_off_exponentially(replay, tmp_path: Path) -> 
     clock = FakeClock()
     app = App(settings_for(replay.endpoint, tmp_path / "db.sqlite", poll={"retry_min": "10s"}), clock=clock)  # type: ignore[arg-type]
     replay.set_head(BROKEN, 1)
-    app.store.add_watch(BROKEN, "main", 900)
+    app.store.watches.add_watch(BROKEN, "main", 900)
     replay.inject(429, path=f"^/api/models/{BROKEN}(/revision/[^/]+)?$", method="GET", times=1000,
                   headers={"RateLimit": '"api";r=0;t=29'})
     waits = []
@@ -120,14 +120,14 @@ def test_repeated_rate_limits_back_off_exponentially(replay, tmp_path: Path) -> 
         outcome = app.poller.poll_if_due(BROKEN, "main")
         assert outcome is not None and outcome.failed and "rate limited" in outcome.error
         assert app.poller.poll_if_due(BROKEN, "main") is None  # backing off: no request
-        watch = app.store.get_watch(BROKEN)
+        watch = app.store.watches.get_watch(BROKEN)
         waits.append((watch.next_retry_at - clock.now).total_seconds())
         clock.now = watch.next_retry_at
     assert waits == [30.0, 60.0, 120.0, 240.0]  # the header's t=29 means 30 s; then doubling
     replay.clear_faults()
     outcome = app.poller.poll_if_due(BROKEN, "main")
     assert outcome is not None and outcome.status == "ingested"
-    watch = app.store.get_watch(BROKEN)
+    watch = app.store.watches.get_watch(BROKEN)
     assert watch.error_count == 0 and watch.next_retry_at is None
     app.store.engine.dispose()
 
@@ -137,9 +137,9 @@ def test_rate_limit_header_longer_than_the_back_off_wins(replay, tmp_path: Path)
     clock = FakeClock()
     app = App(settings_for(replay.endpoint, tmp_path / "db.sqlite", poll={"retry_min": "1m"}), clock=clock)  # type: ignore[arg-type]
     replay.set_head(BROKEN, 1)
-    app.store.add_watch(BROKEN, "main", 900)
+    app.store.watches.add_watch(BROKEN, "main", 900)
     replay.inject(429, path=f"^/api/models/{BROKEN}(/revision/[^/]+)?$", method="GET", headers={"RateLimit": '"api";r=0;t=3599'})
     app.poller.poll_if_due(BROKEN, "main")
-    watch = app.store.get_watch(BROKEN)
+    watch = app.store.watches.get_watch(BROKEN)
     assert watch.next_retry_at - clock.now == timedelta(hours=1)
     app.store.engine.dispose()

@@ -15,18 +15,18 @@ REWRITTEN = "hubwatch-tests/rewritten-model"
 
 
 def _watch(app: App, repo_id: str, backfill: int = 0):
-    app.store.add_watch(repo_id, "main", 900, backfill=backfill)
-    return app.store.get_watch(repo_id)
+    app.store.watches.add_watch(repo_id, "main", 900, backfill=backfill)
+    return app.store.watches.get_watch(repo_id)
 
 
 def _shas(app: App, repo_id: str) -> list[str]:
     """Stored revisions, oldest first."""
-    return [r.sha for r in reversed(app.store.list_revisions(repo_id))]
+    return [r.sha for r in reversed(app.store.history.list_revisions(repo_id))]
 
 
 def _changes(app: App, repo_id: str, sha: str) -> list:
-    revision = app.store.find_revision(repo_id, sha)
-    return app.store.changes_by_revision([revision.id])[revision.id]
+    revision = app.store.history.find_revision(repo_id, sha)
+    return app.store.history.changes_by_revision([revision.id])[revision.id]
 
 
 def test_first_poll_stores_the_head_as_baseline(app: App, replay) -> None:
@@ -40,7 +40,7 @@ def test_first_poll_stores_the_head_as_baseline(app: App, replay) -> None:
     assert [c.kind for c in changes] == ["repo", "estimate"]
     assert changes[0].summary.startswith("baseline: ")
     assert changes[1].summary.startswith("estimate: 39,383,808 parameters; full fine-tune at batch 1 needs ")
-    assert app.store.find_revision(BROKEN, replay.head_sha(BROKEN)).is_baseline
+    assert app.store.history.find_revision(BROKEN, replay.head_sha(BROKEN)).is_baseline
 
 
 def test_backfill_ingests_earlier_commits_oldest_first(app: App, replay) -> None:
@@ -50,8 +50,8 @@ def test_backfill_ingests_earlier_commits_oldest_first(app: App, replay) -> None
     app.poller.poll(backfill=2)
     commits = [c.sha for c in replay.commits(BROKEN)[:3]]
     assert _shas(app, BROKEN) == commits
-    assert app.store.find_revision(BROKEN, commits[0]).is_baseline
-    assert not app.store.find_revision(BROKEN, commits[1]).is_baseline
+    assert app.store.history.find_revision(BROKEN, commits[0]).is_baseline
+    assert not app.store.history.find_revision(BROKEN, commits[1]).is_baseline
 
 
 def test_unchanged_repo_costs_exactly_one_request(app: App, replay) -> None:
@@ -76,7 +76,7 @@ def test_every_intermediate_commit_is_ingested_in_order(app: App, replay) -> Non
     expected = [c.sha for c in replay.commits(BROKEN)[:4]]
     assert [r.sha for r in outcome.revisions] == expected[1:]
     assert _shas(app, BROKEN) == expected
-    revisions = {r.sha: r for r in app.store.list_revisions(BROKEN)}
+    revisions = {r.sha: r for r in app.store.history.list_revisions(BROKEN)}
     assert [revisions[s].parent_sha for s in expected[1:]] == expected[:-1]
 
 
@@ -102,10 +102,11 @@ def test_bad_input_is_recorded_on_changes_and_the_poll_succeeds(app: App, replay
     escape = [c for c in _changes(app, BROKEN, by_title["0007-template-escape"]) if c.kind == "chat_template"]
     assert escape and any(c.security and c.severity == "critical" for c in escape)
     assert "404" in text("0008-listed-but-missing")
-    files = {f.path: f for f in app.store.revision_files(app.store.find_revision(BROKEN, by_title["0008-listed-but-missing"]).id)}
+    history = app.store.history
+    files = {f.path: f for f in history.revision_files(history.find_revision(BROKEN, by_title["0008-listed-but-missing"]).id)}
     assert not files["generation_config.json"].held and "404" in files["generation_config.json"].note
     assert not files["tokenizer.json"].held and "limit" in files["tokenizer.json"].note
-    assert app.store.get_watch(BROKEN).last_error is None
+    assert app.store.watches.get_watch(BROKEN).last_error is None
     assert watch is not None
 
 
@@ -120,7 +121,7 @@ def test_server_error_mid_ingest_writes_nothing_of_that_revision(app: App, repla
     [outcome] = app.poller.poll()
     assert outcome.failed and "500" in outcome.error
     assert _shas(app, BROKEN) == [replay.commits(BROKEN)[0].sha]
-    watch = app.store.get_watch(BROKEN)
+    watch = app.store.watches.get_watch(BROKEN)
     assert watch.last_error and "500" in watch.last_error and watch.error_count == 1
     assert watch.last_sha == replay.commits(BROKEN)[0].sha
     assert watch.next_retry_at is not None
@@ -128,7 +129,7 @@ def test_server_error_mid_ingest_writes_nothing_of_that_revision(app: App, repla
     [outcome] = app.poller.poll()
     assert outcome.status == "ingested"
     assert _shas(app, BROKEN) == [c.sha for c in replay.commits(BROKEN)[:3]]
-    assert app.store.get_watch(BROKEN).last_error is None
+    assert app.store.watches.get_watch(BROKEN).last_error is None
 
 
 def test_rate_limit_mid_ingest_defers_the_retry(app: App, replay) -> None:
@@ -143,7 +144,7 @@ def test_rate_limit_mid_ingest_defers_the_retry(app: App, replay) -> None:
     [outcome] = app.poller.poll()
     assert outcome.failed and "rate limited" in outcome.error
     assert _shas(app, BROKEN) == [c.sha for c in replay.commits(BROKEN)[:3]]
-    watch = app.store.get_watch(BROKEN)
+    watch = app.store.watches.get_watch(BROKEN)
     assert watch.next_retry_at - watch.last_polled_at >= timedelta(seconds=120)
     assert app.poller.poll_if_due(BROKEN, "main") is None  # backing off
     replay.clear_faults()
@@ -160,8 +161,8 @@ def test_unknown_and_gated_repos_fail_clearly(app: App, repo_id: str, message: s
     _watch(app, repo_id)
     [outcome] = app.poller.poll()
     assert outcome.failed and message in outcome.error
-    assert message in app.store.get_watch(repo_id).last_error
-    assert app.store.list_revisions(repo_id) == []
+    assert message in app.store.watches.get_watch(repo_id).last_error
+    assert app.store.history.list_revisions(repo_id) == []
 
 
 def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None:
@@ -178,7 +179,7 @@ def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None:
     rewrite = [c for c in changes if c.kind == "repo"]
     assert rewrite and rewrite[0].detail["dropped"] == [dropped]
     assert "history rewritten" in outcome.revisions[0].event_title
-    assert app.store.find_revision(REWRITTEN, new).parent_sha == dropped
+    assert app.store.history.find_revision(REWRITTEN, new).parent_sha == dropped
     # Against what was seen (12 layers), the new head has 6 again: the config change is reported.
     assert any(c.kind == "config" for c in changes)
 
@@ -226,11 +227,11 @@ def test_gating_toggled_without_a_commit_becomes_an_event(app: App, replay) -> N
     replay.repo(BROKEN).gated = "manual"
     [outcome] = app.poller.poll()
     assert outcome.status == "unchanged"
-    events = [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
+    events = [e for e in app.store.history.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
     assert len(events) == 1 and "gated" in events[0].title and "'manual'" in events[0].title
     app.poller.poll()
-    assert len([e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]) == 1
-    assert len(app.store.list_revisions(BROKEN)) == 1
+    assert len([e for e in app.store.history.list_events(BROKEN) if e.kind == "repo.visibility_changed"]) == 1
+    assert len(app.store.history.list_revisions(BROKEN)) == 1
 
 
 def test_a_visibility_change_seen_again_is_the_same_event(app: App, replay) -> None:
@@ -239,11 +240,11 @@ def test_a_visibility_change_seen_again_is_the_same_event(app: App, replay) -> N
     replay.set_head(BROKEN, 1)
     watch = _watch(app, BROKEN)
     app.poller.poll()
-    before = app.store.get_watch(BROKEN).repo_meta
+    before = app.store.watches.get_watch(BROKEN).repo_meta
     replay.repo(BROKEN).gated = "auto"
     app.poller.poll()
-    app.store.move_watch(watch.id, replay.head_sha(BROKEN), before)  # the meta as it was before the transition
+    app.store.watches.move_watch(watch.id, replay.head_sha(BROKEN), before)  # the meta as it was before the transition
     app.poller.poll()
-    events = [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
+    events = [e for e in app.store.history.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
     assert len(events) == 1
-    assert app.store.get_watch(BROKEN).repo_meta["gated"] == "auto"
+    assert app.store.watches.get_watch(BROKEN).repo_meta["gated"] == "auto"

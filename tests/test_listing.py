@@ -38,13 +38,13 @@ def hub() -> Iterator[ReplayServer]:
 def app(hub: ReplayServer, database_url: str) -> Iterator[App]:
     app = App(settings_for(hub.endpoint, database_url))  # type: ignore[arg-type]
     for repo_id in REPOS:
-        app.store.add_watch(repo_id, "main", 900)
+        app.store.watches.add_watch(repo_id, "main", 900)
     yield app
     app.store.engine.dispose()
 
 
 def listings(app: App) -> ListingStore:
-    return ListingStore(app.store.engine, clock=app.clock)
+    return app.store.listing
 
 
 def make_pass(app: App) -> ListingPass:
@@ -56,7 +56,7 @@ def listing_requests(hub: ReplayServer) -> int:
 
 
 def revision_shas(app: App) -> list[tuple[str, str]]:
-    with app.store.session() as s:
+    with app.store.history.session() as s:
         return sorted((r.repo_id, r.sha) for r in s.exec(select(Revision)))
 
 
@@ -174,7 +174,7 @@ def test_local_clock_does_not_matter(hub: ReplayServer, database_url: str) -> No
     from datetime import UTC, datetime
 
     skewed = App(settings_for(hub.endpoint, database_url), clock=lambda: datetime(2001, 1, 1, tzinfo=UTC))  # type: ignore[arg-type]
-    skewed.store.add_watch(REPOS[0], "main", 900)
+    skewed.store.watches.add_watch(REPOS[0], "main", 900)
     skewed.poller.poll()
     make_pass(skewed).run()
     hub.advance(REPOS[0])
@@ -195,12 +195,12 @@ def test_author_watch_discovers_new_models_with_their_baseline(app: App, hub: Re
     by_scope = {p.scope: p for p in passes}
     assert by_scope[author_scope("org1")].discovered == ["org1/brand-new"]
     assert ("org1/brand-new", "main") in by_scope[author_scope("org1")].moved
-    watch = app.store.get_watch("org1/brand-new")
+    watch = app.store.watches.get_watch("org1/brand-new")
     assert watch is not None and (watch.source, watch.interval_s) == ("author", 600)
-    assert app.store.get_watch("org2/not-followed") is None
+    assert app.store.watches.get_watch("org2/not-followed") is None
     [polled] = app.poller.poll(["org1/brand-new"])
     assert [r.is_baseline for r in polled.revisions] == [True]
-    with app.store.session() as s:
+    with app.store.history.session() as s:
         events = list(s.exec(select(Event).where(Event.repo_id == "org1/brand-new")))
     assert [e.kind for e in events if e.kind == "revision.ingested"] == ["revision.ingested"]
     assert polled.revisions[0].is_baseline
@@ -214,7 +214,7 @@ def test_listing_job_plan_uses_the_reconcile_and_the_budget(app: App) -> None:
                             poll={"listing": "auto", "listing_min_watches": 10, "reconcile_interval": "1d"})
     triggered: list[tuple[str, str]] = []
     job = ListingJob(settings, listings(app), app.hub, lambda r, b: triggered.append((r, b)))
-    watches = app.store.list_watches()
+    watches = app.store.watches.list_watches()
     assert set(job.plan(watches).values()) == {86400}
     assert set(job.plan(watches[:5]).values()) == {900}  # below the threshold: their own interval
     fits = ListingJob(settings, listings(app), app.hub, triggered.append, RequestBudget(3, 0))
@@ -246,8 +246,8 @@ def test_listing_off_lists_nothing(baselined: App, hub: ReplayServer) -> None:
 
 def test_watch_count_takes_org_names_literally(app: App) -> None:
     """An org name with `_` (a LIKE wildcard in SQL) excludes only its own repos from the count."""
-    app.store.add_watch("a_c/x", "main", 900)
-    app.store.add_watch("abc/y", "main", 900)
+    app.store.watches.add_watch("a_c/x", "main", 900)
+    app.store.watches.add_watch("abc/y", "main", 900)
     assert listings(app).watch_count() == len(REPOS) + 2
     assert listings(app).watch_count(except_authors={"a_c"}) == len(REPOS) + 1
     assert [w.repo_id for w in listings(app).watches_of(["abc/y", "nobody/z"])] == ["abc/y"]
@@ -271,7 +271,7 @@ def test_daemon_finds_a_move_by_listing(replay_for_daemon: ReplayServer, tmp_pat
     config = write_config(tmp_path / "hubwatch.toml", hub.endpoint, database_url,
                           extra='listing = "on"\nlisting_interval = "1s"\n\n[osv]\nenabled = false\n')
     app = App(settings_for(hub.endpoint, database_url))  # type: ignore[arg-type]
-    app.store.add_watch(REPOS[0], "main", 86400)
+    app.store.watches.add_watch(REPOS[0], "main", 86400)
     app.poller.poll()
     app.store.engine.dispose()
     proc = subprocess.Popen(
@@ -293,7 +293,7 @@ def test_daemon_finds_a_move_by_listing(replay_for_daemon: ReplayServer, tmp_pat
             proc.kill()
     assert proc.returncode == 0
     app = App(settings_for(hub.endpoint, database_url))  # type: ignore[arg-type]
-    assert app.store.get_watch(REPOS[0]).last_sha == hub.head_sha(REPOS[0])
+    assert app.store.watches.get_watch(REPOS[0]).last_sha == hub.head_sha(REPOS[0])
     app.store.engine.dispose()
 
 
@@ -311,7 +311,7 @@ def test_scheduler_takes_the_planned_intervals(app: App) -> None:
 
     settings = settings_for(app.settings.hub.endpoint, app.settings.database_url, poll={"listing": "on", "reconcile_interval": "12h"})
     job = ListingJob(settings, listings(app), app.hub, lambda r, b: None)
-    scheduler = Scheduler(app.store.list_watches, lambda r, b: None, jitter_s=0, plan=job.plan)
+    scheduler = Scheduler(app.store.watches.list_watches, lambda r, b: None, jitter_s=0, plan=job.plan)
     scheduler.sync()
     assert scheduler.intervals == {f"{r}@main": 43200 for r in REPOS}
 
@@ -356,7 +356,7 @@ def test_plan_gives_followed_authors_the_reconcile_interval(app: App) -> None:
     settings = settings_for(app.settings.hub.endpoint, app.settings.database_url, poll={"listing_min_watches": 1000})
     follow_author(listings(app), "org1", 900, None)
     job = ListingJob(settings, listings(app), app.hub, lambda r, b: None)
-    plan = job.plan(app.store.list_watches())
+    plan = job.plan(app.store.watches.list_watches())
     assert {job_id: s for job_id, s in plan.items() if s != 900} == {f"{r}@main": 86400 for r in REPOS if r.startswith("org1/")}
 
 

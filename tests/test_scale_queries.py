@@ -22,9 +22,10 @@ from feeds.http.app import create_app
 from feeds.views.feed import FeedBuilder, FeedRequest
 from storage.db import alembic_config, create_db_engine, migrate
 from storage.event_log import NewEvent
-from storage.event_queries import EventFilter, EventQueries, RevisionFilter
+from storage.front import Storage
+from storage.history import NewChange, NewFile, NewRevision
 from storage.models import ChangeRecord, Event, RepoSummaryRow, Revision
-from storage.store import NewChange, NewFile, NewRevision, Store
+from storage.read_model import EventFilter, ReadModel, RevisionFilter
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
@@ -46,20 +47,20 @@ def _revision(repo_id: str, n: int, *, committed_at: datetime | None = None, sec
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
+def store(database_url: str) -> Iterator[Storage]:
     engine = create_db_engine(database_url)
     migrate(engine)
     ticks = itertools.count()  # next() on a count is atomic: writer threads share this clock
-    yield Store(engine, clock=lambda: T0 + timedelta(minutes=next(ticks)))
+    yield Storage(engine, clock=lambda: T0 + timedelta(minutes=next(ticks)))
     engine.dispose()
 
 
-def _grow(store: Store, repos: int = 4, per_repo: int = 6) -> None:
+def _grow(store: Storage, repos: int = 4, per_repo: int = 6) -> None:
     """A small history: several repos, some security-relevant revisions, an event without a revision."""
     for n in range(per_repo):
         for r in range(repos):
-            store.save_revision(_revision(f"org{r % 2}/model{r}", n, security=(n + r) % 3 == 0))
-    store.add_event("org0/model0", NewEvent(event_id="made-private", kind="repo.private", title="private", severity="notice"))
+            store.history.save_revision(_revision(f"org{r % 2}/model{r}", n, security=(n + r) % 3 == 0))
+    store.history.add_event("org0/model0", NewEvent(event_id="made-private", kind="repo.private", title="private", severity="notice"))
 
 
 # -- EXPLAIN -------------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ def _sorts(engine: sa.Engine, plan: list[str]) -> list[str]:
     return [line for line in plan if word in line]
 
 
-def _plans(store: Store, call: Callable[[], Any], *, kinds: tuple[str, ...] = ("SELECT",)) -> list[tuple[str, list[str]]]:
+def _plans(store: Storage, call: Callable[[], Any], *, kinds: tuple[str, ...] = ("SELECT",)) -> list[tuple[str, list[str]]]:
     with _captured(store.engine) as seen:
         call()
     out = [(stmt, _plan(store.engine, stmt, params)) for stmt, params in seen if stmt.lstrip().upper().startswith(kinds)]
@@ -138,7 +139,7 @@ def _uses(plan: list[str], index: str) -> bool:
         (FeedRequest("security", "rss", limit=5), "ix_event_security_seq"),
     ],
 )
-def test_feed_state_walks_an_index_in_seq_order(store: Store, request_: FeedRequest, index: str) -> None:
+def test_feed_state_walks_an_index_in_seq_order(store: Storage, request_: FeedRequest, index: str) -> None:
     """A feed's state (what a 304 is answered from) is read through an index that gives the newest
     events first: no sort of the matching events, no scan of the event table beyond the feed's length."""
     _grow(store)
@@ -151,10 +152,10 @@ def test_feed_state_walks_an_index_in_seq_order(store: Store, request_: FeedRequ
         assert not _full_scans(store.engine, plan), plan
 
 
-def test_feed_state_holds_the_feeds_newest_events(store: Store) -> None:
+def test_feed_state_holds_the_feeds_newest_events(store: Storage) -> None:
     """The state names exactly the events a feed shows, newest first, with the newest one's time."""
     _grow(store)
-    queries = EventQueries(store.engine)
+    queries = store.read_model
     for flt in (EventFilter(), EventFilter(security_only=True), EventFilter(repo_id="org1/model3")):
         newest = queries.events(flt, 5)
         state = queries.state(flt, 5)
@@ -163,7 +164,7 @@ def test_feed_state_holds_the_feeds_newest_events(store: Store) -> None:
     assert queries.state(EventFilter(repo_id="nobody/nothing"), 5).heads == ()
 
 
-def test_a_late_commit_below_the_newest_changes_the_etag(store: Store) -> None:
+def test_a_late_commit_below_the_newest_changes_the_etag(store: Storage) -> None:
     """An event committed after a newer one (a lower seq, as concurrent writers on PostgreSQL can make)
     changes the feed's validator though the newest event stays the same."""
     _grow(store)
@@ -182,7 +183,7 @@ def test_a_late_commit_below_the_newest_changes_the_etag(store: Store) -> None:
     assert builder.etag(req, before, "http://x") != builder.etag(req, after, "http://x")
 
 
-def test_feed_etag_changes_only_with_the_feeds_own_events(store: Store) -> None:
+def test_feed_etag_changes_only_with_the_feeds_own_events(store: Storage) -> None:
     """A repo feed's validator stays when another repo gains an event, and changes when its repo does;
     a 304 over HTTP follows it."""
     _grow(store)
@@ -190,25 +191,25 @@ def test_feed_etag_changes_only_with_the_feeds_own_events(store: Store) -> None:
     first = client.get("/repos/org1/model1/feed.atom")
     assert first.status_code == 200
     etag = first.headers["etag"]
-    store.save_revision(_revision("org0/model0", 50))
+    store.history.save_revision(_revision("org0/model0", 50))
     assert client.get("/repos/org1/model1/feed.atom", headers={"If-None-Match": etag}).status_code == 304
-    store.save_revision(_revision("org1/model1", 50))
+    store.history.save_revision(_revision("org1/model1", 50))
     again = client.get("/repos/org1/model1/feed.atom", headers={"If-None-Match": etag})
     assert again.status_code == 200 and again.headers["etag"] != etag
 
 
-def test_history_page_queries_use_the_repo_index(store: Store) -> None:
+def test_history_page_queries_use_the_repo_index(store: Storage) -> None:
     """A repo's history page (its timeline, counts and watches) looks its rows up by repo, newest first
     from the index: no scan of the history tables, no sort of the repo's revisions."""
     _grow(store)
-    store.add_watch("org1/model1", "main", 900)
-    queries = EventQueries(store.engine)
+    store.watches.add_watch("org1/model1", "main", 900)
+    queries = store.read_model
 
     def page() -> None:
         queries.timeline("org1/model1", RevisionFilter(), 30, 0)
         queries.count_revisions("org1/model1")
-        store.repo_watches("org1/model1")
-        store.list_revisions("org1/model1", limit=30)
+        store.watches.repo_watches("org1/model1")
+        store.history.list_revisions("org1/model1", limit=30)
 
     plans = _plans(store, page)
     for statement, plan in plans:
@@ -218,11 +219,11 @@ def test_history_page_queries_use_the_repo_index(store: Store) -> None:
     assert any(_uses(plan, "ix_revision_repo_committed") for _, plan in plans)
 
 
-def test_repo_list_and_metrics_read_no_history_table(store: Store) -> None:
+def test_repo_list_and_metrics_read_no_history_table(store: Storage) -> None:
     """`/api/v1/repos`, the home page's repo list and the metrics totals read the summaries (one row per
     repo) and the primary key's end, never a whole revision, change or event table."""
     _grow(store)
-    queries = EventQueries(store.engine)
+    queries = store.read_model
     plans = _plans(store, queries.repos) + _plans(store, queries.counts)
     for statement, plan in plans:
         assert not _full_scans(store.engine, plan), (statement, plan)
@@ -230,14 +231,14 @@ def test_repo_list_and_metrics_read_no_history_table(store: Store) -> None:
     assert not any(re.search(r"\b(revision|change|event)\b", s) for s in repo_statements), repo_statements
 
 
-def test_ingest_lookups_use_indexes(store: Store) -> None:
+def test_ingest_lookups_use_indexes(store: Storage) -> None:
     """Writing a revision (and the lookups around it: is it stored, its events) reads nothing of the
     history beyond index lookups, however long the history is."""
     _grow(store)
-    queries = EventQueries(store.engine)
-    stored = store.list_revisions("org0/model0", limit=1)[0]
-    plans = _plans(store, lambda: store.save_revision(_revision("org0/model0", 99)), kinds=("SELECT", "INSERT", "UPDATE", "DELETE"))
-    plans += _plans(store, lambda: store.has_revision("org0/model0", stored.sha))
+    queries = store.read_model
+    stored = store.history.list_revisions("org0/model0", limit=1)[0]
+    plans = _plans(store, lambda: store.history.save_revision(_revision("org0/model0", 99)), kinds=("SELECT", "INSERT", "UPDATE", "DELETE"))
+    plans += _plans(store, lambda: store.history.has_revision("org0/model0", stored.sha))
     events_plan = _plans(store, lambda: queries.events_for_revision(stored.id))  # type: ignore[arg-type]
     for statement, plan in plans + events_plan:
         assert not _full_scans(store.engine, plan), (statement, plan)
@@ -272,30 +273,30 @@ def _summaries(engine: sa.Engine) -> dict[str, tuple[int, int, int, str | None]]
     return {r[0]: (r[1], r[2], r[3], r[4]) for r in rows}
 
 
-def test_summaries_follow_ingest_in_any_commit_order(store: Store) -> None:
+def test_summaries_follow_ingest_in_any_commit_order(store: Storage) -> None:
     """Counts and the newest revision stay equal to the history's own, whatever order commits arrive in
     (an older commit ingested late is not the newest), with events of no revision counted too."""
     _grow(store, repos=3, per_repo=3)
-    store.save_revision(_revision("org0/model0", 7, committed_at=T0 - timedelta(days=3)))  # older than every other
-    store.save_revision(_revision("org1/model1", 8, committed_at=T0 + timedelta(hours=2)))  # ties commit 2's time
-    store.add_event("late/only-events", NewEvent(event_id="gated", kind="repo.gated", title="g", severity="notice"))
-    assert not store.add_event("late/only-events", NewEvent(event_id="gated", kind="repo.gated", title="g", severity="notice"))
-    watch = store.add_watch("org2/model2", "main", 900)
-    store.record_poll_ok(watch.id, events=[NewEvent(event_id="poll-ev", kind="repo.public", title="p", severity="info")])  # type: ignore[arg-type]
+    store.history.save_revision(_revision("org0/model0", 7, committed_at=T0 - timedelta(days=3)))  # older than every other
+    store.history.save_revision(_revision("org1/model1", 8, committed_at=T0 + timedelta(hours=2)))  # ties commit 2's time
+    store.history.add_event("late/only-events", NewEvent(event_id="gated", kind="repo.gated", title="g", severity="notice"))
+    assert not store.history.add_event("late/only-events", NewEvent(event_id="gated", kind="repo.gated", title="g", severity="notice"))
+    watch = store.watches.add_watch("org2/model2", "main", 900)
+    store.watches.record_poll_ok(watch.id, events=[NewEvent(event_id="poll-ev", kind="repo.public", title="p", severity="info")])  # type: ignore[arg-type]
     expected = _recomputed(store.engine)
     assert _summaries(store.engine) == expected
-    assert store.repo_ids() == sorted(r for r, (revisions, *_) in expected.items() if revisions)  # not the events-only repo
+    assert store.history.repo_ids() == sorted(r for r, (revisions, *_) in expected.items() if revisions)  # not the events-only repo
     assert expected["org0/model0"][3] != _revision("org0/model0", 7).sha
     assert expected["org1/model1"][3] == _revision("org1/model1", 8).sha  # equal time: the later stored wins, as listed
 
 
-def test_concurrent_writers_of_one_repo_lose_no_count(store: Store) -> None:
+def test_concurrent_writers_of_one_repo_lose_no_count(store: Storage) -> None:
     """Writers in several threads adding revisions and events to one repo at once: every count arrives
     (the summary is updated by the database, not read, changed and written back)."""
     def write(worker: int) -> None:
         for n in range(8):
-            store.save_revision(_revision("busy/repo", worker * 100 + n))
-            store.add_event("busy/repo", NewEvent(event_id=f"side-{worker}-{n}", kind="repo.gated", title="g", severity="info"))
+            store.history.save_revision(_revision("busy/repo", worker * 100 + n))
+            store.history.add_event("busy/repo", NewEvent(event_id=f"side-{worker}-{n}", kind="repo.gated", title="g", severity="info"))
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
     for thread in threads:
@@ -306,26 +307,26 @@ def test_concurrent_writers_of_one_repo_lose_no_count(store: Store) -> None:
     assert _summaries(store.engine)["busy/repo"][:3] == (32, 64, 64)
 
 
-def test_a_revision_stored_twice_is_counted_once(store: Store) -> None:
+def test_a_revision_stored_twice_is_counted_once(store: Storage) -> None:
     """When a racing writer stored the same commit first, the loser's transaction adds nothing to the summary."""
-    store.save_revision(_revision("org/model", 1))
-    assert store.save_revision(_revision("org/model", 1)) is None
+    store.history.save_revision(_revision("org/model", 1))
+    assert store.history.save_revision(_revision("org/model", 1)) is None
     assert _summaries(store.engine)["org/model"][:3] == (1, 2, 1)
 
 
-def test_repo_list_and_metrics_follow_watches_and_history(store: Store) -> None:
+def test_repo_list_and_metrics_follow_watches_and_history(store: Storage) -> None:
     """The repo list shows history and watches (a removed watch leaves the history listed, a watched
     repo without history is listed with none); the metrics totals count what the tables hold."""
     _grow(store, repos=2, per_repo=2)
-    store.add_watch("org0/model0", "main", 900)
-    store.add_watch("new/unpolled", "main", 900)
+    store.watches.add_watch("org0/model0", "main", 900)
+    store.watches.add_watch("new/unpolled", "main", 900)
     client = TestClient(create_app(store))
     repos = {r["repo_id"]: r for r in client.get("/api/v1/repos").json()}
     assert repos["org0/model0"]["watched"] and repos["org0/model0"]["revisions"] == 2
     assert repos["new/unpolled"] == {"repo_id": "new/unpolled", "revisions": 0, "last_committed_at": None, "watched": True}
     assert "late" not in repos
-    store.remove_watch("org0/model0")
-    store.remove_watch("new/unpolled")
+    store.watches.remove_watch("org0/model0")
+    store.watches.remove_watch("new/unpolled")
     repos = {r["repo_id"]: r for r in client.get("/api/v1/repos").json()}
     assert set(repos) == {"org0/model0", "org1/model1"} and not repos["org0/model0"]["watched"]
     metrics = client.get("/metrics").text
@@ -342,7 +343,7 @@ def test_migrating_an_old_database_backfills_the_summaries(database_url: str) ->
     cfg = alembic_config(engine)
     command.upgrade(cfg, "0005")
     command.upgrade(cfg, "0011")
-    old = Store(engine, clock=lambda: T0)
+    old = Storage(engine, clock=lambda: T0)
     with engine.begin() as conn:  # rows as the code before 0012 wrote them: no summary
         for r, n in [(0, 0), (0, 1), (0, 2), (1, 0), (2, 3)]:
             new = _revision(f"old/model{r}", n, committed_at=T0 - timedelta(hours=n) if r == 2 else None)
@@ -361,9 +362,9 @@ def test_migrating_an_old_database_backfills_the_summaries(database_url: str) ->
     migrate(engine)
     assert _summaries(engine) == expected
     assert expected["old/eventsonly"] == (0, 0, 1, None) and expected["old/model0"][:3] == (3, 6, 3)
-    repos = EventQueries(engine).repos()
+    repos = ReadModel(engine).repos()
     assert [(r.repo_id, r.revisions) for r in repos] == [("old/model0", 3), ("old/model1", 1), ("old/model2", 1)]
     assert repos[0].last_committed_at == T0 + timedelta(hours=2) and repos[2].last_committed_at == T0 - timedelta(hours=3)
-    old.save_revision(_revision("old/model1", 5))  # writes after the migration keep adding to the back-filled rows
+    old.history.save_revision(_revision("old/model1", 5))  # writes after the migration keep adding to the back-filled rows
     assert _summaries(engine) == _recomputed(engine)
     engine.dispose()

@@ -10,9 +10,9 @@ import pytest
 
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
-from storage.event_queries import EventFilter, EventQueries
-from storage.store import NewChange, NewEstimate, NewRevision, Store
-from storage.subscription_store import SubscriptionStore
+from storage.front import Storage
+from storage.history import NewChange, NewEstimate, NewRevision
+from storage.read_model import EventFilter
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
@@ -22,10 +22,10 @@ FULL_BYTES, LORA_BYTES = 161_339_228_160, 2**31 + 7
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
+def store(database_url: str) -> Iterator[Storage]:
     engine = create_db_engine(database_url)
     migrate(engine)
-    yield Store(engine, clock=lambda: T0)
+    yield Storage(engine, clock=lambda: T0)
     engine.dispose()
 
 
@@ -39,29 +39,29 @@ def _revision(sha: str, estimate: NewEstimate | None = None) -> NewRevision:
     )
 
 
-def test_estimate_points_read_memory_past_32_bits(store: Store) -> None:
+def test_estimate_points_read_memory_past_32_bits(store: Storage) -> None:
     """The chart's points carry batch-1 memory in bytes as stored, however many bytes (8B models need 10**11)."""
-    store.add_watch("org/model", "main", 900)
+    store.watches.add_watch("org/model", "main", 900)
     result = {"memory": {"full_finetune": {"batch_1_bytes": FULL_BYTES}, "lora": {"batch_1_bytes": LORA_BYTES}}}
-    store.save_revision(_revision("a" * 40, NewEstimate(parameters_total=8_030_261_248, result=result)))
-    [point] = EventQueries(store.engine).estimate_points("org/model")
+    store.history.save_revision(_revision("a" * 40, NewEstimate(parameters_total=8_030_261_248, result=result)))
+    [point] = store.read_model.estimate_points("org/model")
     assert (point.sha, point.parameters) == ("a" * 40, 8_030_261_248)
     assert (point.full_finetune_bytes, point.lora_bytes) == (FULL_BYTES, LORA_BYTES)
 
 
-def test_event_cursors_past_32_bits_bound_nothing(store: Store) -> None:
+def test_event_cursors_past_32_bits_bound_nothing(store: Storage) -> None:
     """An `after` beyond every event finds none; a `before` beyond every event finds them all."""
-    store.add_watch("org/model", "main", 900)
-    store.save_revision(_revision("b" * 40))
-    queries = EventQueries(store.engine)
+    store.watches.add_watch("org/model", "main", 900)
+    store.history.save_revision(_revision("b" * 40))
+    queries = store.read_model
     assert queries.events(EventFilter(), 10, after_seq=BIG) == []
     assert [e.event_id for e in queries.events(EventFilter(), 10, before_seq=BIG)] == ["ev-" + "b" * 40]
     assert [h.event_id for h in queries.event_heads(EventFilter(), 10, before_seq=BIG)] == ["ev-" + "b" * 40]
 
 
-def test_subscription_ids_past_32_bits_are_simply_not_there(store: Store) -> None:
+def test_subscription_ids_past_32_bits_are_simply_not_there(store: Storage) -> None:
     """Looking up, enabling, disabling or removing a subscription by an id no key can hold finds none."""
-    subscriptions = SubscriptionStore(store.engine, clock=lambda: T0)
+    subscriptions = store.subscriptions
     assert subscriptions.get_subscription(BIG) is None
     assert subscriptions.enable_subscription(BIG) is False
     assert subscriptions.disable_subscription(BIG, "operator") is False

@@ -17,8 +17,9 @@ from structlog.testing import capture_logs
 
 from feeds.http.app import create_app
 from storage.db import create_db_engine
+from storage.front import Storage
+from storage.history import HistoryStore
 from storage.models import Revision
-from storage.store import Store
 from tests.conftest import run_cli, settings_for, write_config
 from tracker.app import App
 from tracker.hub import HubClient
@@ -78,7 +79,7 @@ def test_a_full_disk_pauses_polling_until_writes_work_again(sqlite_app: App, rep
     app = sqlite_app
     for repo in (BROKEN, REWRITTEN):
         replay.set_head(repo, 1)
-        app.store.add_watch(repo, "main", 60)
+        app.store.watches.add_watch(repo, "main", 60)
     assert not any(o.failed for o in app.poller.poll())
     replay.set_head(BROKEN, 2)
     disk = DiskFull(app.store.engine)
@@ -109,8 +110,8 @@ def test_hubwatch_poll_with_a_full_disk_makes_no_hub_request(sqlite_app: App, re
     """A poll pass that starts with the database refusing writes probes it first and polls nothing."""
     app = sqlite_app
     replay.set_head(BROKEN, 1)
-    app.store.add_watch(BROKEN, "main", 60)
-    app.store.add_watch(REWRITTEN, "main", 60)
+    app.store.watches.add_watch(BROKEN, "main", 60)
+    app.store.watches.add_watch(REWRITTEN, "main", 60)
     DiskFull(app.store.engine).on = True
     replay.reset_requests()
     outcomes = app.poller.poll()
@@ -123,24 +124,24 @@ def test_a_visibility_event_and_the_watch_meta_commit_together(sqlite_app: App, 
     """When the watch's meta cannot be written, the visibility event is not written either; the retry writes it once."""
     app = sqlite_app
     replay.set_head(BROKEN, 1)
-    app.store.add_watch(BROKEN, "main", 900)
+    app.store.watches.add_watch(BROKEN, "main", 900)
     app.poller.poll()
     replay.repo(BROKEN).gated = "auto"
     failing = DiskFull(app.store.engine, prefixes=("UPDATE WATCH",))
     failing.on = True
     [outcome] = app.poller.poll()
     assert outcome.failed and outcome.storage_error
-    assert [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"] == []
+    assert [e for e in app.store.history.list_events(BROKEN) if e.kind == "repo.visibility_changed"] == []
     failing.on = False
     clock.advance(120)  # past the storage probe's back-off
     app.poller.poll()
     app.poller.poll()
-    events = [e for e in app.store.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
+    events = [e for e in app.store.history.list_events(BROKEN) if e.kind == "repo.visibility_changed"]
     assert len(events) == 1 and "'auto'" in events[0].title
 
 
-class _Barrier(Store):
-    """A store whose writers of a revision wait for each other: both have fetched it, neither stored it."""
+class _Barrier(HistoryStore):
+    """A history whose writers of a revision wait for each other: both have fetched it, neither stored it."""
 
     barrier = threading.Barrier(2, timeout=60)
 
@@ -149,20 +150,28 @@ class _Barrier(Store):
         return super().save_revision(*args, **kwargs)
 
 
+class _BarrierStorage(Storage):
+    """Storage with the history above in place of its own."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "history", _Barrier(self.engine, self.clock))
+
+
 def test_two_writers_racing_on_one_commit_store_it_once(replay, database_url: str) -> None:
     """Two ingestors (two engines, one database) store the same commit at once: one revision, no failure."""
     settings = settings_for(replay.endpoint, database_url)
-    App(settings).store.add_watch(BROKEN, "main", 900)  # type: ignore[arg-type]
+    App(settings).store.watches.add_watch(BROKEN, "main", 900)  # type: ignore[arg-type]
     replay.set_head(BROKEN, 1)
     _Barrier.barrier = threading.Barrier(2, timeout=60)
     ingestors = [
-        Ingestor(_Barrier(create_db_engine(database_url)), HubClient(replay.endpoint), settings)  # type: ignore[arg-type]
+        Ingestor(_BarrierStorage(create_db_engine(database_url)), HubClient(replay.endpoint), settings)  # type: ignore[arg-type]
         for _ in range(2)
     ]
     outcomes: list = []
     with capture_logs() as logs:
         threads = [
-            threading.Thread(target=lambda i=i: outcomes.append(i.poll(i.store.get_watch(BROKEN)))) for i in ingestors
+            threading.Thread(target=lambda i=i: outcomes.append(i.poll(i.store.watches.get_watch(BROKEN)))) for i in ingestors
         ]
         for thread in threads:
             thread.start()
@@ -173,7 +182,7 @@ def test_two_writers_racing_on_one_commit_store_it_once(replay, database_url: st
     assert [e["event"] for e in logs].count("revision_already_stored") == 1
     with sa.orm.Session(ingestors[0].store.engine) as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(Revision)) == 1
-    watch = ingestors[0].store.get_watch(BROKEN)
+    watch = ingestors[0].store.watches.get_watch(BROKEN)
     assert watch.last_sha == replay.head_sha(BROKEN) and watch.last_error is None
 
 
@@ -192,5 +201,5 @@ def test_two_hubwatch_polls_at_once_store_each_commit_once(replay, tmp_path: Pat
     for _out, err, code in results:
         assert code == 0 and "Traceback" not in err, err
     app = App(settings_for(replay.endpoint, database_url))  # type: ignore[arg-type]
-    assert [r.sha for r in app.store.list_revisions(BROKEN)] == [replay.head_sha(BROKEN)]
+    assert [r.sha for r in app.store.history.list_revisions(BROKEN)] == [replay.head_sha(BROKEN)]
     app.store.engine.dispose()

@@ -11,9 +11,9 @@ import pytest
 
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from storage.db import create_db_engine, migrate
-from storage.outbox import OutboxStore, on_deliveries_queued
-from storage.store import Store
-from storage.subscription_store import SubscriptionStore
+from storage.front import Storage
+from storage.outbox import OutboxStore
+from storage.wakeups import on_deliveries_queued
 from tests.webhooks.conftest import LINKS, FakeClock, Receiver, Reply, emit, subscribe
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
@@ -30,10 +30,10 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
+def store(database_url: str) -> Iterator[Storage]:
     engine = create_db_engine(database_url)
     migrate(engine)
-    yield Store(engine, clock=FakeClock())
+    yield Storage(engine, clock=FakeClock())
     engine.dispose()
 
 
@@ -71,9 +71,9 @@ def _delivered_within(receiver: Receiver, n: int, commit: Callable[[], object]) 
     return time.monotonic() - started
 
 
-def test_a_committed_event_is_delivered_at_once_not_on_the_tick(store: Store, receiver: Receiver) -> None:
+def test_a_committed_event_is_delivered_at_once_not_on_the_tick(store: Storage, receiver: Receiver) -> None:
     """Each event written in this process reaches the receiver well within the 30 s tick: the commit wakes the dispatcher."""
-    subscribe(SubscriptionStore(store.engine, clock=store.clock), receiver.url)
+    subscribe(store.subscriptions, receiver.url)
     stop = _running(OutboxStore(store.engine))
     try:
         waits = [_delivered_within(receiver, i + 1, lambda: emit(store, repo_id=f"org/m{len(receiver.accepted)}"))
@@ -83,9 +83,9 @@ def test_a_committed_event_is_delivered_at_once_not_on_the_tick(store: Store, re
     assert max(waits) < WITHIN_S, waits
 
 
-def test_a_retry_the_dispatcher_scheduled_is_tried_when_due_not_on_the_tick(store: Store, receiver: Receiver) -> None:
+def test_a_retry_the_dispatcher_scheduled_is_tried_when_due_not_on_the_tick(store: Storage, receiver: Receiver) -> None:
     """A 503 with Retry-After: 1 is tried again about a second later, not at the next 30 s tick."""
-    subscribe(SubscriptionStore(store.engine, clock=store.clock), receiver.url)
+    subscribe(store.subscriptions, receiver.url)
     receiver.plan.append(Reply(503, headers={"retry-after": "1"}))
     stop = _running(OutboxStore(store.engine))
     try:
@@ -96,18 +96,18 @@ def test_a_retry_the_dispatcher_scheduled_is_tried_when_due_not_on_the_tick(stor
     assert waited < 1 + WITHIN_S, waited
 
 
-def test_a_rolled_back_write_wakes_nobody(store: Store) -> None:
+def test_a_rolled_back_write_wakes_nobody(store: Storage) -> None:
     """Only a commit that queued deliveries wakes: a rolled-back one, or one that queued none, does not."""
-    subscribe(SubscriptionStore(store.engine, clock=store.clock), "http://127.0.0.1:9/hook")
+    subscribe(store.subscriptions, "http://127.0.0.1:9/hook")
     woken: list[int] = []
     remove = on_deliveries_queued(store.engine, lambda: woken.append(1))
     try:
         from storage.event_log import NewEvent, write_events
 
-        with store.session() as s:
+        with store.history.session() as s:
             write_events(s, "org/m", [NewEvent("ev-rolled-back", "revision.ingested", "t", "warning")], store.clock())
             s.rollback()
-        with store.session() as s:  # the flag of the rolled-back transaction does not leak into this commit
+        with store.history.session() as s:  # the flag of the rolled-back transaction does not leak into this commit
             s.commit()
         assert woken == []
         emit(store)
@@ -125,9 +125,9 @@ def test_postgres_notify_wakes_a_dispatcher_in_another_process(database_url: str
         pytest.skip("needs PostgreSQL: set HUBWATCH_TEST_POSTGRES")
     dispatcher_engine = create_db_engine(database_url)
     migrate(dispatcher_engine)
-    writer = Store(create_db_engine(database_url), clock=FakeClock())
+    writer = Storage(create_db_engine(database_url), clock=FakeClock())
     try:
-        subscribe(SubscriptionStore(writer.engine, clock=writer.clock), receiver.url)
+        subscribe(writer.subscriptions, receiver.url)
         stop = _running(OutboxStore(dispatcher_engine))
         try:
             waits = [_delivered_within(receiver, i + 1, lambda: emit(writer, repo_id=f"org/p{len(receiver.accepted)}"))

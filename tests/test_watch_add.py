@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner
 
-from storage.listing_state import ListingStore, author_scope
+from storage.listing_state import author_scope
 from tests.conftest import settings_for
 from tracker.app import App
 from tracker.cli import cli
@@ -41,7 +41,7 @@ def acme_app(acme: ReplayServer, database_url: str) -> Iterator[App]:
 
 
 def watched(app: App) -> list[str]:
-    return [w.repo_id for w in app.store.list_watches()]
+    return [w.repo_id for w in app.store.watches.list_watches()]
 
 
 def test_single_repo_output_is_unchanged(app: App, replay: ReplayServer) -> None:
@@ -112,9 +112,9 @@ def test_org_watch_follows_every_model_of_the_author(acme_app: App, acme: Replay
     assert result.exit_code == 0, result.output
     assert "watching every model of acme/* every 3600s: 3 listed now, 3 newly watched" in result.stdout
     assert watched(acme_app) == ["acme/a", "acme/b", "acme/c"]
-    assert {w.source for w in acme_app.store.list_watches()} == {"author"}
-    assert {w.interval_s for w in acme_app.store.list_watches()} == {3600}
-    listings = ListingStore(acme_app.store.engine)
+    assert {w.source for w in acme_app.store.watches.list_watches()} == {"author"}
+    assert {w.interval_s for w in acme_app.store.watches.list_watches()} == {3600}
+    listings = acme_app.store.listing
     state = listings.listing_state(author_scope("acme"))
     assert state is not None and state.high_water_at == max(acme.last_modified(r) for r in ("acme/a", "acme/b", "acme/c"))
     listed = invoke(acme_app, "list")
@@ -148,7 +148,7 @@ def test_org_watch_bad_input(acme_app: App, args: list[str], code: int, message:
     result = invoke(acme_app, "add", *args)
     assert result.exit_code == code, result.output
     assert message in result.stderr
-    assert watched(acme_app) == [] and ListingStore(acme_app.store.engine).list_author_watches() == []
+    assert watched(acme_app) == [] and acme_app.store.listing.list_author_watches() == []
 
 
 def test_org_watch_unchecked_then_remove(acme_app: App) -> None:
@@ -156,10 +156,10 @@ def test_org_watch_unchecked_then_remove(acme_app: App) -> None:
     result = invoke(acme_app, "add", "acme/*", "--no-check")
     assert result.exit_code == 0, result.output
     assert watched(acme_app) == []
-    assert [a.author for a in ListingStore(acme_app.store.engine).list_author_watches()] == ["acme"]
+    assert [a.author for a in acme_app.store.listing.list_author_watches()] == ["acme"]
     removed = invoke(acme_app, "remove", "acme/*")
     assert removed.exit_code == 0 and "stopped watching acme/*" in removed.stdout
-    assert ListingStore(acme_app.store.engine).list_author_watches() == []
+    assert acme_app.store.listing.list_author_watches() == []
     assert invoke(acme_app, "remove", "acme/*").exit_code == 3
 
 

@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from structlog.testing import capture_logs
 
 from storage.db import create_db_engine, migrate
+from storage.front import Storage
 from storage.leases import LeaseStore
 from storage.models import Watch
-from storage.store import Store
 from tracker.polling.shared import SharedScheduler
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
@@ -46,10 +46,10 @@ def engines(database_url: str) -> Iterator[list[sa.Engine]]:
         engine.dispose()
 
 
-def _watches(engine: sa.Engine, n: int, interval_s: int = 60, prefix: str = "org/m") -> Store:
-    store = Store(engine)
+def _watches(engine: sa.Engine, n: int, interval_s: int = 60, prefix: str = "org/m") -> Storage:
+    store = Storage(engine)
     for i in range(n):
-        store.add_watch(f"{prefix}{i}", "main", interval_s)
+        store.watches.add_watch(f"{prefix}{i}", "main", interval_s)
     return store
 
 
@@ -106,7 +106,7 @@ def test_a_poll_asked_for_while_leased_stays_due_on_release(engines: list[sa.Eng
     assert leases.request_poll("org/m0", "main", T0 + timedelta(seconds=2))  # a Hub webhook, mid-poll
     assert not leases.request_poll("org/absent", "main", T0)
     leases.release("a", held, T0 + timedelta(minutes=1))
-    assert store.get_watch("org/m0").next_poll_at == T0 + timedelta(seconds=2)  # type: ignore[union-attr]
+    assert store.watches.get_watch("org/m0").next_poll_at == T0 + timedelta(seconds=2)  # type: ignore[union-attr]
     [again] = leases.claim_due("a", T0 + timedelta(seconds=3), 15, 1)
     assert again.id == held.id
 
@@ -171,10 +171,10 @@ class Polls:
         return poll
 
 
-def _scheduler(engine: sa.Engine, polls: Polls, name: str, lease_s: float = 3, store: Store | None = None) -> SharedScheduler:
-    store = store or Store(engine)
-    return SharedScheduler(store.watch_schedule, polls.for_worker(name), 0, LeaseStore(engine), lease_s,
-                           worker=name, claim_tick_s=0.1, version=store.watch_list_version)
+def _scheduler(engine: sa.Engine, polls: Polls, name: str, lease_s: float = 3, store: Storage | None = None) -> SharedScheduler:
+    store = store or Storage(engine)
+    return SharedScheduler(store.watches.watch_schedule, polls.for_worker(name), 0, LeaseStore(engine), lease_s,
+                           worker=name, claim_tick_s=0.1, version=store.watches.watch_list_version)
 
 
 def _wait(predicate, timeout_s: float = 15) -> bool:
@@ -204,7 +204,7 @@ def test_two_workers_share_the_watches_without_polling_one_twice(engines: list[s
     assert len(by_repo) == 30 and set(by_repo.values()) == {1} and polls.overlaps == 0
     assert {name for name, _ in polls.done} == {"w0", "w1"}
     assert LeaseStore(engines[0]).lease_counts(datetime.now(UTC)) == {}
-    next_polls = [w.next_poll_at for w in Store(engines[0]).list_watches()]
+    next_polls = [w.next_poll_at for w in Storage(engines[0]).watches.list_watches()]
     assert all(at is not None and at > datetime.now(UTC) + timedelta(minutes=59) for at in next_polls)
 
 
@@ -383,15 +383,15 @@ def test_one_process_keeps_a_poll_asked_for_across_a_kill(engines: list[sa.Engin
     with engines[0].begin() as conn:
         conn.execute(sa.update(Watch.__table__).values(last_polled_at=datetime.now(UTC)))  # type: ignore[attr-defined]
     leases = LeaseStore(engines[0])
-    before = Scheduler(store.watch_schedule, lambda r, b: None, 0, requests=leases)
+    before = Scheduler(store.watches.watch_schedule, lambda r, b: None, 0, requests=leases)
     before.sync()
     assert before.trigger("org/m1", "main", urgent=False)  # then SIGKILL: the poll never ran
-    assert store.get_watch("org/m1").next_poll_at is not None  # type: ignore[union-attr]
+    assert store.watches.get_watch("org/m1").next_poll_at is not None  # type: ignore[union-attr]
     polled: list[str] = []
-    after = Scheduler(store.watch_schedule, lambda r, b: polled.append(r), 0, requests=leases)
+    after = Scheduler(store.watches.watch_schedule, lambda r, b: polled.append(r), 0, requests=leases)
     after.start()
     try:
-        assert _wait(lambda: store.get_watch("org/m1").next_poll_at is None, timeout_s=10)  # type: ignore[union-attr]
+        assert _wait(lambda: store.watches.get_watch("org/m1").next_poll_at is None, timeout_s=10)  # type: ignore[union-attr]
     finally:
         after.stop()
     assert polled == ["org/m1"]

@@ -1,4 +1,4 @@
-"""Wiring: settings -> database (migrated) -> store, Hub client and ingestor, shared by CLI and daemon.
+"""Wiring: settings -> database (migrated) -> its stores, Hub client and ingestor, shared by CLI and daemon.
 
 Each part is built on first use and imports its stack then: a command that only reads the database
 never loads the Hub client, the differs or the advisory service.
@@ -10,12 +10,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from storage.db import create_db_engine, migrate
 from storage.errors import InvalidSubscription, StorageError
-from storage.outbox import OutboxStore
+from storage.front import Storage
 from storage.sessions import Clock, utc_now
-from storage.store import Store
-from storage.subscription_store import SubscriptionStore
 from tracker.config import Settings
 from tracker.errors import ConfigError
 
@@ -32,31 +29,20 @@ class App:
     clock: Clock = field(default=utc_now)
 
     @cached_property
-    def store(self) -> Store:
+    def store(self) -> Storage:
+        """Every store of the database (migrated on first use), with the config's watches and [[webhooks]] synced."""
         try:
-            engine = create_db_engine(self.settings.database_url)
-            migrate(engine)
+            store = Storage.open(self.settings.database_url, clock=self.clock)
         except StorageError as err:
             raise ConfigError(str(err)) from err
-        store = Store(engine, clock=self.clock)
-        store.sync_config_watches(
+        store.watches.sync_config_watches(
             (spec.repo, spec.branch, self.settings.interval_s(spec)) for spec in self.settings.watch
         )
         try:
-            SubscriptionStore(engine, clock=self.clock).sync_config_subscriptions(self.settings.webhooks)
+            store.subscriptions.sync_config_subscriptions(self.settings.webhooks)
         except InvalidSubscription as err:
             raise ConfigError(f"{self.settings.source}: [[webhooks]]: {err}") from err
         return store
-
-    @cached_property
-    def subscriptions(self) -> SubscriptionStore:
-        """Webhook subscriptions (the config's [[webhooks]] synced by `store`, the API's beside them)."""
-        return SubscriptionStore(self.store.engine, clock=self.clock)
-
-    @cached_property
-    def outbox(self) -> OutboxStore:
-        """The delivery log of outbound webhooks: due deliveries, attempts, redeliveries."""
-        return OutboxStore(self.store.engine, clock=self.clock)
 
     @cached_property
     def hub(self) -> HubClient:

@@ -6,7 +6,7 @@ from typing import Any
 
 from estimator import EstimateError, crossings, estimate
 from estimator.compare import mode_label
-from storage.store import NewEstimate
+from storage.history import NewEstimate
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.snapshot import Snapshot
 

@@ -18,10 +18,11 @@ import structlog
 from storage.backoff import backoff_s
 from storage.errors import RevisionNotStored
 from storage.event_log import NewEvent
+from storage.front import Storage
 from storage.health import write_failure
+from storage.history import NewChange, NewEstimate, NewFile, NewRevision
 from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
 from storage.models import Revision, Watch
-from storage.store import NewChange, NewEstimate, NewFile, NewRevision, Store
 from tracker.advisories.service import AdvisoryService
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import is_pickle, kind_of
@@ -68,7 +69,7 @@ class PollOutcome:
 
 class Ingestor:
     def __init__(
-        self, store: Store, hub: HubClient, settings: Settings, advisories: AdvisoryService | None = None
+        self, store: Storage, hub: HubClient, settings: Settings, advisories: AdvisoryService | None = None
     ) -> None:
         self.store = store
         self.hub = hub
@@ -120,7 +121,7 @@ class Ingestor:
             outcome.error = f"internal error: {type(err).__name__}: {err}"[:500]
             log.error("repo_poll_crashed", repo_id=watch.repo_id, branch=watch.branch, exc_info=err)
         try:
-            self.store.record_poll_error(watch.id, outcome.error, self._next_retry(watch, err))  # type: ignore[arg-type]
+            self.store.watches.record_poll_error(watch.id, outcome.error, self._next_retry(watch, err))  # type: ignore[arg-type]
         except Exception as record_err:  # only a failing database is absorbed: anything else propagates
             reason = write_failure(record_err)
             if reason is None:
@@ -134,7 +135,7 @@ class Ingestor:
         head = head or self.hub.head(watch.repo_id, watch.branch)
         outcome.head_sha = head.sha
         if cached and head.sha != watch.last_sha:
-            stored_watch = self.store.get_watch(watch.repo_id, watch.branch)  # the copy may be behind another worker
+            stored_watch = self.store.watches.get_watch(watch.repo_id, watch.branch)  # the copy may be behind another worker
             if stored_watch is None:
                 return  # removed meanwhile
             watch = stored_watch
@@ -143,13 +144,13 @@ class Ingestor:
             # written with the watch's new meta: the same transition at the same head is one event.
             facts = _repo_facts(watch, head, [])
             meta = head.meta()
-            if not facts and meta == watch.repo_meta and _clean(watch) and self.store.stamp_unchanged_poll(watch):
+            if not facts and meta == watch.repo_meta and _clean(watch) and self.store.watches.stamp_unchanged_poll(watch):
                 outcome.stamped = True  # the common case: one UPDATE, nothing read
                 return
             events = [change_event(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, fact, fact.summary) for fact in facts]
-            self.store.record_poll_ok(watch.id, meta, events=events, sha=head.sha)  # type: ignore[arg-type]
+            self.store.watches.record_poll_ok(watch.id, meta, events=events, sha=head.sha)  # type: ignore[arg-type]
             return
-        revisions = self.store.list_revisions(watch.repo_id)  # newest first, read once per moved head
+        revisions = self.store.history.list_revisions(watch.repo_id)  # newest first, read once per moved head
         stored = {r.sha for r in revisions}
         if watch.last_sha is None:
             if reach is not None:
@@ -177,9 +178,9 @@ class Ingestor:
             parent = commit.sha
             repo_facts = []
         if not commits and head.sha in stored:
-            self.store.move_watch(watch.id, head.sha, head.meta())  # type: ignore[arg-type]
+            self.store.watches.move_watch(watch.id, head.sha, head.meta())  # type: ignore[arg-type]
         outcome.status = "ingested" if outcome.revisions else "unchanged"
-        self.store.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
+        self.store.watches.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
 
     def _ingest(
         self,
@@ -192,8 +193,8 @@ class Ingestor:
         outcome: PollOutcome,
     ) -> Snapshot | None:
         """Ingest one commit; returns its snapshot (None when it was stored already)."""
-        if self.store.has_revision(watch.repo_id, commit.sha):
-            self.store.move_watch(watch.id, commit.sha)  # type: ignore[arg-type]
+        if self.store.history.has_revision(watch.repo_id, commit.sha):
+            self.store.watches.move_watch(watch.id, commit.sha)  # type: ignore[arg-type]
             return None
         fetched = fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes)
         if previous is not None and previous.sha == parent_sha:
@@ -215,7 +216,7 @@ class Ingestor:
                 watch.repo_id, commit.sha, fetched.snapshot, parent_snapshot, changes, commit.title
             )
             extra_writes.append(check.write)
-        saved = self.store.save_revision(
+        saved = self.store.history.save_revision(
             _new_revision(
                 watch, commit, parent_sha if not is_baseline else None, fetched, changes, events, estimate, is_baseline
             ),
@@ -241,7 +242,7 @@ class Ingestor:
         self, repo_id: str, sha: str, snapshot: Snapshot, changes: list[Change], is_baseline: bool
     ) -> tuple[NewEstimate | None, list[NewEvent]]:
         """Rerun the estimator on a first revision or a structural change; its change joins `changes`."""
-        stored = self.store.latest_estimate(repo_id)
+        stored = self.store.history.latest_estimate(repo_id)
         previous = None if stored is None else NewEstimate(stored[1].parameters_total, stored[1].result, stored[1].error)
         if not should_estimate(is_baseline, changes, previous.result if previous else None):
             return None, []
@@ -266,7 +267,7 @@ class Ingestor:
         if sha is None:
             return None
         try:
-            revision = self.store.find_revision(repo_id, sha)
+            revision = self.store.history.find_revision(repo_id, sha)
         except RevisionNotStored:
             return None
         return load_snapshot(self.store, revision)

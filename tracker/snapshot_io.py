@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from storage.blobs import git_blob_oid
+from storage.front import Storage
+from storage.history import NewTensor, NewWeightFile
 from storage.models import Revision
-from storage.store import NewTensor, NewWeightFile, Store
 from tracker.classify import is_safetensors, should_download
 from tracker.hub import HubClient, MissingFile
 from tracker.snapshot import FileEntry, Snapshot, TensorInfo, WeightManifest
@@ -21,7 +22,7 @@ class FetchedSnapshot:
     new_weight_files: list[NewWeightFile] = field(default_factory=list)
 
 
-def fetch_snapshot(hub: HubClient, store: Store, repo_id: str, sha: str, max_file_bytes: int) -> FetchedSnapshot:
+def fetch_snapshot(hub: HubClient, store: Storage, repo_id: str, sha: str, max_file_bytes: int) -> FetchedSnapshot:
     """List the commit's files, download tracked files whose oid is new, read new safetensors headers.
 
     Raises HubError subclasses for failures that should abort the revision (retry later); files that
@@ -36,8 +37,8 @@ def fetch_snapshot(hub: HubClient, store: Store, repo_id: str, sha: str, max_fil
                 f"{entry.path} is {_mb(entry.size)}, over the {_mb(max_file_bytes)} limit: "
                 "not downloaded, compared by content id only"
             )
-    held = store.known_blobs(f.oid for f in wanted if f.path not in snapshot.unavailable)
-    stored = store.read_blobs(held)
+    held = store.history.known_blobs(f.oid for f in wanted if f.path not in snapshot.unavailable)
+    stored = store.history.read_blobs(held)
     for entry in wanted:
         if entry.path in snapshot.unavailable:
             continue
@@ -63,7 +64,7 @@ def fetch_snapshot(hub: HubClient, store: Store, repo_id: str, sha: str, max_fil
     return fetched
 
 
-def _fill_manifests(hub: HubClient, store: Store, fetched: FetchedSnapshot) -> None:
+def _fill_manifests(hub: HubClient, store: Storage, fetched: FetchedSnapshot) -> None:
     snapshot = fetched.snapshot
     weights = [f for f in snapshot.files.values() if is_safetensors(f.path)]
     known = load_manifests(store, {f.content_id for f in weights})
@@ -85,9 +86,9 @@ def to_new_weight_file(content_id: str, manifest: WeightManifest) -> NewWeightFi
     )
 
 
-def load_manifests(store: Store, content_ids: set[str]) -> dict[str, WeightManifest]:
+def load_manifests(store: Storage, content_ids: set[str]) -> dict[str, WeightManifest]:
     out = {}
-    for sha, (row, tensors) in store.read_weight_files(content_ids).items():
+    for sha, (row, tensors) in store.history.read_weight_files(content_ids).items():
         out[sha] = WeightManifest(
             tensors=tuple(TensorInfo(t.name, t.dtype, tuple(t.shape)) for t in tensors),
             metadata=dict(row.file_metadata or {}),
@@ -96,10 +97,10 @@ def load_manifests(store: Store, content_ids: set[str]) -> dict[str, WeightManif
     return out
 
 
-def load_snapshot(store: Store, revision: Revision) -> Snapshot:
+def load_snapshot(store: Storage, revision: Revision) -> Snapshot:
     """A stored revision as a Snapshot, entirely from the database."""
     assert revision.id is not None
-    rows = store.revision_files(revision.id)
+    rows = store.history.revision_files(revision.id)
     snapshot = Snapshot(
         repo_id=revision.repo_id,
         sha=revision.sha,
@@ -108,7 +109,7 @@ def load_snapshot(store: Store, revision: Revision) -> Snapshot:
             for r in rows
         },
     )
-    blobs = store.read_blobs(r.oid for r in rows if r.held)
+    blobs = store.history.read_blobs(r.oid for r in rows if r.held)
     for r in rows:
         if r.held and r.oid in blobs:
             snapshot.contents[r.path] = blobs[r.oid]

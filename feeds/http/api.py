@@ -45,16 +45,16 @@ from feeds.http.params import (
 from feeds.http.strict_json import StrictJSONRoute
 from feeds.webhooks import FORMATS, subscribe
 from storage.errors import InvalidSubscription
-from storage.event_queries import EventFilter
 from storage.models import (
     ChangeRecord,
     EstimateRecord,
     Event,
     Revision,
     RevisionFile,
+    Subscription,
     Watch,
 )
-from storage.subscriptions import Subscription
+from storage.read_model import EventFilter
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -125,7 +125,7 @@ def list_repos(request: Request) -> list[RepoOut]:
 
 @router.get("/watches", response_model=list[WatchOut], dependencies=read, responses=_errors(401), summary="Watched repo branches")
 def list_watches(request: Request) -> list[WatchOut]:
-    return [_watch(w) for w in _services(request).store.list_watches()]
+    return [_watch(w) for w in _services(request).store.watches.list_watches()]
 
 
 @router.post("/watches", response_model=WatchOut, status_code=201, dependencies=write, responses=_errors(400, 401, 403, 409, 413),
@@ -135,7 +135,7 @@ def add_watch(request: Request, body: WatchIn) -> WatchOut:
     interval_s = body.interval_s or services.options.default_interval_s
     if ".." in body.repo_id:
         raise HTTPException(422, f"{body.repo_id} is not a Hub repo id")
-    return _watch(services.store.add_watch(body.repo_id, body.branch, interval_s, source="api"))
+    return _watch(services.store.watches.add_watch(body.repo_id, body.branch, interval_s, source="api"))
 
 
 @router.delete("/watches/{org}/{name}", status_code=204, dependencies=write, responses=_errors(401, 403, 404),
@@ -147,7 +147,7 @@ def remove_watch(
     branch: Annotated[Branch | None, Query(description="Only this branch (default: every watched branch)")] = None,
 ) -> Response:
     repo_id = f"{org}/{name}"
-    if not _services(request).store.remove_watch(repo_id, branch):
+    if not _services(request).store.watches.remove_watch(repo_id, branch):
         raise HTTPException(404, f"{repo_id}{'@' + branch if branch else ''} is not watched")
     return Response(status_code=204)
 
@@ -166,8 +166,8 @@ def list_revisions(
 ) -> RevisionPage:
     services = _services(request)
     repo_id = known_repo(services.queries, org, name)
-    revisions = services.store.list_revisions(repo_id, limit=limit, offset=offset)
-    changes = services.store.changes_by_revision(r.id for r in revisions)
+    revisions = services.store.history.list_revisions(repo_id, limit=limit, offset=offset)
+    changes = services.store.history.changes_by_revision(r.id for r in revisions)
     total = services.queries.count_revisions(repo_id)
     items = [RevisionOut(**_revision(r, changes[r.id])) for r in revisions]
     following = offset + len(items)
@@ -178,12 +178,12 @@ def list_revisions(
             summary="One revision with its changes (full detail), files and estimate")
 def get_revision(request: Request, org: str = OrgPath, name: str = NamePath, sha: str = ShaPath) -> RevisionDetail:
     services = _services(request)
-    revision = services.store.find_revision(known_repo(services.queries, org, name), sha)
-    changes = services.store.changes_by_revision([revision.id])[revision.id]
-    estimate = services.store.estimate_for(revision.id)
+    revision = services.store.history.find_revision(known_repo(services.queries, org, name), sha)
+    changes = services.store.history.changes_by_revision([revision.id])[revision.id]
+    estimate = services.store.history.estimate_for(revision.id)
     return RevisionDetail(
         **_revision(revision, changes, brief=False),
-        files=[_file(f) for f in services.store.revision_files(revision.id)],
+        files=[_file(f) for f in services.store.history.revision_files(revision.id)],
         estimate=_estimate(revision, estimate) if estimate is not None else None,
     )
 
@@ -199,7 +199,7 @@ def diff_revisions(
 ) -> DiffOut:
     services = _services(request)
     repo_id = known_repo(services.queries, org, name)
-    a, b = services.store.find_revision(repo_id, from_ref), services.store.find_revision(repo_id, to_ref)
+    a, b = services.store.history.find_revision(repo_id, from_ref), services.store.history.find_revision(repo_id, to_ref)
     changes = services.diff_revisions(a, b)
     if changes is None:
         raise HTTPException(501, "this server has no differ wired in: run it with `hubwatch serve` or `hubwatch run`")
@@ -259,14 +259,14 @@ def list_events(
     return EventPage(items=[_event(e) for e in events], order="asc" if after is not None else "desc", next_cursor=cursor)
 
 
-# -- subscriptions (outbound webhooks; the outbox is the webhooks module's) -------------------------
+# -- subscriptions (outbound webhooks; their deliveries are the webhooks module's) ------------------
 
 
-def _outbox(request: Request) -> Any:
-    outbox = _services(request).outbox
-    if outbox is None:
+def _subscriptions(request: Request) -> Any:
+    subscriptions = _services(request).subscriptions
+    if subscriptions is None:
         raise HTTPException(503, "outbound webhooks are not available on this server")
-    return outbox
+    return subscriptions
 
 
 def _subscription(s: Subscription, secret: str | None = None, full_url: bool = False) -> SubscriptionOut:
@@ -283,16 +283,16 @@ def _subscription(s: Subscription, secret: str | None = None, full_url: bool = F
 @router.get("/subscriptions", response_model=list[SubscriptionOut], dependencies=read, responses=_errors(401, 503),
             summary="Outbound webhook subscriptions (secrets are never shown)")
 def list_subscriptions(request: Request) -> list[SubscriptionOut]:
-    return [_subscription(s) for s in _outbox(request).list_subscriptions()]
+    return [_subscription(s) for s in _subscriptions(request).list_subscriptions()]
 
 
 @router.post("/subscriptions", response_model=SubscriptionOut, status_code=201, dependencies=write,
              responses=_errors(400, 401, 403, 413, 503), summary="Subscribe a URL to events")
 def add_subscription(request: Request, body: SubscriptionIn) -> SubscriptionOut:
-    outbox = _outbox(request)
+    subscriptions = _subscriptions(request)
     kinds = tuple(body.kinds)
     try:  # a user-given URL: malformed, unresolvable or private addresses are refused before storing
-        created = subscribe(outbox, body.url, body.format, allow_private=_services(request).options.allow_private_targets,
+        created = subscribe(subscriptions, body.url, body.format, allow_private=_services(request).options.allow_private_targets,
                             secret=body.secret, repos=tuple(body.repos), kinds=kinds, min_severity=body.min_severity.value)
     except InvalidSubscription as err:
         raise HTTPException(422, str(err)) from err
@@ -302,15 +302,15 @@ def add_subscription(request: Request, body: SubscriptionIn) -> SubscriptionOut:
 @router.post("/subscriptions/{subscription_id}/enable", response_model=SubscriptionOut, dependencies=write,
              responses=_errors(401, 403, 404, 503), summary="Deliver to a subscription disabled by a 410 or an operator again")
 def enable_subscription(request: Request, subscription_id: int = Path(ge=1, le=2**62)) -> SubscriptionOut:
-    outbox = _outbox(request)
-    if not outbox.enable_subscription(subscription_id):
+    subscriptions = _subscriptions(request)
+    if not subscriptions.enable_subscription(subscription_id):
         raise HTTPException(404, f"no subscription {subscription_id}")
-    return next(_subscription(s) for s in outbox.list_subscriptions() if s.id == subscription_id)
+    return next(_subscription(s) for s in subscriptions.list_subscriptions() if s.id == subscription_id)
 
 
 @router.delete("/subscriptions/{subscription_id}", status_code=204, dependencies=write, responses=_errors(401, 403, 404, 503),
                summary="Remove a subscription (its delivery log stays)")
 def remove_subscription(request: Request, subscription_id: int = Path(ge=1, le=2**62)) -> Response:
-    if not _outbox(request).remove_subscription(subscription_id):
+    if not _subscriptions(request).remove_subscription(subscription_id):
         raise HTTPException(404, f"no subscription {subscription_id}")
     return Response(status_code=204)

@@ -1,6 +1,6 @@
 """The HTTP server: one ASGI app (feeds, JSON API, pages, Hub webhooks, health, metrics) and a uvicorn
 runner for a background thread. Everything outside `feeds` and `storage` comes in as arguments: the
-ingest trigger for Hub webhooks, the differ for "compare", the outbox for subscriptions. Storage lookup
+ingest trigger for Hub webhooks, the differ for "compare", the webhook subscriptions. Storage lookup
 errors become answers in one place (`LOOKUP_STATUS`, `lookup_failed`), for every route.
 """
 
@@ -27,9 +27,9 @@ from feeds.http.params import Kind, NamePath, OrgPath, Severity, base_url, known
 from feeds.views import pages
 from feeds.views.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
 from storage.errors import AmbiguousRevision, NotStored, StoreLookupError, SubscriptionDisabled, WatchExists
-from storage.event_queries import EventQueries
+from storage.front import Storage
 from storage.models import Revision
-from storage.store import Store
+from storage.read_model import ReadModel
 
 log = structlog.get_logger(__name__)
 
@@ -71,13 +71,13 @@ class ServerOptions:
 
 @dataclass
 class Services:
-    store: Store
-    queries: EventQueries
+    store: Storage
+    queries: ReadModel
     feeds: FeedBuilder
     options: ServerOptions
     metrics: metrics.Metrics
     trigger: Trigger | None = None
-    outbox: Any = None
+    subscriptions: Any = None  # storage's SubscriptionStore
     diff: DiffFn | None = None
     storage_state: StorageStateFn | None = None
     poll_state: PollStateFn | None = None
@@ -101,21 +101,21 @@ class Services:
 
 
 def create_app(
-    store: Store,
+    store: Storage,
     *,
     options: ServerOptions | None = None,
     trigger: Trigger | None = None,
-    outbox: Any = None,
+    subscriptions: Any = None,
     diff: DiffFn | None = None,
     storage_state: StorageStateFn | None = None,
     poll_state: PollStateFn | None = None,
 ) -> FastAPI:
     """The whole HTTP surface over one store. `trigger` starts an ingest (Hub webhooks answer 503
-    without it); `diff` computes the diff of two revisions (compare answers 501 without it); `outbox`
-    is the webhooks' OutboxStore (subscription routes answer 503 without it); `storage_state` is the
+    without it); `diff` computes the diff of two revisions (compare answers 501 without it); `subscriptions`
+    is the webhooks' SubscriptionStore (subscription routes answer 503 without it); `storage_state` is the
     poller's view of the database, reported on /healthz (absent without a poller); `poll_state` the
     scheduler's overdue polls, on /healthz and /metrics (absent without a scheduler)."""
-    queries = EventQueries(store.engine)
+    queries = store.read_model
     services = Services(
         store=store,
         queries=queries,
@@ -123,7 +123,7 @@ def create_app(
         options=options or ServerOptions(),
         metrics=metrics.Metrics(),
         trigger=trigger,
-        outbox=outbox,
+        subscriptions=subscriptions,
         diff=diff,
         storage_state=storage_state,
         poll_state=poll_state,

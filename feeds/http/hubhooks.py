@@ -120,7 +120,7 @@ async def hub_webhook(request: Request) -> JSONResponse:
         return _answer(request, 200, "ignored", f"not a model: {repo.get('type')} repos are not tracked", repo_id)
     if scope not in CONTENT_SCOPES:
         return _answer(request, 200, "ignored", f"other scope: {scope} does not change the repo's files", repo_id)
-    # Store calls are synchronous SQL: off the event loop, in one hop (each hop waits for a thread).
+    # Storage calls are synchronous SQL: off the event loop, in one hop (each hop waits for a thread).
     code, status, detail, branches = await run_in_threadpool(_due_branches, services, repo_id, payload)
     response = _answer(request, code, status, detail, repo_id, branches)
     if code == 202:  # the ingest starts once the answer is sent: its work never holds the answer up
@@ -138,7 +138,7 @@ def _trigger(trigger: Any, repo_id: str, branches: list[str], payload: dict[str,
 def _due_branches(services: Any, repo_id: str, payload: dict[str, Any]) -> tuple[int, str, str, list[str]]:
     """Look up the one repo's watches (an index lookup, never the whole watch list) and skip the branches
     whose new commit is stored already: (status code, status, detail, the branches to ingest)."""
-    branches = sorted({w.branch for w in services.store.repo_watches(repo_id)})
+    branches = sorted({w.branch for w in services.store.watches.repo_watches(repo_id)})
     if not branches:
         log.info("hub_webhook_refused", repo_id=repo_id, reason="not watched")
         return 404, "refused", f"not watched: {repo_id} is not watched here", []
@@ -151,7 +151,7 @@ def _due_branches(services: Any, repo_id: str, payload: dict[str, Any]) -> tuple
     if not wanted:
         return 200, "ignored", f"other branch: none of {', '.join(sorted(moved)) or 'the refs'} is watched", []
     due = [branch for branch, sha in sorted(wanted.items())
-           if not (sha and services.store.has_revision(repo_id, sha))]  # stored: a replay, or the scheduler got there first
+           if not (sha and services.store.history.has_revision(repo_id, sha))]  # stored: a replay, or the scheduler got there first
     if not due:
         shas = ", ".join(s[:12] for s in wanted.values() if s)
         return 200, "ignored", f"already ingested: {repo_id} at {shas}", []

@@ -9,7 +9,6 @@ from fastapi import HTTPException, Path, Request
 from pydantic import AfterValidator, StringConstraints, WithJsonSchema
 
 from storage import kinds
-from storage.event_queries import EventQueries
 from storage.kinds import (
     BRANCH_MAX_CHARS,
     BRANCH_PATTERN,
@@ -21,6 +20,7 @@ from storage.kinds import (
     is_branch_name,
     is_filter_kind,
 )
+from storage.read_model import ReadModel
 
 NAME_PATTERN = rf"^{REPO_NAME_PATTERN}$"
 REPO_ID_PATTERN = rf"^{kinds.REPO_ID_PATTERN}$"
@@ -60,7 +60,7 @@ def repo_id_of(org: str, name: str) -> str:
     return repo_id
 
 
-def known_repo(queries: EventQueries, org: str, name: str) -> str:
+def known_repo(queries: ReadModel, org: str, name: str) -> str:
     """The repo id, or a 404 naming it when it is neither watched nor has history."""
     repo_id = repo_id_of(org, name)
     if not queries.repo_known(repo_id):

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from storage.event_queries import EstimatePoint
+from storage.read_model import EstimatePoint
 
 WIDTH = 720
 HEIGHT = 220

@@ -22,9 +22,9 @@ from feedgen.feed import FeedGenerator
 
 from feeds.views.view_models import entry_view, render, templates_digest
 from feeds.views.xml_text import visible
-from storage.event_queries import EventFilter, EventHead, EventQueries, FeedState
+from storage.front import Storage
 from storage.models import Event
-from storage.store import Store
+from storage.read_model import EventFilter, EventHead, FeedState, ReadModel
 
 FORMATS = ("atom", "rss")
 MEDIA_TYPES = {"atom": "application/atom+xml", "rss": "application/rss+xml"}
@@ -153,9 +153,9 @@ class RenderedFeed:
 class FeedBuilder:
     """Feed documents from the event table, with per-entry and per-document caches."""
 
-    def __init__(self, store: Store, queries: EventQueries | None = None, entry_cache: int = 5000, doc_cache: int = 32) -> None:
+    def __init__(self, store: Storage, queries: ReadModel | None = None, entry_cache: int = 5000, doc_cache: int = 32) -> None:
         self.store = store
-        self.queries = queries or EventQueries(store.engine)
+        self.queries = queries or store.read_model
         self._entries = _Lru(entry_cache)
         self._docs = _Lru(doc_cache)
         self._templates = templates_digest()
@@ -230,7 +230,7 @@ class FeedBuilder:
             events = self.queries.events_by_seq(missing)
             revision_ids = [e.revision_id for e in events.values() if e.revision_id is not None]
             revisions = self.queries.revisions(revision_ids)
-            changes = self.store.changes_by_revision(revision_ids)
+            changes = self.store.history.changes_by_revision(revision_ids)
             estimates = self.queries.estimates(revision_ids)
             for seq in missing:
                 event = events[seq]

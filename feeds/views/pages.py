@@ -18,9 +18,8 @@ from feeds.http.auth import require_read
 from feeds.http.params import NamePath, OrgPath, base_url, known_repo
 from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
 from feeds.views.view_models import PAGE_LIMITS, advisories_of, change_view, render
-from storage.advisories import AdvisoryStore
-from storage.event_queries import EventFilter, RevisionFilter
 from storage.kinds import CHANGE_KINDS, SEVERITIES
+from storage.read_model import EventFilter, RevisionFilter
 
 PAGE_SIZE = 50
 TABLE_ROWS = 100  # the estimates page's table of figures: the newest rows (the chart holds every point)
@@ -54,7 +53,7 @@ def _known(request: Request, org: str, name: str) -> str | HTMLResponse:
 def home(request: Request) -> HTMLResponse:
     services = request.app.state.services
     events = services.queries.events(EventFilter(), 30)
-    watches = sorted(services.store.list_watches(), key=lambda w: (w.repo_id, w.branch))
+    watches = sorted(services.store.watches.list_watches(), key=lambda w: (w.repo_id, w.branch))
     return _page("home.html", repos=services.queries.repos(), events=events, base=base_url(request), watches=watches)
 
 
@@ -103,19 +102,19 @@ def timeline(
     services = request.app.state.services
     flt = RevisionFilter(kinds=tuple(dict.fromkeys(kind)), min_severity=min_severity, security_only=security)
     revisions, matching = services.queries.timeline(repo_id, flt, PAGE_SIZE, (page - 1) * PAGE_SIZE)
-    changes = services.store.changes_by_revision(r.id for r in revisions)
+    changes = services.store.history.changes_by_revision(r.id for r in revisions)
     rows = [(r, changes[r.id]) for r in revisions]  # the timeline shows each change's summary line only
     query = _query(list(flt.kinds), min_severity, security)
     return _page("timeline.html", repo_id=repo_id, rows=rows, page=page, more=page * PAGE_SIZE < matching, matching=matching,
                  total=services.queries.count_revisions(repo_id), filtered=flt != RevisionFilter(), hub=services.options.hub_url,
                  links=_filter_links(list(flt.kinds), min_severity, security), query=query.rstrip("?") + ("&" if len(query) > 1 else "?"),
-                 watches=services.store.repo_watches(repo_id))
+                 watches=services.store.watches.repo_watches(repo_id))
 
 
 def _advisory_section(store: Any, revision: Any, hub_url: str) -> dict[str, Any]:
     """OSV matches (marked relevant or not, with the reason when the check gave one), the loader
     advice and hubwatch's own records for one revision."""
-    advisories = AdvisoryStore(store)
+    advisories = store.advisories
     links = advisories.links(revision.id)
     facts = advisories.facts([revision.id]).get(revision.id)
     own = [o for o in advisories.own(revision.repo_id) if o.revision_id == revision.id]
@@ -162,14 +161,14 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
     if isinstance(repo_id, HTMLResponse):
         return repo_id
     services = request.app.state.services
-    revision = services.store.find_revision(repo_id, sha)
-    changes = services.store.changes_by_revision([revision.id])[revision.id]
+    revision = services.store.history.find_revision(repo_id, sha)
+    changes = services.store.history.changes_by_revision([revision.id])[revision.id]
     events = services.queries.events_for_revision(revision.id)
     hub = services.options.hub_url
     return _page("revision.html", repo_id=repo_id, revision=revision, events=events, hub=hub,
-                 changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=services.store.estimate_for(revision.id),
+                 changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=services.store.history.estimate_for(revision.id),
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
-                 checks=_advisory_section(services.store, revision, hub), files=services.store.revision_files(revision.id))
+                 checks=_advisory_section(services.store, revision, hub), files=services.store.history.revision_files(revision.id))
 
 
 @router.get("/repos/{org}/{name}/estimates", response_class=HTMLResponse)
@@ -196,7 +195,7 @@ def compare_page(request: Request, spec: str, org: str = OrgPath, name: str = Na
         return error_page(404, "compare two revisions as A...B (two commit shas)")
     left, right = spec.split("...")
     services = request.app.state.services
-    a, b = services.store.find_revision(repo_id, left), services.store.find_revision(repo_id, right)
+    a, b = services.store.history.find_revision(repo_id, left), services.store.history.find_revision(repo_id, right)
     changes = services.diff_revisions(a, b)
     if changes is None:
         return error_page(501, "this server has no differ wired in: run it with `hubwatch serve` or `hubwatch run`")

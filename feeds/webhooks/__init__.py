@@ -18,9 +18,8 @@ from feeds.webhooks.formats import Links, WebhookFormat
 from feeds.webhooks.safety import Resolver, system_resolve
 from storage.errors import InvalidSubscription
 from storage.kinds import WEBHOOK_FORMATS
-from storage.models import Event
+from storage.models import Event, Subscription
 from storage.subscription_store import SubscriptionStore
-from storage.subscriptions import Subscription
 
 __all__ = ["FORMATS", "Links", "WebhookFormat", "render", "subscribe", "webhook_format"]
 

@@ -52,9 +52,10 @@ from feeds.webhooks.formats import Attempt, Reply, WebhookFormat
 from feeds.webhooks.safety import Resolver, Target, UnresolvableTarget, UnsafeTarget, system_resolve
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S, RetrySchedule
 from storage.errors import InvalidSubscription
+from storage.models import Subscription
 from storage.outbox import Claim, OutboxItem, OutboxStore
 from storage.sessions import utc_now
-from storage.subscriptions import Subscription, redact_url
+from storage.subscriptions import redact_url
 
 log = structlog.get_logger(__name__)
 

@@ -3,10 +3,7 @@
 from alembic import context
 from sqlmodel import SQLModel
 
-import storage.advisories
-import storage.models
-import storage.outbox
-import storage.subscriptions  # noqa: F401 - imported for its tables: the models register them on SQLModel.metadata
+import storage.models  # noqa: F401 - imported for its tables: every one registers itself on SQLModel.metadata
 
 config = context.config
 engine = config.attributes["engine"]

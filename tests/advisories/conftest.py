@@ -12,7 +12,7 @@ import jsonschema_rs
 import pytest
 
 from storage.db import create_db_engine, migrate
-from storage.store import Store
+from storage.front import Storage
 from tracker.advisories.osv import OsvClient
 from tracker.standins.osv import OsvFake, bundled_records
 
@@ -52,7 +52,7 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: Clock) -> Store:
+def store(tmp_path: Path, clock: Clock) -> Storage:
     engine = create_db_engine(f"sqlite:///{tmp_path / 'advisories.db'}")
     migrate(engine)
-    return Store(engine, clock=clock)
+    return Storage(engine, clock=clock)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from click.testing import CliRunner
 
-from storage.store import Store
+from storage.front import Storage
 from tracker.advisories.service import AdvisoryService
 from tracker.cli import cli
 
@@ -17,7 +17,7 @@ from .test_service import REPO, SHAS, ingest, llama, service_for
 
 @dataclass
 class _App:
-    store: Store
+    store: Storage
     advisories: AdvisoryService
 
 

@@ -11,8 +11,9 @@ import pytest
 import sqlalchemy as sa
 
 from storage.event_log import NewEvent
+from storage.front import Storage
+from storage.history import NewChange, NewFile, NewRevision
 from storage.kinds import ADVISORY_PUBLISHED
-from storage.store import NewChange, NewFile, NewRevision, Store
 from tracker.advisories.osv import OsvClient
 from tracker.advisories.rules import default_rules
 from tracker.advisories.service import (
@@ -35,7 +36,7 @@ LLAMA = {
 SHAS = [str(n) * 40 for n in range(1, 10)]
 
 
-def service_for(store: Store, fake: OsvFake, sleeps: Sleeps, clock, **kwargs) -> AdvisoryService:
+def service_for(store: Storage, fake: OsvFake, sleeps: Sleeps, clock, **kwargs) -> AdvisoryService:
     client = OsvClient(fake.endpoint, timeout_s=5, max_attempts=2, backoff_s=1, max_pages=3, sleep=sleeps)
     return AdvisoryService(store, client, hub_url=HUB, clock=clock, **kwargs)
 
@@ -59,12 +60,12 @@ def new_revision(snap: Snapshot, parent_sha: str | None, changes=()) -> NewRevis
     )
 
 
-def ingest(store: Store, service: AdvisoryService, snap: Snapshot, parent: Snapshot | None = None, extra=()) -> RevisionCheck:
+def ingest(store: Storage, service: AdvisoryService, snap: Snapshot, parent: Snapshot | None = None, extra=()) -> RevisionCheck:
     """The lead's wiring in miniature: diff, check (network) before the one write, rows in its transaction."""
-    watch = store.get_watch(snap.repo_id) or store.add_watch(snap.repo_id, "main", 900)
+    watch = store.watches.get_watch(snap.repo_id) or store.watches.add_watch(snap.repo_id, "main", 900)
     changes = diff_snapshots(parent, snap) if parent is not None else []
     check = service.check_revision(snap.repo_id, snap.sha, snap, parent, changes, "Update")
-    store.save_revision(new_revision(snap, parent.sha if parent else None, changes), watch_id=watch.id,
+    store.history.save_revision(new_revision(snap, parent.sha if parent else None, changes), watch_id=watch.id,
                         extra_writes=[check.write, *extra])
     return check
 
@@ -73,19 +74,19 @@ def llama(sha: str, **extra) -> Snapshot:
     return snapshot({**LLAMA, **extra.pop("files", {})}, sha=sha, repo_id=REPO, **extra)
 
 
-def count(store: Store, table: str) -> int:
+def count(store: Storage, table: str) -> int:
     with store.engine.connect() as conn:
         return conn.exec_driver_sql(f"SELECT COUNT(*) FROM {table}").scalar()
 
 
-def advisory_events(store: Store) -> list:
-    return [e for e in store.list_events() if e.kind == ADVISORY_PUBLISHED]
+def advisory_events(store: Storage) -> list:
+    return [e for e in store.history.list_events() if e.kind == ADVISORY_PUBLISHED]
 
 
 def test_revision_lands_with_facts_matches_and_advice(store, service, fake):
     """A baseline: facts, OSV matches of transformers 4.42.3, advice and the record cache, no events."""
     check = ingest(store, service, llama(SHAS[0]))
-    revision = store.find_revision(REPO, SHAS[0])
+    revision = store.history.find_revision(REPO, SHAS[0])
     report = service.report(REPO, revision)
     assert report["advice"]["sentence"] == "to load this safely you need transformers >= 5.10.0"
     assert report["advice"]["package_sentence"].startswith(
@@ -124,7 +125,7 @@ def test_security_change_publishes_an_own_advisory_in_the_revision_transaction(s
     [record] = check.own
     assert record["database_specific"]["hubwatch"]["class"] == "pickle-added"
     [own] = service.db.own(REPO)
-    assert own.revision_id == store.find_revision(REPO, SHAS[1]).id and own.record == record
+    assert own.revision_id == store.history.find_revision(REPO, SHAS[1]).id and own.record == record
     [event] = [e for e in advisory_events(store) if e.payload["source"] == "hubwatch"]
     assert event.revision_id == own.revision_id and event.sha == SHAS[1] and event.severity == "critical"
     # pickle weights bring torch's checkpoint advisory into the advice, and it is announced
@@ -142,7 +143,7 @@ def test_a_failed_write_leaves_no_advisory_row(store, service):
 
     with pytest.raises(RuntimeError):
         ingest(store, service, llama(SHAS[0]), extra=[fail])
-    assert store.list_revisions(REPO) == []
+    assert store.history.list_revisions(REPO) == []
     assert [count(store, t) for t in ("advisory_facts", "advisory_link", "osv_record", "advisory_state")] == [0, 0, 0, 0]
 
 
@@ -164,7 +165,7 @@ def test_osv_trouble_leaves_the_revision_whole_and_pending(store, fake, sleeps, 
     fake.inject(fault, path="querybatch", times=100, **params)
     check = ingest(store, service, llama(SHAS[0]))
     assert check.pending.startswith(reason)
-    revision = store.find_revision(REPO, SHAS[0])
+    revision = store.history.find_revision(REPO, SHAS[0])
     report = service.report(REPO, revision)
     assert report["pending"].startswith(reason)
     assert report["facts"]["dependencies"][0]["version"] == "4.42.3"
@@ -192,7 +193,7 @@ def test_a_broken_rule_table_does_not_lose_the_revision(store, fake, sleeps, clo
     service = service_for(store, fake, sleeps, clock, rules=[object()])
     check = ingest(store, service, llama(SHAS[0]))
     assert check.pending.startswith("advisory check failed: AttributeError: ")
-    assert store.find_revision(REPO, SHAS[0]).sha == SHAS[0]
+    assert store.history.find_revision(REPO, SHAS[0]).sha == SHAS[0]
 
 
 def test_recheck_with_nothing_new_costs_one_request(store, service, fake):
@@ -223,7 +224,7 @@ def test_new_advisory_is_announced_for_an_unchanged_repo(store, sleeps, clock):
         )
         assert event.sha == SHAS[0] and event.security
         assert service.recheck().events == []  # told once
-        revision = store.find_revision(REPO, SHAS[0])
+        revision = store.history.find_revision(REPO, SHAS[0])
         assert service.report(REPO, revision)["advice"]["packages"][0]["floor"] == ">= 5.10.0"
 
 
@@ -247,7 +248,7 @@ def test_withdrawn_advisory_stops_counting(store, service, fake):
     assert outcome.events == []
     [row] = service.db.osv_records(["PYSEC-2026-3929"])
     assert row.withdrawn
-    revision = store.find_revision(REPO, SHAS[0])
+    revision = store.history.find_revision(REPO, SHAS[0])
     report = service.report(REPO, revision)
     assert report["advice"]["packages"][0]["floor"] == ">= 5.3.0"
     assert "GHSA-xrqw-3rrv-vx5w" not in {m["advisory"] for m in report["osv_matches"]}
@@ -297,7 +298,7 @@ def test_pipeline_on_a_recorded_history(app, replay):
     remote code is removed; every revision checked as it landed, so a back-fill has nothing to do."""
     repo = "microsoft/phi-2"
     replay.set_head(repo, len(replay.commits(repo)))
-    app.store.add_watch(repo, "main", 900, backfill=10)
+    app.store.watches.add_watch(repo, "main", 900, backfill=10)
     app.poller.poll()
     service = app.advisories
     shas = [c.sha for c in replay.commits(repo)]
@@ -397,7 +398,7 @@ def test_model_type_change_makes_an_advisory_relevant_and_announces_it(store, se
     assert event.payload["why"] == (
         "matches transformers 4.42.3 (repo); about Perceiver models: this revision has model_type perceiver"
     )
-    report = service.report(REPO, store.find_revision(REPO, SHAS[1]))
+    report = service.report(REPO, store.history.find_revision(REPO, SHAS[1]))
     assert report["advice"]["sentence"] == (
         "to load this safely you need transformers >= 5.10.0; no release fixes transformers: PYSEC-2025-211"
     )
@@ -411,7 +412,7 @@ def test_other_models_advisories_are_never_announced(store, service, fake):
     ingest(store, service, llama(SHAS[0]))
     fake.put({**fake.record("PYSEC-2024-228"), "modified": "2026-12-01T00:00:00Z", "withdrawn": None})
     assert service.recheck().events == []
-    report = service.report(REPO, store.find_revision(REPO, SHAS[0]))
+    report = service.report(REPO, store.history.find_revision(REPO, SHAS[0]))
     [maskformer] = [m for m in report["osv_matches"] if m["advisory"] == "PYSEC-2024-228"]
     assert (maskformer["status"], maskformer["relevant"]) == ("affected", False)
 

@@ -16,7 +16,7 @@ def revisions(history) -> dict[str, list]:
     """Each repo's revisions, newest first."""
     store = history.store()
     try:
-        return {repo: store.list_revisions(repo) for repo in (HOSTILE, LLAMA)}
+        return {repo: store.history.list_revisions(repo) for repo in (HOSTILE, LLAMA)}
     finally:
         store.engine.dispose()
 

@@ -15,9 +15,8 @@ import sqlalchemy as sa
 
 from feeds.http.app import ServerOptions, ServerThread, create_app
 from storage.db import create_db_engine
+from storage.front import Storage
 from storage.models import Revision
-from storage.store import Store
-from storage.subscription_store import SubscriptionStore
 from tests.conftest import TEST_HISTORIES, fresh_database, postgres_admin_url, settings_for
 from tracker.app import App
 from tracker.differs import diff_snapshots
@@ -48,8 +47,8 @@ class History:
             return History(f"sqlite:///{target}")
         return History(self.copies.enter_context(fresh_database(folder / "history.db", template=self.template)))
 
-    def store(self) -> Store:
-        return Store(create_db_engine(self.url))
+    def store(self) -> Storage:
+        return Storage(create_db_engine(self.url))
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +61,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
         with ReplayServer(roots=[BUNDLED_ROOT, TEST_HISTORIES]) as replay:
             app = App(settings_for(replay.endpoint, url))  # type: ignore[arg-type]
             for repo_id in (HOSTILE, LLAMA):
-                app.store.add_watch(repo_id, "main", 3600, backfill=100)
+                app.store.watches.add_watch(repo_id, "main", 3600, backfill=100)
             outcomes = app.poller.poll()
             assert not any(o.failed for o in outcomes), [o.error for o in outcomes]
             app.store.engine.dispose()  # checkpoints the WAL: the file alone is the whole database
@@ -74,7 +73,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
         yield History(url, sa.engine.make_url(template).database, stack.enter_context(ExitStack()))
 
 
-def differ_for(store: Store) -> Any:
+def differ_for(store: Storage) -> Any:
     """The tracker's differ, injected the way the CLI (the composition root) injects it."""
 
     def diff(a: Revision, b: Revision) -> list[dict[str, Any]]:
@@ -86,7 +85,7 @@ def differ_for(store: Store) -> Any:
 @dataclass
 class Served:
     url: str
-    store: Store
+    store: Storage
     app: Any
 
     def client(self, **kwargs: Any) -> httpx.Client:
@@ -94,10 +93,10 @@ class Served:
 
 
 @contextmanager
-def serve(store: Store, **options: Any) -> Iterator[Served]:
+def serve(store: Storage, **options: Any) -> Iterator[Served]:
     """The real ASGI app on uvicorn, on a free loopback port."""
     trigger = options.pop("trigger", None)
-    app = create_app(store, options=ServerOptions(**options), trigger=trigger, outbox=SubscriptionStore(store.engine),
+    app = create_app(store, options=ServerOptions(**options), trigger=trigger, subscriptions=store.subscriptions,
                      diff=differ_for(store))
     with ServerThread(app, "127.0.0.1", 0) as server:
         yield Served(server.url, store, app)

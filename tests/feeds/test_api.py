@@ -35,7 +35,7 @@ def _all_revisions(client: httpx.Client, repo_id: str, limit: int) -> list[dict]
 
 def test_revisions_are_paginated_newest_first(client: httpx.Client, served: Served) -> None:
     """Pages of revisions add up to the stored history, newest first, each with its change summaries."""
-    stored = [r.sha for r in served.store.list_revisions(LLAMA)]
+    stored = [r.sha for r in served.store.history.list_revisions(LLAMA)]
     first = client.get(f"/api/v1/repos/{LLAMA}/revisions", params={"limit": 3}).json()
     assert first["total"] == len(stored) and first["next_offset"] == 3 and len(first["items"]) == 3
     assert [r["sha"] for r in _all_revisions(client, LLAMA, 3)] == stored
@@ -44,7 +44,7 @@ def test_revisions_are_paginated_newest_first(client: httpx.Client, served: Serv
 
 def test_one_revision_has_its_changes_files_and_estimate(client: httpx.Client, served: Served) -> None:
     """One revision (by a short sha) comes with full change detail, its files and its estimate slot."""
-    revision = served.store.list_revisions(LLAMA)[-2]  # the upload of config, tokenizer and template
+    revision = served.store.history.list_revisions(LLAMA)[-2]  # the upload of config, tokenizer and template
     body = client.get(f"/api/v1/repos/{LLAMA}/revisions/{revision.sha[:10]}").json()
     assert body["sha"] == revision.sha
     kinds = {c["kind"] for c in body["changes"]}
@@ -84,7 +84,7 @@ def test_events_walk_by_cursor_exactly_once(client: httpx.Client, served: Served
         params = {"limit": 3, "before": page["next_cursor"]}
     assert forward == sorted(forward) and len(set(forward)) == len(forward)
     assert backward == sorted(forward, reverse=True)
-    assert len(forward) == len(served.store.list_events(limit=1000))
+    assert len(forward) == len(served.store.history.list_events(limit=1000))
 
 
 def test_event_filters(client: httpx.Client) -> None:
@@ -103,7 +103,7 @@ def test_event_filters(client: httpx.Client) -> None:
 
 def test_hostile_text_is_plain_json(client: httpx.Client, served: Served) -> None:
     """Upstream HTML and control characters come back as JSON strings, exactly as committed, never as markup."""
-    revision = served.store.list_revisions(HOSTILE)[0]
+    revision = served.store.history.list_revisions(HOSTILE)[0]
     response = client.get(f"/api/v1/repos/{HOSTILE}/revisions/{revision.sha}")
     assert response.headers["content-type"] == "application/json"
     assert response.headers["x-content-type-options"] == "nosniff"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from feeds.views.estimate_chart import GIB, card_capacities, estimate_tables, memory_panel, parameters_panel
-from storage.event_queries import EstimatePoint
+from storage.read_model import EstimatePoint
 
 
 def _points(n: int) -> list[EstimatePoint]:

@@ -108,7 +108,7 @@ def test_entries_are_stable_and_never_rewritten(writable: Served) -> None:
     assert _entries(first.content) == _entries(again.content)
     assert again.headers["etag"] == first.headers["etag"]
     with writable.client() as c:
-        writable.store.add_event(LLAMA, NewEvent("0f0e0d0c-0b0a-4909-8807-060504030201", "advisory.published",
+        writable.store.history.add_event(LLAMA, NewEvent("0f0e0d0c-0b0a-4909-8807-060504030201", "advisory.published",
                                                  "Llama-3.1-8B-Instruct: advisory published (warning)", "warning",
                                                  security=True, payload={"advisory": "GHSA-test", "ids": ["GHSA-test", "CVE-2099-1"],
                                                                          "summary": "a test advisory", "source": "osv"}))
@@ -225,6 +225,6 @@ def test_warm_renders_each_new_entry_once(history) -> None:
     store = history.store()
     builder = FeedBuilder(store)
     made = builder.warm()
-    assert made == len(store.list_events(limit=1000)) and made > 0
+    assert made == len(store.history.list_events(limit=1000)) and made > 0
     assert builder.warm() == 0
     store.engine.dispose()

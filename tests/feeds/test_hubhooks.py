@@ -57,7 +57,7 @@ class Ingests:
 def hooked(app: App, replay) -> Iterator[tuple[Served, Ingests]]:
     """broken-model watched and ingested at its first commit; the server's trigger ingests for real."""
     replay.set_head(BROKEN, 1)
-    app.store.add_watch(BROKEN, "main", 3600)
+    app.store.watches.add_watch(BROKEN, "main", 3600)
     app.poller.poll()
     ingests = Ingests(app)
     with serve(app.store, hub_webhook_secret=HOOK_SECRET, trigger=ingests) as served:
@@ -82,7 +82,7 @@ def test_good_secret_ingests_the_new_commit_at_once(hooked, replay, app: App) ->
     assert response.json()["status"] == "triggered" and response.json()["branches"] == ["main"]
     outcome = ingests.outcomes.get(timeout=60)
     assert outcome.status == "ingested"
-    assert app.store.has_revision(BROKEN, new)
+    assert app.store.history.has_revision(BROKEN, new)
 
 
 def test_replayed_payload_is_a_no_op(hooked, replay, app: App) -> None:
@@ -93,12 +93,12 @@ def test_replayed_payload_is_a_no_op(hooked, replay, app: App) -> None:
     body = payload(BROKEN, old, replay.head_sha(BROKEN))
     assert _post(served, body).status_code == 202
     ingests.outcomes.get(timeout=60)
-    before = [r.sha for r in app.store.list_revisions(BROKEN)]
+    before = [r.sha for r in app.store.history.list_revisions(BROKEN)]
     replayed = _post(served, body)
     assert replayed.status_code == 200 and replayed.json()["status"] == "ignored"
     assert "already ingested" in replayed.json()["detail"]
     assert len(ingests.calls) == 1
-    assert [r.sha for r in app.store.list_revisions(BROKEN)] == before
+    assert [r.sha for r in app.store.history.list_revisions(BROKEN)] == before
 
 
 @pytest.mark.parametrize(
@@ -131,13 +131,13 @@ def test_refused_webhooks_have_no_side_effects(hooked, replay, app: App, case: s
         "other branch": (payload(BROKEN, old, new, ref="refs/heads/dev"), HOOK_SECRET),
         "discussion": (payload(BROKEN, old, new, scope="discussion.comment"), HOOK_SECRET),
     }[case]
-    watch_before = app.store.get_watch(BROKEN)
+    watch_before = app.store.watches.get_watch(BROKEN)
     response = _post(served, body, secret)
     assert response.status_code == status, response.text
     assert response.json()["status"] in ("refused", "ignored")
     assert ingests.calls == []
-    assert not app.store.has_revision(BROKEN, new)
-    assert app.store.get_watch(BROKEN) == watch_before
+    assert not app.store.history.has_revision(BROKEN, new)
+    assert app.store.watches.get_watch(BROKEN) == watch_before
 
 
 def test_webhooks_are_refused_until_a_secret_is_configured(app: App) -> None:

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.
 
 
 def _hostile_shas(served: Served) -> tuple[str, str]:
-    newest, oldest = served.store.list_revisions(HOSTILE)
+    newest, oldest = served.store.history.list_revisions(HOSTILE)
     return oldest.sha, newest.sha
 
 
@@ -30,7 +30,7 @@ def test_home_lists_repos_events_and_feeds(client: httpx.Client) -> None:
 def test_timeline_shows_revisions_with_compare_links(client: httpx.Client, served: Served) -> None:
     """A repo's timeline lists its revisions newest first with their changes and links to compare with the parent."""
     page = client.get(f"/repos/{LLAMA}")
-    shas = [r.sha for r in served.store.list_revisions(LLAMA)]
+    shas = [r.sha for r in served.store.history.list_revisions(LLAMA)]
     positions = [page.text.index(f"/revisions/{sha}") for sha in shas]
     assert positions == sorted(positions)
     assert f"/compare/{shas[1]}...{shas[0]}" in page.text
@@ -66,7 +66,7 @@ def test_hostile_text_is_escaped_on_every_page(client: httpx.Client, served: Ser
 
 def test_revision_page_shows_the_chat_template_diff_and_prompts(client: httpx.Client, served: Served) -> None:
     """A chat-template change shows its unified diff beside the rendered prompt's diff, not two full copies."""
-    revisions = served.store.list_revisions(LLAMA)
+    revisions = served.store.history.list_revisions(LLAMA)
     changed = next(r for r in revisions if r.title == "Update tokenizer_config.json")
     page = client.get(f"/repos/{LLAMA}/revisions/{changed.sha[:12]}").text
     assert "--- a/tokenizer_config.json: chat_template" in page
@@ -91,7 +91,7 @@ def test_timeline_filters_by_kind_severity_and_security(client: httpx.Client, se
 
 def test_timeline_and_revision_link_the_commit_on_the_hub(client: httpx.Client, served: Served) -> None:
     """Each revision links to its commit on the Hub from the timeline and from its own page."""
-    newest = served.store.list_revisions(LLAMA)[0]
+    newest = served.store.history.list_revisions(LLAMA)[0]
     link = f'href="https://huggingface.co/{LLAMA}/commit/{newest.sha}"'
     assert link in client.get(f"/repos/{LLAMA}").text
     assert link in client.get(f"/repos/{LLAMA}/revisions/{newest.sha}").text
@@ -100,7 +100,7 @@ def test_timeline_and_revision_link_the_commit_on_the_hub(client: httpx.Client, 
 def test_commit_links_follow_the_hub_endpoint(history) -> None:
     """A server pointed at a Hub mirror ([hub] endpoint) links commits there, not to huggingface.co."""
     with serve(history.store(), hub_url="https://hub.mirror.example") as server, server.client() as client:
-        newest = server.store.list_revisions(LLAMA)[0]
+        newest = server.store.history.list_revisions(LLAMA)[0]
         page = client.get(f"/repos/{LLAMA}/revisions/{newest.sha}").text
     assert f'href="https://hub.mirror.example/{LLAMA}/commit/{newest.sha}"' in page
     assert "https://huggingface.co/" not in page
@@ -115,7 +115,7 @@ def test_home_shows_each_watch_poll_state(client: httpx.Client) -> None:
 
 def test_revision_page_shows_advisories_with_relevance(client: httpx.Client, served: Served) -> None:
     """OSV matches link to OSV and are marked relevant or not relevant to the model, with the reason; advice is listed."""
-    newest = served.store.list_revisions(LLAMA)[0]
+    newest = served.store.history.list_revisions(LLAMA)[0]
     page = client.get(f"/repos/{LLAMA}/revisions/{newest.sha}").text
     assert 'href="https://osv.dev/vulnerability/' in page
     assert "<strong>relevant</strong>" in page and "not relevant to this model: about" in page
@@ -130,7 +130,7 @@ def test_estimates_page_has_tables_and_a_linked_svg_chart(client: httpx.Client, 
     assert "<h2>Parameters by tower</h2>" in text and "8,030,261,248" in text
     assert "<h2>Memory per card and mode</h2>" in text and "does not fit" in text
     assert text.count("<svg ") == 2 and "<script" not in text
-    estimated = [r for r in served.store.list_revisions(LLAMA) if served.store.estimate_for(r.id) is not None]
+    estimated = [r for r in served.store.history.list_revisions(LLAMA) if served.store.history.estimate_for(r.id) is not None]
     assert estimated and all(f'<a href="revisions/{r.sha}"><title>{r.sha[:12]}: ' in text for r in estimated)
     assert "H200" in text  # the card capacities are drawn as reference lines
 

@@ -17,7 +17,7 @@ import pytest
 from feeds.http.body_limit import MAX_BODY_BYTES
 from feeds.http.strict_json import HostileJSON, strict_loads
 from storage.db import create_db_engine, migrate
-from storage.store import Store
+from storage.front import Storage
 from tests.conftest import write_config
 from tests.feeds.conftest import API_TOKEN, HOOK_SECRET, Served, serve
 from tests.feeds.test_hubhooks import _read_until
@@ -32,7 +32,7 @@ def server(database_url: str) -> Iterator[Served]:
     """The whole app over an empty database, API writes and Hub webhooks enabled."""
     engine = create_db_engine(database_url)
     migrate(engine)
-    with serve(Store(engine), api_token=API_TOKEN, hub_webhook_secret=HOOK_SECRET, trigger=lambda *_: True) as served:
+    with serve(Storage(engine), api_token=API_TOKEN, hub_webhook_secret=HOOK_SECRET, trigger=lambda *_: True) as served:
         yield served
 
 

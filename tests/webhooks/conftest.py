@@ -14,10 +14,10 @@ from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from feeds.webhooks.safety import Resolver
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
+from storage.front import Storage
+from storage.models import Subscription
 from storage.outbox import OutboxStore
-from storage.store import Store
 from storage.subscription_store import SubscriptionStore
-from storage.subscriptions import Subscription
 from tracker.standins.receiver import Received, Receiver, Reply
 
 __all__ = ["Received", "Receiver", "Reply"]  # the tests import the receiver from here
@@ -66,21 +66,21 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(database_url: str, clock: FakeClock) -> Iterator[Store]:
+def store(database_url: str, clock: FakeClock) -> Iterator[Storage]:
     engine = create_db_engine(database_url)
     migrate(engine)
-    yield Store(engine, clock=clock)
+    yield Storage(engine, clock=clock)
     engine.dispose()
 
 
 @pytest.fixture
-def outbox(store: Store, clock: FakeClock) -> OutboxStore:
-    return OutboxStore(store.engine, clock=clock)
+def outbox(store: Storage, clock: FakeClock) -> OutboxStore:
+    return store.outbox
 
 
 @pytest.fixture
-def subscriptions(store: Store, clock: FakeClock) -> SubscriptionStore:
-    return SubscriptionStore(store.engine, clock=clock)
+def subscriptions(store: Storage, clock: FakeClock) -> SubscriptionStore:
+    return store.subscriptions
 
 
 LINKS = Links("https://huggingface.co", "https://hubwatch.example")
@@ -115,7 +115,7 @@ def _no_dns(host: str, port: int) -> list[str]:
 
 
 def emit(
-    store: Store,
+    store: Storage,
     n: int = 1,
     repo_id: str = "org/model",
     severity: str = "warning",
@@ -128,9 +128,9 @@ def emit(
     """Record `n` standalone events (each one's deliveries are enqueued in its transaction); their ids."""
     ids = []
     for i in range(n):
-        event_id = f"ev-{repo_id}-{kind}-{len(store.list_events(limit=10_000))}-{i}"
+        event_id = f"ev-{repo_id}-{kind}-{len(store.history.list_events(limit=10_000))}-{i}"
         payload = {"commit_title": commit_title, "baseline": False, "kinds": list(kinds), "summaries": list(summaries)}
-        store.add_event(repo_id, NewEvent(event_id, kind, title, severity, False, payload), sha=f"{i:040x}")
+        store.history.add_event(repo_id, NewEvent(event_id, kind, title, severity, False, payload), sha=f"{i:040x}")
         ids.append(event_id)
     return ids
 

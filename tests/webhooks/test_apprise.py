@@ -12,8 +12,8 @@ import pytest
 from feeds.webhooks import apprise, subscribe
 from feeds.webhooks.safety import UnsafeTarget
 from storage.errors import InvalidSubscription
+from storage.front import Storage
 from storage.models import Event
-from storage.store import Store
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import redact_url
 from tests.feeds.conftest import serve
@@ -183,7 +183,7 @@ def test_errors_are_scrubbed_of_the_urls_secrets() -> None:
 
 
 @pytest.fixture
-def api(store: Store) -> Iterator:
+def api(store: Storage) -> Iterator:
     with serve(store, api_token="api-token", allow_private_targets=False) as served, served.client() as client:
         yield client
 

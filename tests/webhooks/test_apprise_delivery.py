@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from storage.front import Storage
+from storage.models import Subscription
 from storage.outbox import OutboxItem, OutboxStore
-from storage.store import Store
 from storage.subscription_store import SubscriptionStore
-from storage.subscriptions import Subscription
 from tests.conftest import cli_json, run_cli, write_config
 from tests.webhooks.conftest import LINKS, T0, Receiver, Reply, emit
 
@@ -41,13 +41,13 @@ def _only(outbox: OutboxStore) -> OutboxItem:
     return item
 
 
-def _link(store: Store) -> str:
-    [event] = store.list_events()
+def _link(store: Storage) -> str:
+    [event] = store.history.list_events()
     return LINKS.primary(event)
 
 
 def test_json_notifications_carry_the_title_and_the_link(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """json://user:password@host:port/path: Apprise POSTs the title and a body ending with the revision link,
     with the URL's credentials; the delivery is logged as delivered, the password nowhere in the log."""
@@ -68,7 +68,7 @@ def test_json_notifications_carry_the_title_and_the_link(
 
 
 def test_ntfy_notifications_reach_a_self_hosted_server(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """ntfy://host:port/topic publishes to that server: the topic, the title and the link arrive."""
     _apprise(subscriptions, f"ntfy://127.0.0.1:{receiver.port}/hubwatch-alerts")
@@ -104,7 +104,7 @@ def root_records() -> Iterator[_Records]:
 
 
 def test_a_failing_receiver_gets_retries_and_the_delivery_log_says_why(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher, root_records
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher, root_records
 ) -> None:
     """An error from the service is retried on the schedule like an HTTP failure (the endpoint held meanwhile),
     every try is in the delivery log with Apprise's reason, and no secret reaches the log or our log lines."""
@@ -132,7 +132,7 @@ def test_a_failing_receiver_gets_retries_and_the_delivery_log_says_why(
 
 
 def test_a_receiver_that_keeps_failing_makes_the_delivery_dead(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """When the schedule is used up the delivery is dead, its last error saying how many tries failed and why."""
     _apprise(subscriptions, _json_url(receiver))
@@ -147,7 +147,7 @@ def test_a_receiver_that_keeps_failing_makes_the_delivery_dead(
 
 
 def test_a_receiver_that_never_answers_times_out(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A service that does not answer within [delivery] timeout_s is a retry, as an HTTP time-out is."""
     _apprise(subscriptions, _json_url(receiver))
@@ -161,7 +161,7 @@ def test_a_receiver_that_never_answers_times_out(
 
 
 def test_filtered_out_events_are_not_sent(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """An apprise subscription's repo globs, kinds and minimum severity filter as for the other formats."""
     _apprise(subscriptions, _json_url(receiver), repos=["org/*"], kinds=["weights"], min_severity="critical")
@@ -175,7 +175,7 @@ def test_filtered_out_events_are_not_sent(
 
 
 def test_a_private_host_is_refused_at_delivery_too(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """The address is checked before every try: a dispatcher that refuses private targets sends nothing and
     disables the subscription, as it does for a webhook."""

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from storage.front import Storage
 from storage.outbox import OutboxStore
-from storage.store import Store
 from storage.subscription_store import SubscriptionStore
 from tests.webhooks.conftest import T0, Receiver, Reply, emit, subscribe
 
@@ -27,7 +27,7 @@ def _seqs(receiver: Receiver) -> list[int]:
 
 
 def test_a_killed_workers_endpoint_is_taken_over_when_its_lease_runs_out(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A worker died mid-send: nothing goes while its 6 s lease holds; at 6 s another worker takes over,
     logs the cut-short attempt as interrupted and sends everything, old and new, in event order."""
@@ -51,7 +51,7 @@ def test_a_killed_workers_endpoint_is_taken_over_when_its_lease_runs_out(
 
 
 def test_a_heartbeat_keeps_the_endpoint_while_a_send_outlasts_the_lease(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A live worker renewing its claim every 2 s keeps its endpoint however long its send takes."""
     subscribe(subscriptions, receiver.url)
@@ -67,7 +67,7 @@ def test_a_heartbeat_keeps_the_endpoint_while_a_send_outlasts_the_lease(
 
 
 def test_two_live_workers_never_send_one_delivery_twice(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """Real time: worker A's send hangs 3x longer than its 0.6 s lease; worker B, polling all along, sends
     nothing of that endpoint, and A's attempt is logged as started while it is in flight."""
@@ -101,7 +101,7 @@ def test_two_live_workers_never_send_one_delivery_twice(
 
 
 def test_an_endpoint_that_is_down_keeps_its_deliveries_in_event_order(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """503 with Retry-After on the first delivery holds the later ones; when it ends they go in event order."""
     receiver.plan = [Reply(503, {"Retry-After": "1"})]
@@ -117,7 +117,7 @@ def test_an_endpoint_that_is_down_keeps_its_deliveries_in_event_order(
 
 
 def test_each_subscription_keeps_its_own_order_and_pace(
-    store: Store, subscriptions: SubscriptionStore, make_receiver, make_dispatcher
+    store: Storage, subscriptions: SubscriptionStore, make_receiver, make_dispatcher
 ) -> None:
     """Two endpoints, one rate-limited: each gets every event in event order, the other is not held back."""
     slow, fast = make_receiver(), make_receiver()
@@ -133,7 +133,7 @@ def test_each_subscription_keeps_its_own_order_and_pace(
 
 
 def test_a_stopped_worker_lets_go_of_its_endpoints(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A clean stop releases the worker's claims, so the next worker need not wait out a lease."""
     subscribe(subscriptions, receiver.url)

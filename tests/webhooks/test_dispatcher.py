@@ -18,8 +18,9 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from feeds.webhooks import subscribe as subscribe_checked
 from feeds.webhooks.dispatcher import Dispatcher
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S
-from storage.outbox import OutboxItem, OutboxStore, delivery_id
-from storage.store import Store
+from storage.delivery_queue import delivery_id
+from storage.front import Storage
+from storage.outbox import OutboxItem, OutboxStore
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import new_secret
 from tests.webhooks.conftest import (
@@ -57,12 +58,12 @@ def _due_at(item: OutboxItem) -> datetime:
     return max(item.delivery.next_attempt_at, item.subscription.backoff_until or item.delivery.next_attempt_at)
 
 
-def _history(store: Store) -> list[tuple]:
-    return [(e.seq, e.event_id, e.title, e.severity, e.payload) for e in store.list_events(limit=10_000)]
+def _history(store: Storage) -> list[tuple]:
+    return [(e.seq, e.event_id, e.title, e.severity, e.payload) for e in store.history.list_events(limit=10_000)]
 
 
 def test_generic_deliveries_carry_verifiable_standard_webhooks_signatures(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """Body {type, timestamp, data}; webhook-id is the delivery id; every rotating secret's signature verifies."""
     sub = subscribe(subscriptions, receiver.url, secret=f"{SECRET} {OLD_SECRET}")
@@ -89,7 +90,7 @@ def test_generic_deliveries_carry_verifiable_standard_webhooks_signatures(
 
 
 def test_a_receiver_down_for_n_attempts_then_back_gets_every_event_exactly_once(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """503 three times, then up: every event arrives once per webhook-id, in order, on the retry schedule."""
     receiver.plan = [Reply(503), Reply(503), Reply(503)]
@@ -112,7 +113,7 @@ def test_a_receiver_down_for_n_attempts_then_back_gets_every_event_exactly_once(
 
 
 def test_the_retry_schedule_ends_in_a_dead_delivery_and_history_is_untouched(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """Every attempt failing: the Standard Webhooks delays in turn, then dead; events and revisions never change."""
     receiver.default = Reply(500, body=b"boom")
@@ -129,7 +130,7 @@ def test_the_retry_schedule_ends_in_a_dead_delivery_and_history_is_untouched(
 
 
 def test_410_gone_disables_the_subscription(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A 410 fails the delivery, disables the subscription, kills its pending deliveries and stops new ones."""
     receiver.default = Reply(410)
@@ -162,7 +163,7 @@ def test_410_gone_disables_the_subscription(
     ],
 )
 def test_retry_after_is_honoured(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher,
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher,
     reply: Reply, fmt: str, wait_s: float,
 ) -> None:
     """429/503 with Retry-After (seconds, or Discord's JSON retry_after) waits that long, capped; not a moment less."""
@@ -180,7 +181,7 @@ def test_retry_after_is_honoured(
 
 
 def test_retry_after_as_an_http_date_is_honoured(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """Retry-After may be an HTTP date: the wait is measured from the dispatcher's clock."""
     receiver.plan = [Reply(503, {"Retry-After": format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)})]
@@ -192,7 +193,7 @@ def test_retry_after_as_an_http_date_is_honoured(
 
 
 def test_redirects_are_not_followed(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_receiver, make_dispatcher
 ) -> None:
     """A 302 elsewhere (or to itself, a loop) is not followed: one request, recorded as a failed attempt."""
     elsewhere = make_receiver()
@@ -209,7 +210,7 @@ def test_redirects_are_not_followed(
 
 
 def test_a_slow_receiver_times_out(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A receiver that never answers costs one time-out, is recorded as such, and the retry gets through."""
     receiver.plan = [Reply(stall=True)]
@@ -227,7 +228,7 @@ def test_a_slow_receiver_times_out(
 
 
 def test_a_huge_response_body_is_not_read(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A 2xx with a 1 GB body is a delivery after reading at most 64 KB; a 500's huge body is cut in the log."""
     receiver.plan = [Reply(500, body=b"E" * 100_000), Reply(200, body_bytes=1 << 30)]
@@ -243,7 +244,7 @@ def test_a_huge_response_body_is_not_read(
 
 
 def test_dns_rebinding_to_a_private_address_is_refused_at_delivery(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A host that was public at subscription time and resolves to loopback at delivery: refused, disabled."""
     url = f"http://hooks.example:{receiver.port}/hook"
@@ -258,7 +259,7 @@ def test_dns_rebinding_to_a_private_address_is_refused_at_delivery(
 
 
 def test_the_connection_goes_to_the_checked_address(
-    store: Store, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """Delivery connects to the address it vetted and sends the URL's own Host header."""
     subscribe(subscriptions, f"http://hooks.example:{receiver.port}/hook?x=1")
@@ -269,7 +270,7 @@ def test_the_connection_goes_to_the_checked_address(
 
 
 def test_slack_permanent_errors_fail_for_good(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """Slack's plain-text channel_is_archived is permanent: delivery failed, subscription disabled."""
     receiver.default = Reply(404, body=b"channel_is_archived")
@@ -282,7 +283,7 @@ def test_slack_permanent_errors_fail_for_good(
 
 
 def test_a_rejected_payload_does_not_hold_back_the_others(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A 400 for one delivery retries that one on the schedule; the endpoint's other deliveries go on."""
     receiver.plan = [Reply(400, body=b"bad payload")]
@@ -296,7 +297,7 @@ def test_a_rejected_payload_does_not_hold_back_the_others(
 
 
 def test_a_missing_signing_secret_is_reported_and_nothing_is_sent_unsigned(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """A config subscription whose secret variable is unset: nothing goes out, the log says which variable."""
     subscriptions.add_subscription(receiver.url, "generic", secret_env="HOOK_SECRET", min_severity="info", source="config")
@@ -310,7 +311,7 @@ def test_a_missing_signing_secret_is_reported_and_nothing_is_sent_unsigned(
 
 
 def test_endpoints_are_delivered_in_parallel_and_independently(
-    store: Store, subscriptions: SubscriptionStore, make_receiver, make_dispatcher
+    store: Storage, subscriptions: SubscriptionStore, make_receiver, make_dispatcher
 ) -> None:
     """One endpoint down does not delay another: each subscription gets its own deliveries."""
     down, up = make_receiver(), make_receiver()
@@ -323,7 +324,7 @@ def test_endpoints_are_delivered_in_parallel_and_independently(
 
 
 def test_run_forever_delivers_until_stopped(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """The daemon loop delivers what is due and returns promptly once its stop event is set."""
     subscribe(subscriptions, receiver.url)

@@ -9,13 +9,15 @@ import pytest
 from sqlmodel import Session, select
 from standardwebhooks import Webhook
 
+from storage.delivery_queue import delivery_id, enqueue
 from storage.errors import DeliveryNotFound, InvalidSubscription, SubscriptionDisabled
 from storage.event_log import NewEvent
-from storage.models import Event
-from storage.outbox import Delivery, OutboxStore, delivery_id, enqueue
-from storage.store import NewChange, NewRevision, Store
+from storage.front import Storage
+from storage.history import NewChange, NewRevision
+from storage.models import Delivery, Event, Subscription
+from storage.outbox import OutboxStore
 from storage.subscription_store import SubscriptionStore
-from storage.subscriptions import Subscription, matches
+from storage.subscriptions import matches
 from tests.webhooks.conftest import SECRET, T0, emit, subscribe
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
@@ -61,7 +63,7 @@ def test_matching_by_repo_glob_kind_and_severity(sub: Subscription, event: Event
 
 
 def test_deliveries_are_written_with_the_event_for_matching_subscriptions(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore
 ) -> None:
     """add_event writes one pending Delivery per matching enabled subscription, due at once, id derived."""
     wanted = subscribe(subscriptions, HOOK, kinds=("chat_template",))
@@ -89,7 +91,7 @@ def _revision(sha: str, severity: str = "warning") -> NewRevision:
 
 
 def test_a_revision_and_its_deliveries_commit_together_or_not_at_all(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore
 ) -> None:
     """save_revision writes the deliveries in its own transaction: a failure inside it leaves neither."""
     subscribe(subscriptions, HOOK)
@@ -98,21 +100,21 @@ def test_a_revision_and_its_deliveries_commit_together_or_not_at_all(
         raise RuntimeError("crash inside the transaction")
 
     with pytest.raises(RuntimeError):
-        store.save_revision(_revision("a" * 40), extra_writes=[crash])
-    assert store.list_events() == [] and outbox.list_deliveries() == []
-    store.save_revision(_revision("b" * 40))
+        store.history.save_revision(_revision("a" * 40), extra_writes=[crash])
+    assert store.history.list_events() == [] and outbox.list_deliveries() == []
+    store.history.save_revision(_revision("b" * 40))
     [item] = outbox.list_deliveries()
     assert item.event.sha == "b" * 40
     with Session(store.engine) as s:  # the same transaction: the event and its delivery share created_at
         assert s.exec(select(Delivery.created_at)).one() == s.exec(select(Event.created_at)).one()
 
 
-def test_an_event_recorded_twice_is_delivered_once(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
+def test_an_event_recorded_twice_is_delivered_once(store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """Events are never rewritten, so a second add_event of the same id adds no delivery."""
     subscribe(subscriptions, HOOK)
     event = NewEvent("ev-same", "advisory.published", "advisory", "critical")
-    assert store.add_event("org/model", event) is True
-    assert store.add_event("org/model", event) is False
+    assert store.history.add_event("org/model", event) is True
+    assert store.history.add_event("org/model", event) is False
     assert len(outbox.list_deliveries()) == 1
 
 
@@ -180,7 +182,7 @@ class Spec:
     min_severity: str = "notice"
 
 
-def test_config_webhooks_are_synced(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
+def test_config_webhooks_are_synced(store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """[[webhooks]] become config subscriptions; edits update them; removal disables them, keeping the log."""
     subscriptions.sync_config_subscriptions([Spec(HOOK), Spec("https://ci.example.com/h", "generic", "CI_SECRET")])
     subs = {s.url: s for s in subscriptions.list_subscriptions()}
@@ -210,7 +212,7 @@ def test_a_subscription_the_receiver_retired_stays_disabled_across_restarts(subs
     assert subscriptions.get_subscription(sub.id).enabled
 
 
-def test_redeliver_queues_the_same_webhook_id_again(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, clock) -> None:
+def test_redeliver_queues_the_same_webhook_id_again(store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, clock) -> None:
     """A delivered delivery can be queued again; it keeps its id; unknown ids and disabled subscriptions are refused."""
     sub = subscribe(subscriptions, HOOK)
     emit(store)
@@ -229,7 +231,7 @@ def test_redeliver_queues_the_same_webhook_id_again(store: Store, outbox: Outbox
         outbox.redeliver(item.delivery.id)
 
 
-def test_removing_a_subscription_keeps_its_delivery_log(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
+def test_removing_a_subscription_keeps_its_delivery_log(store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """A removed subscription is no longer listed or delivered to; its deliveries stay, pending ones dead."""
     sub = subscribe(subscriptions, HOOK)
     emit(store)
@@ -242,7 +244,7 @@ def test_removing_a_subscription_keeps_its_delivery_log(store: Store, outbox: Ou
     assert len(outbox.list_deliveries()) == 1
 
 
-def test_a_claimed_endpoint_is_not_handed_out_twice(store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
+def test_a_claimed_endpoint_is_not_handed_out_twice(store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore) -> None:
     """Two workers asking at once: the endpoint is claimed by the first, with its due deliveries in
     event order, until its lease runs out unrenewed."""
     subscribe(subscriptions, HOOK)
@@ -256,7 +258,7 @@ def test_a_claimed_endpoint_is_not_handed_out_twice(store: Store, outbox: Outbox
 
 
 def test_enqueue_twice_in_one_transaction_adds_each_delivery_once(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore
 ) -> None:
     """A writer that enqueues its own events inside save_revision's transaction does not duplicate them."""
     subscribe(subscriptions, HOOK)
@@ -264,5 +266,5 @@ def test_enqueue_twice_in_one_transaction_adds_each_delivery_once(
     def own_enqueue(session: Session, revision: object) -> None:
         enqueue(session, session.exec(select(Event)).all())
 
-    store.save_revision(_revision("c" * 40), extra_writes=[own_enqueue])
+    store.history.save_revision(_revision("c" * 40), extra_writes=[own_enqueue])
     assert len(outbox.list_deliveries()) == 1

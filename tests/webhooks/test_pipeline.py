@@ -27,16 +27,16 @@ HOSTILE = "hubwatch-tests/hostile-model"
 
 
 def _deliveries_by_event(app: App) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {e.event_id: [] for e in app.store.list_events(limit=10_000)}
-    for item in app.outbox.list_deliveries(limit=10_000):
+    out: dict[str, list[str]] = {e.event_id: [] for e in app.store.history.list_events(limit=10_000)}
+    for item in app.store.outbox.list_deliveries(limit=10_000):
         out[item.event.event_id].append(item.delivery.id)
     return out
 
 
 def test_every_ingested_revision_gets_its_delivery_and_a_failed_ingest_none(app: App, replay, receiver: Receiver) -> None:
     """Polling writes each revision's event with its Delivery rows; a revision aborted mid-ingest writes neither."""
-    app.subscriptions.add_subscription(receiver.url, "slack", min_severity="info")
-    app.store.add_watch(BROKEN, "main", 900)
+    app.store.subscriptions.add_subscription(receiver.url, "slack", min_severity="info")
+    app.store.watches.add_watch(BROKEN, "main", 900)
     replay.set_head(BROKEN, 1)
     app.poller.poll()
     replay.set_head(BROKEN, 3)
@@ -53,17 +53,17 @@ def test_every_ingested_revision_gets_its_delivery_and_a_failed_ingest_none(app:
 def test_hostile_commit_titles_reach_slack_and_discord_escaped(app: App, replay, make_receiver) -> None:
     """A commit title with HTML, a script tag and control characters arrives escaped in Slack and Discord."""
     slack_hook, discord_hook = make_receiver(), make_receiver()
-    app.subscriptions.add_subscription(slack_hook.url, "slack", min_severity="info")
-    app.subscriptions.add_subscription(discord_hook.url, "discord", min_severity="info")
-    app.store.add_watch(HOSTILE, "main", 900)
+    app.store.subscriptions.add_subscription(slack_hook.url, "slack", min_severity="info")
+    app.store.subscriptions.add_subscription(discord_hook.url, "discord", min_severity="info")
+    app.store.watches.add_watch(HOSTILE, "main", 900)
     replay.set_head(HOSTILE, 2)
     app.poller.poll(backfill=1)
-    dispatcher = Dispatcher(app.outbox, DeliveryOptions(allow_private_targets=True), links=LINKS)
+    dispatcher = Dispatcher(app.store.outbox, DeliveryOptions(allow_private_targets=True), links=LINKS)
     try:
         report = dispatcher.run_once()
     finally:
         dispatcher.close()
-    assert report.delivered == 2 * len(app.store.list_events()) >= 4
+    assert report.delivered == 2 * len(app.store.history.list_events()) >= 4
     slack_texts = [json.loads(r.body)["blocks"][0]["text"]["text"] for r in slack_hook.accepted]
     assert any("&lt;script&gt;alert('title')&lt;/script&gt;" in t for t in slack_texts)
     discord_texts = [json.loads(r.body)["embeds"][0]["description"] for r in discord_hook.accepted]

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S, NextTry, RetrySchedule
+from storage.front import Storage
 from storage.outbox import OutboxStore
-from storage.store import Store
 from storage.subscription_store import SubscriptionStore
 from tests.webhooks.conftest import T0, Receiver, Reply, emit, subscribe
 from tracker.config import settings_from_mapping
@@ -53,7 +53,7 @@ def _drive(dispatcher, outbox: OutboxStore, rounds: int = 100) -> list[float]:
 
 
 def test_retry_after_keeps_a_delivery_pending_until_the_schedules_time_runs_out(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """500 + Retry-After: 1 for ever, schedule 1 s then 2 s: tried each second for 3 s, then dead."""
     receiver.default = Reply(500, {"Retry-After": "1"}, b"busy")
@@ -66,7 +66,7 @@ def test_retry_after_keeps_a_delivery_pending_until_the_schedules_time_runs_out(
 
 
 def test_honoured_retry_afters_do_not_exhaust_the_default_schedule(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """The reported fault: 500 + Retry-After: 2 no longer kills a delivery in 19 s; after 60 s it is pending."""
     receiver.default = Reply(500, {"Retry-After": "2"})
@@ -81,7 +81,7 @@ def test_honoured_retry_afters_do_not_exhaust_the_default_schedule(
 
 
 def test_a_cut_short_attempt_uses_up_no_step(
-    store: Store, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
     """An attempt interrupted by a crash is retried at once on takeover, and the schedule starts from its first step."""
     receiver.plan = [Reply(503)]

@@ -19,8 +19,8 @@ import structlog
 
 from storage.advisories import AdvisoryStore, NewAdvisoryCheck, Told
 from storage.errors import RevisionNotStored
+from storage.front import Storage
 from storage.models import Revision
-from storage.store import Store
 from tracker.advisories.advice import loader_advice
 from tracker.advisories.check import RevisionCheck
 from tracker.advisories.events import osv_advisory_event
@@ -70,7 +70,7 @@ class Rechecker:
     back-fill runs on each revision it reads from the store."""
 
     def __init__(
-        self, store: Store, db: AdvisoryStore, lookup: OsvLookup, *, rules: Sequence[Rule] | None,
+        self, store: Storage, db: AdvisoryStore, lookup: OsvLookup, *, rules: Sequence[Rule] | None,
         clock: Callable[[], datetime], check: Callable[..., RevisionCheck],
     ) -> None:
         self.store = store
@@ -102,17 +102,17 @@ class Rechecker:
     def backfill(self, repo_ids: Iterable[str] | None = None) -> int:
         """Check stored revisions that have no facts yet, oldest first; no events (history is not news),
         but own records are made and the re-check state is seeded. Returns how many were checked."""
-        wanted = list(repo_ids) if repo_ids is not None else self.store.repo_ids()
+        wanted = list(repo_ids) if repo_ids is not None else self.store.history.repo_ids()
         done = 0
         for repo_id in wanted:
-            revisions = list(reversed(self.store.list_revisions(repo_id)))
+            revisions = list(reversed(self.store.history.list_revisions(repo_id)))
             have = self.db.facts(r.id for r in revisions if r.id is not None)
             for revision in revisions:
                 if revision.id in have:
                     continue
                 snapshot = load_snapshot(self.store, revision)
                 parent = self._parent_snapshot(revision)
-                changes = self.store.changes_by_revision([revision.id])[revision.id]  # type: ignore[list-item,index]
+                changes = self.store.history.changes_by_revision([revision.id])[revision.id]  # type: ignore[list-item,index]
                 check = self.check(repo_id, revision.sha, snapshot, parent, changes, revision.title)
                 quiet = NewAdvisoryCheck(**{**check.new.__dict__, "events": []})
                 self.db.write(revision.id, quiet)  # type: ignore[arg-type]
@@ -132,7 +132,7 @@ class Rechecker:
         if revision.parent_sha is None:
             return None
         try:
-            return load_snapshot(self.store, self.store.find_revision(revision.repo_id, revision.parent_sha))
+            return load_snapshot(self.store, self.store.history.find_revision(revision.repo_id, revision.parent_sha))
         except RevisionNotStored:
             return None
 

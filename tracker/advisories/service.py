@@ -2,7 +2,7 @@
 
 `check_revision(...)` does all the network work for one new revision (OSV querybatch, detail fetches for
 ids new or modified since cached) and returns a `RevisionCheck` whose `write` is an extra write for
-`Store.save_revision`: the advisory rows land in the revision's own transaction. When OSV fails (down,
+`HistoryStore.save_revision`: the advisory rows land in the revision's own transaction. When OSV fails (down,
 malformed, paging forever) the facts, own advisories and advice from cached records still land and the
 revision is marked pending with the reason; `retry_pending()` asks again later.
 
@@ -22,13 +22,12 @@ from typing import Any
 import structlog
 
 from storage.advisories import (
-    AdvisoryStore,
     NewAdvisoryCheck,
     NewOwnAdvisory,
 )
 from storage.event_log import NewEvent
+from storage.front import Storage
 from storage.models import Revision
-from storage.store import Store
 from tracker.advisories import report as reports
 from tracker.advisories.advice import LoaderAdvice, loader_advice
 from tracker.advisories.check import RevisionCheck
@@ -57,7 +56,7 @@ log = structlog.get_logger(__name__)
 class AdvisoryService:
     def __init__(
         self,
-        store: Store,
+        store: Storage,
         client: OsvClient | None,
         *,
         hub_url: str,
@@ -65,7 +64,7 @@ class AdvisoryService:
         rules: Sequence[Rule] | None = None,
     ) -> None:
         self.store = store
-        self.db = AdvisoryStore(store)
+        self.db = store.advisories
         self.client = client
         self.hub_url = hub_url.rstrip("/")
         self.clock = clock or store.clock
@@ -76,7 +75,7 @@ class AdvisoryService:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, store: Store, clock: Callable[[], datetime] | None = None,
+        cls, settings: Settings, store: Storage, clock: Callable[[], datetime] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> AdvisoryService:
         osv = settings.osv

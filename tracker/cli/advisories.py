@@ -38,7 +38,7 @@ def show(ctx: click.Context, repo: str, revision: str | None, as_json: bool) -> 
     """What is known to be dangerous about loading REPO: OSV matches, loader advice, own advisories."""
     repo = repo_arg(repo, param_hint="REPO")
     app = app_of(ctx)
-    rev = app.store.revision_at(repo, revision)
+    rev = app.store.history.revision_at(repo, revision)
     report = app.advisories.report(repo, rev)
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))

@@ -22,7 +22,7 @@ def deliveries_list(ctx: click.Context, status: str | None, limit: int, as_json:
     """Deliveries, newest first, with the outcome of their last attempt (URLs shown without their path)."""
     from tracker.cli import output
 
-    items = [item.as_dict() for item in app_of(ctx, logs=False).outbox.list_deliveries(status=status, limit=limit)]
+    items = [item.as_dict() for item in app_of(ctx, logs=False).store.outbox.list_deliveries(status=status, limit=limit)]
     if as_json:
         emit_json(items)
         return
@@ -40,7 +40,7 @@ def deliveries_list(ctx: click.Context, status: str | None, limit: int, as_json:
 def deliveries_redeliver(ctx: click.Context, delivery_id: str, queue_only: bool) -> None:
     """Send delivery DELIVERY_ID again now, with the same webhook-id (receivers deduplicate on it)."""
     app = app_of(ctx)
-    app.outbox.redeliver(delivery_id)
+    app.store.outbox.redeliver(delivery_id)
     if queue_only:
         click.echo(f"{delivery_id} queued; the daemon sends it")
         return
@@ -57,7 +57,7 @@ def deliveries_redeliver(ctx: click.Context, delivery_id: str, queue_only: bool)
         code = f"{attempt.status_code}, " if attempt.status_code is not None else ""  # apprise: no HTTP status seen
         click.echo(f"{delivery_id} delivered ({code}{attempt.duration_ms} ms)")
     else:
-        item = app.outbox.get_delivery(delivery_id)
+        item = app.store.outbox.get_delivery(delivery_id)
         after = f"next try {item.delivery.next_attempt_at}" if item and item.delivery.status == "pending" else (
             f"now {item.delivery.status}" if item else "")
         ctx.exit(fail(f"{delivery_id} not delivered: {attempt.error}; {after}", 1))

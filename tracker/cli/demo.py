@@ -54,7 +54,7 @@ def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = pri
         echo(f"database: {folder / 'hubwatch.db'}\n")
         for repo_id in repos:
             server.set_head(repo_id, 1)
-            app.store.add_watch(repo_id, "main", settings.default_interval_s, source="demo")
+            app.store.watches.add_watch(repo_id, "main", settings.default_interval_s, source="demo")
         _poll_and_show(app, echo)
         step = 0
         while True:
@@ -82,9 +82,9 @@ def _summary(app: App, repos: list[str], echo: Echo, folder: Path) -> None:
     kinds: Counter[str] = Counter()
     revisions = 0
     for repo_id in repos:
-        rows = app.store.list_revisions(repo_id)
+        rows = app.store.history.list_revisions(repo_id)
         revisions += len(rows)
-        for changes in app.store.changes_by_revision(r.id for r in rows).values():  # type: ignore[misc]
+        for changes in app.store.history.changes_by_revision(r.id for r in rows).values():  # type: ignore[misc]
             kinds.update(c.kind for c in changes)
     echo(f"done: {revisions} revisions stored; changes by kind: "
          + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))

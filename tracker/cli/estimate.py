@@ -126,7 +126,7 @@ def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int,
     from tracker.estimate_change import manifest_of
     from tracker.snapshot_io import load_snapshot
 
-    revision = app.store.revision_at(repo_id, ref)
+    revision = app.store.history.revision_at(repo_id, ref)
     snapshot = load_snapshot(app.store, revision)
     config, error = snapshot.read_json("config.json")
     manifest = manifest_of(snapshot)

@@ -26,7 +26,6 @@ def feed(
 ) -> None:
     """The feed document on stdout: byte for byte what the server answers at [server] public_url."""
     from feeds.views.feed import FeedBuilder, FeedRequest
-    from storage.event_queries import EventQueries
     from storage.kinds import is_filter_kind
 
     if sum([repo is not None, all_repos, org is not None, security]) != 1:
@@ -35,7 +34,7 @@ def feed(
     if unknown:
         raise click.BadParameter(f"unknown kind(s): {', '.join(unknown)}", param_hint="--kind")
     app = app_of(ctx)
-    queries = EventQueries(app.store.engine)
+    queries = app.store.read_model
     if repo is not None:
         repo = repo_arg(repo)
         if not queries.repo_known(repo):

@@ -18,10 +18,10 @@ def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> 
 
     app = app_of(ctx, logs=False)
     repo = repo_arg(repo)
-    revisions = app.store.list_revisions(repo, limit=limit)
-    if not revisions and app.store.get_watch(repo) is None:
+    revisions = app.store.history.list_revisions(repo, limit=limit)
+    if not revisions and app.store.watches.get_watch(repo) is None:
         ctx.exit(fail(f"no history for {repo}: it is not watched (hubwatch watch add {repo})", 3))
-    changes = app.store.changes_by_revision(r.id for r in revisions)  # type: ignore[misc]
+    changes = app.store.history.changes_by_revision(r.id for r in revisions)  # type: ignore[misc]
     if as_json:
         emit_json([output.revision_dict(r, changes[r.id]) for r in revisions])  # type: ignore[index]
         return
@@ -42,9 +42,9 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
     from tracker.cli import output
 
     app = app_of(ctx, logs=False)
-    rev = app.store.find_revision(repo_arg(repo), revision)
-    files = app.store.revision_files(rev.id)  # type: ignore[arg-type]
-    changes = app.store.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
+    rev = app.store.history.find_revision(repo_arg(repo), revision)
+    files = app.store.history.revision_files(rev.id)  # type: ignore[arg-type]
+    changes = app.store.history.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
     if as_json:
         emit_json({**output.revision_dict(rev, changes), "files": [output.file_dict(f) for f in files]})
         return
@@ -70,7 +70,7 @@ def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -
 
     app = app_of(ctx)
     repo = repo_arg(repo)
-    a, b = app.store.find_revision(repo, rev_a), app.store.find_revision(repo, rev_b)
+    a, b = app.store.history.find_revision(repo, rev_a), app.store.history.find_revision(repo, rev_b)
     changes = diff_snapshots(load_snapshot(app.store, a), load_snapshot(app.store, b))
     if as_json:
         emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes]})

@@ -78,7 +78,7 @@ def _add_one(ctx: click.Context, repo: str, branch: str, interval: str | None, b
     except ConfigError as err:
         raise click.BadParameter(str(err), param_hint="--interval") from err
     head = None if no_check else app.hub.head(repo, branch)
-    app.store.add_watch(repo, branch, interval_s, source="cli", backfill=backfill)
+    app.store.watches.add_watch(repo, branch, interval_s, source="cli", backfill=backfill)
     click.echo(_added_line(app, repo, branch, interval_s, head))
 
 
@@ -123,7 +123,7 @@ def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int,
             click.echo(f"error: {name!r} is not a Hub repo id (expected 'org/name' or 'ORG/*')", err=True)
             return 2
         head = None if no_check else app.hub.head(name, branch)
-        app.store.add_watch(name, branch, interval_s, source="cli", backfill=backfill)
+        app.store.watches.add_watch(name, branch, interval_s, source="cli", backfill=backfill)
         click.echo(_added_line(app, name, branch, interval_s, head))
         return 0
     except WatchExists as err:
@@ -135,11 +135,10 @@ def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int,
 
 
 def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
-    from storage.listing_state import ListingStore
     from tracker.errors import RepoGone
     from tracker.polling.listing import follow_author
 
-    listings = ListingStore(app.store.engine, clock=app.clock)
+    listings = app.store.listing
     models = None if no_check else list(app.hub.list_models_by_modification(author))
     if models == []:
         raise RepoGone(f"the Hub lists no models of {author} (--no-check follows it before it publishes)")
@@ -157,11 +156,10 @@ def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
 @click.pass_context
 def watch_list(ctx: click.Context, as_json: bool) -> None:
     """List followed authors (ORG/*) and watched repos with the outcome of their last poll."""
-    from storage.listing_state import ListingStore
     from tracker.cli import output
 
-    watches = app_of(ctx, logs=False).store.list_watches()
-    authors = ListingStore(app_of(ctx, logs=False).store.engine).list_author_watches()
+    watches = app_of(ctx, logs=False).store.watches.list_watches()
+    authors = app_of(ctx, logs=False).store.listing.list_author_watches()
     if as_json:
         emit_json([output.author_watch_dict(a) for a in authors] + [output.watch_dict(w) for w in watches])
         return
@@ -180,15 +178,14 @@ def watch_list(ctx: click.Context, as_json: bool) -> None:
 def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
     """Stop watching REPO (or ORG/* and the watches it made); its stored history stays queryable."""
     if repo.endswith("/*") and branch is None:
-        from storage.listing_state import ListingStore
 
-        removed = ListingStore(app_of(ctx, logs=False).store.engine).remove_author_watch(repo[:-2])
+        removed = app_of(ctx, logs=False).store.listing.remove_author_watch(repo[:-2])
         if not removed:
             ctx.exit(fail(f"{repo} is not watched", 3))
         click.echo(f"stopped watching {repo} ({removed - 1} of its repos); history kept")
         return
     repo, branch = repo_arg(repo), (branch_arg(branch) if branch is not None else None)
-    removed = app_of(ctx, logs=False).store.remove_watch(repo, branch)
+    removed = app_of(ctx, logs=False).store.watches.remove_watch(repo, branch)
     if not removed:
         ctx.exit(fail(f"{repo} is not watched", 3))
     click.echo(f"stopped watching {repo} ({removed} branch{'es' if removed > 1 else ''}); history kept")

@@ -44,7 +44,7 @@ def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[
         app.store,
         options=options,
         trigger=trigger,
-        outbox=app.subscriptions,
+        subscriptions=app.store.subscriptions,
         diff=differ,
         storage_state=app.poller.gate.state,
         poll_state=poll_state,
@@ -82,7 +82,7 @@ def build_dispatcher(app: App) -> Dispatcher:
         return sub.secret or secrets.get(sub.secret_env or "")
 
     links = Links(settings.hub.endpoint, settings.server.public_url)
-    return Dispatcher(app.outbox, options, secret_for=secret_for, links=links, clock=app.clock)
+    return Dispatcher(app.store.outbox, options, secret_for=secret_for, links=links, clock=app.clock)
 
 
 def start_dispatcher(app: App) -> Callable[[], None]:

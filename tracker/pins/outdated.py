@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storage.errors import WatchExists
-from storage.event_queries import EventQueries
+from storage.front import Storage
 from storage.kinds import ADVISORY_PUBLISHED, SEVERITY_RANK
 from storage.models import Revision, Watch
-from storage.store import Store
 from tracker.errors import HubError, RepoGated, RepoGone, RevisionNotFound
 from tracker.hub import HubClient
 from tracker.ingest import Ingestor
@@ -91,7 +90,7 @@ class ModelReport:
 class OutdatedCheck:
     """Compares pins with their branches upstream, through the daemon's store, Hub client and ingestor."""
 
-    def __init__(self, store: Store, hub: HubClient, ingestor: Ingestor, interval_s: int) -> None:
+    def __init__(self, store: Storage, hub: HubClient, ingestor: Ingestor, interval_s: int) -> None:
         self.store, self.hub, self.ingestor, self.interval_s = store, hub, ingestor, interval_s
 
     def check(self, pin: Pin) -> ModelReport:
@@ -112,7 +111,7 @@ class OutdatedCheck:
         if outcome.failed:
             status = "gated" if head.gated else "unavailable"
             return ModelReport(pin, status, head.sha, message=outcome.error)
-        chain = None if outcome.reach_missed else stored_chain(self.store.list_revisions(pin.repo_id), head.sha, pin.sha)
+        chain = None if outcome.reach_missed else stored_chain(self.store.history.list_revisions(pin.repo_id), head.sha, pin.sha)
         if chain is None:
             return self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
         records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
@@ -123,13 +122,13 @@ class OutdatedCheck:
         return ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
 
     def _watch(self, pin: Pin) -> Watch:
-        watch = self.store.get_watch(pin.repo_id, pin.branch)
+        watch = self.store.watches.get_watch(pin.repo_id, pin.branch)
         if watch is not None:
             return watch
         try:
-            return self.store.add_watch(pin.repo_id, pin.branch, self.interval_s, source=WATCH_SOURCE)
+            return self.store.watches.add_watch(pin.repo_id, pin.branch, self.interval_s, source=WATCH_SOURCE)
         except WatchExists:  # another process added it a moment ago
-            return self.store.get_watch(pin.repo_id, pin.branch)  # type: ignore[return-value]
+            return self.store.watches.get_watch(pin.repo_id, pin.branch)  # type: ignore[return-value]
 
     def _off_history(self, pin: Pin, head_sha: str, known_missing: bool) -> ModelReport:
         """The pinned commit is not in the stored chain from the head: not on the branch (rewritten), or
@@ -160,10 +159,10 @@ def stored_chain(revisions: list[Revision], head_sha: str, pinned_sha: str) -> l
     return chain if sha == pinned_sha else None
 
 
-def _advisories_of(store: Store, chain: list[Revision]) -> list[SinceChange]:
+def _advisories_of(store: Storage, chain: list[Revision]) -> list[SinceChange]:
     """The advisories the repo was told about at the revisions since the pin (OSV matches and hubwatch's
     own records, `advisory.*` events), as changes of kind `advisories`, newest revision first like the rest."""
-    queries = EventQueries(store.engine)
+    queries = store.read_model
     out = []
     for revision in chain:
         if revision.id is None:
@@ -178,6 +177,6 @@ def _advisories_of(store: Store, chain: list[Revision]) -> list[SinceChange]:
     return out
 
 
-def _changes_of(store: Store, chain: list[Revision]) -> list[tuple[Revision, list]]:
-    by_revision = store.changes_by_revision(r.id for r in chain if r.id is not None)
+def _changes_of(store: Storage, chain: list[Revision]) -> list[tuple[Revision, list]]:
+    by_revision = store.history.changes_by_revision(r.id for r in chain if r.id is not None)
     return [(r, by_revision.get(r.id, [])) for r in chain]  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from storage.errors import RevisionNotStored
-from storage.store import Store
+from storage.front import Storage
 from tracker.changes import ChangeKind
 from tracker.classify import kind_of
 from tracker.hub import HubClient
@@ -15,22 +15,22 @@ BEHAVIOUR_KINDS = frozenset(
 )
 
 
-def behaviour_files(store: Store, hub: HubClient, repo_id: str, sha: str) -> dict[str, str]:
+def behaviour_files(store: Storage, hub: HubClient, repo_id: str, sha: str) -> dict[str, str]:
     """path -> blob id of the revision's behaviour files: from the stored revision when hubwatch has it,
     else from the Hub's file list (one request)."""
     try:
-        revision = store.find_revision(repo_id, sha)
+        revision = store.history.find_revision(repo_id, sha)
     except RevisionNotStored:
         return {f.path: f.oid for f in hub.list_files(repo_id, sha) if kind_of(f.path).value in BEHAVIOUR_KINDS}
-    return {f.path: f.oid for f in store.revision_files(revision.id) if f.kind in BEHAVIOUR_KINDS}  # type: ignore[arg-type]
+    return {f.path: f.oid for f in store.history.revision_files(revision.id) if f.kind in BEHAVIOUR_KINDS}  # type: ignore[arg-type]
 
 
-def locked(store: Store, hub: HubClient, pin: Pin) -> Pin:
+def locked(store: Storage, hub: HubClient, pin: Pin) -> Pin:
     """`pin` with its behaviour files recorded."""
     return Pin(pin.repo_id, pin.branch, pin.sha, pin.entry, files=behaviour_files(store, hub, pin.repo_id, pin.sha))
 
 
-def head_pin(store: Store, hub: HubClient, repo_id: str, branch: str) -> Pin:
+def head_pin(store: Storage, hub: HubClient, repo_id: str, branch: str) -> Pin:
     """The branch's current head as a locked pin."""
     head = hub.head(repo_id, branch)
     return locked(store, hub, Pin(repo_id, branch, head.sha, f"{repo_id}@{branch}"))

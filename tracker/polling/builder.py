@@ -8,8 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from storage.leases import LeaseStore
-from storage.listing_state import BudgetStore, ListingStore
 from tracker.hub import install_budget
 from tracker.polling.budget import RequestBudget, budget_state, set_process_budget
 from tracker.polling.listing import ListingJob
@@ -70,7 +68,7 @@ def build_scheduler(app: App, poll: Callable[[str, str], None], jitter_s: int, *
         mode = "shared" if app.store.engine.dialect.name == "postgresql" else "local"
     poller = app.poller
     common = {"version": poller.watch_list_version, **options}
-    leases = LeaseStore(app.store.engine, clock=app.clock)
+    leases = app.store.leases
     if mode == "local":  # polls asked for (listing moves, Hub webhooks) are written down before they run
         return Scheduler(poller.scheduled_watches, poll, jitter_s=jitter_s, requests=leases, **common)
     return SharedScheduler(poller.scheduled_watches, poll, jitter_s, leases, app.settings.poll.lease_s, clock=app.clock, **common)
@@ -80,9 +78,8 @@ def start_listing(app: App, trigger: Callable[[str, str], object]) -> ListingJob
     """The daemon's listing job with the request budget installed on the Hub client: shared through the
     database with every other process on it (its state is what `budget_state()` reports)."""
     hub_settings = app.settings.hub
-    shared = BudgetStore(app.store.engine, clock=app.clock)  # one budget for every process on this database
+    shared = app.store.budget  # one budget for every process on this database
     budget = RequestBudget(hub_settings.api_requests_per_5min, hub_settings.resolve_requests_per_5min, shared=shared.claim)
     install_budget(budget, hub_settings.endpoint)
     set_process_budget(budget)
-    listings = ListingStore(app.store.engine, clock=app.clock)
-    return ListingJob(app.settings, listings, app.hub, trigger, budget, app.clock)
+    return ListingJob(app.settings, app.store.listing, app.hub, trigger, budget, app.clock)

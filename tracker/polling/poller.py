@@ -15,8 +15,9 @@ from tracker.errors import NotWatched
 from tracker.polling.storage_gate import StorageGate
 
 if TYPE_CHECKING:
+    from storage.front import Storage
     from storage.models import Watch
-    from storage.store import ScheduledWatch, Store
+    from storage.watches import ScheduledWatch
     from tracker.ingest import Ingestor, PollOutcome
 
 T = TypeVar("T")
@@ -26,7 +27,7 @@ class Polled(Protocol):
     """What a poll needs (tracker/app.py's App builds both on first use)."""
 
     @property
-    def store(self) -> Store: ...
+    def store(self) -> Storage: ...
 
     @property
     def ingestor(self) -> Ingestor: ...
@@ -48,7 +49,7 @@ class Poller:
 
     def watches_for(self, repo_ids: Iterable[str]) -> list[Watch]:
         """The watches of the named repos (all watches when none are named)."""
-        watches = self._app.store.list_watches()
+        watches = self._app.store.watches.list_watches()
         wanted = list(repo_ids)
         if not wanted:
             return watches
@@ -92,7 +93,7 @@ class Poller:
         cached = watch is not None
         if watch is None:
             try:
-                watch = self._reading(lambda: self._app.store.get_watch(repo_id, branch))
+                watch = self._reading(lambda: self._app.store.watches.get_watch(repo_id, branch))
             except StorageError as err:
                 self.gate.failed(str(err))
                 return None
@@ -110,7 +111,7 @@ class Poller:
         """Every watch as the scheduler needs it (no ORM rows); None while the database cannot be read
         (jobs stay as they are)."""
         try:
-            return self._reading(self._app.store.watch_schedule)
+            return self._reading(self._app.store.watches.watch_schedule)
         except StorageError as err:
             self.gate.failed(str(err))
             return None
@@ -119,7 +120,7 @@ class Poller:
         """The watch list's fingerprint (one aggregate query), for the scheduler's cheap change check;
         None while the database cannot be read."""
         try:
-            return self._reading(self._app.store.watch_list_version)
+            return self._reading(self._app.store.watches.watch_list_version)
         except StorageError as err:
             self.gate.failed(str(err))
             return None

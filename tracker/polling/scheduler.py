@@ -17,7 +17,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from storage.leases import LeaseStore
 from storage.models import Watch
-from storage.store import ScheduledWatch
+from storage.watches import ScheduledWatch
 
 log = structlog.get_logger(__name__)
 

@@ -35,7 +35,7 @@ from typing import Any
 import structlog
 
 from storage.leases import LeasedWatch, LeaseStore
-from storage.store import ScheduledWatch
+from storage.watches import ScheduledWatch
 from tracker.polling.scheduler import POLL_THREADS, TRIGGERED_THREADS, PollFn, Schedulable, Scheduler, first_run_at, overdue_grace_s
 
 log = structlog.get_logger(__name__)

@@ -1,4 +1,5 @@
-"""Reading what was announced: events filtered for feeds and the API, with cursor pagination by `seq`.
+"""The read model of the pages, feeds and API: events filtered, with cursor pagination by `seq`; revisions
+filtered; estimates over time; repo listings and totals.
 
 Events are append-only (a row is never rewritten), so the newest events of a filter (as many as the
 feed shows) identify what a feed built from them holds: `FeedState` is what conditional GETs are
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, func, select
+from sqlmodel import col, func, select
 
 from storage.kinds import REVISION_INGESTED, at_least
 from storage.models import ChangeRecord, EstimateRecord, Event, RepoSummaryRow, Revision, Watch
+from storage.sessions import EngineStore
 
 
 @dataclass(frozen=True)
@@ -143,14 +145,8 @@ def _conditions(flt: EventFilter) -> list[sa.ColumnElement[bool]]:
     return where
 
 
-class EventQueries:
+class ReadModel(EngineStore):
     """Read-only queries for feeds, pages and the API. Callers get detached rows back."""
-
-    def __init__(self, engine: sa.Engine) -> None:
-        self.engine = engine
-
-    def _session(self) -> Session:
-        return Session(self.engine, expire_on_commit=False)
 
     def events(
         self, flt: EventFilter, limit: int, *, after_seq: int | None = None, before_seq: int | None = None
@@ -164,7 +160,7 @@ class EventQueries:
             query = query.where(col(Event.seq) > _seq(after_seq)).order_by(col(Event.seq).asc())
         else:
             query = query.order_by(col(Event.seq).desc())
-        with self._session() as s:
+        with self.session() as s:
             return list(s.exec(query))
 
     def event_heads(self, flt: EventFilter, limit: int, *, before_seq: int | None = None) -> list[EventHead]:
@@ -180,11 +176,11 @@ class EventQueries:
         wanted = set(seqs)
         if not wanted:
             return {}
-        with self._session() as s:
+        with self.session() as s:
             return {e.seq: e for e in s.exec(select(Event).where(col(Event.seq).in_(wanted)))}  # type: ignore[misc]
 
     def events_for_revision(self, revision_id: int) -> list[Event]:
-        with self._session() as s:
+        with self.session() as s:
             return list(s.exec(select(Event).where(Event.revision_id == revision_id).order_by(col(Event.seq))))
 
     def state(self, flt: EventFilter, limit: int) -> FeedState:
@@ -205,14 +201,14 @@ class EventQueries:
         wanted = set(ids)
         if not wanted:
             return {}
-        with self._session() as s:
+        with self.session() as s:
             return {r.id: r for r in s.exec(select(Revision).where(col(Revision.id).in_(wanted)))}  # type: ignore[misc]
 
     def estimates(self, revision_ids: Iterable[int]) -> dict[int, EstimateRecord]:
         wanted = set(revision_ids)
         if not wanted:
             return {}
-        with self._session() as s:
+        with self.session() as s:
             query = select(EstimateRecord).where(col(EstimateRecord.revision_id).in_(wanted))
             return {e.revision_id: e for e in s.exec(query)}
 
@@ -226,7 +222,7 @@ class EventQueries:
             .offset(offset)
             .limit(limit)
         )
-        with self._session() as s:
+        with self.session() as s:
             return [(r, e) for r, e in s.exec(query)]
 
     def timeline(self, repo_id: str, flt: RevisionFilter, limit: int, offset: int = 0) -> tuple[list[Revision], int]:
@@ -248,7 +244,7 @@ class EventQueries:
             select(Revision).where(*where)
             .order_by(col(Revision.committed_at).desc(), col(Revision.id).desc()).offset(offset).limit(limit)
         )
-        with self._session() as s:
+        with self.session() as s:
             total = int(s.exec(select(func.count(col(Revision.id))).where(*where)).one())
             return list(s.exec(page)), total
 
@@ -268,13 +264,13 @@ class EventQueries:
             .order_by(col(Revision.committed_at).desc(), col(Revision.id).desc())
             .limit(limit)
         )
-        with self._session() as s:
+        with self.session() as s:
             rows = s.exec(query).all()
         return [EstimatePoint(*row) for row in reversed(rows)]
 
     def count_revisions(self, repo_id: str) -> int:
         """How many revisions of the repo are stored (its summary row: no count over the history)."""
-        with self._session() as s:
+        with self.session() as s:
             stored = s.exec(select(RepoSummaryRow.revisions).where(RepoSummaryRow.repo_id == repo_id)).first()
             return int(stored or 0)
 
@@ -284,19 +280,19 @@ class EventQueries:
             .join(Revision, col(EstimateRecord.revision_id) == col(Revision.id))
             .where(Revision.repo_id == repo_id)
         )
-        with self._session() as s:
+        with self.session() as s:
             return int(s.exec(query).one())
 
     def repo_known(self, repo_id: str) -> bool:
         """Whether the repo is watched or has stored history."""
-        with self._session() as s:
+        with self.session() as s:
             if s.exec(select(Watch.id).where(Watch.repo_id == repo_id).limit(1)).first() is not None:
                 return True
             return s.exec(select(Revision.id).where(Revision.repo_id == repo_id).limit(1)).first() is not None
 
     def org_known(self, org: str) -> bool:
         """Whether any repo of the org is watched or has stored history."""
-        with self._session() as s:
+        with self.session() as s:
             for model in (Watch, Revision):
                 query = select(model.id).where(col(model.repo_id).startswith(f"{org}/", autoescape=True)).limit(1)
                 if s.exec(query).first() is not None:
