@@ -7,7 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
+
+from tracker.cli import cli
+from tracker.cli.root import COMMANDS, load_command
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a command that reads the database must not load: the HTTP stack, the Hub client, the differs,
@@ -57,3 +62,33 @@ def test_diff_loads_the_differs(tmp_path):
     """The probe can fail: a command that needs the differs does load them."""
     _modules_after(tmp_path, "watch", "add", "org/model", "--no-check")
     assert "tracker.differs" in _modules_after(tmp_path, "diff", "org/model", "abcd", "abce")
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_command_table_summaries_are_the_commands_own(name):
+    """Each command the root group loads lazily is the one named, and `hubwatch --help` shows for it, at
+    any width, the short help click would make from the command itself."""
+    command = load_command(name)
+    stand_in = click.Command(name, help=COMMANDS[name][2])
+    assert command.name == name
+    assert not command.hidden
+    for limit in (20, 45, 60, 80, 200):
+        assert stand_in.get_short_help_str(limit) == command.get_short_help_str(limit)
+
+
+def test_help_lists_what_an_eagerly_loaded_group_would():
+    """`hubwatch --help` from the table reads exactly as it does with every command loaded."""
+    lazy = CliRunner().invoke(cli, ["--help"], terminal_width=100)
+    loaded = click.Group(commands={name: load_command(name) for name in COMMANDS})
+    ctx = click.Context(loaded, info_name="hubwatch", terminal_width=100)
+    formatter = ctx.make_formatter()
+    loaded.format_commands(ctx, formatter)
+    assert lazy.exit_code == 0
+    assert lazy.output.endswith(formatter.getvalue())
+
+
+def test_unknown_command_suggests_among_unloaded_ones():
+    """A mistyped command is answered with the closest command, though none was loaded."""
+    result = CliRunner().invoke(cli, ["wach"])
+    assert result.exit_code == 2
+    assert "No such command 'wach'. Did you mean 'watch'?" in result.output

@@ -2,7 +2,8 @@
 
 Exit codes scripts can trust: 0 success; 1 a repo failed or an operation did; 2 bad usage;
 3 unknown repo, revision or watch; 4 bad configuration or database. Errors are mapped to exit codes
-once, by the root group (`tracker/cli/root.py`); commands raise and do not translate.
+once, by the root group (`tracker/cli/root.py`); commands raise and do not translate. The root group
+imports a command's module only when that command runs (its table is `root.COMMANDS`).
 """
 
 from __future__ import annotations
@@ -11,22 +12,8 @@ import sys
 
 import click
 
-from tracker.cli.advisories import advisories
-from tracker.cli.daemon import run, serve
-from tracker.cli.deliveries import deliveries
-from tracker.cli.demo import demo
-from tracker.cli.estimate import estimate
-from tracker.cli.feed import feed
-from tracker.cli.history import diff, history, show
-from tracker.cli.outdated import lock, outdated
 from tracker.cli.root import cli
-from tracker.cli.watch import poll, watch
 from tracker.errors import HubwatchError
-
-for _command in (
-    watch, poll, run, history, show, diff, estimate, serve, feed, demo, deliveries, advisories, outdated, lock
-):
-    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from tracker.cli.output import report_lines
 from tracker.cli.root import app_of, repo_arg
 
 
@@ -43,8 +44,6 @@ def show(ctx: click.Context, repo: str, revision: str | None, as_json: bool) -> 
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
         return
-    from tracker.cli.output import report_lines
-
     for line in report_lines(report):
         click.echo(line)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tracker.cli import output
 from tracker.cli.root import app_of, emit_json, fail
 
 
@@ -20,8 +21,6 @@ def deliveries() -> None:
 @click.pass_context
 def deliveries_list(ctx: click.Context, status: str | None, limit: int, as_json: bool) -> None:
     """Deliveries, newest first, with the outcome of their last attempt (URLs shown without their path)."""
-    from tracker.cli import output
-
     items = [item.as_dict() for item in app_of(ctx, logs=False).store.outbox.list_deliveries(status=status, limit=limit)]
     if as_json:
         emit_json(items)
@@ -44,7 +43,7 @@ def deliveries_redeliver(ctx: click.Context, delivery_id: str, queue_only: bool)
     if queue_only:
         click.echo(f"{delivery_id} queued; the daemon sends it")
         return
-    from tracker.cli.wiring import build_dispatcher
+    from tracker.cli.wiring import build_dispatcher  # here: the HTTP stack, which `deliveries list` never needs
 
     dispatcher = build_dispatcher(app)
     try:

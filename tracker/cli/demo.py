@@ -7,12 +7,15 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from tracker.app import App
+from tracker.app import App
+from tracker.cli import output
+from tracker.config import settings_from_mapping
+from tracker.logs import configure_logging
+from tracker.standins.osv import OsvFake
+from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
 Echo = Callable[[str], None]
 
@@ -27,12 +30,6 @@ def demo(data_dir: str | None, delay: float) -> None:
 
 def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = print) -> App:
     """Watch every bundled repo from its first commit, then reveal one commit at a time and poll."""
-    from tracker.app import App
-    from tracker.config import settings_from_mapping
-    from tracker.logs import configure_logging
-    from tracker.standins.osv import OsvFake
-    from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
-
     folder = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="hubwatch-demo-"))
     folder.mkdir(parents=True, exist_ok=True)
     with ReplayServer(roots=[BUNDLED_ROOT]) as server, OsvFake() as osv:
@@ -70,8 +67,6 @@ def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = pri
 
 
 def _poll_and_show(app: App, echo: Echo, repo_ids: list[str] | None = None) -> None:
-    from tracker.cli import output
-
     for outcome in app.poller.poll(repo_ids or []):
         for line in output.outcome_text(outcome):
             echo(line)

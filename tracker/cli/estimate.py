@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from estimator import Estimate, EstimateError, render_table
+from estimator import estimate as estimate_model
 from tracker.cli.root import app_of, emit_json, repo_arg
+from tracker.config import EstimateSettings
 from tracker.errors import HubwatchError
 
 if TYPE_CHECKING:
-    from estimator import Estimate
     from tracker.app import App
 
 
@@ -45,8 +47,6 @@ def estimate(
         raise click.UsageError("--manifest goes with --config-file")
     targets = _targets(lora_targets)
     if config_file:
-        from tracker.config import EstimateSettings  # here: `hubwatch --help` loads click alone
-
         options = EstimateSettings()
         result, header = estimate_file(config_file, manifest, seq_len_cap or options.seq_len_cap,
                                        lora_rank or options.lora_rank, targets or options.targets), None
@@ -59,8 +59,6 @@ def estimate(
     if as_json:
         emit_json({**({"repo_id": repo, **header} if header else {}), **result.to_dict()})
         return
-    from estimator import render_table
-
     if header:
         click.echo(f"{repo} at {header['sha'][:12]} ({header['source']})")
     click.echo(render_table(result))
@@ -111,10 +109,8 @@ def estimate_file(config_path: str, manifest_path: str | None, seq_len_cap: int,
     if not isinstance(config, dict):
         raise click.BadParameter(f"{config_path}: expected a JSON object", param_hint="--config-file")
     manifest = read_manifest(manifest_path) if manifest_path else None
-    from estimator import EstimateError, estimate
-
     try:
-        return estimate(config, manifest, seq_len_cap=seq_len_cap, lora_rank=lora_rank, lora_targets=lora_targets)
+        return estimate_model(config, manifest, seq_len_cap=seq_len_cap, lora_rank=lora_rank, lora_targets=lora_targets)
     except EstimateError as err:
         raise EstimateFailed(f"{config_path}: {err}") from err
 
@@ -122,7 +118,7 @@ def estimate_file(config_path: str, manifest_path: str | None, seq_len_cap: int,
 def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int, lora_rank: int = 16,
                       lora_targets: str | tuple[str, ...] = "all-linear") -> tuple[Estimate, dict[str, Any]]:
     """Estimate a stored revision from its stored config.json and weight headers."""
-    from estimator import EstimateError, estimate
+    # here, not at the top: they load the Hub client, which `estimate --config-file` never needs
     from tracker.estimate_change import manifest_of
     from tracker.snapshot_io import load_snapshot
 
@@ -133,7 +129,7 @@ def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int,
     if config is None and manifest is None:
         raise EstimateFailed(f"{repo_id} at {revision.sha[:12]}: nothing to estimate from ({error})")
     try:
-        result = estimate(config if isinstance(config, dict) else {}, manifest, seq_len_cap=seq_len_cap,
+        result = estimate_model(config if isinstance(config, dict) else {}, manifest, seq_len_cap=seq_len_cap,
                           lora_rank=lora_rank, lora_targets=lora_targets)
     except EstimateError as err:
         raise EstimateFailed(f"{repo_id} at {revision.sha[:12]}: {err}") from err

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from storage.kinds import SEVERITIES
+from feeds.views.feed import FeedBuilder, FeedRequest
+from storage.kinds import SEVERITIES, is_filter_kind
 from tracker.cli.root import app_of, fail, repo_arg
 
 
@@ -25,9 +26,6 @@ def feed(
     kinds: tuple[str, ...], min_severity: str | None, limit: int,
 ) -> None:
     """The feed document on stdout: byte for byte what the server answers at [server] public_url."""
-    from feeds.views.feed import FeedBuilder, FeedRequest
-    from storage.kinds import is_filter_kind
-
     if sum([repo is not None, all_repos, org is not None, security]) != 1:
         raise click.UsageError("give exactly one of REPO, --all, --org ORG or --security")
     unknown = [k for k in kinds if not is_filter_kind(k)]

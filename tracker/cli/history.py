@@ -1,9 +1,10 @@
-"""`hubwatch history`, `show` and `diff`: reading the stored history of a repo."""
+"""`hubwatch history` and `show`: reading the stored history of a repo."""
 
 from __future__ import annotations
 
 import click
 
+from tracker.cli import output
 from tracker.cli.root import app_of, emit_json, fail, repo_arg
 
 
@@ -14,8 +15,6 @@ from tracker.cli.root import app_of, emit_json, fail, repo_arg
 @click.pass_context
 def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> None:
     """Revisions of REPO, newest first, with their changes."""
-    from tracker.cli import output
-
     app = app_of(ctx, logs=False)
     repo = repo_arg(repo)
     revisions = app.store.history.list_revisions(repo, limit=limit)
@@ -39,8 +38,6 @@ def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> 
 @click.pass_context
 def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
     """One stored revision of REPO with its files and changes."""
-    from tracker.cli import output
-
     app = app_of(ctx, logs=False)
     rev = app.store.history.find_revision(repo_arg(repo), revision)
     files = app.store.history.revision_files(rev.id)  # type: ignore[arg-type]
@@ -55,26 +52,3 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
         note = f"  ({f.note})" if f.note else ""
         click.echo(f"    {f.kind:<13} {f.size:>14,}  {f.path}{note}")
 
-
-@click.command()
-@click.argument("repo")
-@click.argument("rev_a")
-@click.argument("rev_b")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_context
-def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -> None:
-    """What changed in REPO between two stored revisions."""
-    from tracker.cli import output
-    from tracker.differs import diff_snapshots
-    from tracker.snapshot_io import load_snapshot
-
-    app = app_of(ctx)
-    repo = repo_arg(repo)
-    a, b = app.store.history.find_revision(repo, rev_a), app.store.history.find_revision(repo, rev_b)
-    changes = diff_snapshots(load_snapshot(app.store, a), load_snapshot(app.store, b))
-    if as_json:
-        emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes]})
-        return
-    click.echo(f"{repo}: {a.sha[:12]} -> {b.sha[:12]}: {len(changes)} change(s)")
-    for line in output.change_lines(changes, indent="  "):
-        click.echo(line)

@@ -2,18 +2,20 @@
 arguments, JSON output and error lines.
 
 Only click is imported here: `hubwatch --help` must not pay for the database, the Hub client or the
-HTTP stack. Each command imports what it uses when it runs.
+HTTP stack. The root group imports a command's module (which imports its stack at its top) only when
+that command runs; `hubwatch --help` lists each command with the summary written in COMMANDS.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from storage.errors import AmbiguousRevision, NotStored, StorageError, StoreLookupError
-from tracker.errors import HubwatchError
+from storage.errors import AmbiguousRevision, InvalidSubscription, NotStored, StorageError, StoreLookupError
+from tracker.errors import ConfigError, HubwatchError
 
 if TYPE_CHECKING:
     from tracker.app import App
@@ -30,8 +32,72 @@ def exit_code_of(err: HubwatchError | StoreLookupError | StorageError) -> int:
     return getattr(err, "exit_code", 1)
 
 
+# Every command of the root group: name -> (its module in tracker/cli/, the command's name there, the
+# summary `hubwatch --help` shows: the first sentence of its docstring, as click would shorten it; a test
+# checks that the two agree).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "advisories": ("advisories", "advisories",
+                   "OSV advisories, loader advice and hubwatch's own advisories of a watched repo."),
+    "deliveries": ("deliveries", "deliveries", "The outbound webhook delivery log: list deliveries, redeliver one."),
+    "demo": ("demo", "demo", "The whole pipeline offline, against the bundled Hub replay."),
+    "diff": ("diff", "diff", "What changed in REPO between two stored revisions."),
+    "estimate": ("estimate", "estimate",
+                 "Parameters and GPU memory: of a stored revision of REPO, or of a config.json file."),
+    "feed": ("feed", "feed",
+             "The feed document on stdout: byte for byte what the server answers at [server] public_url."),
+    "history": ("history", "history", "Revisions of REPO, newest first, with their changes."),
+    "lock": ("outdated", "lock",
+             "Write a lock file: REPO[@BRANCH] pinned at its branch head, or every model of the local HF cache "
+             "at the revision you have; --update REPO moves one pin after review."),
+    "outdated": ("outdated", "outdated",
+                 "What changed upstream since the revisions you have: every model of the local HF cache, or of "
+                 "a lock file."),
+    "poll": ("watch", "poll", "One ingest pass now, then exit (exit code 1 if a repo failed)."),
+    "run": ("daemon", "run",
+            "The daemon: poll every watch at its interval, serve HTTP ([server]) and deliver webhooks, until "
+            "Ctrl-C or SIGTERM."),
+    "serve": ("daemon", "serve",
+              "The HTTP server alone (feeds, pages, API, Hub webhooks) until Ctrl-C or SIGTERM; no polling."),
+    "show": ("history", "show", "One stored revision of REPO with its files and changes."),
+    "watch": ("watch", "watch", "Add, list and remove watched repos."),
+}
+
+
+def load_command(name: str) -> click.Command:
+    """The command `name` of COMMANDS, its module imported (with the stack it imports at its top)."""
+    module, attr, _ = COMMANDS[name]
+    command: click.Command = getattr(importlib.import_module(f"tracker.cli.{module}"), attr)
+    return command
+
+
 class _Root(click.Group):
-    """The root group maps hubwatch's errors to `error: message` and an exit code, once for every command."""
+    """The root group loads a command when it runs (or when its own help is asked for), lists every
+    command in its help from COMMANDS without loading any, and maps hubwatch's errors to
+    `error: message` and an exit code, once for every command."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.add_command(load_command(cmd_name), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Click's own listing, of stand-ins that carry the summaries of the commands not loaded."""
+        listed = {
+            name: self.commands.get(name) or click.Command(name, help=COMMANDS[name][2])
+            for name in self.list_commands(ctx)
+        }
+        click.Group(commands=listed).format_commands(ctx, formatter)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as err:  # "Did you mean": among every command, loaded or not
+            raise click.exceptions.NoSuchCommand(err.command_name, possibilities=self.list_commands(ctx), ctx=ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -71,8 +137,6 @@ def cli(ctx: click.Context, config_file: str | None) -> None:
 def _check_apprise_urls(settings: Settings) -> None:
     """The config's apprise [[webhooks]] are URLs Apprise can read (Apprise is imported only when there are some)."""
     from feeds.webhooks.apprise import check_config_entries
-    from storage.errors import InvalidSubscription
-    from tracker.errors import ConfigError
 
     try:
         check_config_entries(settings.webhooks)
@@ -90,7 +154,6 @@ def app_of(ctx: click.Context, logs: bool = True) -> App:
 def repo_arg(repo: str, param_hint: str | None = None) -> str:
     """`repo` if it is a Hub repo id (`org/name`), else a usage error naming it."""
     from tracker.config import validate_repo_id
-    from tracker.errors import ConfigError
 
     try:
         return validate_repo_id(repo)
@@ -101,7 +164,6 @@ def repo_arg(repo: str, param_hint: str | None = None) -> str:
 def branch_arg(branch: str, param_hint: str = "--branch") -> str:
     """`branch` if git and the Hub accept it as a branch name, else a usage error naming it."""
     from tracker.config import validate_branch
-    from tracker.errors import ConfigError
 
     try:
         return validate_branch(branch)

@@ -6,7 +6,12 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from tracker.cli.root import app_of, branch_arg, emit_json, fail, repo_arg
+from storage.errors import WatchExists
+from storage.kinds import is_repo_id
+from tracker.cli import output
+from tracker.cli.root import app_of, branch_arg, emit_json, exit_code_of, fail, repo_arg
+from tracker.config import parse_interval
+from tracker.errors import ConfigError, HubwatchError, RepoGone
 
 if TYPE_CHECKING:
     from tracker.app import App
@@ -42,9 +47,6 @@ def watch_add(
     """Watch REPO (org/name); several at once, or ORG/* for every model of an org or user, new ones
     included. With several names each bad one is reported and the others are added; the exit code is
     then that of the first name that failed (2 malformed, 3 not on the Hub, 1 Hub unreachable)."""
-    from tracker.config import parse_interval
-    from tracker.errors import ConfigError
-
     names = list(repos) + (_names_in(names_file) if names_file is not None else [])
     if not names:
         raise click.UsageError("Missing argument 'REPO...'.")
@@ -68,9 +70,6 @@ def watch_add(
 
 def _add_one(ctx: click.Context, repo: str, branch: str, interval: str | None, backfill: int, no_check: bool) -> None:
     """The single-repo form, as it always was: errors are raised (usage errors exit 2, others by kind)."""
-    from tracker.config import parse_interval
-    from tracker.errors import ConfigError
-
     repo, branch = repo_arg(repo), branch_arg(branch)
     app = app_of(ctx)
     try:
@@ -103,11 +102,6 @@ def _names_in(names_file: TextIO) -> list[str]:
 
 def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int, no_check: bool) -> int:
     """Add one name of a several-names `watch add`; its failure is printed, its exit code returned (0: added)."""
-    from storage.errors import WatchExists
-    from storage.kinds import is_repo_id
-    from tracker.cli.root import exit_code_of
-    from tracker.errors import HubwatchError
-
     try:
         if name.endswith("/*"):
             author = name[:-2]
@@ -135,8 +129,7 @@ def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int,
 
 
 def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
-    from tracker.errors import RepoGone
-    from tracker.polling.listing import follow_author
+    from tracker.polling.listing import follow_author  # here: it loads the Hub client, which `watch list` never needs
 
     listings = app.store.listing
     models = None if no_check else list(app.hub.list_models_by_modification(author))
@@ -156,8 +149,6 @@ def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
 @click.pass_context
 def watch_list(ctx: click.Context, as_json: bool) -> None:
     """List followed authors (ORG/*) and watched repos with the outcome of their last poll."""
-    from tracker.cli import output
-
     watches = app_of(ctx, logs=False).store.watches.list_watches()
     authors = app_of(ctx, logs=False).store.listing.list_author_watches()
     if as_json:
@@ -178,7 +169,6 @@ def watch_list(ctx: click.Context, as_json: bool) -> None:
 def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
     """Stop watching REPO (or ORG/* and the watches it made); its stored history stays queryable."""
     if repo.endswith("/*") and branch is None:
-
         removed = app_of(ctx, logs=False).store.listing.remove_author_watch(repo[:-2])
         if not removed:
             ctx.exit(fail(f"{repo} is not watched", 3))
@@ -199,8 +189,6 @@ def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
 @click.pass_context
 def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_json: bool) -> None:
     """One ingest pass now, then exit (exit code 1 if a repo failed)."""
-    from tracker.cli import output
-
     app = app_of(ctx)
     outcomes = app.poller.poll([repo_arg(r) for r in repos], backfill=backfill)
     if as_json:

@@ -1,0 +1,30 @@
+"""`hubwatch diff`: what changed between two stored revisions of a repo, diffed again from storage."""
+
+from __future__ import annotations
+
+import click
+
+from tracker.cli import output
+from tracker.cli.root import app_of, emit_json, repo_arg
+from tracker.differs import diff_snapshots
+from tracker.snapshot_io import load_snapshot
+
+
+@click.command()
+@click.argument("repo")
+@click.argument("rev_a")
+@click.argument("rev_b")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -> None:
+    """What changed in REPO between two stored revisions."""
+    app = app_of(ctx)
+    repo = repo_arg(repo)
+    a, b = app.store.history.find_revision(repo, rev_a), app.store.history.find_revision(repo, rev_b)
+    changes = diff_snapshots(load_snapshot(app.store, a), load_snapshot(app.store, b))
+    if as_json:
+        emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes]})
+        return
+    click.echo(f"{repo}: {a.sha[:12]} -> {b.sha[:12]}: {len(changes)} change(s)")
+    for line in output.change_lines(changes, indent="  "):
+        click.echo(line)
