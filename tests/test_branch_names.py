@@ -15,8 +15,9 @@ from click.testing import CliRunner
 from storage import kinds
 from storage.db import create_db_engine, migrate
 from storage.store import Store
-from tests.conftest import run_cli, settings_for, write_config
-from tests.feeds.conftest import API_TOKEN, HOOK_SECRET, Served, serve
+from tests.support.cli import run_cli, write_config
+from tests.support.served import API_TOKEN, HOOK_SECRET, Served, serve
+from tests.support.settings import settings_for
 from tracker.app import App
 from tracker.cli import cli
 from tracker.config import settings_from_mapping, validate_branch

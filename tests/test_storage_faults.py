@@ -19,7 +19,8 @@ from feeds.http import create_app
 from storage.db import create_db_engine
 from storage.models import Revision
 from storage.store import Store
-from tests.conftest import run_cli, settings_for, write_config
+from tests.support.cli import run_cli, write_config
+from tests.support.settings import settings_for
 from tracker.app import App
 from tracker.hub import HubClient
 from tracker.ingest import Ingestor

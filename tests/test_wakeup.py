@@ -14,7 +14,8 @@ from storage.db import create_db_engine, migrate
 from storage.outbox import OutboxStore, on_deliveries_queued
 from storage.store import Store
 from storage.subscription_store import SubscriptionStore
-from tests.webhooks.conftest import LINKS, FakeClock, Receiver, Reply, emit, subscribe
+from tests.support.clock import FakeClock
+from tests.support.webhooks import LINKS, Receiver, Reply, emit, subscribe
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

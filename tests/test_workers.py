@@ -347,8 +347,7 @@ def test_workers_storing_the_same_content_at_once_both_commit(engines: list[sa.E
 
 
 def test_the_daemon_shares_on_postgresql_and_times_watches_itself_on_sqlite(tmp_path, replay) -> None:
-    from conftest import settings_for
-
+    from tests.support.settings import settings_for
     from tracker.app import App
     from tracker.cli.daemon import build_scheduler
     from tracker.scheduler import Scheduler

@@ -16,7 +16,8 @@ from storage.outbox import Delivery, OutboxStore, delivery_id, enqueue
 from storage.store import NewChange, NewRevision, Store
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import Subscription, matches
-from tests.webhooks.conftest import SECRET, T0, emit, subscribe
+from tests.support.clock import T0
+from tests.support.webhooks import SECRET, emit, subscribe
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
