@@ -52,6 +52,7 @@ def test_phase_peaks_match_the_measured_step(row):
     """Each phase's peak against the measured step, whole model: a decoder's forward and backward within 3% (its
     optimizer step within 1%); other families' forward within 10%, backward 15%, optimizer step 2%."""
     estimated = _estimated(row)
+    assert set(row["peaks"]) == {"forward", "backward", "optimizer"}, row["peaks"]  # an empty row would check nothing
     for phase, measured in row["peaks"].items():
         error = estimated[phase] / measured - 1
         assert abs(error) < TOLERANCE[row["kind"]][phase], (phase, estimated[phase], measured)
