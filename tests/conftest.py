@@ -43,7 +43,14 @@ def replay() -> Iterator[ReplayServer]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """A PostgreSQL run whose server does not answer stops at once, with one clear message (never a skip);
-    so does the PostgreSQL pass (`-m postgres`) without a server, which would test SQLite again."""
+    so does the PostgreSQL pass (`-m postgres`) without a server, which would test SQLite again, and the
+    ground-truth pass (`-m groundtruth`) without torch, transformers and peft."""
+    if _names_groundtruth(config):
+        import importlib.util
+
+        missing = [m for m in ("torch", "transformers", "peft") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise pytest.UsageError(f"-m groundtruth recomputes live with {', '.join(missing)}: pip install -e '.[groundtruth]'")
     admin_url = postgres_admin_url()
     if not admin_url:
         if (config.getoption("markexpr", "") or "").strip() == "postgres":
@@ -64,9 +71,19 @@ def pytest_configure(config: pytest.Config) -> None:
 DATABASE_FIXTURES = {"database_url", "history"}
 
 
+def _names_groundtruth(config: pytest.Config) -> bool:
+    return "groundtruth" in (config.getoption("markexpr", "") or "")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In the PostgreSQL pass (`-m postgres` with HUBWATCH_TEST_POSTGRES set), a test of a `postgres` module
-    that takes no database is left out: it runs on SQLite in the plain pass and would test nothing new."""
+    """The `groundtruth` tests (live recomputation with torch) are deselected, and reported so, unless -m names
+    the marker. In the PostgreSQL pass (`-m postgres` with HUBWATCH_TEST_POSTGRES set), a test of a `postgres`
+    module that takes no database is left out: it runs on SQLite in the plain pass and would test nothing new."""
+    if not _names_groundtruth(config):
+        live = [item for item in items if item.get_closest_marker("groundtruth")]
+        if live:
+            config.hook.pytest_deselected(items=live)
+            items[:] = [item for item in items if not item.get_closest_marker("groundtruth")]
     if not postgres_admin_url() or "postgres" not in (config.getoption("markexpr") or ""):
         return
     keep, drop = [], []

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from estimator_truth import load_config
+from estimator_configs import load_config
 
 from estimator import crossings, estimate
 
