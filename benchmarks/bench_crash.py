@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._crash import crash_report
+from tests.support.crash_scenario import crash_report
 
 
 def main() -> None:

@@ -40,8 +40,8 @@ import httpx
 import sqlalchemy as sa
 from sqlmodel import Session
 
-from benchmarks._histories import CONFIG, write_repo
 from storage.models import Watch
+from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.app import App
 from tracker.config import load_settings
 from tracker.logs import configure_logging

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._histories import CONFIG, write_repo
+from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import ReplayServer
 

@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sqlalchemy as sa
 
-from benchmarks._histories import CONFIG, replayed_app, write_repo
+from benchmarks._histories import replayed_app
+from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.app import App
 
 N = 100

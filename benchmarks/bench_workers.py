@@ -1,6 +1,6 @@
 """Figure: several `hubwatch run` workers on one PostgreSQL database, with 1,000 repos moving on the Hub
 replay server ([poll] coordination = "shared", the listing finding the moves, webhooks to a recording
-receiver; benchmarks/_workers.py).
+receiver; tests/support/fleet.py).
 
 Prints, for one worker and for three (the baseline is one worker):
 - revisions ingested per minute while the repos move (each repo moves `--moves` commits after its
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sqlalchemy as sa
 
-from benchmarks._workers import Fleet, Outcome, write_moving_repos
+from tests.support.fleet import Fleet, Outcome, write_moving_repos
 
 PG_BIN = Path(os.environ.get("HUBWATCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
 

@@ -107,9 +107,10 @@ class LeaseStore(EngineStore):
             rows = list(conn.execute(pick))
             claimed = []
             for watch_id, repo_id, branch, interval_s in rows:
-                # guarded again: on SQLite (no row locks) another process may have claimed it since the read
-                taken = conn.execute(
-                    sa.update(WATCH).where(WATCH.c.id == watch_id, free).values(leased_by=worker, lease_until=until))
+                # guarded again: on SQLite (no row locks) another process may have claimed it since the read, or
+                # claimed, polled and given it back (free again, but no longer due)
+                taken = conn.execute(sa.update(WATCH).where(WATCH.c.id == watch_id, WATCH.c.next_poll_at <= now, free).values(
+                    leased_by=worker, lease_until=until))
                 if taken.rowcount:
                     claimed.append(LeasedWatch(watch_id, repo_id, branch, interval_s, now))
             return claimed

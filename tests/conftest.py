@@ -1,14 +1,11 @@
-"""Shared fixtures: the Hub replay server on loopback, an App wired to it, the CLI in a subprocess."""
+"""Shared fixtures and hooks: the Hub replay server on loopback, a database per test (SQLite or PostgreSQL), an App
+wired to them, the ingested history the feeds serve. The helpers they are built from live in tests/support."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,14 +17,15 @@ os.environ.pop("HF_ENDPOINT", None)
 
 import pytest
 
+from tests.support.databases import POSTGRES_ENV, fresh_database, postgres_admin_url
+from tests.support.osv import osv_endpoint
+from tests.support.replay import replay_server
+from tests.support.served import History, ingested_history
+from tests.support.settings import settings_for
 from tracker.app import App
-from tracker.config import settings_from_mapping
 
 if TYPE_CHECKING:
     from tracker.standins.replay.control import ReplayServer
-
-FIXTURES = Path(__file__).parent / "fixtures"
-TEST_HISTORIES = FIXTURES / "histories"
 
 
 @pytest.fixture(autouse=True)
@@ -39,28 +37,20 @@ def _no_ambient_config(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def replay() -> Iterator[ReplayServer]:
-    from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
-
-    with ReplayServer(roots=[BUNDLED_ROOT, TEST_HISTORIES]) as server:
+    with replay_server() as server:
         yield server
-
-
-def _url(db: Path | str) -> str:
-    """A database URL as is, or a path made into a SQLite URL."""
-    return db if isinstance(db, str) and "://" in db else f"sqlite:///{db}"
-
-
-POSTGRES_ENV = "HUBWATCH_TEST_POSTGRES"
-
-
-def postgres_admin_url() -> str | None:
-    """The PostgreSQL server the tests run on (an admin URL), or None for SQLite files."""
-    return os.environ.get(POSTGRES_ENV) or None
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """A PostgreSQL run whose server does not answer stops at once, with one clear message (never a skip);
-    so does the PostgreSQL pass (`-m postgres`) without a server, which would test SQLite again."""
+    so does the PostgreSQL pass (`-m postgres`) without a server, which would test SQLite again, and the
+    ground-truth pass (`-m groundtruth`) without torch, transformers and peft."""
+    if _names_groundtruth(config):
+        import importlib.util
+
+        missing = [m for m in ("torch", "transformers", "peft") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise pytest.UsageError(f"-m groundtruth recomputes live with {', '.join(missing)}: pip install -e '.[groundtruth]'")
     admin_url = postgres_admin_url()
     if not admin_url:
         if (config.getoption("markexpr", "") or "").strip() == "postgres":
@@ -81,9 +71,19 @@ def pytest_configure(config: pytest.Config) -> None:
 DATABASE_FIXTURES = {"database_url", "history"}
 
 
+def _names_groundtruth(config: pytest.Config) -> bool:
+    return "groundtruth" in (config.getoption("markexpr", "") or "")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In the PostgreSQL pass (`-m postgres` with HUBWATCH_TEST_POSTGRES set), a test of a `postgres` module
-    that takes no database is left out: it runs on SQLite in the plain pass and would test nothing new."""
+    """The `groundtruth` tests (live recomputation with torch) are deselected, and reported so, unless -m names
+    the marker. In the PostgreSQL pass (`-m postgres` with HUBWATCH_TEST_POSTGRES set), a test of a `postgres`
+    module that takes no database is left out: it runs on SQLite in the plain pass and would test nothing new."""
+    if not _names_groundtruth(config):
+        live = [item for item in items if item.get_closest_marker("groundtruth")]
+        if live:
+            config.hook.pytest_deselected(items=live)
+            items[:] = [item for item in items if not item.get_closest_marker("groundtruth")]
     if not postgres_admin_url() or "postgres" not in (config.getoption("markexpr") or ""):
         return
     keep, drop = [], []
@@ -95,30 +95,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
-@contextmanager
-def fresh_database(path: Path, template: str | None = None) -> Iterator[str]:
-    """The URL of a new database: the SQLite file `path`, or on PostgreSQL a new database (a copy of
-    `template`, a database no one is connected to, when given) dropped on exit."""
-    admin_url = postgres_admin_url()
-    if not admin_url:
-        yield _url(path)
-        return
-    import uuid
-
-    import sqlalchemy as sa
-
-    name = f"hw_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
-    try:
-        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
-
-
 @pytest.fixture
 def database_url(tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database: a SQLite file, or, when HUBWATCH_TEST_POSTGRES names a server (an
@@ -128,37 +104,10 @@ def database_url(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-_OSV: list = []
-
-
-def osv_endpoint() -> str:
-    """The OSV fake every test's hubwatch talks to (one for the session, real records, loopback)."""
-    if not _OSV:
-        import atexit
-
-        from tracker.standins.osv import OsvFake
-
-        _OSV.append(OsvFake().start())
-        atexit.register(_OSV[0].stop)
-    return _OSV[0].endpoint
-
-
 @pytest.fixture(autouse=True)
 def _osv_fake(monkeypatch: pytest.MonkeyPatch) -> None:
     """Subprocesses (the CLI) use the OSV fake too, never the public OSV."""
     monkeypatch.setenv("HUBWATCH_OSV_API_URL", osv_endpoint())
-
-
-def settings_for(endpoint: str, db_path: Path | str, **sections: dict) -> object:
-    raw = {
-        "hub": {"endpoint": endpoint},
-        "storage": {"url": _url(db_path)},
-        "poll": {"jitter": "0"},
-        "osv": {"api_url": osv_endpoint()},
-    }
-    for name, values in sections.items():
-        raw.setdefault(name, {}).update(values)
-    return settings_from_mapping(raw, env={}, source="test")
 
 
 @pytest.fixture
@@ -169,24 +118,9 @@ def app(replay, database_url: str) -> Iterator[App]:
         app.store.engine.dispose()
 
 
-def write_config(path: Path, endpoint: str, db_path: Path | str, extra: str = "") -> Path:
-    path.write_text(
-        f'[hub]\nendpoint = "{endpoint}"\n\n[storage]\nurl = "{_url(db_path)}"\n\n[poll]\njitter = "0"\n{extra}',
-        encoding="utf-8",
-    )
-    return path
-
-
-def run_cli(*args: str, config: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120):
-    """Run `hubwatch ARGS` in a subprocess, as a user or a script would."""
-    full_env = {**os.environ, **(env or {})}
-    cmd = [sys.executable, "-m", "tracker"]
-    if config is not None:
-        cmd += ["--config", str(config)]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, env=full_env, timeout=timeout)
-
-
-def cli_json(*args: str, config: Path, env: dict[str, str] | None = None):
-    result = run_cli(*args, "--json", config=config, env=env)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+@pytest.fixture(scope="session")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
+    """The hostile fixture repo and Llama-3.1-8B-Instruct, every commit ingested once a session (read it
+    only; `copy_to` gives a test a copy to write to): the feeds, the API and the browser tests serve it."""
+    with ingested_history(tmp_path_factory.mktemp("feeds")) as history:
+        yield history

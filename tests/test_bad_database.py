@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from storage.db import create_db_engine, migrate, script_heads
 from storage.errors import StorageError
-from tests.conftest import run_cli, write_config
+from tests.support.cli import run_cli, write_config
 
 
 def _hubwatch_db(path: Path) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_json, run_cli, write_config
+from tests.support.cli import cli_json, run_cli, write_config
 
 BROKEN = "hubwatch-tests/broken-model"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from storage.history import NewEstimate
-from tests.conftest import run_cli, write_config
+from tests.support.cli import run_cli, write_config
 from tracker.app import App
 from tracker.changes import Severity
 from tracker.estimate_change import estimate_change

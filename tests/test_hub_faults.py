@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, settings_for, write_config
+from tests.support.cli import run_cli, write_config
+from tests.support.settings import settings_for
 from tracker.app import App
 
 BROKEN = "hubwatch-tests/broken-model"

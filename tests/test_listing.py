@@ -11,7 +11,7 @@ from sqlmodel import select
 
 from storage.listing_state import ALL_MODELS, ListingStore, author_scope
 from storage.models import Event, Revision
-from tests.conftest import settings_for
+from tests.support.settings import settings_for
 from tracker.app import App
 from tracker.polling.budget import RequestBudget
 from tracker.polling.listing import ListingJob, ListingPass, follow_author
@@ -264,7 +264,7 @@ def test_daemon_finds_a_move_by_listing(replay_for_daemon: ReplayServer, tmp_pat
 
     import httpx
 
-    from tests.conftest import write_config
+    from tests.support.cli import write_config
     from tests.test_cli import _read_until
 
     hub = replay_for_daemon

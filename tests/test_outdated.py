@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, write_config
+from tests.support.cli import run_cli, write_config
 
 EVERY = "hubwatch-tests/every-kind"
 REWRITTEN = "hubwatch-tests/rewritten-model"

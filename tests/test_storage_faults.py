@@ -20,7 +20,8 @@ from storage.db import create_db_engine
 from storage.front import Storage
 from storage.history import HistoryStore
 from storage.models import Revision
-from tests.conftest import run_cli, settings_for, write_config
+from tests.support.cli import run_cli, write_config
+from tests.support.settings import settings_for
 from tracker.app import App
 from tracker.hub import HubClient
 from tracker.ingest import Ingestor

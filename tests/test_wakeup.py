@@ -14,7 +14,8 @@ from storage.db import create_db_engine, migrate
 from storage.front import Storage
 from storage.outbox import OutboxStore
 from storage.wakeups import on_deliveries_queued
-from tests.webhooks.conftest import LINKS, FakeClock, Receiver, Reply, emit, subscribe
+from tests.support.clock import FakeClock
+from tests.support.webhooks import LINKS, Receiver, Reply, emit, subscribe
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from storage.listing_state import author_scope
-from tests.conftest import settings_for
+from tests.support.settings import settings_for
 from tracker.app import App
 from tracker.cli import cli
 from tracker.standins.replay.control import ReplayServer

@@ -5,7 +5,6 @@ among all, Hub webhooks polled at once. On SQLite and (the CI's second pass) Pos
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,22 +17,14 @@ from storage.db import create_db_engine, migrate
 from storage.front import Storage
 from storage.leases import LeaseStore
 from storage.models import Watch
+from tests.support.clock import FakeClock
+from tests.support.settings import settings_for
+from tests.support.waiting import wait_until
 from tracker.polling.shared import SharedScheduler
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 @pytest.fixture
@@ -98,6 +89,25 @@ def test_an_expired_lease_is_taken_over_and_the_old_holder_changes_nothing(engin
     assert (row.next_poll_at, row.leased_by) == (T0 + timedelta(minutes=1), None)
 
 
+def test_a_watch_polled_and_given_back_since_the_claims_read_is_not_claimed_again(engines: list[sa.Engine]) -> None:
+    """A claim reads the due watches, then takes each: one that another worker claimed, polled and gave back
+    in between (free again, but due in an hour) is not taken (SQLite has no row locks to keep it out)."""
+    _watches(engines[0], 1)
+    _due_now(engines[0], T0)
+    a, b = LeaseStore(engines[0]), LeaseStore(engines[1])
+    by_a: list = []
+
+    @sa.event.listens_for(engines[1], "after_cursor_execute")
+    def meanwhile(conn, cursor, statement, *_args) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and not by_a:
+            by_a.append(a.claim_due("a", T0, 15, 10))  # on PostgreSQL none: b's read locked the row
+            for held in by_a[0]:
+                assert a.release("a", held, T0 + timedelta(hours=1))
+
+    by_b = b.claim_due("b", T0, 15, 10)
+    assert len(by_a[0]) + len(by_b) == 1
+
+
 def test_a_poll_asked_for_while_leased_stays_due_on_release(engines: list[sa.Engine]) -> None:
     store = _watches(engines[0], 1)
     _due_now(engines[0], T0)
@@ -150,56 +160,70 @@ def test_a_periodic_job_runs_once_an_interval_among_workers(engines: list[sa.Eng
 
 
 class Polls:
-    """A poll function that records who polled what, and whether two polls of one watch overlapped."""
+    """A poll function per worker that records who polled what, and whether two polls of one watch
+    overlapped. Nothing sleeps: `hold(repo)` makes that watch's polls say they started and wait for a go, and
+    with `meet=n` every poll waits until n workers each have one under way (so that all of them take part)."""
 
-    def __init__(self, seconds: float = 0.05) -> None:
-        self.seconds = seconds
+    def __init__(self, meet: int = 0) -> None:
         self.done: list[tuple[str, str]] = []
         self.active: Counter[str] = Counter()
         self.overlaps = 0
         self._lock = threading.Lock()
+        self._held: dict[str, tuple[threading.Event, threading.Event]] = {}
+        self._meet = meet
+        self._polling: set[str] = set()
+        self._met = threading.Event()
+
+    def hold(self, repo_id: str) -> tuple[threading.Event, threading.Event]:
+        """(started, go): the watch's polls set `started`, then wait for `go`."""
+        self._held[repo_id] = (threading.Event(), threading.Event())
+        return self._held[repo_id]
 
     def for_worker(self, name: str):
         def poll(repo_id: str, branch: str) -> None:
             with self._lock:
                 self.active[repo_id] += 1
                 self.overlaps += self.active[repo_id] > 1
-            time.sleep(self.seconds)
+                self._polling.add(name)
+                if len(self._polling) >= self._meet:
+                    self._met.set()
+            if repo_id in self._held:
+                started, go = self._held[repo_id]
+                started.set()
+                go.wait(10)
+            self._met.wait(10)
             with self._lock:
                 self.active[repo_id] -= 1
                 self.done.append((name, repo_id))
         return poll
 
 
-def _scheduler(engine: sa.Engine, polls: Polls, name: str, lease_s: float = 3, store: Storage | None = None) -> SharedScheduler:
+def _scheduler(engine: sa.Engine, polls: Polls, name: str, lease_s: float = 3, store: Storage | None = None,
+               **kwargs: object) -> SharedScheduler:
     store = store or Storage(engine)
     return SharedScheduler(store.watches.watch_schedule, polls.for_worker(name), 0, LeaseStore(engine), lease_s,
-                           worker=name, claim_tick_s=0.1, version=store.watches.watch_list_version)
-
-
-def _wait(predicate, timeout_s: float = 15) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
+                           worker=name, claim_tick_s=0.1, version=store.watches.watch_list_version, **kwargs)
 
 
 def test_two_workers_share_the_watches_without_polling_one_twice(engines: list[sa.Engine]) -> None:
     """30 watches, a baseline each: every watch polled exactly once, by one worker or the other, never
-    two polls of one watch at a time; both workers took part; a clean stop gives every lease back."""
+    two polls of one watch at a time; both workers took part; a clean stop gives every lease back, and a
+    third worker's round finds nothing due (the next polls are an hour away)."""
     _watches(engines[0], 30, interval_s=3600)
-    polls = Polls()
+    polls = Polls(meet=2)
     workers = [_scheduler(engines[n], polls, f"w{n}") for n in range(2)]
     for w in workers:
         w.start()
     try:
-        assert _wait(lambda: len(polls.done) >= 30)
-        time.sleep(0.5)  # nothing else is due for an hour
+        assert wait_until(lambda: len(polls.done) >= 30)
     finally:
         for w in workers:
             w.stop()
+    third = _scheduler(engines[0], polls, "w2")
+    try:
+        assert third.tick() == 0
+    finally:
+        third.stop()
     by_repo = Counter(repo for _, repo in polls.done)
     assert len(by_repo) == 30 and set(by_repo.values()) == {1} and polls.overlaps == 0
     assert {name for name, _ in polls.done} == {"w0", "w1"}
@@ -209,23 +233,25 @@ def test_two_workers_share_the_watches_without_polling_one_twice(engines: list[s
 
 
 def test_a_killed_workers_watches_are_taken_over_within_the_lease(engines: list[sa.Engine]) -> None:
-    """A worker claims 10 due watches and dies (never releases): the live worker polls them once their
-    3 s lease expires, and says nothing is overdue afterwards."""
+    """A worker claims 10 due watches and dies (never releases): the live worker's rounds (on a fake clock)
+    leave them alone while the 3 s lease runs, poll each once as soon as it expired, and nothing is overdue."""
+    clock = FakeClock(T0)
     _watches(engines[0], 10, interval_s=3600)
-    _due_now(engines[0], datetime.now(UTC))
-    dead = LeaseStore(engines[1]).claim_due("dead", datetime.now(UTC), 3, 10)
+    _due_now(engines[0], T0)
+    dead = LeaseStore(engines[1]).claim_due("dead", T0, 3, 10)
     assert len(dead) == 10
-    killed_at = time.monotonic()
-    polls = Polls(seconds=0.01)
-    live = _scheduler(engines[0], polls, "live")
-    live.start()
+    polls = Polls()
+    live = _scheduler(engines[0], polls, "live", clock=clock)
     try:
-        assert _wait(lambda: len(polls.done) == 10)
-        taken_s = time.monotonic() - killed_at
-        assert 3 <= taken_s < 6, taken_s
+        clock.advance(2.9)
+        assert live.tick() == 0
+        clock.advance(0.2)
+        assert live.tick() == 10
+        assert live.tick() == 0
         assert live.poll_state()["polls_overdue"] == 0
     finally:
         live.stop()
+    assert sorted(r for _, r in polls.done) == sorted(f"org/m{i}" for i in range(10))
 
 
 def test_a_worker_that_loses_its_database_lets_its_leases_expire_and_the_other_carries_on(
@@ -234,7 +260,7 @@ def test_a_worker_that_loses_its_database_lets_its_leases_expire_and_the_other_c
     """Worker a's database goes away mid-poll (renewals and releases fail): it logs and carries on, and
     worker b polls a's watches once the leases expire; none is polled by both at once."""
     _watches(engines[0], 4, interval_s=3600)
-    polls = Polls(seconds=0.01)
+    polls = Polls()
     gate = threading.Event()
     cut = _scheduler(engines[1], polls, "a")
     slow = cut._poll
@@ -245,7 +271,7 @@ def test_a_worker_that_loses_its_database_lets_its_leases_expire_and_the_other_c
 
     cut._poll = hung
     cut.start()
-    assert _wait(lambda: sum(LeaseStore(engines[0]).lease_counts(datetime.now(UTC)).values()) == 4)
+    assert wait_until(lambda: sum(LeaseStore(engines[0]).lease_counts(datetime.now(UTC)).values()) == 4)
 
     def gone(*_args: object, **_kwargs: object) -> None:
         raise sa.exc.OperationalError("UPDATE watch", {}, Exception("server closed the connection unexpectedly"))
@@ -256,7 +282,7 @@ def test_a_worker_that_loses_its_database_lets_its_leases_expire_and_the_other_c
     with capture_logs() as logs:
         other.start()
         try:
-            assert _wait(lambda: len({r for n, r in polls.done if n == "b"}) == 4)
+            assert wait_until(lambda: len({r for n, r in polls.done if n == "b"}) == 4)
         finally:
             gate.set()
             other.stop()
@@ -268,18 +294,20 @@ def test_a_worker_that_loses_its_database_lets_its_leases_expire_and_the_other_c
 
 def test_a_hub_webhook_polls_at_once_and_a_held_watch_again_after_its_poll(engines: list[sa.Engine]) -> None:
     store = _watches(engines[0], 2, interval_s=3600)
-    polls = Polls(seconds=0.3)
+    polls = Polls()
     worker = _scheduler(engines[0], polls, "w", store=store)
     worker.start()
     try:
-        assert _wait(lambda: len(polls.done) == 2)  # the baselines
+        assert wait_until(lambda: len(polls.done) == 2)  # the baselines
         assert worker.trigger("org/m0", "main")
-        assert _wait(lambda: len(polls.done) == 3, timeout_s=2)
+        assert wait_until(lambda: len(polls.done) == 3, timeout_s=2)
         # a webhook while the watch is being polled: polled once more after that poll, not at once beside it
+        started, go = polls.hold("org/m1")
         assert worker.trigger("org/m1", "main")
-        time.sleep(0.1)
+        assert started.wait(5)
         assert worker.trigger("org/m1", "main")
-        assert _wait(lambda: len(polls.done) == 5, timeout_s=5)
+        go.set()
+        assert wait_until(lambda: len(polls.done) == 5, timeout_s=5)
         assert not worker.trigger("org/absent", "main")
     finally:
         worker.stop()
@@ -288,18 +316,28 @@ def test_a_hub_webhook_polls_at_once_and_a_held_watch_again_after_its_poll(engin
 
 
 def test_periodic_jobs_run_on_one_worker(engines: list[sa.Engine]) -> None:
+    """Two workers' rounds (one clock): a periodic job runs on the first to come, not on the other, not again
+    half an interval on, and once more an interval on, on whichever worker comes first then."""
+    clock = FakeClock(T0)
     ran: list[str] = []
-    workers = [_scheduler(engines[n], Polls(), f"w{n}") for n in range(2)]
-    for w in workers:
-        w.add_periodic("__job__", lambda name=w.worker: ran.append(name), 3600, first_at=datetime.now(UTC))
-        w.start()
+    workers = [_scheduler(engines[n], Polls(), f"w{n}", clock=clock) for n in range(2)]
     try:
-        assert _wait(lambda: bool(ran))
-        time.sleep(1)
+        for w in workers:
+            w.add_periodic("__job__", lambda name=w.worker: ran.append(name), 3600, first_at=T0)
+        for w in workers:
+            w.tick()
+        assert ran == ["w0"]
+        clock.advance(1800)
+        for w in workers:
+            w.tick()
+        assert ran == ["w0"]
+        clock.advance(1800)
+        for w in reversed(workers):
+            w.tick()
+        assert ran == ["w0", "w1"]
     finally:
         for w in workers:
             w.stop()
-    assert len(ran) == 1
 
 
 def test_workers_storing_the_same_content_at_once_both_commit(engines: list[sa.Engine]) -> None:
@@ -316,7 +354,13 @@ def test_workers_storing_the_same_content_at_once_both_commit(engines: list[sa.E
     weight = {"sha256": "a" * 64, "tensor_count": 1, "parameters": 4, "file_metadata": None, "error": None, "read_at": T0}
     tensor = {"weight_sha256": "a" * 64, "name": "w", "dtype": "F32", "shape": [2, 2], "parameters": 4}
     first_in = threading.Event()
+    inserting = threading.Event()
     errors: list[BaseException] = []
+
+    @sa.event.listens_for(engines[1], "before_cursor_execute")
+    def _sent(conn, cursor, statement, *_args) -> None:
+        if statement.lstrip().upper().startswith("INSERT"):
+            inserting.set()
 
     def second() -> None:
         try:
@@ -337,7 +381,10 @@ def test_workers_storing_the_same_content_at_once_both_commit(engines: list[sa.E
         insert_new(s, WeightTensor.__table__, [tensor], key=lambda r: r["name"])  # type: ignore[attr-defined]
         s.flush()
         first_in.set()
-        time.sleep(0.3)  # the second writer is at its INSERT now, waiting for this transaction
+        # the second writer has sent its INSERT, and on PostgreSQL it is seen waiting for this transaction's lock
+        assert inserting.wait(10)
+        if engines[0].dialect.name == "postgresql":
+            assert wait_until(lambda: _lock_waits(engines[0]) > 0, timeout_s=10)
         s.commit()
     thread.join(15)
     assert errors == []
@@ -346,9 +393,14 @@ def test_workers_storing_the_same_content_at_once_both_commit(engines: list[sa.E
         assert len(list(s.exec(sa.select(Blob.oid)))) == 1 and len(list(s.exec(sa.select(WeightTensor.name)))) == 1
 
 
-def test_the_daemon_shares_on_postgresql_and_times_watches_itself_on_sqlite(tmp_path, replay) -> None:
-    from conftest import settings_for
+def _lock_waits(engine: sa.Engine) -> int:
+    """Backends of this database waiting for a lock (PostgreSQL)."""
+    with engine.connect() as conn:
+        return conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()").scalar_one()
 
+
+def test_the_daemon_shares_on_postgresql_and_times_watches_itself_on_sqlite(tmp_path, replay) -> None:
     from tracker.app import App
     from tracker.polling.builder import build_scheduler
     from tracker.polling.scheduler import Scheduler
@@ -391,7 +443,7 @@ def test_one_process_keeps_a_poll_asked_for_across_a_kill(engines: list[sa.Engin
     after = Scheduler(store.watches.watch_schedule, lambda r, b: polled.append(r), 0, requests=leases)
     after.start()
     try:
-        assert _wait(lambda: store.watches.get_watch("org/m1").next_poll_at is None, timeout_s=10)  # type: ignore[union-attr]
+        assert wait_until(lambda: store.watches.get_watch("org/m1").next_poll_at is None, timeout_s=10)  # type: ignore[union-attr]
     finally:
         after.stop()
     assert polled == ["org/m1"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks._workers import Fleet, write_moving_repos
+from tests.support.fleet import Fleet, write_moving_repos
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

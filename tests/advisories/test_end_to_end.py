@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_cli, write_config
+from tests.support.cli import run_cli, write_config
 
 PHI = "microsoft/phi-2"
 

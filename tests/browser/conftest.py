@@ -1,85 +1,22 @@
-"""Debian's chromium, headless, driven by Selenium against the pages served over a replayed history.
-
-Every page load records Content-Security-Policy violations and `alert` calls through a script the
-driver installs before the page's own (CDP's addScriptToEvaluateOnNewDocument is exempt from the CSP),
-so a test can assert that upstream text ran nothing and the policy had nothing to block.
-"""
+"""A headless chromium against the pages served over the replayed history (tests/support/browser.py)."""
 
 from __future__ import annotations
 
-import base64
-import re
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 
-from tests.feeds.conftest import history, serve  # noqa: F401 - `history` is a fixture used here
-
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
-DESKTOP = (1280, 900)
-PHONE = (390, 844)
-_WATCH = """
-window.__hubwatch = {violations: [], alerts: []};
-document.addEventListener('securitypolicyviolation', function (e) {
-  window.__hubwatch.violations.push(e.violatedDirective + ' ' + e.blockedURI + ' ' + (e.sample || ''));
-});
-['alert', 'confirm', 'prompt'].forEach(function (name) {
-  window[name] = function (m) { window.__hubwatch.alerts.push(name + ':' + String(m)); };
-});
-"""
-
-
-def _binaries() -> tuple[str, str] | None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    return (browser, driver) if browser and driver else None
-
-
-@dataclass
-class Browser:
-    """One headless chromium session and the server it browses."""
-
-    driver: Any
-    base: str
-
-    def open(self, path: str, size: tuple[int, int] = DESKTOP) -> None:
-        self.resize(size)
-        self.driver.get(self.base + path)
-
-    def resize(self, size: tuple[int, int]) -> None:
-        width, height = size
-        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                                    {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
-
-    def report(self) -> dict[str, list[str]]:
-        """What the page's CSP blocked and which dialogs something tried to open, since it loaded."""
-        return self.driver.execute_script("return window.__hubwatch || {violations: ['watcher missing'], alerts: []};")
-
-    def console_errors(self) -> list[str]:
-        """Console errors other than the browser's own favicon request."""
-        return [e["message"] for e in self.driver.get_log("browser")
-                if e["level"] == "SEVERE" and "favicon.ico" not in e["message"]]
-
-    def screenshot(self, name: str) -> Path:
-        """The whole page as a PNG under test-artifacts/browser/."""
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
-        path = ARTIFACTS / (re.sub(r"[^A-Za-z0-9_.-]+", "_", name) + ".png")
-        path.write_bytes(base64.b64decode(shot["data"]))
-        return path
+from tests.support.browser import DESKTOP, WATCH_SCRIPT, Browser, chromium_binaries
+from tests.support.served import serve
 
 
 @pytest.fixture(scope="module")
-def browser(history) -> Iterator[Browser]:  # noqa: F811 - the fixture imported above
+def browser(history) -> Iterator[Browser]:
     """A headless chromium against a server over the replayed history; skipped only without chromium."""
-    found = _binaries()
+    found = chromium_binaries()
     if found is None:
         pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver; .ci/run does)")
     options = Options()
@@ -90,7 +27,7 @@ def browser(history) -> Iterator[Browser]:  # noqa: F811 - the fixture imported 
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(executable_path=found[1]))
     try:
-        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _WATCH})
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH_SCRIPT})
         with serve(history.store()) as server:
             yield Browser(driver, server.url)
     finally:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from selenium.webdriver.common.by import By
 
-from tests.browser.conftest import DESKTOP, PHONE, Browser
-from tests.feeds.conftest import HOSTILE, LLAMA
+from tests.support.browser import DESKTOP, PHONE, Browser
+from tests.support.served import HOSTILE, LLAMA
 
 _NO_ISSUES = {"violations": [], "alerts": []}
 

@@ -2,33 +2,8 @@
 
 from __future__ import annotations
 
-import copy
-
 import torch
-
-ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attention_probs_dropout_prob", "attn_pdrop")
-
-
-def with_layers(config: dict, layers: int) -> dict:
-    """A copy of ``config`` with every stack cut to ``layers`` layers, widths untouched.
-
-    Attention-probability dropout is set to 0: on a GPU, SDPA applies it inside the fused kernel without
-    storing the score matrix, which the CPU kernel cannot do (it falls back to the math path).
-    """
-    cfg = copy.deepcopy(config)
-    for sub in [cfg, cfg.get("text_config"), cfg.get("vision_config")]:
-        if not isinstance(sub, dict):
-            continue
-        for key in ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers",
-                    "encoder_layers", "decoder_layers"):
-            if key in sub or (sub is not cfg and key == "num_hidden_layers"):
-                sub[key] = layers
-        for key in ATTENTION_DROPOUT_KEYS:
-            if key in sub:
-                sub[key] = 0.0
-        if "layer_types" in sub:
-            sub["layer_types"] = sub["layer_types"][:layers]
-    return cfg
+from estimator_configs import ATTENTION_DROPOUT_KEYS, with_layers  # noqa: F401 - their names here too
 
 
 def inputs_for(config: dict, batch: int, seq: int):

@@ -8,23 +8,15 @@ memory or compute. Fake and real CPU runs save the same tensors (``test_fake_run
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import transformers
 from cuda_policy import CudaRules
+from estimator_configs import FIXTURES, load_config  # noqa: F401 - their names here too
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers.initialization import no_init_weights
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "estimator" / "configs"
-
-
-def load_config(relpath: str) -> dict:
-    """Read one fixture config.json as a plain dict."""
-    return json.loads((FIXTURES / relpath).read_text())
 
 
 def model_class(config_dict: dict):
@@ -124,3 +116,38 @@ def measure(config_dict: dict, inputs_for, *, fake: bool = True) -> Saved:
     with FakeTensorMode(), no_init_weights():
         model = build(config_dict, torch.device("cpu"))
         return saved_bytes(model, inputs_for(config_dict))
+
+
+def tower_counts(config_dict: dict, modules: dict[str, list[str]], loose: dict[str, int]) -> dict[str, int]:
+    """Parameters per tower of transformers' model: the named submodules' (plus loose tensors such as logit_scale)."""
+    model = build(config_dict, torch.device("meta"))
+    counts = {tower: sum(p.numel() for name in names for p in model.get_submodule(name).parameters())
+              + loose.get(tower, 0) for tower, names in modules.items()}
+    counts.update({t: n for t, n in loose.items() if t not in counts})
+    return counts
+
+
+def linear_roles(config_dict: dict) -> dict[str, int]:
+    """Each linear of transformers' model by its name within a layer (embeddings left out): in + out, summed."""
+    model = build(config_dict, torch.device("meta"))
+    real: dict[str, int] = {}
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(weight, torch.nn.Parameter) and weight.dim() == 2 and "embed" not in name:
+            parts = name.split(".")
+            numbered = [i for i, p in enumerate(parts) if p.isdigit()]
+            role = ".".join(parts[numbered[-1] + 1:]) if numbered else name
+            real[role] = real.get(role, 0) + sum(weight.shape)
+    return real
+
+
+def saved_tensors(config_dict: dict) -> dict[str, list]:
+    """What save_pretrained would write, by name: ["param" | "int_buffer" | "float_buffer", shape], each parameter
+    once (tied ones once) and the persistent buffers."""
+    model = build(config_dict, torch.device("meta"))
+    out: dict[str, list] = {name: ["param", list(p.shape)] for name, p in model.named_parameters()}
+    persistent = set(model.state_dict())
+    for name, buf in model.named_buffers():
+        if name in persistent:
+            out[name] = ["float_buffer" if buf.is_floating_point() else "int_buffer", list(buf.shape)]
+    return out

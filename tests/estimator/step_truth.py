@@ -24,8 +24,9 @@ import weakref
 import torch
 import transformers
 from cuda_policy import CudaRules
+from estimator_configs import case_config  # noqa: F401 - its name here too (benchmarks, generate_step_truth)
 from estimator_shapes import ATTENTION_DROPOUT_KEYS, inputs_for
-from estimator_truth import hf_config, load_config, model_class
+from estimator_truth import hf_config, model_class
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
@@ -111,21 +112,6 @@ def _build(config: dict, mode: str, rank: int = LORA_RANK, targets: str | list[s
     if mode.endswith("_gc"):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return _lora(model, rank, targets) if base == "lora" else model
-
-
-STANDALONE = {"text_config": ("clip_text_model", "CLIPTextModel"),
-              "vision_config": ("clip_vision_model", "CLIPVisionModel")}
-
-
-def case_config(case: str) -> dict:
-    """A fixture config by path; ``path#text_config`` or ``path#vision_config`` is that CLIP sub-config standing
-    alone, as a CLIPTextModel or CLIPVisionModel checkpoint's config.json is."""
-    path, _, sub = case.partition("#")
-    config = load_config(path)
-    if not sub:
-        return config
-    model_type, arch = STANDALONE[sub]
-    return {**config[sub], "model_type": model_type, "architectures": [arch]}
 
 
 def step_inputs(config: dict, batch: int, seq: int) -> dict:

@@ -12,8 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from estimator_truth import load_config
-from step_truth import step_peaks
+from estimator_configs import load_config
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 GPU = {(r["config"], r["mode"], r["batch"]): r for path in sorted(RESULTS.glob("gpu_step_peaks_h200*.json"))
@@ -22,8 +21,18 @@ CASES = [("gpt2/gpt2.json", "full_finetune", 4), ("llama/Llama-3.2-1B.json", "lo
          ("bert/bert-base-uncased.json", "lora", 4)]
 
 
+pytestmark = pytest.mark.groundtruth  # the harness itself (torch) against the card
+
+
+def test_the_cards_results_are_there():
+    """Every case has its measured step in benchmarks/results (an empty glob would test nothing)."""
+    assert all(case in GPU for case in CASES) and ("llama/Llama-3.2-1B.json", "lora", 4) in GPU
+
+
 @pytest.mark.parametrize(("config", "mode", "batch"), CASES, ids=lambda v: str(v))
 def test_harness_under_cuda_rules_matches_the_card(config, mode, batch):
+    from step_truth import step_peaks
+
     measured = max(GPU[(config, mode, batch)]["peaks"].values())
     simulated = max(step_peaks(load_config(config), mode, batch, 512).values())  # under CudaRules
     assert abs(simulated / measured - 1) < 0.03, (simulated, measured)
@@ -32,6 +41,8 @@ def test_harness_under_cuda_rules_matches_the_card(config, mode, batch):
 def test_plain_cpu_harness_differs_from_the_card_where_the_rules_matter():
     """Without CUDA's rules, PEFT's dropout keeps a 4-byte noise tensor per adapter input: the CPU over-counts
     LoRA on Llama by far more than the tolerance above (the reason CudaRules exists)."""
+    from step_truth import step_peaks
+
     measured = max(GPU[("llama/Llama-3.2-1B.json", "lora", 4)]["peaks"].values())
     plain = max(step_peaks(load_config("llama/Llama-3.2-1B.json"), "lora", 4, 512, cuda_rules=False).values())
     assert plain / measured - 1 > 0.1

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import torch
-from estimator_compare import compare
-from estimator_shapes import inputs_for, with_layers
-from estimator_truth import load_config, measure
+from estimator_compare import compare, compare_with
+from estimator_configs import load_config, recorded, with_layers
 
 SEQ = 512
 
@@ -28,6 +26,30 @@ FAMILIES = [
 ]
 
 
+# (config, batch, sequence) of every case, with the activations transformers saves recorded for it (record_truth.py)
+CASES = [(path, batch, SEQ) for path in FAMILIES for batch in (1, 4)] + [("whisper/whisper-tiny.json", batch, 448) for batch in (1, 4)]
+
+
+def case_key(path: str, batch: int, seq: int) -> str:
+    return f"{path}|{batch}|{seq}"
+
+
+@pytest.mark.parametrize(("path", "batch", "seq"), CASES, ids=lambda v: str(v))
+def test_saved_activations_within_ten_percent_of_the_recorded(path, batch, seq):
+    """One layer's saved bytes and the fixed part within 10% of what transformers saved (recorded; Whisper at
+    its 448-token decoder limit)."""
+    figures = recorded("activations")[case_key(path, batch, seq)]
+    result = compare_with((figures["layer"], figures["fixed"]), load_config(path), batch, seq)
+    assert abs(result.layer_error) < 0.10, (result.measured_layer, result.estimated_layer)
+    assert abs(result.fixed_error) < 0.10, (result.measured_fixed, result.estimated_fixed)
+
+
+def test_every_case_has_its_recorded_activations():
+    """The recorded activations are those of the cases, no more, no fewer."""
+    assert sorted(recorded("activations")) == sorted(case_key(*case) for case in CASES)
+
+
+@pytest.mark.groundtruth
 @pytest.mark.parametrize("batch", [1, 4])
 @pytest.mark.parametrize("path", FAMILIES)
 def test_saved_activations_within_ten_percent(path, batch):
@@ -37,6 +59,7 @@ def test_saved_activations_within_ten_percent(path, batch):
     assert abs(result.fixed_error) < 0.10, (result.measured_fixed, result.estimated_fixed)
 
 
+@pytest.mark.groundtruth
 @pytest.mark.parametrize("batch", [1, 4])
 def test_whisper_saved_activations_within_ten_percent(batch):
     """Whisper, at its 448-token decoder limit and 3000 mel frames, is within 10% too."""
@@ -45,8 +68,13 @@ def test_whisper_saved_activations_within_ten_percent(batch):
     assert abs(result.fixed_error) < 0.10
 
 
+@pytest.mark.groundtruth
 def test_fake_run_matches_real_run():
     """FakeTensorMode saves exactly what a real CPU forward saves (so the fast harness is a fair truth)."""
+    import torch
+    from estimator_shapes import inputs_for
+    from estimator_truth import measure
+
     config = with_layers(load_config("qwen2/Qwen2.5-0.5B.json"), 1)
     feed = lambda c: inputs_for(c, 1, 128)  # noqa: E731 - a one-line input factory
     torch.manual_seed(0)

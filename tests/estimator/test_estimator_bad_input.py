@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from estimator_truth import load_config
+from estimator_configs import load_config
 
 from estimator import EstimateError, estimate
 

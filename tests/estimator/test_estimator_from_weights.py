@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from estimator_truth import load_config
+from estimator_configs import load_config
 from test_estimator_manifest import manifest_of
 
 from estimator import at_batch, estimate, render_table
@@ -86,7 +86,7 @@ def test_phi3_custom_code_matches_the_stock_phi3_exactly():
     """Phi-3-mini ships modeling_phi3.py: read off its manifest, every mode equals the stock phi3 builder's."""
     config = load_config("custom/Phi-3-mini-4k-instruct.json")
     stock = {k: v for k, v in config.items() if k != "auto_map"}
-    manifest = manifest_of(stock)
+    manifest = manifest_of("custom/Phi-3-mini-4k-instruct.json")
     ours, theirs = estimate(config, manifest), estimate(stock, manifest)
     assert ours.parameters["derived"] is None and ours.parameters["total"] == 3_821_079_552
     for mode in MODES:
@@ -99,7 +99,7 @@ def test_stock_layouts_read_off_their_weights_agree_with_their_builders(path: st
     """A stock model marked as custom code, read off transformers' own weight names: full fine-tuning's
     activations within 5% of the family builder's (a tied head found, QK norms and two towers read)."""
     stock = load_config(path)
-    manifest = manifest_of(stock)
+    manifest = manifest_of(path)
     ours = estimate({**stock, "auto_map": {"AutoModel": "modeling.Custom"}}, manifest)
     theirs = estimate(stock, manifest)
     assert ours.input["structure_source"] == "weights"
@@ -204,7 +204,7 @@ def test_a_plain_mlp_read_off_weights_gets_the_lora_and_qlora_terms_of_its_build
     """gpt2 (LayerNorm, plain GELU MLP) as custom code: LoRA and QLoRA keep what its builder says (QLoRA's
     fp32 activation behind a 4-bit fc1), not full fine-tuning's figure less the adapters alone."""
     stock = load_config("gpt2/gpt2.json")
-    manifest = manifest_of(stock)
+    manifest = manifest_of("gpt2/gpt2.json")
     ours = estimate({**stock, "auto_map": {"AutoModel": "modeling.Custom"}}, manifest)
     theirs = estimate(stock, manifest)
     for mode in ("lora", "qlora"):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-import torch
-from estimator_truth import build, load_config
-from step_truth import step_peaks
+from estimator_configs import load_config, recorded
 
 from estimator import EstimateError, at_batch, estimate
 from estimator.memory import CUDA_CONTEXT_BYTES
@@ -106,27 +106,33 @@ def test_custom_code_matches_targets_against_the_manifest():
         estimate(config, manifest, lora_targets=["v"])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", ["gpt2/gpt2.json", LLAMA, "bert/bert-base-uncased.json", "t5/t5-small.json",
-                                  "clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json"])
-def test_module_roles_are_transformers_module_names(path):
-    """Every role a builder records is a linear of the transformers model, with the same (in + out) in total."""
+ROLE_PATHS = ["gpt2/gpt2.json", LLAMA, "bert/bert-base-uncased.json", "t5/t5-small.json", "clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json"]
+
+
+def _roles(path: str) -> dict[str, int]:
     from estimator.families import BUILDERS
     from estimator.reader import ConfigReader
 
-    config = load_config(path)
-    model = build(config, torch.device("meta"))
-    real: dict[str, int] = {}
-    for name, module in model.named_modules():
-        weight = getattr(module, "weight", None)
-        if isinstance(weight, torch.nn.Parameter) and weight.dim() == 2 and "embed" not in name:
-            parts = name.split(".")
-            numbered = [i for i, p in enumerate(parts) if p.isdigit()]
-            role = ".".join(parts[numbered[-1] + 1:]) if numbered else name
-            real[role] = real.get(role, 0) + sum(weight.shape)
-    structure = BUILDERS[config["model_type"]](ConfigReader(config, ""), 512)
-    assert {role: lin.dims for role, lin in structure.lora_roles.items()} == \
-        {role: real[role] for role in structure.lora_roles}
+    structure = BUILDERS[load_config(path)["model_type"]](ConfigReader(load_config(path), ""), 512)
+    return {role: lin.dims for role, lin in structure.lora_roles.items()}
+
+
+@pytest.mark.parametrize("path", ROLE_PATHS)
+def test_module_roles_are_the_recorded_transformers_module_names(path):
+    """Every role a builder records is a linear of the transformers model, with the same (in + out) in total
+    (the model's linears as recorded)."""
+    real = recorded("linear_roles")[path]
+    assert _roles(path) == {role: real[role] for role in _roles(path)}
+
+
+@pytest.mark.groundtruth
+@pytest.mark.parametrize("path", ROLE_PATHS)
+def test_module_roles_are_transformers_module_names(path):
+    """Every role a builder records is a linear of the transformers model, with the same (in + out) in total."""
+    from estimator_truth import linear_roles
+
+    real = linear_roles(load_config(path))
+    assert _roles(path) == {role: real[role] for role in _roles(path)}
 
 
 CASES = [("gpt2/gpt2.json", 64, ["c_attn"], 4), (LLAMA, 16, ["q_proj", "v_proj"], 1),
@@ -137,13 +143,37 @@ CASES = [("gpt2/gpt2.json", 64, ["c_attn"], 4), (LLAMA, 16, ["q_proj", "v_proj"]
 BOUND = {"bert/bert-base-uncased.json": 0.10}  # decoders 5%: the issue's bounds
 
 
-@pytest.mark.slow
+def step_key(path: str, rank: int, targets: str | list[str], batch: int) -> str:
+    return f"{path}|{rank}|{json.dumps(targets)}|{batch}"
+
+
+@pytest.mark.parametrize(("path", "rank", "targets", "batch"), CASES, ids=lambda v: str(v))
+def test_rank_and_targets_match_the_recorded_step(path, rank, targets, batch):
+    """PEFT's LoRA of that rank on those modules, as the harness measured it (recorded; sequence 512): forward
+    and backward within 5% for a decoder (10% for an encoder), the optimizer step within 1%."""
+    _check_step(path, rank, targets, batch, recorded("lora_steps")[step_key(path, rank, targets, batch)])
+
+
+def test_every_case_has_its_recorded_step():
+    """The recorded steps are those of the cases, no more, no fewer; each has its three phases."""
+    steps = recorded("lora_steps")
+    assert sorted(steps) == sorted(step_key(*case) for case in CASES)
+    assert all(set(peaks) == {"forward", "backward", "optimizer"} for peaks in steps.values())
+
+
+@pytest.mark.groundtruth
 @pytest.mark.parametrize(("path", "rank", "targets", "batch"), CASES, ids=lambda v: str(v))
 def test_rank_and_targets_match_the_measured_step(path, rank, targets, batch):
     """PEFT's LoRA of that rank on those modules, stepped in the harness (sequence 512): forward and backward
     within 5% for a decoder (10% for an encoder), the optimizer step within 1%."""
+    from step_truth import step_peaks
+
+    measured = step_peaks(load_config(path), "lora", batch, 512, lora_rank=rank, lora_targets=targets)
+    _check_step(path, rank, targets, batch, measured)
+
+
+def _check_step(path: str, rank: int, targets: str | list[str], batch: int, measured: dict[str, int]) -> None:
     config = load_config(path)
-    measured = step_peaks(config, "lora", batch, 512, lora_rank=rank, lora_targets=targets)
     doc = estimate(config, seq_len_cap=512, lora_rank=rank, lora_targets=targets).to_dict()
     estimated = {k: v - CUDA_CONTEXT_BYTES for k, v in at_batch(doc, "lora", batch)["phase_peaks"].items()}
     bound = {"forward": BOUND.get(path, 0.05), "backward": BOUND.get(path, 0.05), "optimizer": 0.01}

@@ -5,28 +5,36 @@ from __future__ import annotations
 import copy
 
 import pytest
-import torch
-from estimator_truth import build, load_config
+from estimator_configs import load_config, recorded
 
 from estimator import EstimateError, estimate
 from estimator.manifest import count_manifest
 
+# The configs whose checkpoints these tests (and test_estimator_from_weights) write, as transformers would save
+# them (recorded by record_truth.py).
+MANIFEST_CONFIGS = ["clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json", "gpt2/gpt2.json", "t5/flan-t5-base.json",
+                    "llama/Llama-3.2-1B.json", "custom/Phi-3-mini-4k-instruct.json", "whisper/whisper-tiny.json",
+                    "qwen3/Qwen3-0.6B.json", "bert/bert-base-uncased.json"]
 
-def manifest_of(config: dict, dtype: str = "BF16") -> dict:
-    """What save_pretrained would write: each parameter once (tied ones once) and persistent buffers."""
-    model = build(config, torch.device("meta"))
-    out = {name: (dtype, tuple(p.shape)) for name, p in model.named_parameters()}
-    persistent = set(model.state_dict())
-    for name, buf in model.named_buffers():
-        if name in persistent:
-            out[name] = ("I64" if not buf.is_floating_point() else "F32", tuple(buf.shape))
-    return out
+
+def manifest_of(path: str, dtype: str = "BF16") -> dict:
+    """What save_pretrained would write for the fixture config `path` (a custom-code one without its
+    auto_map): each parameter once (tied ones once) in `dtype`, and persistent buffers (int64 or fp32)."""
+    tensors = recorded("manifests")[path]
+    kinds = {"param": dtype, "int_buffer": "I64", "float_buffer": "F32"}
+    return {name: (kinds[kind], tuple(shape)) for name, (kind, shape) in tensors.items()}
+
+
+def test_every_checkpoint_written_here_is_recorded():
+    """The recorded manifests are those of the configs used here, none empty."""
+    manifests = recorded("manifests")
+    assert sorted(manifests) == sorted(MANIFEST_CONFIGS) and all(manifests.values())
 
 
 def test_clip_checkpoint_with_integer_position_ids_matches_the_derived_count():
     """Stored int64 position_ids are buffers: the CLIP checkpoint reconciles to 151,277,313 exactly."""
     config = load_config("clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json")
-    manifest = manifest_of(config, "F32")
+    manifest = manifest_of("clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json", "F32")
     manifest["text_model.embeddings.position_ids"] = ("I64", (1, 77))
     manifest["vision_model.embeddings.position_ids"] = ("I64", (1, 50))
     p = estimate(config, manifest).parameters
@@ -39,7 +47,7 @@ def test_clip_checkpoint_with_integer_position_ids_matches_the_derived_count():
 def test_gpt2_stored_attention_masks_are_not_parameters():
     """GPT-2's stored attn.bias masks (12.6M floats) are buffers, so the checkpoint count stays 124,439,808."""
     config = load_config("gpt2/gpt2.json")
-    manifest = manifest_of(config, "F32")
+    manifest = manifest_of("gpt2/gpt2.json", "F32")
     for i in range(12):
         manifest[f"h.{i}.attn.bias"] = ("F32", (1, 1, 1024, 1024))
     p = estimate(config, manifest).parameters
@@ -49,7 +57,7 @@ def test_gpt2_stored_attention_masks_are_not_parameters():
 def test_t5_v11_checkpoint_keeps_lm_head_apart():
     """flan-T5 stores lm_head beside the shared embeddings; the derived count agrees with that checkpoint."""
     config = load_config("t5/flan-t5-base.json")
-    manifest = manifest_of(config)
+    manifest = manifest_of("t5/flan-t5-base.json")
     manifest["lm_head.weight"] = ("BF16", (32128, 768))
     p = estimate(config, manifest).parameters
     assert p["checkpoint"] == p["derived"] == 247_577_856
@@ -60,7 +68,7 @@ def test_edited_config_is_caught_by_the_manifest():
     real = load_config("llama/Llama-3.2-1B.json")
     edited = copy.deepcopy(real)
     edited["num_hidden_layers"] = 12
-    result = estimate(edited, manifest_of(real))
+    result = estimate(edited, manifest_of("llama/Llama-3.2-1B.json"))
     p = result.parameters
     assert p["used"] == "checkpoint" and p["total"] == 1_235_814_400
     assert p["derived"] < p["checkpoint"] and p["delta"]["parameters"] == p["checkpoint"] - p["derived"]
@@ -107,8 +115,7 @@ def test_custom_code_is_counted_from_its_manifest():
 def test_custom_code_of_a_stock_family_is_not_read_as_stock():
     """Phi-3-mini ships modeling_phi3.py: counted from its manifest (3,821,079,552), never derived."""
     config = load_config("custom/Phi-3-mini-4k-instruct.json")
-    stock = {k: v for k, v in config.items() if k != "auto_map"}
-    p = estimate(config, manifest_of(stock)).parameters
+    p = estimate(config, manifest_of("custom/Phi-3-mini-4k-instruct.json")).parameters
     assert p["derived"] is None and p["total"] == 3_821_079_552
 
 
@@ -122,7 +129,7 @@ def test_unknown_model_type_with_a_manifest_is_counted_from_it():
 def test_whisper_manifest_splits_audio_and_text():
     """A Whisper checkpoint's encoder counts as the audio tower, its decoder as text."""
     config = load_config("whisper/whisper-tiny.json")
-    result = estimate(config, manifest_of(config, "F32"))
+    result = estimate(config, manifest_of("whisper/whisper-tiny.json", "F32"))
     assert result.parameters["delta"]["parameters"] == 0
     assert set(result.parameters["by_tower"]) == {"audio", "text"}
 

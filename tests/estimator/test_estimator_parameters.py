@@ -1,10 +1,10 @@
-"""Parameter counts from config.json equal what transformers builds, for every family, to the parameter."""
+"""Parameter counts from config.json equal what transformers builds, for every family, to the parameter: against
+the figures recorded from transformers (tests/estimator/record_truth.py), and live under `-m groundtruth`."""
 
 from __future__ import annotations
 
 import pytest
-import torch
-from estimator_truth import FIXTURES, build, count_parameters, load_config
+from estimator_configs import FIXTURES, load_config, recorded
 
 from estimator import estimate
 
@@ -34,8 +34,22 @@ CHECKPOINT_TOTALS = {
 
 
 @pytest.mark.parametrize("path", CONFIGS)
+def test_derived_count_equals_the_recorded_transformers_count(path):
+    """The count derived from config.json equals transformers' own model's, as recorded."""
+    assert estimate(load_config(path)).parameters["derived"] == recorded("parameters")[path]
+
+
+def test_every_config_has_its_recorded_count():
+    """The recorded counts are those of the fixture configs, no more, no fewer."""
+    assert sorted(recorded("parameters")) == CONFIGS
+
+
+@pytest.mark.groundtruth
+@pytest.mark.parametrize("path", CONFIGS)
 def test_derived_count_equals_transformers(path):
     """The count derived from config.json equals transformers' own model built on the meta device."""
+    from estimator_truth import count_parameters
+
     config = load_config(path)
     assert estimate(config).parameters["derived"] == count_parameters(config)
 
@@ -69,12 +83,17 @@ TOWERS = [
 ]
 
 
+@pytest.mark.parametrize("path", [t[0] for t in TOWERS])
+def test_every_tower_equals_the_recorded_transformers_submodules(path):
+    """Multi-tower models count every tower and the projections between them, each to the parameter (recorded)."""
+    assert estimate(load_config(path)).parameters["by_tower"] == recorded("towers")[path]
+
+
+@pytest.mark.groundtruth
 @pytest.mark.parametrize("path,modules,loose", TOWERS, ids=[t[0] for t in TOWERS])
 def test_every_tower_equals_the_transformers_submodules(path, modules, loose):
     """Multi-tower models count every tower and the projections between them, each to the parameter."""
+    from estimator_truth import tower_counts
+
     config = load_config(path)
-    model = build(config, torch.device("meta"))
-    expected = {tower: sum(p.numel() for name in names for p in model.get_submodule(name).parameters())
-                + loose.get(tower, 0) for tower, names in modules.items()}
-    expected.update({t: n for t, n in loose.items() if t not in expected})
-    assert estimate(config).parameters["by_tower"] == expected
+    assert estimate(config).parameters["by_tower"] == tower_counts(config, modules, loose)

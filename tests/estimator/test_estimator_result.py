@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from estimator_truth import load_config
+from estimator_configs import load_config
 
 from estimator import Estimate, at_batch, estimate, render_table
 from estimator.memory import CARDS, CUDA_CONTEXT_BYTES, HEADROOM

@@ -7,9 +7,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-import torch
-from estimator_truth import load_config
-from step_truth import LiveBytes, case_config, step_peaks
+from estimator_configs import case_config, load_config
 
 from estimator import at_batch, estimate
 from estimator.families.common import LOSS_TRANSIENT_PER_VOCAB, MLM_LOSS_TRANSIENT_PER_VOCAB
@@ -52,6 +50,7 @@ def test_phase_peaks_match_the_measured_step(row):
     """Each phase's peak against the measured step, whole model: a decoder's forward and backward within 3% (its
     optimizer step within 1%); other families' forward within 10%, backward 15%, optimizer step 2%."""
     estimated = _estimated(row)
+    assert set(row["peaks"]) == {"forward", "backward", "optimizer"}, row["peaks"]  # an empty row would check nothing
     for phase, measured in row["peaks"].items():
         error = estimated[phase] / measured - 1
         assert abs(error) < TOLERANCE[row["kind"]][phase], (phase, estimated[phase], measured)
@@ -120,15 +119,21 @@ def test_a_recomputed_layer_counts_only_beyond_the_loss():
     assert activations(s, True) == kept + s.stacks[0].saved_per_sample()
 
 
-@pytest.mark.slow
+@pytest.mark.groundtruth
 def test_harness_reproduces_a_committed_row():
     """Rerunning the harness on GPT-2 (full fine-tune, batch 1) gives the committed peaks byte for byte."""
+    from step_truth import step_peaks
+
     [row] = [r for r in ROWS if r["config"] == "gpt2/gpt2.json" and r["mode"] == "full_finetune" and r["batch"] == 1]
     assert step_peaks(load_config(row["config"]), row["mode"], row["batch"], row["seq"]) == row["peaks"]
 
 
+@pytest.mark.groundtruth
 def test_live_bytes_counts_allocations_and_frees():
     """The tracker adds a new storage's rounded bytes, ignores views, and subtracts it once freed."""
+    import torch
+    from step_truth import LiveBytes
+
     tracker = LiveBytes()
     with tracker:
         a = torch.ones(1000)            # 4000 bytes -> 4096

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import run_cli, write_config
-from tests.feeds.conftest import API_TOKEN, HOSTILE, LLAMA, History, Served, serve
+from tests.support.cli import run_cli, write_config
+from tests.support.served import API_TOKEN, HOSTILE, LLAMA, History, Served, serve
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

@@ -10,16 +10,8 @@ import pytest
 from lxml import etree
 
 from storage.event_log import NewEvent
-from tests.conftest import run_cli
-from tests.feeds.conftest import (
-    HOSTILE,
-    LLAMA,
-    READ_TOKEN,
-    SCHEMAS,
-    History,
-    Served,
-    serve,
-)
+from tests.support.cli import run_cli
+from tests.support.served import HOSTILE, LLAMA, READ_TOKEN, SCHEMAS, History, Served, serve
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import write_config
-from tests.feeds.conftest import HOOK_SECRET, Served, serve
+from tests.support.cli import write_config
+from tests.support.served import HOOK_SECRET, Served, serve
 from tracker.app import App
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)

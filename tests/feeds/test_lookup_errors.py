@@ -7,7 +7,7 @@ import pytest
 
 from feeds.http.app import LOOKUP_STATUS, lookup_status
 from storage import errors
-from tests.feeds.conftest import LLAMA
+from tests.support.served import LLAMA
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

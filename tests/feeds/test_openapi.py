@@ -11,7 +11,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from tests.feeds.conftest import API_TOKEN, READ_TOKEN, History, serve
+from tests.support.served import API_TOKEN, READ_TOKEN, History, serve
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

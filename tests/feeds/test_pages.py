@@ -7,7 +7,7 @@ import re
 import httpx
 import pytest
 
-from tests.feeds.conftest import HOSTILE, LLAMA, Served, serve
+from tests.support.served import HOSTILE, LLAMA, Served, serve
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

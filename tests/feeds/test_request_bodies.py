@@ -18,9 +18,9 @@ from feeds.http.body_limit import MAX_BODY_BYTES
 from feeds.http.strict_json import HostileJSON, strict_loads
 from storage.db import create_db_engine, migrate
 from storage.front import Storage
-from tests.conftest import write_config
-from tests.feeds.conftest import API_TOKEN, HOOK_SECRET, Served, serve
 from tests.feeds.test_hubhooks import _read_until
+from tests.support.cli import write_config
+from tests.support.served import API_TOKEN, HOOK_SECRET, Served, serve
 
 HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {API_TOKEN}", "X-Webhook-Secret": HOOK_SECRET}
 BODY_ROUTES = ["/hooks/hub", "/api/v1/watches", "/api/v1/subscriptions"]

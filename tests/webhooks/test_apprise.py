@@ -16,8 +16,8 @@ from storage.front import Storage
 from storage.models import Event
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import redact_url
-from tests.feeds.conftest import serve
-from tests.webhooks.conftest import LINKS
+from tests.support.served import serve
+from tests.support.webhooks import LINKS
 from tracker.config import WebhookSpec
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)

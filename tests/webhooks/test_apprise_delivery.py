@@ -18,8 +18,9 @@ from storage.front import Storage
 from storage.models import Subscription
 from storage.outbox import OutboxItem, OutboxStore
 from storage.subscription_store import SubscriptionStore
-from tests.conftest import cli_json, run_cli, write_config
-from tests.webhooks.conftest import LINKS, T0, Receiver, Reply, emit
+from tests.support.cli import cli_json, run_cli, write_config
+from tests.support.clock import T0
+from tests.support.webhooks import LINKS, Receiver, Reply, emit
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

@@ -13,7 +13,8 @@ import pytest
 from storage.front import Storage
 from storage.outbox import OutboxStore
 from storage.subscription_store import SubscriptionStore
-from tests.webhooks.conftest import T0, Receiver, Reply, emit, subscribe
+from tests.support.clock import T0
+from tests.support.webhooks import Receiver, Reply, emit, subscribe
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

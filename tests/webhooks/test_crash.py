@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks._crash import crash_report
+from tests.support.crash_scenario import crash_report
 
 
 @pytest.mark.slow

@@ -23,15 +23,8 @@ from storage.front import Storage
 from storage.outbox import OutboxItem, OutboxStore
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import new_secret
-from tests.webhooks.conftest import (
-    OLD_SECRET,
-    SECRET,
-    T0,
-    Receiver,
-    Reply,
-    emit,
-    subscribe,
-)
+from tests.support.clock import T0
+from tests.support.webhooks import OLD_SECRET, SECRET, Receiver, Reply, emit, subscribe
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

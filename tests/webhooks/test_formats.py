@@ -10,7 +10,8 @@ import pytest
 from feeds.webhooks import discord, generic, slack
 from feeds.webhooks.chat_text import units, visible
 from storage.models import Event
-from tests.webhooks.conftest import LINKS, T0
+from tests.support.clock import T0
+from tests.support.webhooks import LINKS
 
 HOSTILE = (
     "<script>alert('x')</script> <b>bold</b> & <!channel> <!here> <@U0123> <#C0123> <https://evil.example|click> "

@@ -18,7 +18,8 @@ from storage.models import Delivery, Event, Subscription
 from storage.outbox import OutboxStore
 from storage.subscription_store import SubscriptionStore
 from storage.subscriptions import matches
-from tests.webhooks.conftest import SECRET, T0, emit, subscribe
+from tests.support.clock import T0
+from tests.support.webhooks import SECRET, emit, subscribe
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

@@ -15,9 +15,9 @@ import pytest
 from standardwebhooks import Webhook
 
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
-from tests.conftest import cli_json, run_cli, write_config
+from tests.support.cli import cli_json, run_cli, write_config
+from tests.support.webhooks import LINKS, SECRET, Receiver, Reply
 from tests.test_cli import _read_until
-from tests.webhooks.conftest import LINKS, SECRET, Receiver, Reply
 from tracker.app import App
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)

@@ -11,7 +11,8 @@ from feeds.webhooks.schedule import DEFAULT_DELAYS_S, NextTry, RetrySchedule
 from storage.front import Storage
 from storage.outbox import OutboxStore
 from storage.subscription_store import SubscriptionStore
-from tests.webhooks.conftest import T0, Receiver, Reply, emit, subscribe
+from tests.support.clock import T0
+from tests.support.webhooks import Receiver, Reply, emit, subscribe
 from tracker.config import settings_from_mapping
 from tracker.errors import ConfigError
 

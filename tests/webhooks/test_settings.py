@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.webhooks.conftest import OLD_SECRET, SECRET
+from tests.support.webhooks import OLD_SECRET, SECRET
 from tracker.config import settings_from_mapping
 from tracker.errors import ConfigError
 

@@ -74,6 +74,7 @@ class SharedScheduler(Scheduler):
         self._held: dict[int, LeasedWatch] = {}  # watch id -> lease, polls in flight
         self._claimed = 0  # of them, those from the claim loop (it keeps POLL_THREADS busy at most)
         self._jobs_held: set[str] = set()
+        self._periodic: dict[str, tuple[Callable[[], None], datetime]] = {}  # job id -> its turn, first due at
         self._held_lock = threading.Lock()
         self._wake = threading.Event()
         self._halt = threading.Event()
@@ -116,39 +117,55 @@ class SharedScheduler(Scheduler):
             self._threads.append(thread)
         log.info("worker_started", worker=self.worker, lease_s=self._lease_s)
 
+    def tick(self) -> int:
+        """One round of what the daemon's threads do, then return (arq's burst mode): pick up the watch list,
+        take each periodic job's turn that has come (among all workers), claim the watches due at the clock's
+        now, poll them and give each back with its next due time. The number of watches polled."""
+        self.sync()
+        now = self._clock()
+        for turn, first_at in list(self._periodic.values()):
+            if first_at <= now:
+                turn()
+        polls = self._claim_round()
+        futures.wait(polls or [])
+        return len(polls or [])
+
     def _claim_loop(self) -> None:
         """Claim due watches while threads are free; wait a tick (or a wake-up) in between."""
         while not self._halt.is_set():
             self._wake.clear()  # before claiming: a wake-up during the claim is kept for the wait below
-            with self._held_lock:
-                free = POLL_THREADS - self._claimed
-            claimed: list[LeasedWatch] = []
-            if free > 0:
-                try:
-                    claimed = self._leases.claim_due(self.worker, self._clock(), self._lease_s, free)
-                except Exception as err:  # noqa: BLE001 - a failing database: claim nothing, try again later
-                    log.warning("lease_claim_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
-                    self._halt.wait(DB_RETRY_S)
-                    continue
-            for leased in claimed:
-                self._submit(self._pool, leased, counted=True)
+            if self._claim_round() is None:
+                self._halt.wait(DB_RETRY_S)
+                continue
             # fewer than free: nothing else is due; as many: the next finished poll wakes this loop
             self._wake.wait(self._claim_tick_s)
 
-    def _submit(self, pool: futures.ThreadPoolExecutor, leased: LeasedWatch, counted: bool) -> bool:
+    def _claim_round(self) -> list[futures.Future] | None:
+        """Claim due watches for the free poll threads and start their polls; None when the claim failed."""
+        with self._held_lock:
+            free = POLL_THREADS - self._claimed
+        if free <= 0:
+            return []
+        try:
+            claimed = self._leases.claim_due(self.worker, self._clock(), self._lease_s, free)
+        except Exception as err:  # noqa: BLE001 - a failing database: claim nothing, try again later
+            log.warning("lease_claim_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
+            return None
+        return [poll for leased in claimed if (poll := self._submit(self._pool, leased, counted=True)) is not None]
+
+    def _submit(self, pool: futures.ThreadPoolExecutor, leased: LeasedWatch, counted: bool) -> futures.Future | None:
         with self._held_lock:
             self._held[leased.id] = leased
             self._claimed += counted
         try:
-            pool.submit(self._poll_leased, leased, counted)
+            return pool.submit(self._poll_leased, leased, counted)
         except RuntimeError:  # stopping: give it back untouched (still due)
             self._forget(leased, counted)
             try:
                 self._leases.release(self.worker, leased, leased.claimed_at)
             except Exception as err:  # noqa: BLE001 - it expires on its own
                 log.warning("lease_release_failed", worker=self.worker, repo_id=leased.repo_id, error=f"{type(err).__name__}: {err}")
-            return False
-        return True
+            return None
 
     def _poll_leased(self, leased: LeasedWatch, counted: bool) -> None:
         job_id = f"{leased.repo_id}@{leased.branch}"
@@ -207,7 +224,7 @@ class SharedScheduler(Scheduler):
                     mine = any(h.repo_id == repo_id and h.branch == branch for h in self._held.values())
                 leased = None if mine else self._leases.claim_one(self.worker, repo_id, branch, now, self._lease_s)
                 if leased is not None:
-                    return self._submit(self._urgent, leased, counted=False)
+                    return self._submit(self._urgent, leased, counted=False) is not None
                 found = self._leases.request_poll(repo_id, branch, now)
             except Exception as err:  # noqa: BLE001 - see above
                 log.warning("trigger_failed", repo_id=repo_id, branch=branch, error=f"{type(err).__name__}: {err}")
@@ -223,8 +240,13 @@ class SharedScheduler(Scheduler):
         self, job_id: str, fn: Callable[[], object], interval_s: int, first_at: datetime | None = None
     ) -> None:
         """As `Scheduler.add_periodic`, but the job runs on one worker at a time, once an interval among
-        all of them: each worker's timer tries to take the job's lease."""
-        super().add_periodic(job_id, lambda: self._run_once(job_id, fn, interval_s), interval_s, first_at)
+        all of them: each worker's timer tries to take the job's lease (and so does each `tick`)."""
+
+        def turn() -> None:
+            self._run_once(job_id, fn, interval_s)
+
+        self._periodic[job_id] = (turn, first_at or self._clock() + timedelta(seconds=interval_s))
+        super().add_periodic(job_id, turn, interval_s, first_at)
 
     def _run_once(self, name: str, fn: Callable[[], object], interval_s: int) -> None:
         now = self._clock()

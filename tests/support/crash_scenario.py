@@ -26,7 +26,7 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from benchmarks._histories import CONFIG, write_repo
+from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import ReplayServer
 

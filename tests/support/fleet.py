@@ -5,7 +5,7 @@ The repos are watched from their first commit; the workers ingest those baseline
 moves `moves` commits, revealed in rounds while the workers run. The listing ([poll] listing = "on",
 a pass a second) finds the moved repos and makes them due in the database; whichever worker is free
 claims each. Each revision changes the generation config (one event each), delivered to a recording
-receiver. Shared by benchmarks/bench_workers.py and tests/test_workers_e2e.py.
+receiver. Shared by tests/test_workers_e2e.py and benchmarks/bench_workers.py.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from benchmarks._crash import RecordingReceiver, run_cli, start_daemon, webhook_sections
-from benchmarks._histories import CONFIG, write_repo
+from tests.support.crash_scenario import RecordingReceiver, run_cli, start_daemon, webhook_sections
+from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import ReplayServer
 

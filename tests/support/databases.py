@@ -1,0 +1,45 @@
+"""The database a test runs on: a SQLite file, or a fresh PostgreSQL database when HUBWATCH_TEST_POSTGRES
+names a server (.ci/run's second pass)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+POSTGRES_ENV = "HUBWATCH_TEST_POSTGRES"
+
+
+def postgres_admin_url() -> str | None:
+    """The PostgreSQL server the tests run on (an admin URL), or None for SQLite files."""
+    return os.environ.get(POSTGRES_ENV) or None
+
+
+def database_url_for(db: Path | str) -> str:
+    """A database URL as is, or a path made into a SQLite URL."""
+    return db if isinstance(db, str) and "://" in db else f"sqlite:///{db}"
+
+
+@contextmanager
+def fresh_database(path: Path, template: str | None = None) -> Iterator[str]:
+    """The URL of a new database: the SQLite file `path`, or on PostgreSQL a new database (a copy of
+    `template`, a database no one is connected to, when given) dropped on exit."""
+    admin_url = postgres_admin_url()
+    if not admin_url:
+        yield database_url_for(path)
+        return
+    import uuid
+
+    import sqlalchemy as sa
+
+    name = f"hw_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+    try:
+        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
