@@ -23,13 +23,13 @@ def _pytest(*args: str, server: str | None) -> subprocess.CompletedProcess[str]:
 
 def test_the_postgres_pass_without_a_server_is_an_error() -> None:
     """`-m postgres` with HUBWATCH_TEST_POSTGRES unset stops with a usage error naming the variable."""
-    result = _pytest("-m", "postgres", "tests/test_storage_bounds.py", server=None)
+    result = _pytest("-m", "postgres", "tests/storage/test_storage_bounds.py", server=None)
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
     assert "set HUBWATCH_TEST_POSTGRES" in result.stderr
 
 
 def test_a_server_that_does_not_answer_is_an_error() -> None:
     """A PostgreSQL URL nobody answers at stops the run before any test, with the reason."""
-    result = _pytest("-m", "postgres", "tests/test_storage_bounds.py", server="postgresql+psycopg://nobody@127.0.0.1:9/postgres")
+    result = _pytest("-m", "postgres", "tests/storage/test_storage_bounds.py", server="postgresql+psycopg://nobody@127.0.0.1:9/postgres")
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
     assert "HUBWATCH_TEST_POSTGRES is set but its server does not answer" in result.stderr

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import os
 import queue
-import selectors
 import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import pytest
 
 from tests.support.cli import write_config
 from tests.support.served import HOOK_SECRET, Served, serve
+from tests.support.waiting import read_log_until
 from tracker.app import App
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
@@ -149,23 +148,6 @@ def test_webhooks_are_refused_until_a_secret_is_configured(app: App) -> None:
     assert calls == []
 
 
-def _read_until(proc: subprocess.Popen, needle: str, timeout_s: float = 60) -> list[dict]:
-    """JSON log lines from the process's stderr up to the first whose text contains `needle`."""
-    seen: list[dict] = []
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stderr, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and selector.select(timeout=deadline - time.monotonic()):
-        line = proc.stderr.readline()
-        if not line:
-            break
-        if line.startswith("{"):
-            seen.append(json.loads(line))
-            if needle in line:
-                return seen
-    raise AssertionError(f"{needle!r} not logged in time; saw: {[e.get('event') for e in seen]}")
-
-
 def test_run_serves_http_and_ingests_on_a_hub_webhook(replay, tmp_path: Path) -> None:
     """`hubwatch run` serves on its port, a Hub webhook makes it ingest the pushed commit, and SIGTERM stops both."""
     replay.set_head(BROKEN, 1)
@@ -175,14 +157,14 @@ def test_run_serves_http_and_ingests_on_a_hub_webhook(replay, tmp_path: Path) ->
     proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "run"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        url = _read_until(proc, "http_server_started")[-1]["url"]
+        url = read_log_until(proc, "http_server_started")[-1]["url"]
         first = replay.head_sha(BROKEN)
-        _read_until(proc, '"repo_polled"')
+        read_log_until(proc, '"repo_polled"')
         replay.set_head(BROKEN, 2)
         second = replay.head_sha(BROKEN)
         response = httpx.post(f"{url}/hooks/hub", json=payload(BROKEN, first, second), headers={"X-Webhook-Secret": HOOK_SECRET})
         assert response.status_code == 202, response.text
-        stored = _read_until(proc, '"revision_stored"')[-1]
+        stored = read_log_until(proc, '"revision_stored"')[-1]
         assert stored["sha"] == second
         feed = httpx.get(f"{url}/repos/{BROKEN}/feed.atom")
         assert feed.status_code == 200 and second[:12].encode() in feed.content

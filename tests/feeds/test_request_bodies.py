@@ -18,9 +18,9 @@ from feeds.http.body_limit import MAX_BODY_BYTES
 from feeds.http.strict_json import HostileJSON, strict_loads
 from storage.db import create_db_engine, migrate
 from storage.front import Storage
-from tests.feeds.test_hubhooks import _read_until
 from tests.support.cli import write_config
 from tests.support.served import API_TOKEN, HOOK_SECRET, Served, serve
+from tests.support.waiting import read_log_until
 
 HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {API_TOKEN}", "X-Webhook-Secret": HOOK_SECRET}
 BODY_ROUTES = ["/hooks/hub", "/api/v1/watches", "/api/v1/subscriptions"]
@@ -161,7 +161,7 @@ def test_chunked_flood_does_not_grow_the_daemon(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "serve"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        url = _read_until(proc, "http_server_started")[-1]["url"]
+        url = read_log_until(proc, "http_server_started")[-1]["url"]
         assert httpx.post(f"{url}/hooks/hub", content=b"{}", headers=HEADERS).status_code == 400  # warm: first request paid
         before = _rss_kb(proc.pid)
         answer, _ = send_chunked(url, "/hooks/hub", 64 * 1024 * 1024)

@@ -5,7 +5,7 @@ The repos are watched from their first commit; the workers ingest those baseline
 moves `moves` commits, revealed in rounds while the workers run. The listing ([poll] listing = "on",
 a pass a second) finds the moved repos and makes them due in the database; whichever worker is free
 claims each. Each revision changes the generation config (one event each), delivered to a recording
-receiver. Shared by tests/test_workers_e2e.py and benchmarks/bench_workers.py.
+receiver. Shared by tests/tracker/polling/test_workers_e2e.py and benchmarks/bench_workers.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
-"""Waiting on a condition with a deadline, never for a fixed time."""
+"""Waiting on a condition with a deadline, never for a fixed time: a predicate, or a line a process logs."""
 
 from __future__ import annotations
 
+import json
+import os
+import selectors
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -15,3 +19,41 @@ def wait_until(predicate: Callable[[], object], timeout_s: float = 15, step_s: f
             return True
         time.sleep(step_s)
     return bool(predicate())
+
+
+def read_stderr_until(proc: subprocess.Popen, needle: str, timeout_s: float) -> str:
+    """Read the process's stderr until it contains `needle` (no sleeping: wait on the pipe).
+
+    Raw reads on the file descriptor: a buffered readline() could hold a line select() never reports."""
+    seen = b""
+    fd = proc.stderr.fileno()
+    selector = selectors.DefaultSelector()
+    selector.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not selector.select(timeout=deadline - time.monotonic()):
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        seen += chunk
+        if needle.encode() in seen:
+            return seen.decode(errors="replace")
+    raise AssertionError(f"{needle!r} not seen in time; stderr so far:\n{seen.decode(errors='replace')}")
+
+
+def read_log_until(proc: subprocess.Popen, needle: str, timeout_s: float = 60) -> list[dict]:
+    """JSON log lines from the process's stderr up to the first whose text contains `needle`."""
+    seen: list[dict] = []
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and selector.select(timeout=deadline - time.monotonic()):
+        line = proc.stderr.readline()
+        if not line:
+            break
+        if line.startswith("{"):
+            seen.append(json.loads(line))
+            if needle in line:
+                return seen
+    raise AssertionError(f"{needle!r} not logged in time; saw: {[e.get('event') for e in seen]}")

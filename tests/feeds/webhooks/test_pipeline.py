@@ -16,8 +16,8 @@ from standardwebhooks import Webhook
 
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from tests.support.cli import cli_json, run_cli, write_config
+from tests.support.waiting import read_stderr_until
 from tests.support.webhooks import LINKS, SECRET, Receiver, Reply
-from tests.test_cli import _read_until
 from tracker.app import App
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
@@ -133,7 +133,7 @@ def test_run_delivers_webhooks_and_stops_cleanly(replay, receiver: Receiver, hoo
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV},
     )
     try:
-        _read_until(proc, '"webhook_delivered"', timeout_s=60)
+        read_stderr_until(proc, '"webhook_delivered"', timeout_s=60)
         proc.send_signal(signal.SIGTERM)
         rest = proc.communicate(timeout=30)[1]
     finally:

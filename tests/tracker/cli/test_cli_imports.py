@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from tracker.cli import cli
 from tracker.cli.root import COMMANDS, load_command
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 # What a command that reads the database must not load: the HTTP stack, the Hub client, the differs,
 # the advisory service and its HTTP client, Alembic once the schema is current, and structlog (only
 # commands that log configure it).

@@ -28,7 +28,7 @@ from huggingface_hub.hf_api import RepoFile, RepoFolder
 from tracker.standins.replay.control import ReplayServer
 from tracker.standins.replay.history import CHUNK_SIZE, HistoryError, LfsBlob, PatternBlob, load_repo
 
-FIXTURES = Path(__file__).parent / "fixtures" / "replay_small"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "replay_small"
 TINY = "acme/tiny-model"
 TINY_FILES = FIXTURES / TINY / "commits"
 HEADER = json.loads((TINY_FILES / "0002-upload-weights" / "commit.json").read_text())["lfs"]["model.safetensors"][

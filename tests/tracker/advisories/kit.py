@@ -11,11 +11,11 @@ from typing import Any
 
 from tracker.snapshot import FileEntry, Snapshot, WeightManifest
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 FIXTURES = TESTS / "fixtures"
 DIFFERS = FIXTURES / "differs"
 ADVISORY_FIXTURES = FIXTURES / "advisories"
-HISTORIES = Path(__file__).resolve().parents[2] / "tracker" / "standins" / "replay" / "histories"
+HISTORIES = Path(__file__).resolve().parents[3] / "tracker" / "standins" / "replay" / "histories"
 SCHEMA = FIXTURES / "osv" / "osv-schema.json"
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

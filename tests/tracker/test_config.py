@@ -9,7 +9,7 @@ import pytest
 from tracker.config import PUBLIC_HUB, load_settings, parse_interval, settings_from_mapping
 from tracker.errors import ConfigError
 
-EXAMPLE = Path(__file__).parent.parent / "config.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.toml"
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from sqlmodel import select
 from storage.listing_state import ALL_MODELS, ListingStore, author_scope
 from storage.models import Event, Revision
 from tests.support.settings import settings_for
+from tests.support.waiting import read_stderr_until
 from tracker.app import App
 from tracker.polling.budget import RequestBudget
 from tracker.polling.listing import ListingJob, ListingPass, follow_author
@@ -265,7 +266,6 @@ def test_daemon_finds_a_move_by_listing(replay_for_daemon: ReplayServer, tmp_pat
     import httpx
 
     from tests.support.cli import write_config
-    from tests.test_cli import _read_until
 
     hub = replay_for_daemon
     config = write_config(tmp_path / "hubwatch.toml", hub.endpoint, database_url,
@@ -279,13 +279,13 @@ def test_daemon_finds_a_move_by_listing(replay_for_daemon: ReplayServer, tmp_pat
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "HUBWATCH_SERVER_PORT": "0"},
     )
     try:
-        seen = _read_until(proc, '"listing_pass_finished"', timeout_s=60)  # the server starts before the first pass
+        seen = read_stderr_until(proc, '"listing_pass_finished"', timeout_s=60)  # the server starts before the first pass
         url = json.loads(next(line for line in seen.splitlines() if '"http_server_started"' in line))["url"]
         budget = httpx.get(f"{url}/healthz", timeout=10).json()["hub_budget"]
         assert budget["pools"]["api"]["limit_per_window"] == 1000 and budget["pools"]["api"]["used"] >= 1
         assert budget["stretched"] is False
         hub.advance(REPOS[0])
-        _read_until(proc, '"revision_stored"', timeout_s=60)
+        read_stderr_until(proc, '"revision_stored"', timeout_s=60)
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     finally:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import cli_json, run_cli, write_config
+from tests.support.waiting import read_stderr_until
 
 BROKEN = "hubwatch-tests/broken-model"
 
@@ -105,27 +104,6 @@ def test_logs_go_to_stderr_as_json_lines_without_secrets(replay, config: Path) -
     assert "hf_supersecret" not in result.stderr + result.stdout
 
 
-def _read_until(proc: subprocess.Popen, needle: str, timeout_s: float) -> str:
-    """Read the process's stderr until it contains `needle` (no sleeping: wait on the pipe).
-
-    Raw reads on the file descriptor: a buffered readline() could hold a line select() never reports."""
-    seen = b""
-    fd = proc.stderr.fileno()
-    selector = selectors.DefaultSelector()
-    selector.register(fd, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not selector.select(timeout=deadline - time.monotonic()):
-            break
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        seen += chunk
-        if needle.encode() in seen:
-            return seen.decode(errors="replace")
-    raise AssertionError(f"{needle!r} not seen in time; stderr so far:\n{seen.decode(errors='replace')}")
-
-
 def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path) -> None:
     """`hubwatch run` polls its watches at once, then SIGTERM stops it with exit code 0."""
     replay.set_head(BROKEN, 1)
@@ -135,7 +113,7 @@ def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "HUBWATCH_SERVER_PORT": "0"},
     )
     try:
-        _read_until(proc, '"repo_polled"', timeout_s=60)
+        read_stderr_until(proc, '"repo_polled"', timeout_s=60)
         proc.send_signal(signal.SIGTERM)
         rest = proc.communicate(timeout=30)[1].decode(errors="replace")
     finally:

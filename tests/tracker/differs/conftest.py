@@ -13,7 +13,7 @@ import pytest
 
 from tracker.snapshot import FileEntry, Snapshot, TensorInfo, WeightManifest
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "differs"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "differs"
 
 
 def fixture_bytes(name: str) -> bytes:

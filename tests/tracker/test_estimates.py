@@ -14,7 +14,7 @@ from tracker.changes import Severity
 from tracker.estimate_change import estimate_change
 
 EVERY_KIND = "hubwatch-tests/every-kind"
-BUNDLED = Path(__file__).parent.parent / "tracker" / "standins" / "replay" / "histories"
+BUNDLED = Path(__file__).resolve().parents[2] / "tracker" / "standins" / "replay" / "histories"
 
 
 def _result(total: int, full_b1: int, batches: dict[str, dict[str, int]]) -> dict:

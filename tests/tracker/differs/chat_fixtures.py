@@ -1,6 +1,6 @@
 """Shared helpers for the chat template tests: the real templates under tests/fixtures, and snapshots.
 
-Imported explicitly (not a conftest.py: tests/differs/ is shared with other differs' tests).
+Imported explicitly (not a conftest.py: tests/tracker/differs/ is shared with other differs' tests).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from tracker.snapshot import FileEntry, Snapshot
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "fixtures" / "chat_templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "fixtures" / "chat_templates"
 
 LLAMA3_INITIAL = "meta-llama-Meta-Llama-3-8B-Instruct/2024-04-initial.jinja"
 LLAMA3_FIXED = "meta-llama-Meta-Llama-3-8B-Instruct/2024-05-add-generation-prompt.jinja"
