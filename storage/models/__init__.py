@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 # The tables of each module.
 TABLES = {
-    "watches": ("Watch", "AuthorWatch", "ListingState", "HubBudgetWindow", "JobLease"),
+    "watches": ("Watch", "AuthorWatch", "ListingState"),
     "subscriptions": ("Subscription",),
+    "workers": ("HubBudgetWindow", "JobLease"),
     "history": (
         "Revision", "Blob", "RevisionFile", "WeightFile", "WeightTensor", "ChangeRecord", "Event", "RepoSummaryRow",
         "EstimateRecord",

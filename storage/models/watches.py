@@ -1,6 +1,6 @@
-"""What is polled and how polling goes: watches, author watches and listing marks, the Hub request budget
-the processes share, and the leases of periodic jobs (stores: storage/watches.py, listing_state.py,
-budget.py, leases.py). No foreign keys: `hubwatch watch list` needs these tables alone."""
+"""What is watched: watches (with the outcome of their last poll), author watches and the listing's high-water
+marks (stores: storage/watches.py, listing_state.py). No foreign keys; with the subscriptions, the tables
+`hubwatch watch list` needs."""
 
 from __future__ import annotations
 
@@ -66,26 +66,3 @@ class ListingState(SQLModel, table=True):
     passes: int = 0
     last_pass_at: datetime | None = _utc(nullable=True)
     last_error: str | None = None
-
-
-class HubBudgetWindow(SQLModel, table=True):
-    """The Hub request budget shared by every process on this database: per pool ("api", "resolvers"),
-    the current 5-minute window and how many of its requests the processes have claimed."""
-
-    __tablename__ = "hub_budget"
-
-    pool: str = Field(primary_key=True, max_length=20)
-    window_ends_at: datetime | None = _utc(nullable=True)
-    used: int = 0
-
-
-class JobLease(SQLModel, table=True):
-    """A periodic job that one worker of a database runs at a time (the listing pass, the OSV re-check):
-    who holds it until when, and when it last ran, so that N workers run it once an interval, not N times."""
-
-    __tablename__ = "job_lease"
-
-    name: str = Field(primary_key=True, max_length=60)
-    holder: str | None = Field(default=None, max_length=80)
-    lease_until: datetime | None = _utc(nullable=True)
-    last_run_at: datetime | None = _utc(nullable=True)
