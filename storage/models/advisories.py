@@ -7,15 +7,15 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
 # The ORM resolves a foreign key (on the metadata) when it first writes a row: the modules of the tables
 # these foreign keys name are loaded with this one.
 from storage.models import history  # noqa: F401 - revision_id -> revision.id
-from storage.models.base import _json, _utc
+from storage.models.base import Table, _json, _utc
 
 
-class RevisionFacts(SQLModel, table=True):
+class RevisionFacts(Table, table=True):
     """The dependency facts of one revision, their diff against its parent, and its loader advice."""
 
     __tablename__ = "advisory_facts"
@@ -28,7 +28,7 @@ class RevisionFacts(SQLModel, table=True):
     checked_at: datetime = _utc()
 
 
-class OsvRecord(SQLModel, table=True):
+class OsvRecord(Table, table=True):
     """An OSV record as last fetched, kept until OSV says it was modified."""
 
     __tablename__ = "osv_record"
@@ -41,7 +41,7 @@ class OsvRecord(SQLModel, table=True):
     fetched_at: datetime = _utc()
 
 
-class AdvisoryLink(SQLModel, table=True):
+class AdvisoryLink(Table, table=True):
     """An OSV advisory matching a package version a revision names."""
 
     __tablename__ = "advisory_link"
@@ -63,7 +63,7 @@ class AdvisoryLink(SQLModel, table=True):
     relevance: str | None = None
 
 
-class OwnAdvisory(SQLModel, table=True):
+class OwnAdvisory(Table, table=True):
     """An OSV record hubwatch published for a security-relevant change."""
 
     __tablename__ = "own_advisory"
@@ -80,7 +80,7 @@ class OwnAdvisory(SQLModel, table=True):
     fixed_sha: str | None = Field(default=None, max_length=40)
 
 
-class AdvisoryState(SQLModel, table=True):
+class AdvisoryState(Table, table=True):
     """Which advisory (at which `modified`) a repo has been told about: the re-check's memory."""
 
     __tablename__ = "advisory_state"
@@ -95,7 +95,7 @@ class AdvisoryState(SQLModel, table=True):
     substance: str | None = Field(default=None, max_length=64)
 
 
-class AdvisoryRecheck(SQLModel, table=True):
+class AdvisoryRecheck(Table, table=True):
     """The last re-check of a repo's head."""
 
     __tablename__ = "advisory_recheck"
@@ -106,7 +106,7 @@ class AdvisoryRecheck(SQLModel, table=True):
     error: str | None = None
 
 
-class AdvisoryPending(SQLModel, table=True):
+class AdvisoryPending(Table, table=True):
     """A revision whose OSV look-up failed (OSV down, malformed answer): asked again later."""
 
     __tablename__ = "advisory_pending"

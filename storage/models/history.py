@@ -8,12 +8,12 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from storage.models.base import _bigint, _json, _utc
+from storage.models.base import Table, _bigint, _json, _utc
 
 
-class Revision(SQLModel, table=True):
+class Revision(Table, table=True):
     """One ingested commit of a repo."""
 
     __tablename__ = "revision"
@@ -36,7 +36,7 @@ class Revision(SQLModel, table=True):
     file_count: int = 0
 
 
-class Blob(SQLModel, table=True):
+class Blob(Table, table=True):
     """Content-addressed file bytes, keyed by git blob oid, stored compressed."""
 
     __tablename__ = "blob"
@@ -47,7 +47,7 @@ class Blob(SQLModel, table=True):
     data: bytes = Field(sa_column=sa.Column(sa.LargeBinary(), nullable=False))
 
 
-class RevisionFile(SQLModel, table=True):
+class RevisionFile(Table, table=True):
     """One file of an ingested revision's tree."""
 
     __tablename__ = "revision_file"
@@ -63,7 +63,7 @@ class RevisionFile(SQLModel, table=True):
     note: str | None = None  # why its bytes are not held (too large, missing upstream)
 
 
-class WeightFile(SQLModel, table=True):
+class WeightFile(Table, table=True):
     """A weight file's header, read once per distinct sha256."""
 
     __tablename__ = "weight_file"
@@ -76,7 +76,7 @@ class WeightFile(SQLModel, table=True):
     read_at: datetime = _utc()
 
 
-class WeightTensor(SQLModel, table=True):
+class WeightTensor(Table, table=True):
     """One tensor of a weight file's manifest."""
 
     __tablename__ = "weight_tensor"
@@ -88,7 +88,7 @@ class WeightTensor(SQLModel, table=True):
     parameters: int = _bigint()
 
 
-class ChangeRecord(SQLModel, table=True):
+class ChangeRecord(Table, table=True):
     """One change of a revision against its parent."""
 
     __tablename__ = "change"
@@ -105,7 +105,7 @@ class ChangeRecord(SQLModel, table=True):
     detail: dict[str, Any] = _json()
 
 
-class Event(SQLModel, table=True):
+class Event(Table, table=True):
     """Something to announce (a revision ingested, a history rewrite...). `event_id` never changes."""
 
     __tablename__ = "event"
@@ -128,7 +128,7 @@ class Event(SQLModel, table=True):
     payload: dict[str, Any] = _json()
 
 
-class RepoSummaryRow(SQLModel, table=True):
+class RepoSummaryRow(Table, table=True):
     """One repo's history in a row, kept by storage.summaries in the transaction of every revision and
     event write: what the repo list, the home page and the metrics read instead of whole tables."""
 
@@ -144,7 +144,7 @@ class RepoSummaryRow(SQLModel, table=True):
     last_ingested_at: datetime | None = _utc(nullable=True)
 
 
-class EstimateRecord(SQLModel, table=True):
+class EstimateRecord(Table, table=True):
     """The estimator's answer for one revision (rerun when its structure changed, or on the first)."""
 
     __tablename__ = "estimate"

@@ -5,15 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
 # The ORM resolves a foreign key (on the metadata) when it first writes a row: the modules of the tables
 # these foreign keys name are loaded with this one.
 from storage.models import history, subscriptions  # noqa: F401 - delivery -> event, subscription
-from storage.models.base import _utc
+from storage.models.base import Table, _utc
 
 
-class Delivery(SQLModel, table=True):
+class Delivery(Table, table=True):
     """One event for one subscription. `id` is the Standard Webhooks `webhook-id`: the same on every try."""
 
     __tablename__ = "delivery"
@@ -35,7 +35,7 @@ class Delivery(SQLModel, table=True):
     retry_step: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # scheduled retries used
 
 
-class DeliveryAttempt(SQLModel, table=True):
+class DeliveryAttempt(Table, table=True):
     """The log of every try of a delivery: when, what the receiver answered, what came of it. The row is
     written as `started` before the request goes out and completed after, so a try cut short by a crash
     is logged too: the worker that takes the endpoint over marks it `interrupted`."""

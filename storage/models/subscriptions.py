@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from storage.models.base import MAX_URL_LENGTH, _json, _utc
+from storage.models.base import MAX_URL_LENGTH, Table, _json, _utc
 
 
-class Subscription(SQLModel, table=True):
+class Subscription(Table, table=True):
     """Where to send events, in which format, and which events (repo globs, kinds, minimum severity)."""
 
     __tablename__ = "subscription"

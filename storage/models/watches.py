@@ -8,12 +8,12 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from storage.models.base import _json, _utc
+from storage.models.base import Table, _json, _utc
 
 
-class Watch(SQLModel, table=True):
+class Watch(Table, table=True):
     """A repo branch hubwatch polls, with the outcome of its last poll."""
 
     __tablename__ = "watch"
@@ -40,7 +40,7 @@ class Watch(SQLModel, table=True):
     lease_until: datetime | None = _utc(nullable=True)
 
 
-class AuthorWatch(SQLModel, table=True):
+class AuthorWatch(Table, table=True):
     """`watch add 'ORG/*'`: every model of an author (org or user), including ones created later.
     The listing pass adds a Watch (source "author") for each of its models it has not seen yet."""
 
@@ -54,7 +54,7 @@ class AuthorWatch(SQLModel, table=True):
     last_listed_at: datetime | None = _utc(nullable=True)  # its last complete listing
 
 
-class ListingState(SQLModel, table=True):
+class ListingState(Table, table=True):
     """The high-water mark of one listing scope ("*": every model; "author:ORG": one author's models):
     the newest lastModified a complete pass has seen, and the repos listed at exactly that time."""
 

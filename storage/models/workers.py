@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
-from storage.models.base import _utc
+from storage.models.base import Table, _utc
 
 
-class HubBudgetWindow(SQLModel, table=True):
+class HubBudgetWindow(Table, table=True):
     """The Hub request budget shared by every process on this database: per pool ("api", "resolvers"),
     the current 5-minute window and how many of its requests the processes have claimed."""
 
@@ -21,7 +21,7 @@ class HubBudgetWindow(SQLModel, table=True):
     used: int = 0
 
 
-class JobLease(SQLModel, table=True):
+class JobLease(Table, table=True):
     """A periodic job that one worker of a database runs at a time (the listing pass, the OSV re-check):
     who holds it until when, and when it last ran, so that N workers run it once an interval, not N times."""
 
