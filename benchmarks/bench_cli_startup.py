@@ -12,9 +12,11 @@ where PYTHONDONTWRITEBYTECODE is set, a module edited since its last compile wou
 again in every process, and counted.
 Run: .venv/bin/python benchmarks/bench_cli_startup.py [--runs 11]
 
-Figures (2-core machine shared with other work; medians of 11, wall / CPU ms over `import sqlmodel, click`):
-every table and store defined at start-up (storage/models.py, Storage built eagerly): `watch list` +278 / +258;
-tables by concern, each defined on first use, stores built on first use: +53 / +69.
+Figures: `watch list` over `import sqlmodel, click`, wall / CPU ms, medians of 11 on a 2-core machine shared
+with other work (load 1.5-3), each line a range over separate runs:
+  every table and store defined at start-up (storage/models.py; Storage built eagerly), 4 runs: +182..+276 / +190..+250
+  tables by concern, each module defined on first use; stores built on first use; validators deferred,
+  2 runs: +75..+77 / +82..+91 (`history`: 1.18x..1.27x, `--help`: 1.05x..1.25x)
 """
 
 from __future__ import annotations
