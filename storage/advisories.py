@@ -1,4 +1,4 @@
-"""The advisory tables' writes and queries (the tables are in storage/models.py): dependency facts per
+"""The advisory tables' writes and queries (the tables are in storage/models/advisories.py): dependency facts per
 revision, the OSV record cache, revision <-> advisory links, hubwatch's own OSV records, what each repo
 has been told (re-check state), and revisions waiting for OSV to come back.
 

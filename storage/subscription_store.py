@@ -9,7 +9,6 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from storage.delivery_queue import switch_off
 from storage.errors import InvalidSubscription
 from storage.kinds import SIGNED_WEBHOOK_FORMATS
 from storage.models import Subscription
@@ -23,6 +22,14 @@ def _find(s: Session, subscription_id: int) -> Subscription | None:
     """The subscription with this id. The id is bound as BIGINT: a user-given id past PostgreSQL's INTEGER
     key range (the API takes up to 2**62) finds nothing instead of failing the query."""
     return s.exec(select(Subscription).where(col(Subscription.id) == sa.literal(subscription_id, sa.BigInteger))).first()
+
+
+def _switch_off(s: Session, subscription: Subscription, reason: str) -> None:
+    """storage.delivery_queue.switch_off, imported when a subscription is switched off: it loads the delivery and
+    event tables, which syncing the config's [[webhooks]] at every start seldom needs."""
+    from storage.delivery_queue import switch_off
+
+    switch_off(s, subscription, reason)
 
 
 class SubscriptionSpec(Protocol):
@@ -100,7 +107,7 @@ class SubscriptionStore(EngineStore):
                 s.add(sub)
             for key, sub in existing.items():
                 if key not in seen and sub.enabled:
-                    switch_off(s, sub, REMOVED_FROM_CONFIG)
+                    _switch_off(s, sub, REMOVED_FROM_CONFIG)
             s.commit()
 
     def list_subscriptions(self, include_removed: bool = False) -> list[Subscription]:
@@ -122,7 +129,7 @@ class SubscriptionStore(EngineStore):
             if sub is None or sub.removed_at is not None:
                 return False
             sub.removed_at = self.clock()
-            switch_off(s, sub, "removed")
+            _switch_off(s, sub, "removed")
             s.commit()
             return True
 
@@ -132,7 +139,7 @@ class SubscriptionStore(EngineStore):
             sub = _find(s, subscription_id)
             if sub is None:
                 return False
-            switch_off(s, sub, reason)
+            _switch_off(s, sub, reason)
             s.commit()
             return True
 

@@ -19,10 +19,14 @@ import fnmatch
 import re
 import secrets as secrets_module
 import urllib.parse
+from typing import TYPE_CHECKING
 
 from storage.errors import InvalidSubscription
 from storage.kinds import HTTP_WEBHOOK_FORMATS, SEVERITY_RANK, WEBHOOK_FORMATS
-from storage.models import MAX_URL_LENGTH, Event, Subscription
+from storage.models.base import MAX_URL_LENGTH
+
+if TYPE_CHECKING:
+    from storage.models import Event, Subscription
 
 SOURCES = ("config", "api")
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from storage.errors import WatchExists
-from storage.event_log import NewEvent, write_events
 from storage.models import Watch
 from storage.sessions import EngineStore
+
+if TYPE_CHECKING:
+    from storage.event_log import NewEvent
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class WatchStore(EngineStore):
             if watch is None:
                 return
             if events:
+                from storage.event_log import write_events  # here: it loads the history tables, which `watch list` never needs
+
                 write_events(s, watch.repo_id, events, now, sha=sha)
             watch.last_polled_at = now
             watch.last_ok_at = now

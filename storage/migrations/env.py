@@ -1,9 +1,8 @@
 """Alembic environment: runs against the engine hubwatch hands over (see storage.db.alembic_config)."""
 
 from alembic import context
-from sqlmodel import SQLModel
 
-import storage.models  # noqa: F401 - imported for its tables: every one registers itself on SQLModel.metadata
+from storage.models import load_all
 
 config = context.config
 engine = config.attributes["engine"]
@@ -11,7 +10,7 @@ engine = config.attributes["engine"]
 with engine.connect() as connection:
     context.configure(
         connection=connection,
-        target_metadata=SQLModel.metadata,
+        target_metadata=load_all(),  # every table: the package defines each on first use
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )

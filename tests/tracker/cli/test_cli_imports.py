@@ -58,6 +58,30 @@ def test_database_reads_load_no_heavy_stack(tmp_path, args):
     assert _loaded(modules, HEAVY) == []
 
 
+# The table modules a `watch list` never needs (storage/models/: each table costs milliseconds to define).
+NOT_WATCH_SIDE = ("storage.models.history", "storage.models.outbox", "storage.models.advisories", "storage.models.workers")
+_CONFIG = """
+[[watch]]
+repo = "org/from-config"
+
+[[webhooks]]
+url = "https://hooks.example.com/hubwatch"
+format = "generic"
+secret_env = "HUBWATCH_TEST_SECRET"
+"""
+
+
+def test_watch_list_defines_the_watch_side_tables_alone(tmp_path):
+    """`watch list`, the config's watches and [[webhooks]] synced as at every start, defines the watch and
+    subscription tables and none of the history, outbox, advisory or worker ones (nor imports their stores)."""
+    config = tmp_path / "hubwatch.toml"
+    config.write_text(_CONFIG, encoding="utf-8")
+    _modules_after(tmp_path, "--config", str(config), "watch", "add", "org/model", "--no-check")
+    modules = _modules_after(tmp_path, "--config", str(config), "watch", "list")
+    assert {"storage.models.watches", "storage.models.subscriptions", "storage.subscription_store"} <= modules
+    assert _loaded(modules, NOT_WATCH_SIDE + ("storage.history", "storage.outbox", "storage.advisories")) == []
+
+
 def test_diff_loads_the_differs(tmp_path):
     """The probe can fail: a command that needs the differs does load them."""
     _modules_after(tmp_path, "watch", "add", "org/model", "--no-check")

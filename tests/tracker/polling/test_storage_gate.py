@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from pathlib import Path
 
 import pytest
@@ -154,9 +155,9 @@ class _Barrier(HistoryStore):
 class _BarrierStorage(Storage):
     """Storage with the history above in place of its own."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        object.__setattr__(self, "history", _Barrier(self.engine, self.clock))
+    @cached_property
+    def history(self) -> _Barrier:
+        return _Barrier(self.engine, self.clock)
 
 
 def test_two_writers_racing_on_one_commit_store_it_once(replay, database_url: str) -> None:

@@ -1,0 +1,68 @@
+"""What is watched: watches (with the outcome of their last poll), author watches and the listing's high-water
+marks (stores: storage/watches.py, listing_state.py). No foreign keys; with the subscriptions, the tables
+`hubwatch watch list` needs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field
+
+from storage.models.base import Table, _json, _utc
+
+
+class Watch(Table, table=True):
+    """A repo branch hubwatch polls, with the outcome of its last poll."""
+
+    __tablename__ = "watch"
+    __table_args__ = (sa.UniqueConstraint("repo_id", "branch", name="uq_watch_repo_branch"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    repo_id: str = Field(index=True, max_length=200)
+    branch: str = Field(default="main", max_length=200)
+    interval_s: int = 900
+    source: str = Field(default="cli", max_length=20)  # config | cli | api
+    backfill: int = 0
+    created_at: datetime = _utc()
+    last_sha: str | None = Field(default=None, max_length=40)
+    repo_meta: dict[str, Any] | None = _json(nullable=True)  # private/gated as last seen
+    last_polled_at: datetime | None = _utc(nullable=True)
+    last_ok_at: datetime | None = _utc(nullable=True)
+    last_error: str | None = None
+    error_count: int = 0
+    next_retry_at: datetime | None = _utc(nullable=True)
+    # Shared polling (several workers on one database, tracker/polling/shared.py): when the watch is next due,
+    # and which worker holds it until when. Unused by a process that schedules its own polls.
+    next_poll_at: datetime | None = _utc(nullable=True, index=True)
+    leased_by: str | None = Field(default=None, max_length=80)
+    lease_until: datetime | None = _utc(nullable=True)
+
+
+class AuthorWatch(Table, table=True):
+    """`watch add 'ORG/*'`: every model of an author (org or user), including ones created later.
+    The listing pass adds a Watch (source "author") for each of its models it has not seen yet."""
+
+    __tablename__ = "author_watch"
+
+    id: int | None = Field(default=None, primary_key=True)
+    author: str = Field(max_length=100, unique=True)
+    interval_s: int = 900
+    source: str = Field(default="cli", max_length=20)
+    created_at: datetime = _utc()
+    last_listed_at: datetime | None = _utc(nullable=True)  # its last complete listing
+
+
+class ListingState(Table, table=True):
+    """The high-water mark of one listing scope ("*": every model; "author:ORG": one author's models):
+    the newest lastModified a complete pass has seen, and the repos listed at exactly that time."""
+
+    __tablename__ = "listing_state"
+
+    scope: str = Field(primary_key=True, max_length=120)
+    high_water_at: datetime | None = _utc(nullable=True)
+    high_water_ids: list[str] = _json()
+    passes: int = 0
+    last_pass_at: datetime | None = _utc(nullable=True)
+    last_error: str | None = None
