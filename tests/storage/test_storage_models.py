@@ -11,7 +11,7 @@ import pytest
 import storage.models
 from storage.models import TABLES, load_all
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # In a fresh process: import one table module alone, then resolve every foreign key on the metadata, as the
 # ORM does when it first writes a row (a foreign key naming a table not defined yet raises there).
