@@ -352,10 +352,15 @@ class OutboxStore(EngineStore):
 
 
 def _due(now: datetime) -> tuple[Any, ...]:
-    """Pending, due at `now`, its subscription enabled and not backing off (queries that join Subscription)."""
+    """Pending, due at `now`, its subscription enabled and not backing off (queries that join Subscription).
+
+    A delivery never tried is due as soon as it is committed, whatever its `next_attempt_at` says: that is
+    its event's `created_at`, read before the writer waited for the database, so an event committed later
+    (a higher seq) can carry an earlier time. Were fresh deliveries due by that time, a dispatcher asking
+    between the two times would send the later event first."""
     return (
         Delivery.status == "pending",
-        col(Delivery.next_attempt_at) <= now,
+        sa.or_(col(Delivery.next_attempt_at) <= now, col(Delivery.attempts) == 0),
         col(Subscription.enabled).is_(True),
         sa.or_(col(Subscription.backoff_until).is_(None), col(Subscription.backoff_until) <= now),
     )

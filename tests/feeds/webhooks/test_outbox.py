@@ -258,6 +258,22 @@ def test_a_claimed_endpoint_is_not_handed_out_twice(store: Storage, outbox: Outb
     assert taken.taken_from == "a" and len(taken.items) == 3
 
 
+def test_fresh_deliveries_leave_in_event_order_whatever_their_times(
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, clock
+) -> None:
+    """An event committed later can carry an earlier time (its writer read the clock, then waited for the
+    database): a dispatcher asking between the two times still gets both, in event order."""
+    subscribe(subscriptions, HOOK)
+    clock.advance(10)
+    emit(store, repo_id="org/first")  # seq 1, created at T0+10
+    clock.now = T0 + timedelta(seconds=5)
+    emit(store, repo_id="org/second")  # seq 2, created at T0+5 (its time was read before the first committed)
+    between = T0 + timedelta(seconds=7)
+    assert [i.event.repo_id for i in outbox.due_deliveries(between)] == ["org/first", "org/second"]
+    [claim] = outbox.claim_due("a", between, lease_s=6)
+    assert [i.event.seq for i in claim.items] == [1, 2]
+
+
 def test_enqueue_twice_in_one_transaction_adds_each_delivery_once(
     store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore
 ) -> None:
