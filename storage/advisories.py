@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from storage import blobs
-from storage.event_log import NewEvent, write_events
+from storage.event_log import NewEvent, order_event_writes, write_events
 from storage.models import (
     AdvisoryLink,
     AdvisoryPending,
@@ -185,6 +185,8 @@ class AdvisoryStore(EngineStore):
     def write(self, revision_id: int, check: NewAdvisoryCheck) -> None:
         """`write_check` in a transaction of its own (back-fill, re-check, re-query of pending revisions)."""
         with self.session() as s:
+            if check.events:
+                order_event_writes(s)  # first: see order_event_writes
             write_check(s, revision_id, check, self.clock())
             s.commit()
 
@@ -195,6 +197,8 @@ class AdvisoryStore(EngineStore):
         items = list(checks)
         for start in range(0, len(items), batch):
             with self.session() as s:
+                if any(check.events for _, check in items[start : start + batch]):
+                    order_event_writes(s)  # first: see order_event_writes
                 for revision_id, check in items[start : start + batch]:
                     write_check(s, revision_id, check, now)
                 s.commit()

@@ -13,7 +13,7 @@ from sqlmodel import Session, col, select
 
 from storage import blobs, summaries
 from storage.errors import AmbiguousRevision, RevisionNotStored
-from storage.event_log import NewEvent, write_events
+from storage.event_log import NewEvent, order_event_writes, write_events
 from storage.models import (
     Blob,
     ChangeRecord,
@@ -135,6 +135,7 @@ class HistoryStore(EngineStore):
     ) -> Revision:
         now = self.clock()
         with self.session() as s:
+            order_event_writes(s)  # first: a revision's events commit in the order of their seqs
             revision = Revision(
                 repo_id=new.repo_id,
                 sha=new.sha,

@@ -143,12 +143,14 @@ class WatchStore(EngineStore):
     def _poll_ok(self, watch_id: int, repo_meta: dict[str, Any] | None, events: list[NewEvent], sha: str | None) -> None:
         now = self.clock()
         with self.session() as s:
+            if events:
+                from storage.event_log import order_event_writes, write_events  # here: it loads the history tables
+
+                order_event_writes(s)  # first: see order_event_writes
             watch = s.get(Watch, watch_id)
             if watch is None:
                 return
             if events:
-                from storage.event_log import write_events  # here: it loads the history tables, which `watch list` never needs
-
                 write_events(s, watch.repo_id, events, now, sha=sha)
             watch.last_polled_at = now
             watch.last_ok_at = now
