@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -36,32 +33,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sqlalchemy as sa
 
+from tests.support import postgres_server
 from tests.support.fleet import Fleet, Outcome, write_moving_repos
-
-PG_BIN = Path(os.environ.get("HUBWATCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
 
 
 @contextmanager
 def throwaway_postgres() -> Iterator[str]:
-    """A PostgreSQL server on loopback for this run (initdb refuses root: run as `postgres` then)."""
-    root = Path(tempfile.mkdtemp(prefix="hubwatch-bench-pg."))
-    as_pg = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
-    if os.getuid() == 0:
-        shutil.chown(root, "postgres")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data = root / "data"
-    subprocess.run([*as_pg, str(PG_BIN / "initdb"), "-D", str(data), "-U", "hubwatch", "--auth=trust", "-E", "UTF8",
-                    "--locale=C", "--no-sync"], check=True, capture_output=True)
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200"
-    subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "-t", "60",
-                    "start", "-o", options], check=True, capture_output=True)
-    try:
-        yield f"postgresql+psycopg://hubwatch@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+    """A PostgreSQL server on loopback for this run (tests/support/postgres_server.py)."""
+    with postgres_server.throwaway_postgres(max_connections=200, synchronous_commit=False) as server:
+        yield server.url
 
 
 @contextmanager

@@ -51,7 +51,9 @@ from feeds.webhooks import FORMATS, Links
 from feeds.webhooks.formats import Attempt, Reply, WebhookFormat
 from feeds.webhooks.safety import Resolver, Target, UnresolvableTarget, UnsafeTarget, system_resolve
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S, RetrySchedule
+from storage.backoff import backoff_s
 from storage.errors import InvalidSubscription
+from storage.health import write_failure
 from storage.models import Subscription
 from storage.outbox import Claim, OutboxItem, OutboxStore
 from storage.sessions import utc_now
@@ -62,6 +64,7 @@ log = structlog.get_logger(__name__)
 MAX_RESPONSE_BYTES = 64 * 1024
 PER_SUBSCRIPTION = 25  # deliveries of one endpoint taken per claim (they go one at a time)
 STOP_CHECK_S = 0.5  # how often an idle loop looks at its stop event
+OUTAGE_PAUSE_MAX_S = 30.0  # the longest pause between rounds while the database cannot be used
 USER_AGENT = "hubwatch-webhooks/0.1"
 
 
@@ -78,6 +81,49 @@ class DeliveryOptions:
     poll_interval_s: float = 1.0
     lease_s: float = 6.0  # a claim lasts this long without a heartbeat (renewed every lease_s / 3)
     endpoints_per_round: int = 16
+
+
+class DatabaseOutage:
+    """A database the dispatcher cannot use: one line when the outage starts, one when it ends, and a pause
+    between rounds that doubles (from `first_s` to `max_s`) while it lasts, instead of a traceback a tick.
+    `on_failed` hears the reason once an outage and `on_ended` its end (the CLI reports both to the storage
+    state /healthz shows)."""
+
+    def __init__(self, worker_id: str, first_s: float, max_s: float, on_failed: Callable[[str], object] | None = None,
+                 on_ended: Callable[[], object] | None = None) -> None:
+        self.worker_id, self.first_s, self.max_s = worker_id, first_s, max_s
+        self.on_failed, self.on_ended = on_failed, on_ended
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._failures = 0
+
+    def failed(self, reason: str) -> float:
+        """A round or a heartbeat could not use the database: how long to pause before the next round."""
+        with self._lock:
+            first = self._since is None
+            if first:
+                self._since = time.monotonic()
+            pause_s = backoff_s(self.first_s, self._failures, self.max_s)
+            self._failures += 1
+        if first:
+            log.warning("webhook_dispatch_paused", reason=reason, worker_id=self.worker_id, retry_in_s=pause_s)
+            if self.on_failed is not None:
+                self.on_failed(reason)
+        return pause_s
+
+    def ended(self) -> None:
+        """A round went through: the outage, if there was one, is over."""
+        with self._lock:
+            since, self._since, self._failures = self._since, None, 0
+        if since is not None:
+            log.info("webhook_dispatch_resumed", worker_id=self.worker_id, down_s=round(time.monotonic() - since, 1))
+            if self.on_ended is not None:
+                self.on_ended()
+
+    @property
+    def active(self) -> bool:
+        with self._lock:
+            return self._since is not None
 
 
 @dataclass
@@ -112,6 +158,8 @@ class Dispatcher:
         resolve: Resolver = system_resolve,
         clock: Callable[[], datetime] = utc_now,
         worker_id: str | None = None,
+        on_database_failed: Callable[[str], object] | None = None,
+        on_database_back: Callable[[], object] | None = None,
     ) -> None:
         self.outbox = outbox
         self.options = options
@@ -121,6 +169,8 @@ class Dispatcher:
         self.clock = clock
         self.worker_id = worker_id or new_worker_id()
         self.schedule = RetrySchedule(options.retry_schedule_s, options.retry_after_max_s)
+        self.outage = DatabaseOutage(self.worker_id, max(options.poll_interval_s, 0.5), OUTAGE_PAUSE_MAX_S,
+                                     on_database_failed, on_database_back)
         self._wake = threading.Event()
         self._retry_lock = threading.Lock()
         self._next_retry_at: datetime | None = None  # the earliest retry this worker scheduled in its round
@@ -183,8 +233,14 @@ class Dispatcher:
                             self._next_retry_at = None
                     try:
                         self.run_once(None, stop)
-                    except Exception:
-                        log.exception("dispatcher_round_failed", worker_id=self.worker_id)
+                    except Exception as err:  # classified: a failing database pauses, anything else is a bug
+                        reason = write_failure(err)
+                        if reason is None:
+                            log.exception("dispatcher_round_failed", worker_id=self.worker_id)
+                        else:  # the next round after a pause, or at once when a commit says the database is back
+                            self._idle(stop, self.outage.failed(reason))
+                            continue
+                    self.outage.ended()
                     self._idle(stop)
         finally:
             stop_wakeups()
@@ -200,9 +256,10 @@ class Dispatcher:
         """Start the next round now (deliveries were queued). Thread-safe and quick: writers call it."""
         self._wake.set()
 
-    def _idle(self, stop: threading.Event) -> None:
-        """Wait for a wake-up, this worker's earliest retry, the safety tick or `stop`, whichever is first."""
-        wait_s = self.options.poll_interval_s
+    def _idle(self, stop: threading.Event, wait_s: float | None = None) -> None:
+        """Wait for a wake-up, this worker's earliest retry, the safety tick (or `wait_s`) or `stop`, whichever
+        is first."""
+        wait_s = self.options.poll_interval_s if wait_s is None else wait_s
         with self._retry_lock:
             retry_at = self._next_retry_at
         if retry_at is not None:
@@ -280,8 +337,12 @@ class Dispatcher:
             while not done.wait(self.lease_s / 3):
                 try:
                     self.outbox.renew_claims(self.worker_id, self.clock(), self.lease_s)
-                except Exception:
-                    log.exception("webhook_heartbeat_failed", worker_id=self.worker_id)
+                except Exception as err:  # classified: a failing database is the outage's one line, not a traceback
+                    reason = write_failure(err)
+                    if reason is None:
+                        log.exception("webhook_heartbeat_failed", worker_id=self.worker_id)
+                    else:
+                        self.outage.failed(reason)
 
         thread = threading.Thread(target=beat, name="webhook-heartbeat", daemon=True)
         thread.start()

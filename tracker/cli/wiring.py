@@ -82,7 +82,9 @@ def build_dispatcher(app: App) -> Dispatcher:
         return sub.secret or secrets.get(sub.secret_env or "")
 
     links = Links(settings.hub.endpoint, settings.server.public_url)
-    return Dispatcher(app.store.outbox, options, secret_for=secret_for, links=links, clock=app.clock)
+    gate = app.poller.gate  # a database the dispatcher cannot use is the storage state /healthz shows
+    return Dispatcher(app.store.outbox, options, secret_for=secret_for, links=links, clock=app.clock,
+                      on_database_failed=gate.failed, on_database_back=gate.succeeded)
 
 
 def start_dispatcher(app: App) -> Callable[[], None]:
