@@ -10,6 +10,8 @@ Apprise upgrade fails closed):
   or where the service keeps the server elsewhere (mailto:// connects to its `smtp_host`).
 - Services that keep the server in another field: Zulip (`organization` and `hostname`), Azure
   Communication Services (`endpoint`).
+- Services whose `{host}` is not a server: the sender's mail domain of Mailgun, SparkPost, SendPulse and
+  SMTP2Go, WeChat's corporate id; they post to their vendor's API.
 - FIXED: cloud services whose plugin connects only to its vendor's hosts, or to hosts under the vendor's
   domain picked from a region field Apprise validates against its own list or pattern.
 
@@ -83,6 +85,10 @@ def _matrix(plugin: Any) -> tuple[Server, ...]:
     return () if str(getattr(plugin, "mode", "")) == "t2bot" else _host(plugin)  # t2bot: webhooks.t2bot.io
 
 
+def _vendor(plugin: Any) -> tuple[Server, ...]:
+    return ()  # the URL's host field is an account's mail domain or id; the plugin posts to its vendor's API
+
+
 def _zulip(plugin: Any) -> tuple[Server, ...]:
     return ((f"{plugin.organization}.{plugin.hostname}", 443),)  # https://{org}.{hostname}/api/v1/messages
 
@@ -97,6 +103,8 @@ _SPECIAL: dict[str, Callable[[Any], tuple[Server, ...]]] = {
     "NotifyMatrix": _matrix,
     "NotifyZulip": _zulip,
     "NotifyACS": _acs,
+    # {host} is the sender's mail domain (Mailgun, SparkPost, SendPulse, SMTP2Go) or a corporate id (WeChat)
+    **dict.fromkeys(("NotifyMailgun", "NotifySparkPost", "NotifySendPulse", "NotifySMTP2Go", "NotifyWeChat"), _vendor),
 }
 
 

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from feeds.webhooks.safety import Resolver, literal_address, refusal
+from feeds.webhooks.safety import Resolver, UnresolvableTarget, literal_address, refusal
 
 _original_getaddrinfo = socket.getaddrinfo
 _original_connect = socket.socket.connect
@@ -90,9 +90,16 @@ def _resolve(guard: Guard, host: str, port: Any, family: int = 0, type: int = 0,
     if literal is not None:
         infos = _original_getaddrinfo(str(literal), port, family, type, proto, flags | socket.AI_NUMERICHOST)
     elif guard.resolve is not None:
-        numeric_port = int(port) if port not in (None, "") else 0
+        numeric_port = int(port) if str(port).isdigit() else 0
         infos = []
-        for address in guard.resolve(host, numeric_port):
+        token = _ACTIVE.set(None)  # the resolver may use getaddrinfo itself (safety.system_resolve does)
+        try:
+            addresses = guard.resolve(host, numeric_port)
+        except UnresolvableTarget as err:
+            raise socket.gaierror(socket.EAI_NONAME, str(err)) from err
+        finally:
+            _ACTIVE.reset(token)
+        for address in addresses:
             infos += _original_getaddrinfo(address, port, family, type, proto, flags | socket.AI_NUMERICHOST)
     else:
         infos = _original_getaddrinfo(host, port, family, type, proto, flags)
