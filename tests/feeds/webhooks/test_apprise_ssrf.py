@@ -241,3 +241,16 @@ def test_the_api_refuses_the_issues_urls_and_nothing_connects(api, listener: Can
         assert "\n" not in detail and ("refused" in detail or "cannot resolve" in detail or "cannot read" in detail), detail
     assert api.get("/api/v1/subscriptions").json() == []
     assert listener.settled() == 0
+
+
+@pytest.mark.parametrize(
+    "url",
+    [f"acs://sender@example.com/{ACS_KEY}/evil-rebind.test", f"zulip://bot@evil-rebind.test/{ZULIP_TOKEN}"],
+)
+def test_a_rebinding_server_in_a_field_other_than_the_host_is_refused_at_connect(subscriptions: SubscriptionStore, url: str) -> None:
+    """Issue 21's ACS and Zulip URLs with a name that answers public at the check, loopback when Apprise connects."""
+    dns = Rebinding(first=[PUBLIC], then=["127.0.0.1"])
+    subscribe(subscriptions, url, "apprise", allow_private=False, resolve=dns)
+    sent = apprise.send(url, apprise.Message("title", "body"), 5.0, 2.0, STRICT, dns)
+    assert (sent.ok, sent.refused) == (False, True), sent
+    assert "resolves to a loopback address (127.0.0.1): refused at connect" in (sent.error or "")
