@@ -254,3 +254,12 @@ def test_a_rebinding_server_in_a_field_other_than_the_host_is_refused_at_connect
     sent = apprise.send(url, apprise.Message("title", "body"), 5.0, 2.0, STRICT, dns)
     assert (sent.ok, sent.refused) == (False, True), sent
     assert "resolves to a loopback address (127.0.0.1): refused at connect" in (sent.error or "")
+
+
+def test_the_api_honours_the_operators_allowances(store: Storage) -> None:
+    """With [delivery] apprise_allow_plugins naming a service, the API subscribes it (201)."""
+    auth = {"Authorization": "Bearer api-token"}
+    with serve(store, api_token="api-token", allow_private_targets=False, apprise_allow_plugins=("syslog",)) as served, \
+            served.client() as client:
+        created = client.post("/api/v1/subscriptions", json={"url": "syslog://local5", "format": "apprise"}, headers=auth)
+    assert created.status_code == 201, created.text
