@@ -292,8 +292,11 @@ def add_subscription(request: Request, body: SubscriptionIn) -> SubscriptionOut:
     subscriptions = _subscriptions(request)
     kinds = tuple(body.kinds)
     try:  # a user-given URL: malformed, unresolvable or private addresses are refused before storing
-        created = subscribe(subscriptions, body.url, body.format, allow_private=_services(request).options.allow_private_targets,
-                            secret=body.secret, repos=tuple(body.repos), kinds=kinds, min_severity=body.min_severity.value)
+        options = _services(request).options
+        created = subscribe(subscriptions, body.url, body.format, allow_private=options.allow_private_targets,
+                            secret=body.secret, repos=tuple(body.repos), kinds=kinds, min_severity=body.min_severity.value,
+                            apprise_plugins=options.apprise_allow_plugins,
+                            apprise_insecure_tls=options.apprise_allow_insecure_tls)
     except InvalidSubscription as err:
         raise HTTPException(422, str(err)) from err
     return _subscription(created, secret=created.secret if body.secret is None else None, full_url=True)

@@ -66,6 +66,8 @@ class ServerOptions:
     default_interval_s: int = 900
     feed_max_age_s: int = 300
     allow_private_targets: bool = False  # subscriptions to loopback/private addresses ([delivery])
+    apprise_allow_plugins: tuple[str, ...] = ()  # Apprise services whose server cannot be told ([delivery])
+    apprise_allow_insecure_tls: bool = False  # Apprise URLs with verify=no ([delivery])
     hub_url: str = "https://huggingface.co"  # [hub] endpoint: where commit and repo links on pages point
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from feeds.webhooks import apprise, discord, generic, slack
 from feeds.webhooks.formats import Links, WebhookFormat
-from feeds.webhooks.safety import Resolver, system_resolve
+from feeds.webhooks.safety import Resolver, TargetPolicy, system_resolve
 from storage.errors import InvalidSubscription
 from storage.kinds import WEBHOOK_FORMATS
 from storage.models import Event, Subscription
@@ -49,11 +49,15 @@ def subscribe(
     kinds: Sequence[str] = (),
     min_severity: str = "notice",
     resolve: Resolver = system_resolve,
+    apprise_plugins: Sequence[str] = (),
+    apprise_insecure_tls: bool = False,
 ) -> Subscription:
     """Add an API subscription from user input: the URL is checked (syntax, then every address it
     resolves to) before it is stored. Raises InvalidSubscription or safety.UnsafeTarget with a message
-    for the user. A subscription whose format signs every delivery gets a new secret when given none."""
-    webhook_format(format).check_url(url, allow_private, resolve)
+    for the user. A subscription whose format signs every delivery gets a new secret when given none.
+    `apprise_plugins` and `apprise_insecure_tls`: the [delivery] settings of the same names."""
+    policy = TargetPolicy(allow_private, frozenset(apprise_plugins), apprise_insecure_tls)
+    webhook_format(format).check_url(url, policy, resolve)
     return subscriptions.add_subscription(
         url, format, secret=secret, repos=repos, kinds=kinds, min_severity=min_severity, source="api"
     )

@@ -3,11 +3,18 @@ names: `mailto://`, `tgram://`, `msteams://`, `ntfys://`, `matrix://`, `json://`
 list. The message is the event's title and a short plain-text body ending with the link.
 
 - Addresses: Apprise itself reads the URL when the subscription is made and before every attempt; a
-  scheme it does not know, or a URL it cannot read, is refused. Where the URL names the server Apprise
-  connects to (every service whose Apprise URL template has a `{host}`: json://, xml://, form://,
-  ntfy(s)://host/topic, matrix(s)://, gotify://, apprise://, mailto:// with its SMTP server, ...), that
-  host goes through the webhook address policy (feeds.webhooks.safety.vet); services at fixed cloud
-  endpoints (tgram://, msteams://, ntfy://topic on ntfy.sh) have no host of the user's to check.
+  scheme it does not know, or a URL it cannot read, is refused. The servers the service will connect to
+  are read from Apprise's parsed plugin object, never from the URL text (feeds.webhooks.apprise_targets):
+  each one a user named (json://host, ntfys://host/topic, zulip://bot@org.example.com/..., acs://.../
+  endpoint, the SMTP server of mailto://, ...) goes through the webhook address policy
+  (feeds.webhooks.safety.vet); services at their vendor's fixed hosts (tgram://, slack://, ntfy://topic)
+  have none. A service whose server hubwatch cannot tell is refused unless the operator allows it by
+  name ([delivery] apprise_allow_plugins), and a URL that turns certificate checks off (`verify=no`)
+  unless [delivery] apprise_allow_insecure_tls.
+- Connections: Apprise resolves names again when it connects, so the address policy is enforced again
+  at that moment (feeds.webhooks.socket_guard, around notify()): a connection to a refused address is
+  not made, whatever the URL said or DNS answered when the URL was checked (DNS rebinding), and the
+  delivery fails and disables the subscription, as a refused webhook address does.
 - Sending: Apprise's notify() blocks, so it runs in a thread of its own, bounded by the delivery
   time-out (Apprise's own call deadline, and a join that gives up waiting). It follows no redirect,
   stores nothing on disk and loads no plugin from the user's directories. Success, failure and time-out
@@ -16,13 +23,14 @@ list. The message is the event's title and a short plain-text body ending with t
 - Secrets: Apprise URLs carry passwords and tokens. Errors are scrubbed of every part of the URL that
   can be one before they reach the delivery log, and Apprise's own log records are kept out of ours.
 
-Not covered, unlike webhooks: Apprise resolves the host again when it connects, so an apprise delivery
-is not pinned to the address that was checked; and Apprise does not show the HTTP status, so a 410 or a
-Retry-After is not seen: every failure is retried on the schedule.
+Not covered, unlike webhooks: Apprise does not show the HTTP status, so a 410 or a Retry-After is not
+seen: every failure is retried on the schedule. A plugin that connects from a thread it starts itself
+(not from Apprise's workers) is outside the connect-time guard; its server is still checked before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -34,22 +42,24 @@ from functools import cache
 from types import ModuleType
 from typing import Any, Protocol
 
+from feeds.webhooks import socket_guard
+from feeds.webhooks.apprise_targets import servers
 from feeds.webhooks.chat_text import visible
 from feeds.webhooks.formats import Attempt, Links, WebhookFormat
-from feeds.webhooks.safety import Resolver, UnresolvableTarget, system_resolve
+from feeds.webhooks.safety import Resolver, TargetPolicy, UnresolvableTarget, system_resolve
 from feeds.webhooks.safety import vet as vet_http
 from storage.errors import InvalidSubscription
 from storage.models import Event
 from storage.subscriptions import redact_url, validate_url
 
 CONTENT_TYPE = "application/json"  # what `render` gives: the title and body Apprise sends
+DEFAULT_POLICY = TargetPolicy()  # public addresses only, no undetermined services, certificate checks on
 MAX_TITLE = 250
 MAX_LINE = 300
 MAX_SUMMARIES = 5
 MAX_ERROR = 500
 JOIN_GRACE_S = 1.0  # how long past its own deadline an Apprise call is waited for before it is given up
 _NOTIFY_TYPES = {"info": "info", "notice": "info", "warning": "warning", "critical": "failure"}
-_NO_HOST_MODES = frozenset({"cloud", "t2bot"})  # ntfy://topic (ntfy.sh), matrix://token?mode=t2bot
 _MIN_SECRET = 3  # URL parts shorter than this are not scrubbed from errors (they would eat ordinary words)
 
 
@@ -67,6 +77,7 @@ class Sent:
     ok: bool
     error: str | None = None
     timed_out: bool = False
+    refused: bool = False  # a connection went to an address the policy refuses (and was not made)
 
 
 class ConfigEntry(Protocol):
@@ -164,48 +175,71 @@ def _schemes() -> frozenset[str]:
     return frozenset(s.lower() for s in manager.schemas())
 
 
-def target(plugin: Any) -> tuple[str, int] | None:
-    """The host and port Apprise will connect to when the URL names one (its template has a `{host}`),
-    else None (a cloud service at a fixed address)."""
-    templates = getattr(type(plugin), "templates", ()) or ()
-    if not any("{host}" in t for t in templates):
-        return None
-    if getattr(plugin, "mode", None) in _NO_HOST_MODES:
-        return None
-    host = str(getattr(plugin, "smtp_host", None) or plugin.host or "").strip("[]")
-    if not host:
-        return None
-    port = plugin.port if isinstance(plugin.port, int) and plugin.port else (443 if plugin.secure else 80)
-    return host, port
+def schemes_of(plugin: Any) -> tuple[str, ...]:
+    """The schemes Apprise reads for this plugin's service (json and jsons, ...), lower case, first the URL's own."""
+    found: list[str] = []
+    for attr in ("protocol", "secure_protocol"):
+        value = getattr(type(plugin), attr, None) or ()
+        found += [value] if isinstance(value, str) else list(value)
+    return tuple(dict.fromkeys(s.lower() for s in found))
 
 
-def vet(url: str, allow_private: bool, resolve: Resolver = system_resolve) -> None:
-    """Before an attempt: Apprise reads the URL, and the host it names passes the address policy. Raises
-    InvalidSubscription (unreadable), safety.UnsafeTarget (refused address) or UnresolvableTarget."""
-    host = target(parse(url))
-    if host is None:
-        return
-    name, port = host
-    netloc = f"[{name}]" if ":" in name else name
-    vet_http(f"http://{netloc}:{port}/", allow_private, resolve)
+def _policy_refusal(plugin: Any, scheme: str, policy: TargetPolicy) -> str | None:
+    """Why the operator's policy refuses this service whatever its address, or None."""
+    if getattr(plugin, "verify_certificate", True) is False and not policy.apprise_insecure_tls:
+        return (f"{scheme}:// with verify=no turns certificate checks off: refused "
+                "(the operator can allow it with [delivery] apprise_allow_insecure_tls)")
+    if servers(plugin) is None and not policy.apprise_plugins.intersection(schemes_of(plugin)):
+        return (f"hubwatch cannot tell which server Apprise's {scheme}:// service connects to: refused "
+                f'(the operator can allow it with [delivery] apprise_allow_plugins = ["{scheme}"])')
+    return None
 
 
-def check_url(url: str, allow_private: bool, resolve: Resolver = system_resolve) -> None:
-    """For subscription time: an unreadable URL, an unresolvable host or a refused address is an error."""
+def _netloc(name: str, port: int) -> str:
+    return f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+
+
+def vet(url: str, policy: TargetPolicy, resolve: Resolver = system_resolve) -> None:
+    """Before an attempt: Apprise reads the URL; the service is one whose servers hubwatch can tell (or the
+    operator allowed by name) and keeps certificate checks on (unless allowed); every server Apprise's
+    parsed plugin names passes the address policy. Raises InvalidSubscription (unreadable, refused service),
+    safety.UnsafeTarget (refused address) or UnresolvableTarget. Connections are checked again as they are
+    made (`send`)."""
+    plugin = parse(url)
+    scheme = url.partition("://")[0].lower()
+    why = _policy_refusal(plugin, scheme, policy)
+    if why is not None:
+        raise InvalidSubscription(why)
+    for name, port in servers(plugin) or ():
+        vet_http(f"http://{_netloc(name, port)}/", policy.allow_private, resolve)
+
+
+def check_url(url: str, policy: TargetPolicy, resolve: Resolver = system_resolve) -> None:
+    """For subscription time: an unreadable URL, a refused service, an unresolvable host or a refused
+    address is an error."""
     try:
-        vet(url, allow_private, resolve)
+        vet(url, policy, resolve)
     except UnresolvableTarget as err:
         raise InvalidSubscription(str(err)) from err
 
 
-def check_config_entries(entries: Iterable[ConfigEntry]) -> None:
-    """The config file's apprise [[webhooks]] are URLs Apprise can read (their addresses are checked at
-    each delivery, as for every config webhook); InvalidSubscription names the entry."""
+def _no_dns(host: str, port: int) -> list[str]:
+    """Config entries are checked without DNS: their names are resolved at each delivery."""
+    raise UnresolvableTarget(host)
+
+
+def check_config_entries(entries: Iterable[ConfigEntry], policy: TargetPolicy = DEFAULT_POLICY) -> None:
+    """The config file's apprise [[webhooks]] are URLs Apprise can read, for services the policy takes, and
+    name no server that is a refused address by itself (an IP literal in any spelling, `localhost`); host
+    names are resolved and checked at each delivery, as for every config webhook. InvalidSubscription
+    names the entry."""
     for number, entry in enumerate(entries, start=1):
         if entry.format != "apprise":
             continue
         try:
-            parse(entry.url)
+            vet(entry.url, policy, _no_dns)
+        except UnresolvableTarget:
+            continue
         except InvalidSubscription as err:
             raise InvalidSubscription(f"entry {number} (apprise {redact_url(entry.url)}): {err}") from err
 
@@ -213,16 +247,26 @@ def check_config_entries(entries: Iterable[ConfigEntry]) -> None:
 # -- sending --------------------------------------------------------------------------------------
 
 
-def deliver(url: str, event: Event, links: Links, timeout_s: float, connect_timeout_s: float) -> Attempt:
-    """The event as one Apprise notification: delivered, or retried like an endpoint that did not answer,
-    with Apprise's reason (scrubbed) for the delivery log."""
-    sent = send(url, message(event, links), timeout_s, connect_timeout_s)
-    return Attempt("delivered") if sent.ok else Attempt("retry", error=sent.error or "Apprise failed", endpoint_down=True)
+def deliver(url: str, event: Event, links: Links, timeout_s: float, connect_timeout_s: float,
+            policy: TargetPolicy = DEFAULT_POLICY, resolve: Resolver = system_resolve) -> Attempt:
+    """The event as one Apprise notification: delivered; failed for good (the subscription disabled) when
+    a connection went to a refused address; else retried like an endpoint that did not answer, with
+    Apprise's reason (scrubbed) for the delivery log."""
+    sent = send(url, message(event, links), timeout_s, connect_timeout_s, policy, resolve)
+    if sent.ok:
+        return Attempt("delivered")
+    error = sent.error or "Apprise failed"
+    if sent.refused:
+        return Attempt("failed", error=error, disable_reason=f"refused address: {error}")
+    return Attempt("retry", error=error, endpoint_down=True)
 
 
-def send(url: str, msg: Message, timeout_s: float, connect_timeout_s: float) -> Sent:
+def send(url: str, msg: Message, timeout_s: float, connect_timeout_s: float,
+         policy: TargetPolicy = DEFAULT_POLICY, resolve: Resolver = system_resolve) -> Sent:
     """One notification, in a thread of its own, waited for at most `timeout_s` (plus a grace). Apprise is
-    loaded and the URL read before the clock starts."""
+    loaded and the URL read before the clock starts. Unless the policy allows private targets, every
+    connection the plugin makes is checked as it is made (feeds.webhooks.socket_guard, names resolved by
+    `resolve`): one to a refused address is not made, and the notification fails saying so."""
     try:
         plugin = parse(url)
     except InvalidSubscription as err:
@@ -230,10 +274,15 @@ def send(url: str, msg: Message, timeout_s: float, connect_timeout_s: float) -> 
     box: list[Sent] = []
 
     def call() -> None:
-        try:
-            box.append(_notify(plugin, url, msg, timeout_s, connect_timeout_s))
-        except Exception as err:  # a plugin's bug must not kill the dispatcher's worker  # noqa: BLE001
-            box.append(Sent(False, scrub(f"Apprise failed: {type(err).__name__}: {err}", url)[:MAX_ERROR]))
+        guard = socket_guard.guarded(resolve) if not policy.allow_private else contextlib.nullcontext(None)
+        with guard as held:
+            try:
+                sent = _notify(plugin, url, msg, timeout_s, connect_timeout_s)
+            except Exception as err:  # a plugin's bug must not kill the dispatcher's worker  # noqa: BLE001
+                sent = Sent(False, scrub(f"Apprise failed: {type(err).__name__}: {err}", url)[:MAX_ERROR])
+            if held is not None and held.refused:
+                sent = Sent(False, scrub(f"Apprise {plugin.service_name}: {held.refused[0]}", url)[:MAX_ERROR], refused=True)
+            box.append(sent)
 
     thread = threading.Thread(target=call, name="apprise-notify", daemon=True)
     thread.start()
@@ -291,5 +340,5 @@ def scrub(text: str, url: str) -> str:
     return text
 
 
-# Apprise reads and sends (vet checks the host it names and returns no address); the preview is `render`.
+# Apprise reads and sends (vet checks the servers it names and returns no address); the preview is `render`.
 FORMAT = WebhookFormat("apprise", render=render, check_url=check_url, vet=vet, send=deliver, content_type=CONTENT_TYPE)

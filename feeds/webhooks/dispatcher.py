@@ -20,9 +20,10 @@ Webhooks schedule (feeds.webhooks.schedule).
   with the same webhook-id. A worker that lost its claim starts no further attempt.
 - The URL is vetted again before every attempt (the format's `vet`) and the connection goes to the
   checked address (feeds.webhooks.safety), so DNS rebinding cannot reach a private address. A format
-  that sends by itself (`send`: Apprise, feeds.webhooks.apprise) has its host checked the same way (not
-  pinned: Apprise resolves it again), then sends, in a thread, within the time-out; a failure is retried
-  as an endpoint that is down.
+  that sends by itself (`send`: Apprise, feeds.webhooks.apprise) has its servers checked the same way,
+  then sends, in a thread, within the time-out, every connection checked again as it is made (the same
+  resolver; feeds.webhooks.socket_guard); a failure is retried as an endpoint that is down, a refused
+  connection disables the subscription as a refused address does.
 - At most 64 KB of a response is read; a delivery that takes longer than the time-out is a failure.
 - `run_once(now)` delivers what is due and returns (tests drive it with a fake `now`, no sleeping);
   `run_forever(stop)` is the daemon's loop. It starts a round the moment deliveries are committed (a
@@ -49,7 +50,7 @@ import structlog
 
 from feeds.webhooks import FORMATS, Links
 from feeds.webhooks.formats import Attempt, Reply, WebhookFormat
-from feeds.webhooks.safety import Resolver, Target, UnresolvableTarget, UnsafeTarget, system_resolve
+from feeds.webhooks.safety import Resolver, Target, TargetPolicy, UnresolvableTarget, UnsafeTarget, system_resolve
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S, RetrySchedule
 from storage.backoff import backoff_s
 from storage.errors import InvalidSubscription
@@ -77,10 +78,17 @@ class DeliveryOptions:
     retry_schedule_s: tuple[float, ...] = DEFAULT_DELAYS_S
     retry_after_max_s: float = 3600.0
     allow_private_targets: bool = False
+    apprise_allow_plugins: tuple[str, ...] = ()  # Apprise schemes allowed although their server cannot be told
+    apprise_allow_insecure_tls: bool = False  # Apprise URLs with verify=no
     concurrency: int = 4
     poll_interval_s: float = 1.0
     lease_s: float = 6.0  # a claim lasts this long without a heartbeat (renewed every lease_s / 3)
     endpoints_per_round: int = 16
+
+    @property
+    def policy(self) -> TargetPolicy:
+        return TargetPolicy(self.allow_private_targets, frozenset(self.apprise_allow_plugins),
+                            self.apprise_allow_insecure_tls)
 
 
 class DatabaseOutage:
@@ -357,7 +365,7 @@ class Dispatcher:
         fmt = FORMATS[sub.format]
         started = time.monotonic()
         try:
-            target = fmt.vet(sub.url, self.options.allow_private_targets, self.resolve)
+            target = fmt.vet(sub.url, self.options.policy, self.resolve)
         except UnsafeTarget as err:
             return Attempt("failed", error=str(err), disable_reason=f"refused address: {err}")
         except UnresolvableTarget as err:
@@ -365,7 +373,8 @@ class Dispatcher:
         except InvalidSubscription as err:
             return Attempt("failed", error=str(err), disable_reason=f"invalid URL: {err}")
         if fmt.send is not None:  # the format sends by itself (Apprise connects on its own, off this thread)
-            attempt = fmt.send(sub.url, item.event, self.links, self.options.timeout_s, self.options.connect_timeout_s)
+            attempt = fmt.send(sub.url, item.event, self.links, self.options.timeout_s, self.options.connect_timeout_s,
+                               self.options.policy, self.resolve)
             return replace(attempt, duration_ms=int((time.monotonic() - started) * 1000))
         if target is None:  # a format without `send` must name an address: one that does not is a bug, not the endpoint's
             return Attempt("failed", error=f"the {fmt.name} format gave no address to send to",

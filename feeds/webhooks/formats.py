@@ -23,7 +23,7 @@ from datetime import datetime
 
 from feeds.webhooks import safety
 from feeds.webhooks.chat_text import visible
-from feeds.webhooks.safety import Resolver, Target
+from feeds.webhooks.safety import Resolver, Target, TargetPolicy
 from storage.backoff import retry_after_s
 from storage.kinds import HTTP_WEBHOOK_FORMATS, SIGNED_WEBHOOK_FORMATS
 from storage.models import Event
@@ -134,12 +134,23 @@ def standard_headers(msg_id: str, timestamp: int, body: bytes, secret: str | Non
     return out
 
 
-# url, allow_private, resolve -> None, or raise InvalidSubscription / safety.UnsafeTarget.
-UrlCheck = Callable[[str, bool, Resolver], None]
-# url, allow_private, resolve -> the address to POST to; None when the format sends by itself.
-Vet = Callable[[str, bool, Resolver], Target | None]
-# url, event, links, timeout_s, connect_timeout_s -> what the attempt came to.
-Send = Callable[[str, Event, Links, float, float], Attempt]
+# url, policy, resolve -> None, or raise InvalidSubscription / safety.UnsafeTarget.
+UrlCheck = Callable[[str, TargetPolicy, Resolver], None]
+# url, policy, resolve -> the address to POST to; None when the format sends by itself.
+Vet = Callable[[str, TargetPolicy, Resolver], Target | None]
+# url, event, links, timeout_s, connect_timeout_s, policy, resolve -> what the attempt came to (the format
+# holds its connections to the policy itself).
+Send = Callable[[str, Event, Links, float, float, TargetPolicy, Resolver], Attempt]
+
+
+def check_http_url(url: str, policy: TargetPolicy, resolve: Resolver) -> None:
+    """A posted format's URL at subscription time: the address policy of feeds.webhooks.safety."""
+    safety.check_url(url, policy.allow_private, resolve)
+
+
+def vet_http_url(url: str, policy: TargetPolicy, resolve: Resolver) -> Target:
+    """A posted format's URL before an attempt: the checked address the dispatcher connects to."""
+    return safety.vet(url, policy.allow_private, resolve)
 
 
 @dataclass(frozen=True)
@@ -150,8 +161,8 @@ class WebhookFormat:
     render: Callable[[Event, Links], bytes]  # the message (for a format that sends by itself: its preview)
     classify: Callable[[Reply], Attempt] = classify_reply
     headers: Callable[[str, int, bytes, str | None], dict[str, str]] = standard_headers
-    check_url: UrlCheck = safety.check_url  # when a subscription is made from user input
-    vet: Vet = safety.vet  # before every attempt (the dispatcher connects to the address it returns)
+    check_url: UrlCheck = check_http_url  # when a subscription is made from user input
+    vet: Vet = vet_http_url  # before every attempt (the dispatcher connects to the address it returns)
     send: Send | None = None  # set: the format delivers by itself, the dispatcher posts nothing
     redact: Callable[[str], str] = redact_url  # the URL as listings and logs show it
     content_type: str = "application/json"

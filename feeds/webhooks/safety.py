@@ -27,6 +27,15 @@ _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
+@dataclass(frozen=True)
+class TargetPolicy:
+    """Where the operator lets webhooks and notifications go ([delivery] settings)."""
+
+    allow_private: bool = False  # loopback, private, link-local... addresses too
+    apprise_plugins: frozenset[str] = frozenset()  # Apprise schemes allowed although their server cannot be told
+    apprise_insecure_tls: bool = False  # Apprise URLs may turn certificate checks off (verify=no)
+
+
 class UnsafeTarget(InvalidSubscription):
     """The URL's host is, or resolves to, an address the policy refuses."""
 
@@ -59,6 +68,25 @@ def system_resolve(host: str, port: int) -> list[str]:
     except (socket.gaierror, UnicodeError, OSError) as err:
         raise UnresolvableTarget(f"cannot resolve {host}: {err}") from err
     return list(dict.fromkeys(str(info[4][0]).split("%", 1)[0] for info in infos))
+
+
+def literal_address(host: str) -> IPAddress | None:
+    """The address a host name spells without DNS: an IP literal (brackets allowed), an IPv4 address in
+    the classic inet_aton forms (`127.1`, `0x7f000001`, `2130706433`), or loopback for `localhost` and
+    its subdomains (RFC 6761). None for any other name."""
+    name = host.strip().strip("[]").rstrip(".").lower()
+    try:
+        return ipaddress.ip_address(name.split("%", 1)[0])
+    except ValueError:
+        pass
+    if name == "localhost" or name.endswith(".localhost"):
+        return ipaddress.ip_address("127.0.0.1")
+    if name and all(c in "0123456789abcdefx." for c in name) and name[0].isdigit():
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(name))
+        except OSError:
+            return None
+    return None
 
 
 def refusal(address: IPAddress) -> str | None:
@@ -95,9 +123,10 @@ def vet(url: str, allow_private: bool, resolve: Resolver = system_resolve) -> Ta
     parts = urllib.parse.urlsplit(url)
     hostname = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        addresses = [ipaddress.ip_address(hostname)]
-    except ValueError:
+    literal = literal_address(hostname)
+    if literal is not None:
+        addresses = [literal]
+    else:
         resolved = resolve(hostname, port)
         if not resolved:
             raise UnresolvableTarget(f"{hostname} resolves to no address") from None

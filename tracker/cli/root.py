@@ -135,11 +135,15 @@ def cli(ctx: click.Context, config_file: str | None) -> None:
 
 
 def _check_apprise_urls(settings: Settings) -> None:
-    """The config's apprise [[webhooks]] are URLs Apprise can read (Apprise is imported only when there are some)."""
+    """The config's apprise [[webhooks]] are URLs Apprise can read, for services the [delivery] policy takes
+    (Apprise is imported only when there are some)."""
     from feeds.webhooks.apprise import check_config_entries
+    from feeds.webhooks.safety import TargetPolicy
 
+    d = settings.delivery
+    policy = TargetPolicy(d.allow_private_targets, frozenset(d.apprise_allow_plugins), d.apprise_allow_insecure_tls)
     try:
-        check_config_entries(settings.webhooks)
+        check_config_entries(settings.webhooks, policy)
     except InvalidSubscription as err:
         raise ConfigError(f"{settings.source}: [[webhooks]] {err}") from err
 

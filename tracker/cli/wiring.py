@@ -38,6 +38,8 @@ def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[
         hub_webhook_secret=settings.hub_webhook_secret,
         default_interval_s=settings.default_interval_s,
         allow_private_targets=settings.delivery.allow_private_targets,
+        apprise_allow_plugins=settings.delivery.apprise_allow_plugins,
+        apprise_allow_insecure_tls=settings.delivery.apprise_allow_insecure_tls,
         hub_url=settings.hub.endpoint.rstrip("/"),
     )
     http_app = create_app(
@@ -71,6 +73,8 @@ def build_dispatcher(app: App) -> Dispatcher:
         retry_schedule_s=tuple(float(s) for s in d.retry_delays_s),
         retry_after_max_s=d.retry_after_max_s,
         allow_private_targets=d.allow_private_targets,
+        apprise_allow_plugins=d.apprise_allow_plugins,
+        apprise_allow_insecure_tls=d.apprise_allow_insecure_tls,
         concurrency=d.concurrency,
         poll_interval_s=d.poll_interval_s,
         lease_s=d.lease_s,

@@ -267,6 +267,9 @@ class DeliverySettings(Section):
 
     table: ClassVar[str] = "delivery"
     allow_private_targets: bool = False
+    # Apprise services (by scheme) allowed although hubwatch cannot tell which server they connect to
+    apprise_allow_plugins: tuple[str, ...] = ()
+    apprise_allow_insecure_tls: bool = False  # Apprise URLs may turn certificate checks off (verify=no)
     timeout_s: float = 15.0
     connect_timeout_s: float = 5.0
     # durations as written: text like "5m", or a number of seconds
@@ -277,6 +280,14 @@ class DeliverySettings(Section):
     poll_interval_s: float = 1.0
     lease_s: float = 6.0  # a killed worker's deliveries are taken over after at most this long
     _retry_delays_s: tuple[int, ...] = PrivateAttr(default=())
+
+    @field_validator("apprise_allow_plugins", mode="before")
+    @classmethod
+    def _schemes(cls, schemes: tuple[Any, ...]) -> tuple[str, ...]:
+        """Apprise schemes as written in URLs (`zulip`, `acs`), compared in lower case."""
+        if not all(isinstance(s, str) and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]{0,31}", s.strip()) for s in schemes):
+            raise problem(f'[delivery] apprise_allow_plugins must be a list of Apprise schemes like ["zulip"], got {list(schemes)!r}')
+        return tuple(s.strip().lower() for s in schemes)
 
     @field_validator("retry_schedule", mode="before")
     @classmethod

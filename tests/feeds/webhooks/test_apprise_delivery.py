@@ -239,3 +239,31 @@ format = "apprise"
     assert result.returncode != 0
     assert "[[webhooks]] entry 2 (apprise tgram://…): Apprise cannot read this tgram:// URL" in result.stderr
     assert PASSWORD not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("delivery", "url", "message"),
+    [
+        ("", f"zulip://bot@127.0.0.1/{'a' * 32}", r"\(apprise zulip://…\): 127\.0\.0\.1 is a loopback address"),
+        ("", "json://2130706433:8080/hook", "2130706433 resolves to a loopback address"),
+        ("", "syslog://local5", r'cannot tell which server.*apprise_allow_plugins = \["syslog"\]'),
+        ("", "jsons://hooks.example.com/in?verify=no", "verify=no.*apprise_allow_insecure_tls"),
+        ("allow_private_targets = true", "json://127.0.0.1:8080/hook", None),
+        ('apprise_allow_plugins = ["syslog"]', "syslog://local5", None),
+        ("apprise_allow_insecure_tls = true", "jsons://hooks.example.com/in?verify=no", None),
+    ],
+)
+def test_the_config_is_checked_against_the_apprise_policy(
+    replay, database_url: str, tmp_path: Path, delivery: str, url: str, message: str | None
+) -> None:
+    """Loading the config refuses an apprise entry naming a loopback server, an undetermined service or
+    verify=no, in one line naming the entry, unless [delivery] allows it (no DNS asked at load)."""
+    extra = f'\n[delivery]\n{delivery}\n\n[[webhooks]]\nurl = "{url}"\nformat = "apprise"\n'
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url, extra)
+    result = run_cli("watch", "list", config=config)
+    if message is None:
+        assert result.returncode == 0, result.stderr
+        return
+    assert result.returncode != 0
+    [line] = result.stderr.strip().splitlines()
+    assert re.search(rf"\[\[webhooks\]\] entry 1 .*{message}", line), line

@@ -7,7 +7,7 @@ import ipaddress
 import pytest
 
 from feeds.webhooks import subscribe
-from feeds.webhooks.safety import UnsafeTarget, check_url, refusal, vet
+from feeds.webhooks.safety import UnsafeTarget, check_url, literal_address, refusal, vet
 from storage.errors import InvalidSubscription
 from storage.subscription_store import SubscriptionStore
 
@@ -93,3 +93,25 @@ def test_subscribe_checks_the_address_before_storing(subscriptions: Subscription
     sub = subscribe(subscriptions, "https://hooks.example.com/x", "generic", allow_private=False,
                     resolve=_resolver({"hooks.example.com": ["93.184.215.14"]}))
     assert sub.source == "api" and sub.secret and sub.secret.startswith("whsec_")
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("127.0.0.1", "127.0.0.1"), ("127.1", "127.0.0.1"), ("0x7f000001", "127.0.0.1"), ("2130706433", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"), ("[::1]", "::1"), ("localhost", "127.0.0.1"), ("api.localhost.", "127.0.0.1"),
+        ("0.0.0.0", "0.0.0.0"), ("[::ffff:127.0.0.1]", "::ffff:7f00:1"), ("hooks.example.com", None),
+        ("1password.com", None), ("deadbeef", None),
+    ],
+)
+def test_addresses_spelled_without_dns_are_read_as_the_system_would(host: str, address: str | None) -> None:
+    """IP literals in the classic inet_aton spellings and localhost names are addresses without asking DNS."""
+    found = literal_address(host)
+    assert (str(found) if found is not None else None) == address
+
+
+@pytest.mark.parametrize("host", ["127.1", "0x7f000001", "2130706433", "localhost"])
+def test_loopback_spellings_are_refused_without_dns(host: str) -> None:
+    """A webhook URL spelling loopback in any form is refused before any resolver is asked."""
+    with pytest.raises(UnsafeTarget, match="loopback"):
+        check_url(f"http://{host}:8080/hook", allow_private=False, resolve=_resolver({}))

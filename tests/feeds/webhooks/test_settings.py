@@ -26,6 +26,19 @@ def test_allow_private_targets_from_the_environment() -> None:
     assert settings_from_mapping({}, env=env).delivery.allow_private_targets is True
 
 
+def test_apprise_allowances_default_off_and_come_from_file_or_environment() -> None:
+    """No Apprise service of undetermined server and no verify=no by default; both from the file or the
+    environment (schemes comma-separated, compared in lower case)."""
+    d = settings_from_mapping({}, env={}).delivery
+    assert (d.apprise_allow_plugins, d.apprise_allow_insecure_tls) == ((), False)
+    raw = {"delivery": {"apprise_allow_plugins": ["Zulip", "acs"], "apprise_allow_insecure_tls": True}}
+    d = settings_from_mapping(raw, env={}).delivery
+    assert (d.apprise_allow_plugins, d.apprise_allow_insecure_tls) == (("zulip", "acs"), True)
+    env = {"HUBWATCH_DELIVERY_APPRISE_ALLOW_PLUGINS": "dbus, syslog", "HUBWATCH_DELIVERY_APPRISE_ALLOW_INSECURE_TLS": "yes"}
+    d = settings_from_mapping({}, env=env).delivery
+    assert (d.apprise_allow_plugins, d.apprise_allow_insecure_tls) == (("dbus", "syslog"), True)
+
+
 def test_signing_secrets_come_from_the_named_variables_and_are_not_shown() -> None:
     """A [[webhooks]] secret_env is read once, may hold rotating secrets, and never appears in the repr."""
     settings = settings_from_mapping({"webhooks": [HOOK]}, env={"CI_SECRET": f"{SECRET} {OLD_SECRET}"})
@@ -45,6 +58,9 @@ def test_signing_secrets_come_from_the_named_variables_and_are_not_shown() -> No
         ({"delivery": {"concurrency": 0}}, {}, "concurrency"),
         ({"delivery": {"allow_private_targets": "maybe"}}, {}, "allow_private_targets"),
         ({"delivery": {"retry_after_s": 5}}, {}, "unknown setting"),
+        ({"delivery": {"apprise_allow_plugins": ["zulip://"]}}, {}, "apprise_allow_plugins must be a list of Apprise schemes"),
+        ({"delivery": {"apprise_allow_plugins": [3]}}, {}, "apprise_allow_plugins"),
+        ({"delivery": {"apprise_allow_insecure_tls": "perhaps"}}, {}, "apprise_allow_insecure_tls"),
     ],
 )
 def test_bad_webhook_settings_name_the_key(raw: dict, env: dict, message: str) -> None:
