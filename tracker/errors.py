@@ -69,3 +69,12 @@ class BadInput(HubwatchError):
 
 class LocalCacheMissing(BadInput):
     """There is no Hugging Face cache where one was looked for."""
+
+
+class RefusedFile(BadInput):
+    """A local file hubwatch will not read: not a regular file, too large, a symlink leaving the tree it
+    must stay in, or not UTF-8. `path` and `reason` say which and why; the message is one line."""
+
+    def __init__(self, path: str, reason: str, what: str = "file") -> None:
+        super().__init__(f"refused {what} {path}: {reason}")
+        self.path, self.reason, self.what = path, reason, what

@@ -8,7 +8,6 @@ makes `hf_hub_download(revision="main")` fall back to an older cached copy).
 from __future__ import annotations
 
 import errno
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -34,15 +33,13 @@ from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import build_hf_headers, disable_progress_bars, paginate
 
 from storage.backoff import retry_after_s
-from tracker.errors import HubUnavailable, LocalCacheMissing, RateLimited, RepoGated, RepoGone
+from tracker.errors import HubUnavailable, RateLimited, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
 from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
 
 if TYPE_CHECKING:
     from tracker.polling.budget import HubRateLimit, RequestBudget
 
-# A cache folder named in a cache warning: models--org--name (datasets--, spaces-- are not models).
-_CACHE_FOLDER = re.compile(r"\b(models|datasets|spaces)--([^/\\\s)'\",:]+)")
 # Network-level failures the library lets through: its HTTP stack's own (httpx2: connection refused, name
 # not resolved, time-outs, broken answers; none of them an OSError) and the standard library's.
 _TRANSPORT_ERRORS = (httpx2.HTTPError, OSError, TimeoutError, ConnectionError)
@@ -92,50 +89,12 @@ class CommitWalk:
     reached_until: bool = False  # the walk's `until` commit was met (and is the last of `commits`)
 
 
-@dataclass(frozen=True)
-class CachedRevision:
-    """One snapshot of a model in the local Hugging Face cache: its commit and the refs naming it."""
+def default_cache_dir() -> str:
+    """Where huggingface_hub keeps its cache: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub
+    (read by the library when it is imported). `tracker.pins.cache_scan` reads it."""
+    from huggingface_hub import constants
 
-    repo_id: str
-    sha: str
-    refs: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class CacheScan:
-    """The models of a local cache; `problems` are (repo id or cache folder, what is wrong with it)."""
-
-    cache_dir: str
-    revisions: list[CachedRevision]
-    problems: list[tuple[str, str]]
-
-
-def scan_local_cache(cache_dir: str | Path | None = None) -> CacheScan:
-    """The model snapshots of the local cache (`cache_dir`, default the library's own: HF_HUB_CACHE, or
-    HF_HOME/hub). A corrupted repo (broken symlinks, refs naming missing snapshots) is a problem named by
-    its repo; the others are still read. Raises LocalCacheMissing when there is no cache at all."""
-    from huggingface_hub import constants, scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
-
-    where = str(cache_dir or constants.HF_HUB_CACHE)
-    try:
-        info = scan_cache_dir(where)
-    except CacheNotFound as err:
-        raise LocalCacheMissing(f"no Hugging Face cache at {where} (set HF_HUB_CACHE or HF_HOME)") from err
-    revisions = [
-        CachedRevision(repo.repo_id, revision.commit_hash, tuple(sorted(revision.refs)))
-        for repo in info.repos
-        if repo.repo_type == "model"
-        for revision in repo.revisions
-    ]
-    problems = []
-    for warning in info.warnings:
-        folder = _CACHE_FOLDER.search(str(warning))
-        if folder is not None and folder.group(1) != "models":
-            continue
-        name = folder.group(2).replace("--", "/") if folder else where
-        problems.append((name, _first_line(warning)))
-    return CacheScan(where, sorted(revisions, key=lambda r: (r.repo_id, r.refs == (), r.sha)), problems)
+    return str(constants.HF_HUB_CACHE)
 
 
 def install_budget(budget: RequestBudget, endpoint: str) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
 from tracker.config import PUBLIC_HUB, load_settings, parse_interval, settings_from_mapping
 from tracker.errors import ConfigError
 
@@ -90,6 +92,34 @@ def test_missing_explicit_file_is_a_config_error(tmp_path: Path) -> None:
     """--config naming a file that does not exist is an error, not silent defaults."""
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(str(tmp_path / "nope.toml"), env={})
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: p.write_text("x = " + "[" * 100_000 + "]" * 100_000, encoding="utf-8"), "its TOML is nested too deep"),
+        (lambda p: p.symlink_to("/dev/zero"), "a character device, not a regular file"),
+        (lambda p: p.write_bytes(b"# \xff\n"), "not UTF-8 text"),
+    ],
+    ids=["nested-100000", "dev-zero", "not-utf8"],
+)
+def test_hostile_config_file_is_a_config_error_in_one_line(tmp_path: Path, make, reason: str) -> None:
+    """A config file nested 100,000 deep, /dev/zero or not UTF-8 (./hubwatch.toml comes with a checked-out
+    tree) is a ConfigError naming the file, not a RecursionError or an endless read."""
+    path = tmp_path / "hubwatch.toml"
+    make(path)
+    with pytest.raises(ConfigError, match=reason) as info:
+        load_settings(str(path), env={})
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_config_file_that_is_a_fifo_exits_4_without_blocking(tmp_path: Path) -> None:
+    """`--config FIFO` exits 4 with one line, in a subprocess that would time out if the read blocked."""
+    fifo = tmp_path / "hubwatch.toml"
+    os.mkfifo(fifo)
+    result = run_cli("watch", "list", config=fifo, timeout=60)
+    assert result.returncode == 4
+    assert result.stderr == f"error: refused config file {fifo}: a named pipe (FIFO), not a regular file\n"
 
 
 def test_hubwatch_config_variable_is_used(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 SEVERITY_CHOICE = click.Choice(["info", "notice", "warning", "critical"])
 DEFAULT_LOCK = "hubwatch.lock"
+MAX_ERROR_LINES = 20  # a lock file of bad entries gets this many lines, then a count of the rest
 
 
 @click.command()
@@ -53,11 +54,12 @@ def outdated(ctx: click.Context, lock_file: Path | None, cache_dir: Path | None,
 def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tuple[str, ...], cache_dir: Path | None) -> None:
     """Write a lock file: REPO[@BRANCH] pinned at its branch head, or every model of the local HF cache
     at the revision you have; --update REPO moves one pin after review."""
-    from tracker.pins.lockfile import read_lock, write_lock
+    from tracker.pins.lockfile import check_lock_target, read_lock, write_lock
     from tracker.pins.recorded_files import head_pin, locked
 
     if repos and update:
         raise click.UsageError("give REPOs to write a new lock file, or --update REPO to move pins, not both")
+    check_lock_target(lock_file)  # before asking the Hub anything
     app = app_of(ctx)
     if update:
         pins, bad = read_lock(lock_file)
@@ -99,16 +101,20 @@ def _read_pins(lock_file: Path | None, cache_dir: Path | None) -> tuple[list[Pin
 
 
 def _cache_pins(cache_dir: Path | None) -> tuple[list[Pin], list[BadEntry]]:
-    from tracker.hub import scan_local_cache
+    from tracker.hub import default_cache_dir
     from tracker.pins.cache import pins_from_cache
+    from tracker.pins.cache_scan import scan_cache
 
-    scan = scan_local_cache(cache_dir)
+    scan = scan_cache(cache_dir or default_cache_dir())
     return pins_from_cache(scan.revisions, scan.problems)
 
 
 def _print_bad(bad: list[BadEntry]) -> None:
-    for entry in bad:
+    """One `error:` line per bad entry, the first MAX_ERROR_LINES of them, then how many more (--json lists all)."""
+    for entry in bad[:MAX_ERROR_LINES]:
         click.echo(f"error: {entry.entry}: {entry.message}", err=True)
+    if len(bad) > MAX_ERROR_LINES:
+        click.echo(f"error: and {len(bad) - MAX_ERROR_LINES} more entries that cannot be used (--json lists them all)", err=True)
 
 
 def _print_reports(reports: list[ModelReport], bad: list[BadEntry]) -> None:

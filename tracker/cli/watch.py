@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,13 +11,16 @@ from storage.kinds import is_repo_id
 from tracker.cli import output
 from tracker.cli.root import app_of, branch_arg, emit_json, exit_code_of, fail, repo_arg
 from tracker.config import parse_interval
-from tracker.errors import ConfigError, HubwatchError, RepoGone
+from tracker.errors import ConfigError, HubwatchError, RefusedFile, RepoGone
+from tracker.local_files import decode_utf8, quoted, read_regular_file
 
 if TYPE_CHECKING:
     from tracker.app import App
     from tracker.hub import RepoHead
 
 _NO_WATCHES = "no repos watched (add one with: hubwatch watch add ORG/NAME)"
+MAX_NAMES_FILE_BYTES = 4 * 1024 * 1024  # some 50,000 names
+MAX_ERROR_LINES = 20  # a file of bad names gets this many error lines, then a count of the rest
 
 
 @click.group()
@@ -27,7 +30,7 @@ def watch() -> None:
 
 @watch.command("add")
 @click.argument("repos", nargs=-1, metavar="REPO...")
-@click.option("--file", "names_file", type=click.File("r", encoding="utf-8"), default=None,
+@click.option("--file", "names_file", type=click.Path(allow_dash=True), default=None, metavar="FILE",
               help="Also watch the names in FILE, one a line ('-': stdin; blank lines and # comments skipped).")
 @click.option("--branch", default="main", show_default=True)
 @click.option("--interval", default=None, help="Poll interval, e.g. 15m (default: [poll] default_interval).")
@@ -38,7 +41,7 @@ def watch() -> None:
 def watch_add(
     ctx: click.Context,
     repos: tuple[str, ...],
-    names_file: TextIO | None,
+    names_file: str | None,
     branch: str,
     interval: str | None,
     backfill: int,
@@ -60,8 +63,15 @@ def watch_add(
         raise click.BadParameter(str(err), param_hint="--interval") from err
     app = app_of(ctx)
     interval_s = interval_s or app.settings.default_interval_s
-    codes = [_add_named(app, name, branch, interval_s, backfill, no_check) for name in names]
-    failed = [code for code in codes if code]
+    failed = []
+    for name in names:
+        code, error = _add_named(app, name, branch, interval_s, backfill, no_check)
+        if code:
+            failed.append(code)
+        if error is not None and len(failed) <= MAX_ERROR_LINES:
+            click.echo(f"error: {error}", err=True)
+    if len(failed) > MAX_ERROR_LINES:
+        click.echo(f"error: and {len(failed) - MAX_ERROR_LINES} more names failed (the first {MAX_ERROR_LINES} are shown)", err=True)
     if len(names) > 1:
         click.echo(f"{len(names) - len(failed)} of {len(names)} added or already watched, {len(failed)} failed")
     if failed:
@@ -87,45 +97,43 @@ def _added_line(app: App, repo: str, branch: str, interval_s: int, head: RepoHea
     return f"watching {repo}@{branch} every {interval_s}s, head {where}{gated}"
 
 
-def _names_in(names_file: TextIO) -> list[str]:
-    """The names of a --file: one a line, blank lines and `#` comments skipped."""
-    names = []
-    try:
-        for line in names_file:
-            name = line.split("#", 1)[0].strip()
-            if name:
-                names.append(name)
-    except UnicodeDecodeError as err:
-        raise click.BadParameter(f"{names_file.name} is not UTF-8 text ({err.reason} at byte {err.start})", param_hint="--file") from err
-    return names
+def _names_in(names_file: str) -> list[str]:
+    """The names of a --file: one a line, blank lines and `#` comments skipped. A regular file (or stdin,
+    '-') of at most MAX_NAMES_FILE_BYTES of UTF-8 text; anything else is refused (BadInput, exit 2)."""
+    if names_file == "-":
+        with click.open_file("-", "rb") as stdin:  # stdin is left open
+            data = stdin.read(MAX_NAMES_FILE_BYTES + 1)
+        if len(data) > MAX_NAMES_FILE_BYTES:
+            raise RefusedFile("-", f"more than {MAX_NAMES_FILE_BYTES:,} bytes on stdin", "--file")
+    else:
+        data = read_regular_file(names_file, MAX_NAMES_FILE_BYTES, what="--file")
+    text = decode_utf8(data, names_file, "--file")
+    return [name for name in (line.split("#", 1)[0].strip() for line in text.splitlines()) if name]
 
 
-def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int, no_check: bool) -> int:
-    """Add one name of a several-names `watch add`; its failure is printed, its exit code returned (0: added)."""
+def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int, no_check: bool) -> tuple[int, str | None]:
+    """Add one name of a several-names `watch add`: its exit code (0: added) and, when it failed, the
+    error line to print (the caller caps how many are printed)."""
     try:
         if name.endswith("/*"):
             author = name[:-2]
             if "/" in author or not is_repo_id(f"{author}/x"):
-                click.echo(f"error: {name!r} is not an org or user (expected 'ORG/*')", err=True)
-                return 2
+                return 2, f"{quoted(name)} is not an org or user (expected 'ORG/*')"
             if branch != "main":
-                click.echo(f"error: {name}: ORG/* follows each model's main branch; --branch does not apply", err=True)
-                return 2
+                return 2, f"{name}: ORG/* follows each model's main branch; --branch does not apply"
             click.echo(_follow(app, author, interval_s, no_check))
-            return 0
+            return 0, None
         if not is_repo_id(name):
-            click.echo(f"error: {name!r} is not a Hub repo id (expected 'org/name' or 'ORG/*')", err=True)
-            return 2
+            return 2, f"{quoted(name)} is not a Hub repo id (expected 'org/name' or 'ORG/*')"
         head = None if no_check else app.hub.head(name, branch)
         app.store.watches.add_watch(name, branch, interval_s, source="cli", backfill=backfill)
         click.echo(_added_line(app, name, branch, interval_s, head))
-        return 0
+        return 0, None
     except WatchExists as err:
         click.echo(f"{err}: left as it is")
-        return 0
+        return 0, None
     except HubwatchError as err:
-        click.echo(f"error: {name}: {err}", err=True)
-        return exit_code_of(err)
+        return exit_code_of(err), f"{name}: {err}"
 
 
 def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:

@@ -21,7 +21,10 @@ from tracker.config.entries import WebhookSpec
 from tracker.config.problems import config_error
 from tracker.config.sections import SECTIONS, Section
 from tracker.config.settings import Settings
-from tracker.errors import ConfigError
+from tracker.errors import BadInput, ConfigError
+from tracker.local_files import read_text_file
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # far beyond any config: thousands of [[watch]] entries fit in 1 MB
 
 
 def config_path(explicit: str | None, env: Mapping[str, str]) -> Path | None:
@@ -41,16 +44,24 @@ def load_settings(explicit: str | None = None, env: Mapping[str, str] | None = N
     raw: dict[str, Any] = {}
     source = "built-in defaults"
     if path is not None:
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError as err:
-            raise ConfigError(f"config file {path} does not exist") from err
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"config file {path} is not valid TOML: {err}") from err
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f"cannot read config file {path}: {err}") from err
+        raw = _read_config_file(path)
         source = str(path)
     return settings_from_mapping(raw, env, source)
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    """The parsed config file: a regular file of UTF-8 TOML, at most MAX_CONFIG_BYTES (`./hubwatch.toml`
+    may come with a checked-out tree), else a ConfigError in one line."""
+    if not os.path.lexists(path):
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        return tomllib.loads(read_text_file(path, MAX_CONFIG_BYTES, what="config file"))
+    except BadInput as err:  # not a regular file, too large, not UTF-8, cannot be opened
+        raise ConfigError(str(err)) from err
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config file {path} is not valid TOML: {err}") from err
+    except RecursionError as err:  # tomllib parses nested arrays and inline tables recursively
+        raise ConfigError(f"config file {path} is not a config file: its TOML is nested too deep") from err
 
 
 def settings_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str], source: str = "<mapping>") -> Settings:

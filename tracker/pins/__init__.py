@@ -1,6 +1,6 @@
 """Pins: the revisions a user runs, and what changed upstream since.
 
-cache.py reads pins from the local Hugging Face cache; lockfile.py reads and writes hubwatch's TOML lock
-file; recorded_files.py picks the files a lock entry records; outdated.py checks pins against their branch
-heads through the ingestor and the stored history.
+cache_scan.py reads the local Hugging Face cache (as hostile input) and cache.py turns it into pins;
+lockfile.py reads and writes hubwatch's TOML lock file; recorded_files.py picks the files a lock entry
+records; outdated.py checks pins against their branch heads through the ingestor and the stored history.
 """

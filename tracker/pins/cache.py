@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from storage.kinds import is_branch_name, is_repo_id
+from tracker.local_files import clipped, quoted
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 DEFAULT_BRANCH = "main"
@@ -39,7 +40,7 @@ class BadEntry:
 
 
 def pins_from_cache(revisions: list, problems: list[tuple[str, str]]) -> tuple[list[Pin], list[BadEntry]]:
-    """One pin per (repo, ref) of the cache's snapshots (`tracker.hub.CachedRevision`s). A snapshot no
+    """One pin per (repo, ref) of the cache's snapshots (`tracker.pins.cache_scan.CachedRevision`s). A snapshot no
     ref names is a detached pin, kept only for repos with no ref at all (an older copy otherwise)."""
     pins: list[Pin] = []
     bad = [BadEntry(f"cache: {name}", message) for name, message in problems]
@@ -50,7 +51,7 @@ def pins_from_cache(revisions: list, problems: list[tuple[str, str]]) -> tuple[l
             bad.append(BadEntry(entry, "the folder name is not a Hub repo id"))
             continue
         if not SHA_RE.match(revision.sha):
-            bad.append(BadEntry(entry, f"snapshot {revision.sha!r} is not a 40-hex commit sha"))
+            bad.append(BadEntry(entry, f"snapshot {quoted(revision.sha)} is not a 40-hex commit sha"))
             continue
         if not revision.refs:
             if revision.repo_id not in with_refs:
@@ -58,7 +59,7 @@ def pins_from_cache(revisions: list, problems: list[tuple[str, str]]) -> tuple[l
             continue
         for ref in revision.refs:
             if not is_branch_name(ref):
-                bad.append(BadEntry(f"{entry}@{ref}", f"ref {ref!r} is not a branch name"))
+                bad.append(BadEntry(f"{entry}@{clipped(ref)}", f"ref {quoted(ref)} is not a branch name"))
                 continue
             pins.append(Pin(revision.repo_id, ref, revision.sha, f"{entry}@{ref}"))
     return pins, bad

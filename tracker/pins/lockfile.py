@@ -12,7 +12,9 @@ revision = "40-hex commit sha"
 "config.json" = "..."
 ```
 A model entry that cannot be used (an unknown key, a malformed sha) is a `BadEntry` naming it; the
-other entries are still read. A file that is not TOML at all is a `BadInput` error.
+other entries are still read. A file that is not TOML at all is a `BadInput` error, and so is one
+hubwatch refuses to read (`tracker.local_files`: not a regular file, over `MAX_LOCK_BYTES`, not UTF-8)
+or TOML nested deeper than the parser can follow.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from storage.kinds import is_branch_name, is_repo_id
-from tracker.errors import BadInput
+from tracker.errors import BadInput, RefusedFile
+from tracker.local_files import clipped, quoted, read_text_file, replace_file
 from tracker.pins.cache import DEFAULT_BRANCH, SHA_RE, BadEntry, Pin
 
 VERSION = 1
+MAX_LOCK_BYTES = 4 * 1024 * 1024  # a model entry with its files is about 2 KB: room for some 2,000 models
 MODEL_KEYS = ("repo", "branch", "revision", "files")
 HEADER = (
     "# hubwatch lock file: the model revisions this project runs.\n"
@@ -36,15 +40,16 @@ HEADER = (
 
 def read_lock(path: Path) -> tuple[list[Pin], list[BadEntry]]:
     """The pins of a lock file, and its entries that cannot be used."""
+    text = read_text_file(path, MAX_LOCK_BYTES, what="the lock file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise BadInput(f"cannot read the lock file {path}: {err.strerror or err}") from err
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
         raise BadInput(f"{path} is not valid TOML: {err}") from err
-    bad = [BadEntry(f"{path}", f"unknown key {key!r} (known: version, model)") for key in data if key not in ("version", "model")]
+    except RecursionError as err:  # tomllib parses nested arrays and inline tables recursively
+        raise BadInput(f"{path} is not a lock file: its TOML is nested too deep") from err
+    bad = [BadEntry(f"{path}", f"unknown key {quoted(key)} (known: version, model)") for key in data if key not in ("version", "model")]
     if data.get("version", VERSION) != VERSION:
-        raise BadInput(f"{path}: lock file version {data['version']!r} is not supported (this hubwatch reads {VERSION})")
+        raise BadInput(f"{path}: lock file version {quoted(data['version'])} is not supported (this hubwatch reads {VERSION})")
     models = data.get("model", [])
     if not isinstance(models, list):
         raise BadInput(f"{path}: 'model' must be an array of tables ([[model]])")
@@ -68,16 +73,16 @@ def _pin(raw: Any, number: int, bad: list[BadEntry]) -> Pin | None:
         bad.append(BadEntry(f"model {number}", "not a table"))
         return None
     repo = raw.get("repo")
-    entry = f"model {number} ({repo})" if isinstance(repo, str) else f"model {number}"
-    problems = [f"unknown key {key!r} (known: {', '.join(MODEL_KEYS)})" for key in raw if key not in MODEL_KEYS]
+    entry = f"model {number} ({clipped(repo)})" if isinstance(repo, str) else f"model {number}"
+    problems = [f"unknown key {quoted(key)} (known: {', '.join(MODEL_KEYS)})" for key in raw if key not in MODEL_KEYS]
     if not is_repo_id(repo):
-        problems.append(f"repo {repo!r} is not a Hub repo id (org/name)")
+        problems.append(f"repo {quoted(repo)} is not a Hub repo id (org/name)")
     revision = raw.get("revision")
     if not isinstance(revision, str) or not SHA_RE.match(revision):
-        problems.append(f"revision {revision!r} is not a 40-hex commit sha")
+        problems.append(f"revision {quoted(revision)} is not a 40-hex commit sha")
     branch = raw.get("branch", DEFAULT_BRANCH)
     if not is_branch_name(branch):
-        problems.append(f"branch {branch!r} is not a branch name")
+        problems.append(f"branch {quoted(branch)} is not a branch name")
     files = raw.get("files", {})
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
         problems.append("files must be a table of path = \"blob id\"")
@@ -104,11 +109,20 @@ def render_lock(pins: list[Pin]) -> str:
     return "\n".join(lines)
 
 
+def check_lock_target(path: Path) -> None:
+    """Raise BadInput when `path` cannot be where a lock file is written: a directory, or under something
+    that is not one (checked before any work; `write_lock` refuses them too)."""
+    if path.is_dir():
+        raise RefusedFile(str(path), "a directory, not a file", "the lock file")
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise RefusedFile(str(path), f"{parent} is not a directory", "the lock file")
+
+
 def write_lock(path: Path, pins: list[Pin]) -> None:
-    """Write the lock file whole (a temporary file renamed over it: never half written)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render_lock(pins), encoding="utf-8")
-    tmp.replace(path)
+    """Write the lock file whole: a new temporary file beside it renamed over it, so it is never half
+    written and never written through a symlink planted in its directory."""
+    replace_file(path, render_lock(pins).encode("utf-8"), what="the lock file")
 
 
 def _string(value: str) -> str:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from storage.listing_state import author_scope
+from tests.support.cli import run_cli, write_config
 from tests.support.settings import settings_for
 from tracker.app import App
 from tracker.cli import cli
@@ -175,3 +178,43 @@ def test_file_that_is_not_text_is_a_usage_error(app: App, tmp_path) -> None:
 def test_missing_file_is_a_usage_error(app: App, tmp_path) -> None:
     """A --file that does not exist exits 2."""
     assert invoke(app, "add", "--file", str(tmp_path / "nope.txt")).exit_code == 2
+
+
+@pytest.fixture
+def offline_config(tmp_path: Path) -> Path:
+    """A config whose Hub is nowhere: `--no-check` and refused files never ask it."""
+    return write_config(tmp_path / "hubwatch.toml", "http://127.0.0.1:9", tmp_path / "hubwatch.db")
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: p.symlink_to("/dev/zero"), "a character device, not a regular file"),
+        (os.mkfifo, "a named pipe (FIFO), not a regular file"),
+        (lambda p: p.write_bytes(b"acme/" + b"a" * 5_000_000 + b"\n"), "larger than 4,194,304 bytes"),
+    ],
+    ids=["dev-zero", "fifo", "5-MB-line"],
+)
+def test_file_that_is_not_a_small_regular_file_is_refused_in_one_line(offline_config, tmp_path, make, reason) -> None:
+    """`--file` naming /dev/zero, a FIFO or a 5 MB line is refused with exit 2 and one short line, in a
+    subprocess that would time out if the read blocked or never ended."""
+    names = tmp_path / "names"
+    make(names)
+    result = run_cli("watch", "add", "--file", str(names), "--no-check", config=offline_config, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr == f"error: refused --file {names}: {reason}\n"
+
+
+def test_bad_lines_are_clipped_and_counted_not_echoed_whole(offline_config, tmp_path) -> None:
+    """A 1 MB bad line and 30 more bad names: 20 error lines, each name clipped to 200 characters, then a
+    count of the rest; the good name is still added."""
+    names = tmp_path / "names"
+    names.write_text("x" * 1_000_000 + "\n" + "".join(f"bad name {i}\n" for i in range(30)) + f"{EVERY}\n", encoding="utf-8")
+    result = run_cli("watch", "add", "--file", str(names), "--no-check", config=offline_config, timeout=60)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 21 and len(result.stderr) < 6_000
+    assert lines[0].startswith("error: 'xxxx") and "... (1,000,000 characters) is not a Hub repo id" in lines[0]
+    assert lines[1] == "error: 'bad name 0' is not a Hub repo id (expected 'org/name' or 'ORG/*')"
+    assert lines[-1] == "error: and 11 more names failed (the first 20 are shown)"
+    assert f"watching {EVERY}@main" in result.stdout and "1 of 32 added or already watched, 31 failed" in result.stdout

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from tracker.errors import BadInput
-from tracker.hub import CachedRevision
 from tracker.pins.cache import Pin, pins_from_cache
+from tracker.pins.cache_scan import CachedRevision
 from tracker.pins.lockfile import read_lock, render_lock
 from tracker.pins.outdated import stored_chain
 

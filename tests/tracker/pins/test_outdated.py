@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli, write_config
+from tests.support.hf_cache import cache_model
 
 EVERY = "hubwatch-tests/every-kind"
 REWRITTEN = "hubwatch-tests/rewritten-model"
@@ -20,20 +21,6 @@ HEAD_CHECK = "/api/models/{repo}/revision/main"
 @pytest.fixture
 def config(replay, tmp_path: Path, database_url: str) -> Path:
     return write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
-
-
-def cache_model(cache: Path, repo_id: str, sha: str, ref: str | None = "main") -> Path:
-    """A model snapshot laid out as huggingface_hub's cache does (refs, snapshots, blobs)."""
-    folder = cache / f"models--{repo_id.replace('/', '--')}"
-    snapshot = folder / "snapshots" / sha
-    snapshot.mkdir(parents=True, exist_ok=True)
-    (folder / "blobs").mkdir(exist_ok=True)
-    (folder / "blobs" / f"blob-{sha[:8]}").write_text("{}", encoding="utf-8")
-    (snapshot / "config.json").symlink_to(Path("..", "..", "blobs", f"blob-{sha[:8]}"))
-    if ref is not None:
-        (folder / "refs").mkdir(exist_ok=True)
-        (folder / "refs" / ref).write_text(sha, encoding="utf-8")
-    return folder
 
 
 def outdated(config: Path, cache: Path | None, *args: str):
@@ -153,8 +140,8 @@ def test_broken_cache_entries_are_named_and_the_others_still_reported(replay, co
     result = outdated(config, cache)
     assert result.returncode == 1
     assert "up to date" in result.stdout
-    assert "cache: org/broken-link: Blob missing (broken symlink)" in result.stderr
-    assert "cache: org/dangling-ref: Reference(s) refer to missing commit hashes" in result.stderr
+    assert f"cache: org/broken-link: blob missing (broken symlink): snapshots/{'c' * 40}/config.json" in result.stderr
+    assert f"cache: org/dangling-ref: ref(s) naming a snapshot that is not in the cache: main -> {'e' * 40}" in result.stderr
 
 
 def test_missing_cache_is_a_clear_error(config, tmp_path) -> None:
