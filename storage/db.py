@@ -31,6 +31,7 @@ def create_db_engine(url: str) -> sa.Engine:
         if database and database != ":memory:":
             _make_directory(Path(database).parent)
         sa.event.listen(engine, "connect", _sqlite_pragmas)
+    sa.event.listen(engine, "handle_error", _missing_table)
     return engine
 
 
@@ -42,6 +43,26 @@ def _make_directory(directory: Path) -> None:
         blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
         reason = f"{blocker} is a file" if blocker is not None else (err.strerror or str(err)).lower()
         raise StorageError(f"cannot create {directory}: {reason}") from err
+
+
+# What SQLite and PostgreSQL say of a table that is not there ("main." and a schema name are dropped).
+_NO_SUCH_TABLE = re.compile(r'no such table: (?:\w+\.)?(\w+)|relation "(?:\w+\.)?(\w+)" does not exist')
+
+
+def _missing_table(context: sa.engine.ExceptionContext) -> None:
+    """A statement on a table the database lacks (dropped by hand, a partial restore) raises StorageError
+    naming the table instead of the driver's error: every command reports it as a database it cannot use
+    (exit 4), and the daemon as a failing database, never with a traceback."""
+    if context.is_pre_ping or context.engine is None:
+        return
+    found = _NO_SUCH_TABLE.search(str(context.original_exception))
+    if found is None:
+        return
+    table = found.group(1) or found.group(2)
+    raise StorageError(  # SQLAlchemy chains the driver's error to it as its cause
+        f"the database {_where(context.engine)} is missing table '{table}': restore it from a backup, "
+        "or point [storage] url at another database"
+    )
 
 
 def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:

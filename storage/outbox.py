@@ -248,7 +248,10 @@ class OutboxStore(EngineStore):
             s.commit()
 
     def redeliver(self, delivery_id: str, now: datetime | None = None) -> Delivery:
-        """Queue one more attempt of a delivery, due now, with the same webhook-id."""
+        """Queue one more attempt of a delivery, due now, with the same webhook-id. A delivery that was
+        finished (dead, failed or delivered) starts the retry schedule afresh: its first delay next, its
+        window counted from the next attempt; its attempt count and the attempt log are kept. A pending
+        one is only brought forward (its schedule goes on where it was)."""
         now = now or self.clock()
         with self.session() as s:
             d = s.get(Delivery, delivery_id)
@@ -258,6 +261,8 @@ class OutboxStore(EngineStore):
             if sub is None or not sub.enabled:
                 reason = sub.disabled_reason if sub is not None else "removed"
                 raise SubscriptionDisabled(f"subscription {d.subscription_id} is disabled ({reason})")
+            if d.status != "pending":
+                d.retry_step, d.first_attempt_at = 0, None  # the next attempt starts a new window
             d.status, d.next_attempt_at = "pending", now
             s.add(d)
             signal_on_commit(s)

@@ -175,3 +175,53 @@ def test_run_serves_http_and_ingests_on_a_hub_webhook(replay, tmp_path: Path) ->
             proc.kill()
     assert proc.returncode == 0, rest[-2000:]
     assert "http_server_stopped" in rest and "scheduler_stopped" in rest
+
+
+def test_serve_answers_a_burst_of_hub_webhooks_with_one_ingest(replay, tmp_path: Path) -> None:
+    """`hubwatch serve`: 50 identical Hub webhooks for one moved repo at once are all accepted and cost one
+    poll (two at most: one queued behind the poll under way), not one each. A webhook for another repo sent
+    after them is polled after every poll they queued (one ingest thread), so its log line says they are done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.support.cli import run_cli
+
+    burst, sentinel = "hubwatch-tests/every-kind", BROKEN
+    for repo_id in (burst, sentinel):
+        replay.set_head(repo_id, 1)
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db", extra=(
+        '\n[server]\nport = 0\n'
+        + "".join(f'\n[[watch]]\nrepo = "{r}"\ninterval = "1h"\n' for r in (burst, sentinel))))
+    assert run_cli("poll", config=config).returncode == 0  # the baselines
+    moves = {}
+    for repo_id in (burst, sentinel):
+        first = replay.head_sha(repo_id)
+        replay.advance(repo_id)
+        moves[repo_id] = payload(repo_id, first, replay.head_sha(repo_id))
+    replay.reset_requests()
+    env = {**os.environ, "HUBWATCH_HUB_WEBHOOK_SECRET": HOOK_SECRET}
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "serve"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = read_log_until(proc, "http_server_started")[-1]["url"]
+
+        def post(repo_id: str) -> int:
+            return httpx.post(f"{url}/hooks/hub", json=moves[repo_id], headers={"X-Webhook-Secret": HOOK_SECRET},
+                              timeout=30).status_code
+
+        with ThreadPoolExecutor(16) as pool:
+            codes = list(pool.map(post, [burst] * 50))
+        assert set(codes) <= {202, 200} and codes.count(202) >= 1  # 200: the commit was stored by then
+        assert post(sentinel) == 202
+        seen: list[dict] = []
+        while not any(e.get("event") == "repo_polled" and e.get("repo_id") == sentinel for e in seen):
+            seen += read_log_until(proc, '"repo_polled"')
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    polls = [e for e in seen if e.get("event") == "repo_polled" and e.get("repo_id") == burst]
+    assert 1 <= len(polls) <= 2, polls
+    assert sum(e["revisions"] for e in polls) == 1
+    head_checks = [r for r in replay.requests if r.path == f"/api/models/{burst}/revision/main"]
+    assert 1 <= len(head_checks) <= 2

@@ -89,3 +89,50 @@ def test_every_command_reports_a_bad_database(tmp_path: Path, case: str, command
     assert result.returncode == 4, result.stderr[-2000:]
     assert f"error: {message}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _drop_table(engine: sa.Engine, table: str) -> None:
+    """Drop a table by hand, as an operator might (PostgreSQL: with the foreign keys that name it)."""
+    cascade = " CASCADE" if engine.dialect.name == "postgresql" else ""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE {table}{cascade}")
+
+
+@pytest.mark.postgres
+def test_a_table_dropped_by_hand_is_named(database_url: str) -> None:
+    """A query on a table the database lacks raises StorageError naming it (SQLite and PostgreSQL), not the
+    driver's error; a database missing none reads as before."""
+    from storage.front import Storage
+
+    engine = create_db_engine(database_url)
+    try:
+        migrate(engine)
+        store = Storage(engine)
+        assert store.history.list_revisions("org/model") == []
+        _drop_table(engine, "revision")
+        migrate(engine)  # the version row still says the newest schema: nothing to upgrade
+        with pytest.raises(StorageError, match=r"^the database .+ is missing table 'revision': restore it") as caught:
+            store.history.list_revisions("org/model")
+        assert "revision" in str(caught.value.__cause__)  # the driver's own error, kept as the cause
+        assert store.watches.list_watches() == []  # the other tables are still read
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("command", [["history", "org/model"], ["show", "org/model", "abcdef1"]])
+def test_history_and_show_name_a_dropped_table(tmp_path: Path, command: list[str]) -> None:
+    """`history` and `show` on a SQLite file whose `revision` table was dropped by hand: one line naming the
+    table, exit 4, no traceback."""
+    import sqlite3
+
+    path = _hubwatch_db(tmp_path / "dropped.db")
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE revision")
+    conn.close()
+    config = write_config(tmp_path / "hubwatch.toml", "http://127.0.0.1:9", path)
+    result = run_cli(*command, config=config, timeout=60)
+    assert result.returncode == 4, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        f"error: the database {path} is missing table 'revision': restore it from a backup, "
+        "or point [storage] url at another database"
+    ]

@@ -40,12 +40,20 @@ def serve(ctx: click.Context) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from tracker.cli.wiring import start_http_server
+    from tracker.polling.coalesce import PendingPolls
 
     app = app_of(ctx)
     ingests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
+    pending = PendingPolls()  # a burst of Hub webhooks: the ingest running and one more, not one each
+
+    def ingest(repo_id: str, branch: str) -> None:
+        pending.start(f"{repo_id}@{branch}")
+        app.poller.poll_if_due(repo_id, branch)
 
     def ingest_now(repo_id: str, branch: str | None) -> bool:
-        ingests.submit(app.poller.poll_if_due, repo_id, branch or "main")
+        branch = branch or "main"
+        if pending.ask(f"{repo_id}@{branch}"):
+            ingests.submit(ingest, repo_id, branch)
         return True
 
     server = start_http_server(app, trigger=ingest_now)

@@ -18,6 +18,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from storage.leases import LeaseStore
 from storage.models import Watch
 from storage.watches import ScheduledWatch
+from tracker.polling.coalesce import PendingPolls
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +74,7 @@ class Scheduler:
         self._triggered = futures.ThreadPoolExecutor(TRIGGERED_THREADS, thread_name_prefix="poll-triggered")
         self._polling: dict[str, threading.Lock] = {}
         self._polling_lock = threading.Lock()  # one poll of a watch at a time, scheduled or triggered
+        self._pending = PendingPolls()  # and one asked for behind it, however many triggers came
         self._intervals: dict[str, int] = {}
         self._due: dict[str, datetime] = {}  # job id -> when its next poll should start (at the latest, plus jitter)
         self._lock = threading.Lock()  # sync runs from the refresh job and from Hub webhooks
@@ -143,17 +145,22 @@ class Scheduler:
             self._intervals[job_id] = interval_s
             self._due[job_id] = first
 
-    def _run(self, job_id: str, repo_id: str, branch: str) -> None:
+    def _run(self, job_id: str, repo_id: str, branch: str, asked: bool = False) -> None:
         """One scheduled (or triggered) poll, after any poll of the same watch in flight: the next is due
-        one interval from its start."""
+        one interval from its start. A poll that starts covers every trigger before it: a triggered one
+        (`asked`) whose trigger another poll started since has covered does not run."""
         with self._polling_lock:
             polling = self._polling.setdefault(job_id, threading.Lock())
         with polling:
+            if not self._pending.start(job_id) and asked:
+                return
             started = self._clock()
+            # the requests written before this start are this poll's to clear (a trigger during it marks again)
+            marked = job_id in self._marked
+            self._marked.discard(job_id)
             self._due[job_id] = started + timedelta(seconds=self._intervals.get(job_id, 0))
             self._poll(repo_id, branch)
-            if job_id in self._marked and self._requests is not None:
-                self._marked.discard(job_id)
+            if marked and self._requests is not None:
                 try:
                     self._requests.clear_request(repo_id, branch, started)
                 except Exception as err:  # noqa: BLE001 - the request stays: polled once more after a restart
@@ -200,12 +207,16 @@ class Scheduler:
         last sync (through the API) is picked up first (a version check; the list is read only if it
         moved). `urgent` polls run on their own threads, never queued behind scheduled ones (a Hub
         webhook); others share the scheduled polls' threads (a listing pass that found many moved repos).
+        Urgent triggers are coalesced: one for a watch whose poll is already waiting to start is dropped
+        (True all the same), so a burst costs the poll in flight and one more at most.
         False when no such watch exists."""
         job_id = f"{repo_id}@{branch}"
         if self._scheduler.get_job(job_id) is None:
             self.sync()
         if self._scheduler.get_job(job_id) is None:
             return False
+        if urgent and not self._pending.ask(job_id):
+            return True  # the poll waiting reads the head after this trigger: it sees the commit too
         if self._requests is not None:
             try:
                 self._requests.request_poll(repo_id, branch, self._clock())
@@ -216,6 +227,7 @@ class Scheduler:
             try:
                 self._triggered.submit(self._run_triggered, job_id, repo_id, branch)
             except RuntimeError:  # stopping: no new polls
+                self._pending.forget(job_id)
                 return False
         else:
             self._scheduler.modify_job(job_id, next_run_time=self._clock())
@@ -223,7 +235,7 @@ class Scheduler:
 
     def _run_triggered(self, job_id: str, repo_id: str, branch: str) -> None:
         try:
-            self._run(job_id, repo_id, branch)
+            self._run(job_id, repo_id, branch, asked=True)
         except Exception:
             log.exception("triggered_poll_crashed", repo_id=repo_id, branch=branch)
 

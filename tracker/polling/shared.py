@@ -182,6 +182,7 @@ class SharedScheduler(Scheduler):
                     self._lost(leased)
             except Exception as err:  # noqa: BLE001 - the lease expires on its own; another worker takes over
                 log.warning("lease_release_failed", worker=self.worker, repo_id=leased.repo_id, error=f"{type(err).__name__}: {err}")
+            self._pending.forget(job_id)  # a poll asked for meanwhile is the watch's due time now (kept on release)
             self._wake.set()
 
     def _forget(self, leased: LeasedWatch, counted: bool) -> None:
@@ -216,19 +217,31 @@ class SharedScheduler(Scheduler):
         """Poll a watch soon. `urgent` (a Hub webhook): claimed and polled here at once, on threads of its
         own; else, or when another worker holds it now, it is made due in the database (the holder keeps it
         due when it releases it). False when no such watch exists. A failing database: an urgent trigger
-        returns False (the next scheduled poll will do); a listing's raises, so its pass keeps its mark."""
+        returns False (the next scheduled poll will do); a listing's raises, so its pass keeps its mark.
+
+        Urgent triggers are coalesced: while this worker has a poll of the watch claimed and not started,
+        or its poll in flight and one more asked for, another trigger is dropped (True), without a query."""
         now = self._clock()
         if urgent:
+            job_id = f"{repo_id}@{branch}"
+            if not self._pending.ask(job_id):
+                return True
             try:
                 with self._held_lock:
                     mine = any(h.repo_id == repo_id and h.branch == branch for h in self._held.values())
                 leased = None if mine else self._leases.claim_one(self.worker, repo_id, branch, now, self._lease_s)
                 if leased is not None:
-                    return self._submit(self._urgent, leased, counted=False) is not None
+                    if self._submit(self._urgent, leased, counted=False) is None:
+                        self._pending.forget(job_id)
+                        return False
+                    return True
                 found = self._leases.request_poll(repo_id, branch, now)
             except Exception as err:  # noqa: BLE001 - see above
+                self._pending.forget(job_id)
                 log.warning("trigger_failed", repo_id=repo_id, branch=branch, error=f"{type(err).__name__}: {err}")
                 return False
+            if not mine:  # another worker holds it (or there is no such watch): the request is in the database
+                self._pending.forget(job_id)
         else:
             found = self._leases.request_poll(repo_id, branch, now)
         self._wake.set()

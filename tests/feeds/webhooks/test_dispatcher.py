@@ -122,6 +122,31 @@ def test_the_retry_schedule_ends_in_a_dead_delivery_and_history_is_untouched(
     assert _history(store) == before
 
 
+def test_a_redelivered_dead_delivery_starts_the_retry_schedule_afresh(
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher, clock
+) -> None:
+    """Dead after the whole schedule, then redelivered a day later with the receiver still failing: retried
+    after the first delay, then the second (not dead at the first failure); the attempt log keeps every try."""
+    receiver.default = Reply(500, body=b"boom")
+    subscribe(subscriptions, receiver.url)
+    emit(store)
+    dispatcher = make_dispatcher()
+    _drive(dispatcher, outbox)
+    [item] = outbox.list_deliveries()
+    assert item.delivery.status == "dead" and item.delivery.attempts == 10
+    later = clock.advance(sum(DEFAULT_DELAYS_S) + 86400)
+    outbox.redeliver(item.delivery.id)
+    receiver.plan = [Reply(500, body=b"boom"), Reply(500, body=b"boom")]
+    receiver.default = Reply(204)
+    times = _drive(dispatcher, outbox, start=later)
+    assert times == [later, later + timedelta(seconds=5), later + timedelta(seconds=5 + 300)]
+    [item] = outbox.list_deliveries()
+    assert (item.delivery.status, item.delivery.attempts) == ("delivered", 13)
+    log = outbox.attempts(item.delivery.id)
+    assert [a.outcome for a in log] == ["retry"] * 9 + ["dead", "retry", "retry", "delivered"]
+    assert [a.attempt for a in log] == list(range(1, 14))
+
+
 def test_410_gone_disables_the_subscription(
     store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
 ) -> None:
