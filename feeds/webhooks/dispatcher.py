@@ -52,9 +52,8 @@ from feeds.webhooks import FORMATS, Links
 from feeds.webhooks.formats import Attempt, Reply, WebhookFormat
 from feeds.webhooks.safety import Resolver, Target, TargetPolicy, UnresolvableTarget, UnsafeTarget, system_resolve
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S, RetrySchedule
-from storage.backoff import backoff_s
 from storage.errors import InvalidSubscription
-from storage.health import write_failure
+from storage.health import Outage, write_failure
 from storage.models import Subscription
 from storage.outbox import Claim, OutboxItem, OutboxStore
 from storage.sessions import utc_now
@@ -99,20 +98,13 @@ class DatabaseOutage:
 
     def __init__(self, worker_id: str, first_s: float, max_s: float, on_failed: Callable[[str], object] | None = None,
                  on_ended: Callable[[], object] | None = None) -> None:
-        self.worker_id, self.first_s, self.max_s = worker_id, first_s, max_s
+        self.worker_id = worker_id
         self.on_failed, self.on_ended = on_failed, on_ended
-        self._lock = threading.Lock()
-        self._since: float | None = None
-        self._failures = 0
+        self.count = Outage(first_s, max_s)
 
     def failed(self, reason: str) -> float:
         """A round or a heartbeat could not use the database: how long to pause before the next round."""
-        with self._lock:
-            first = self._since is None
-            if first:
-                self._since = time.monotonic()
-            pause_s = backoff_s(self.first_s, self._failures, self.max_s)
-            self._failures += 1
+        first, pause_s = self.count.failed()
         if first:
             log.warning("webhook_dispatch_paused", reason=reason, worker_id=self.worker_id, retry_in_s=pause_s)
             if self.on_failed is not None:
@@ -121,17 +113,11 @@ class DatabaseOutage:
 
     def ended(self) -> None:
         """A round went through: the outage, if there was one, is over."""
-        with self._lock:
-            since, self._since, self._failures = self._since, None, 0
-        if since is not None:
-            log.info("webhook_dispatch_resumed", worker_id=self.worker_id, down_s=round(time.monotonic() - since, 1))
+        down_s = self.count.ended()
+        if down_s is not None:
+            log.info("webhook_dispatch_resumed", worker_id=self.worker_id, down_s=round(down_s, 1))
             if self.on_ended is not None:
                 self.on_ended()
-
-    @property
-    def active(self) -> bool:
-        with self._lock:
-            return self._since is not None
 
 
 @dataclass

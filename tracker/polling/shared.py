@@ -34,6 +34,7 @@ from typing import Any
 
 import structlog
 
+from storage.health import Outage, write_failure
 from storage.leases import LeasedWatch, LeaseStore
 from storage.watches import ScheduledWatch
 from tracker.polling.scheduler import POLL_THREADS, TRIGGERED_THREADS, PollFn, Schedulable, Scheduler, first_run_at, overdue_grace_s
@@ -41,7 +42,8 @@ from tracker.polling.scheduler import POLL_THREADS, TRIGGERED_THREADS, PollFn, S
 log = structlog.get_logger(__name__)
 
 CLAIM_TICK_S = 1.0  # how often a worker with free threads looks for due watches (and at once when woken)
-DB_RETRY_S = 5.0  # after a failed claim, the wait before the next
+DB_RETRY_S = 1.0  # after a failed claim, the first wait before the next (doubling to DB_RETRY_MAX_S)
+DB_RETRY_MAX_S = 30.0
 
 
 def worker_id() -> str:
@@ -81,6 +83,8 @@ class SharedScheduler(Scheduler):
         self._threads: list[threading.Thread] = []
         self.lost_leases = 0
         self._last_overdue: tuple[int, float] = (0, 0.0)
+        self._outage = Outage(DB_RETRY_S, DB_RETRY_MAX_S)  # a database this worker cannot use: two lines, a pause
+        self._retry_in_s = DB_RETRY_S
 
     # -- the watch list ---------------------------------------------------------------------------
 
@@ -102,7 +106,7 @@ class SharedScheduler(Scheduler):
                 self._leases.pull_in(
                     (wanted[job_id].repo_id, wanted[job_id].branch, now + timedelta(seconds=intervals[job_id])) for job_id in shrunk)
         except Exception as err:  # noqa: BLE001 - a failing database: the next sync tries again
-            log.warning("schedule_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
+            self._database_failed("schedule_failed", err)
             self._intervals = previous
             return
         self._wake.set()
@@ -135,7 +139,7 @@ class SharedScheduler(Scheduler):
         while not self._halt.is_set():
             self._wake.clear()  # before claiming: a wake-up during the claim is kept for the wait below
             if self._claim_round() is None:
-                self._halt.wait(DB_RETRY_S)
+                self._halt.wait(self._retry_in_s)
                 continue
             # fewer than free: nothing else is due; as many: the next finished poll wakes this loop
             self._wake.wait(self._claim_tick_s)
@@ -149,8 +153,9 @@ class SharedScheduler(Scheduler):
         try:
             claimed = self._leases.claim_due(self.worker, self._clock(), self._lease_s, free)
         except Exception as err:  # noqa: BLE001 - a failing database: claim nothing, try again later
-            log.warning("lease_claim_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
+            self._retry_in_s = self._database_failed("lease_claim_failed", err)
             return None
+        self._database_back()
         return [poll for leased in claimed if (poll := self._submit(self._pool, leased, counted=True)) is not None]
 
     def _submit(self, pool: futures.ThreadPoolExecutor, leased: LeasedWatch, counted: bool) -> futures.Future | None:
@@ -164,7 +169,7 @@ class SharedScheduler(Scheduler):
             try:
                 self._leases.release(self.worker, leased, leased.claimed_at)
             except Exception as err:  # noqa: BLE001 - it expires on its own
-                log.warning("lease_release_failed", worker=self.worker, repo_id=leased.repo_id, error=f"{type(err).__name__}: {err}")
+                self._database_failed("lease_release_failed", err, repo_id=leased.repo_id)
             return None
 
     def _poll_leased(self, leased: LeasedWatch, counted: bool) -> None:
@@ -181,7 +186,7 @@ class SharedScheduler(Scheduler):
                 if not self._leases.release(self.worker, leased, next_at):
                     self._lost(leased)
             except Exception as err:  # noqa: BLE001 - the lease expires on its own; another worker takes over
-                log.warning("lease_release_failed", worker=self.worker, repo_id=leased.repo_id, error=f"{type(err).__name__}: {err}")
+                self._database_failed("lease_release_failed", err, repo_id=leased.repo_id)
             self._pending.forget(job_id)  # a poll asked for meanwhile is the watch's due time now (kept on release)
             self._wake.set()
 
@@ -207,7 +212,7 @@ class SharedScheduler(Scheduler):
                 for name in jobs:
                     self._leases.renew_job(name, self.worker, now, self._lease_s)
             except Exception as err:  # noqa: BLE001 - see above
-                log.warning("lease_renewal_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
+                self._database_failed("lease_renewal_failed", err)
                 continue
             for watch_id in set(held) - kept:
                 if watch_id in self._held:  # not released meanwhile
@@ -238,7 +243,7 @@ class SharedScheduler(Scheduler):
                 found = self._leases.request_poll(repo_id, branch, now)
             except Exception as err:  # noqa: BLE001 - see above
                 self._pending.forget(job_id)
-                log.warning("trigger_failed", repo_id=repo_id, branch=branch, error=f"{type(err).__name__}: {err}")
+                self._database_failed("trigger_failed", err, repo_id=repo_id, branch=branch)
                 return False
             if not mine:  # another worker holds it (or there is no such watch): the request is in the database
                 self._pending.forget(job_id)
@@ -267,7 +272,7 @@ class SharedScheduler(Scheduler):
             if not self._leases.start_job(name, self.worker, now, interval_s, self._lease_s):
                 return
         except Exception as err:  # noqa: BLE001 - a failing database: the next tick tries again
-            log.warning("job_lease_failed", job=name, error=f"{type(err).__name__}: {err}")
+            self._database_failed("job_lease_failed", err, job=name)
             return
         with self._held_lock:
             self._jobs_held.add(name)
@@ -279,7 +284,26 @@ class SharedScheduler(Scheduler):
             try:
                 self._leases.finish_job(name, self.worker, now)
             except Exception as err:  # noqa: BLE001 - its lease expires; the interval counts from the last success
-                log.warning("job_lease_failed", job=name, error=f"{type(err).__name__}: {err}")
+                self._database_failed("job_lease_failed", err, job=name)
+
+    def _database_failed(self, event: str, err: Exception, **fields: object) -> float:
+        """A database call failed. A database that cannot be used is one `polling_database_unavailable` line
+        when the outage starts (then quiet until `polling_database_back`); anything else is logged as
+        `event` each time. Returns how long the claim loop pauses (doubling while the outage lasts)."""
+        reason = write_failure(err)
+        if reason is None:
+            log.warning(event, worker=self.worker, error=f"{type(err).__name__}: {err}", **fields)
+            return DB_RETRY_S
+        first, pause_s = self._outage.failed()
+        if first:
+            log.warning("polling_database_unavailable", worker=self.worker, during=event, error=reason, retry_in_s=pause_s)
+        return pause_s
+
+    def _database_back(self) -> None:
+        """A claim went through: the outage, if there was one, is over (one `polling_database_back` line)."""
+        down_s = self._outage.ended()
+        if down_s is not None:
+            log.info("polling_database_back", worker=self.worker, down_s=round(down_s, 1))
 
     # -- state and stopping -----------------------------------------------------------------------
 
@@ -296,7 +320,7 @@ class SharedScheduler(Scheduler):
                     oldest = max(oldest, late_s)
             self._last_overdue = (overdue, round(oldest, 1))
         except Exception as err:  # noqa: BLE001 - /healthz keeps answering; the storage state says why
-            log.warning("overdue_check_failed", error=f"{type(err).__name__}: {err}")
+            self._database_failed("overdue_check_failed", err)
         with self._held_lock:
             in_flight = len(self._held)
         return {"polls_scheduled": len(self._intervals), "polls_overdue": self._last_overdue[0],
@@ -314,4 +338,4 @@ class SharedScheduler(Scheduler):
         try:
             self._leases.release_all(self.worker)
         except Exception as err:  # noqa: BLE001 - they expire on their own
-            log.warning("lease_release_failed", worker=self.worker, error=f"{type(err).__name__}: {err}")
+            self._database_failed("lease_release_failed", err)

@@ -55,7 +55,7 @@ def test_a_database_outage_is_two_lines_and_a_pause_not_a_traceback_a_tick(serve
             emit(store, repo_id="org/before")
             assert wait_until(lambda: len(receiver.accepted) == 1, timeout_s=20)
             server.stop()
-            assert wait_until(lambda: dispatcher.outage._failures >= 3, timeout_s=30)  # three pauses, each longer
+            assert wait_until(lambda: dispatcher.outage.count.failures >= 3, timeout_s=30)  # three pauses, each longer
             server.start()
             assert wait_until(lambda: _emit_when_back(store, "org/after"), timeout_s=30)
             assert wait_until(lambda: len(receiver.accepted) == 2, timeout_s=30)

@@ -287,9 +287,36 @@ def test_a_worker_that_loses_its_database_lets_its_leases_expire_and_the_other_c
             gate.set()
             other.stop()
             cut.stop()
-    events = {entry["event"] for entry in logs}
-    assert {"lease_renewal_failed", "lease_release_failed"} <= events
+    events = [entry["event"] for entry in logs if entry.get("worker") == "a"]
+    assert events.count("polling_database_unavailable") == 1, events  # one line for the outage, not one a call
+    assert not {"lease_renewal_failed", "lease_release_failed", "lease_claim_failed"} & set(events), events
     assert polls.overlaps == 0
+
+
+def test_a_database_outage_is_one_line_when_it_starts_and_one_when_it_ends(engines: list[sa.Engine], monkeypatch) -> None:
+    """Claims failing for three rounds in a row (the database unreachable) log `polling_database_unavailable`
+    once, with a pause that doubles; the first claim that goes through logs `polling_database_back` once."""
+    _watches(engines[0], 2, interval_s=3600)
+    worker = _scheduler(engines[0], Polls(), "w")
+    claim = worker._leases.claim_due
+
+    def gone(*_args: object, **_kwargs: object) -> None:
+        raise sa.exc.OperationalError("SELECT watch", {}, Exception("connection refused"))
+
+    monkeypatch.setattr(worker._leases, "claim_due", gone)
+    with capture_logs() as logs:
+        pauses = []
+        for _ in range(3):
+            assert worker._claim_round() is None
+            pauses.append(worker._retry_in_s)
+        monkeypatch.setattr(worker._leases, "claim_due", claim)
+        assert worker._claim_round() is not None
+        assert worker._claim_round() is not None
+    worker.stop()
+    events = [entry["event"] for entry in logs]
+    assert events.count("polling_database_unavailable") == 1 and events.count("polling_database_back") == 1, events
+    assert "lease_claim_failed" not in events
+    assert pauses == sorted(pauses) and pauses[0] < pauses[-1]
 
 
 def test_a_hub_webhook_polls_at_once_and_a_held_watch_again_after_its_poll(engines: list[sa.Engine]) -> None:
