@@ -24,16 +24,15 @@ import os
 import signal
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import sqlalchemy as sa
 
 from tests.support import postgres_server
+from tests.support.databases import postgres_database
 from tests.support.fleet import Fleet, Outcome, write_moving_repos
 
 
@@ -44,22 +43,8 @@ def throwaway_postgres() -> Iterator[str]:
         yield server.url
 
 
-@contextmanager
-def fresh_database(admin_url: str) -> Iterator[str]:
-    name = f"hw_bench_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
-
-
 def _run(admin_url: str, workdir: Path, histories: Path, ids: list[str], workers: int, moves: int, kill: bool) -> Outcome:
-    with fresh_database(admin_url) as url:
+    with postgres_database(admin_url, prefix="hw_bench") as url:
         fleet = Fleet(workdir / f"w{workers}{'-kill' if kill else ''}", histories, ids, url, workers)
         out = fleet.run(moves=moves, kill_one=kill, timeout_s=3600)
     print(f"  {workers} worker(s){', one killed' if kill else ''}: baselines {out.baseline_s:.0f} s;"

@@ -29,11 +29,18 @@ def fresh_database(path: Path, template: str | None = None) -> Iterator[str]:
     if not admin_url:
         yield database_url_for(path)
         return
+    with postgres_database(admin_url, template=template) as url:
+        yield url
+
+
+@contextmanager
+def postgres_database(admin_url: str, template: str | None = None, prefix: str = "hw_test") -> Iterator[str]:
+    """A new database on the server at `admin_url` (a copy of `template` when given), dropped on exit."""
     import uuid
 
     import sqlalchemy as sa
 
-    name = f"hw_test_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
