@@ -425,10 +425,30 @@ def test_history_errors(tmp_path, commits, message):
     (PatternBlob(b"abc", 3 * CHUNK_SIZE), CHUNK_SIZE - 1, CHUNK_SIZE + 3, b"abca"),
     (LfsBlob(12, b"head"), 2, 7, b"ad\0\0\0"),
     (LfsBlob(3, b"header"), 0, None, b"hea"),
+    (LfsBlob(12, b"head", suffix=b"tail"), 2, None, b"ad\0\0\0\0tail"),
+    (LfsBlob(12, b"head", suffix=b"tail"), 9, 11, b"ai"),
+    (LfsBlob(6, b"head", suffix=b"tail"), 0, None, b"headil"),
 ])
 def test_blob_reads(blob, start, stop, expected):
     """Generated blobs serve any byte range without building the whole file."""
     assert blob.read(start, stop) == expected
+
+
+def test_history_head_and_tail(tmp_path):
+    """`head`/`tail` files serve a real header and a real end around zeros; Range reads return them."""
+    write_history(tmp_path, "acme/zip", [{"lfs": {"model.bin": {"size": 10_000_000_000, "head": "h.bin", "tail": "t.bin"}}}])
+    commit = tmp_path / "acme" / "zip" / "commits" / "0001-commit"
+    (commit / "h.bin").write_bytes(b"PK\x03\x04head")
+    (commit / "t.bin").write_bytes(b"PK\x05\x06tail")
+    with ReplayServer(roots=tmp_path) as replay:
+        url = f"{replay.endpoint}/acme/zip/resolve/main/model.bin"
+        assert http(url, headers={"Range": "bytes=0-7"})[2] == b"PK\x03\x04head"
+        status, headers, body = http(url, headers={"Range": "bytes=-10"})
+        assert (status, body) == (206, b"\0\0PK\x05\x06tail")
+        assert headers["Content-Range"] == "bytes 9999999990-9999999999/10000000000"
+    write_history(tmp_path, "acme/escape", [{"lfs": {"m.bin": {"head": "../../repo.json"}}}])
+    with pytest.raises(HistoryError, match="head/tail"):
+        load_repo(tmp_path / "acme" / "escape")
 
 
 def test_history_extensions(tmp_path):

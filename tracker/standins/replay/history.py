@@ -92,16 +92,26 @@ class PatternBlob(Blob):
 
 
 class LfsBlob(Blob):
-    """An LFS file: real bytes from `files/`, or a synthesised prefix (safetensors header) then zeros."""
+    """An LFS file: real bytes from `files/`, or synthesised: a prefix (a safetensors or GGUF header),
+    zeros, then a suffix (a zip's central directory), so a multi-GB file costs only its real bytes."""
 
-    def __init__(self, size: int, prefix: bytes = b"", sha256: str | None = None, source: Blob | None = None) -> None:
+    def __init__(
+        self, size: int, prefix: bytes = b"", sha256: str | None = None, source: Blob | None = None, suffix: bytes = b""
+    ) -> None:
         self.size, self.prefix, self.source, self._sha256 = size, prefix, source, sha256
+        self.suffix = suffix[len(suffix) - min(len(suffix), max(0, size - len(prefix))) :]
 
     def _read(self, offset: int, length: int) -> bytes:
         if self.source is not None:
             return self.source.read(offset, offset + length)
-        head = self.prefix[offset : offset + length]
-        return head + bytes(length - len(head))
+        stop = offset + length
+        head = self.prefix[offset:stop]
+        tail_start = self.size - len(self.suffix)
+        if not self.suffix or stop <= tail_start:
+            return head + bytes(length - len(head))
+        middle = max(0, tail_start - max(offset, len(self.prefix)))
+        tail = self.suffix[max(0, offset - tail_start) : stop - tail_start]
+        return head + bytes(middle) + tail
 
     @cached_property
     def lfs_sha256(self) -> str:
@@ -113,7 +123,8 @@ class LfsBlob(Blob):
             for chunk in self.chunks():
                 digest.update(chunk)
             return digest.hexdigest()
-        return hashlib.sha256(b"hubwatch-replay-lfs\0" + self.prefix + b"\0%d" % self.size).hexdigest()
+        tail = b"\0" + self.suffix if self.suffix else b""
+        return hashlib.sha256(b"hubwatch-replay-lfs\0" + self.prefix + b"\0%d" % self.size + tail).hexdigest()
 
     @property
     def pointer(self) -> bytes:
@@ -287,13 +298,24 @@ def _parse_date(value: str, where: Path) -> datetime:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
 
 
-def _lfs_blob(spec: dict[str, Any], source: Blob | None) -> tuple[LfsBlob, dict[str, Any] | None]:
+def _lfs_blob(spec: dict[str, Any], source: Blob | None, folder: Path) -> tuple[LfsBlob, dict[str, Any] | None]:
     header = spec.get("safetensors")
     prefix, extent = safetensors_prefix(header, spec.get("header_length")) if header is not None else (b"", 0)
-    size = spec.get("size", source.size if source is not None else len(prefix) + extent)
+    if "head" in spec:
+        prefix = _side_bytes(folder, spec["head"])
+    suffix = _side_bytes(folder, spec["tail"]) if "tail" in spec else b""
+    size = spec.get("size", source.size if source is not None else len(prefix) + extent + len(suffix))
     if "truncate" in spec:
         size = min(size, spec["truncate"])
-    return LfsBlob(size, prefix[:size], spec.get("sha256"), source), header
+    return LfsBlob(size, prefix[:size], spec.get("sha256"), source, suffix), header
+
+
+def _side_bytes(folder: Path, name: Any) -> bytes:
+    """The bytes of a `head`/`tail` file, named relative to the commit folder (outside `files/`)."""
+    path = (folder / str(name)).resolve()
+    if not isinstance(name, str) or folder.resolve() not in path.parents or not path.is_file():
+        raise HistoryError(f"{folder}: lfs head/tail {name!r} is not a file inside the commit folder")
+    return path.read_bytes()
 
 
 def _installer_made(relative: Path) -> bool:
@@ -318,7 +340,7 @@ def _apply_commit(parent_tree: Tree, folder: Path, spec: dict[str, Any]) -> tupl
         if path not in lfs:
             tree[path] = TreeEntry(blob)
     for path, lfs_spec in lfs.items():
-        blob, header = _lfs_blob(lfs_spec, files.get(path))
+        blob, header = _lfs_blob(lfs_spec, files.get(path), folder)
         tree[path] = TreeEntry(blob, safetensors=header)
     for path, syn in synthetic.items():
         if not syn.get("byte", "\0"):
