@@ -19,6 +19,7 @@ from storage.models import (
     ChangeRecord,
     EstimateRecord,
     Event,
+    FileScan,
     RepoSummaryRow,
     Revision,
     RevisionFile,
@@ -61,6 +62,20 @@ class NewWeightFile:
 
 
 @dataclass(frozen=True)
+class NewFileScan:
+    """A format reader's result for one file content (see tracker/formats); `scanned` are the bytes it read,
+    stored in the blob store under `scanned_oid` (None when nothing worth keeping was read)."""
+
+    content_id: str
+    format: str
+    result: dict[str, Any]
+    bytes_read: int
+    note: str | None = None
+    rules_version: str | None = None
+    scanned_oid: str | None = None
+
+
+@dataclass(frozen=True)
 class NewChange:
     kind: str
     path: str
@@ -97,6 +112,7 @@ class NewRevision:
     changes: list[NewChange]
     events: list[NewEvent]
     estimate: NewEstimate | None = None
+    file_scans: list[NewFileScan] = field(default_factory=list)  # their scanned bytes are among `blobs`
 
 
 class HistoryStore(EngineStore):
@@ -154,6 +170,7 @@ class HistoryStore(EngineStore):
             assert revision.id is not None
             blobs.add_blobs(s, new.blobs)
             self._add_weight_files(s, new.weight_files, now)
+            self._add_file_scans(s, new.file_scans, now)
             s.add_all(
                 RevisionFile(
                     revision_id=revision.id,
@@ -215,6 +232,14 @@ class HistoryStore(EngineStore):
         insert_new(s, WeightTensor.__table__, [  # type: ignore[attr-defined]
             {"weight_sha256": w.sha256, "name": t.name, "dtype": t.dtype, "shape": list(t.shape), "parameters": t.parameters}
             for w in fresh for t in w.tensors], key=lambda row: (row["weight_sha256"], row["name"]))
+
+    @staticmethod
+    def _add_file_scans(s: Session, scans: list[NewFileScan], now: datetime) -> None:
+        # content-addressed like weight manifests: a scan another writer stored first stands
+        insert_new(s, FileScan.__table__, [  # type: ignore[attr-defined]
+            {"content_id": f.content_id, "format": f.format, "result": f.result, "rules_version": f.rules_version,
+             "bytes_read": f.bytes_read, "note": f.note, "scanned_oid": f.scanned_oid, "read_at": now}
+            for f in {f.content_id: f for f in scans}.values()], key=lambda row: row["content_id"])
 
     def add_event(self, repo_id: str, event: NewEvent, revision_id: int | None = None, sha: str | None = None) -> bool:
         """Record an event not tied to a new revision (a repo made private, an advisory published).
@@ -330,6 +355,14 @@ class HistoryStore(EngineStore):
     def read_blobs(self, oids: Iterable[str]) -> dict[str, bytes]:
         with self.session() as s:
             return blobs.read_blobs(s, oids)
+
+    def read_file_scans(self, content_ids: Iterable[str]) -> dict[str, FileScan]:
+        """The stored scans of these contents, by content id (contents never scanned are absent)."""
+        wanted = set(content_ids)
+        if not wanted:
+            return {}
+        with self.session() as s:
+            return {f.content_id: f for f in s.exec(select(FileScan).where(col(FileScan.content_id).in_(wanted)))}
 
     def read_weight_files(self, sha256s: Iterable[str]) -> dict[str, tuple[WeightFile, list[WeightTensor]]]:
         wanted = set(sha256s)

@@ -22,7 +22,7 @@ TABLES = {
     "subscriptions": ("Subscription",),
     "workers": ("HubBudgetWindow", "JobLease"),
     "history": (
-        "Revision", "Blob", "RevisionFile", "WeightFile", "WeightTensor", "ChangeRecord", "Event", "RepoSummaryRow",
+        "Revision", "Blob", "RevisionFile", "WeightFile", "WeightTensor", "FileScan", "ChangeRecord", "Event", "RepoSummaryRow",
         "EstimateRecord",
     ),
     "outbox": ("Delivery", "DeliveryAttempt"),

@@ -88,6 +88,23 @@ class WeightTensor(Table, table=True):
     parameters: int = _bigint()
 
 
+class FileScan(Table, table=True):
+    """What a format reader learned from one file's bytes (a GGUF header, a pickle's imports), read once per
+    distinct content id (LFS sha256) however many revisions or repos carry the file. `scanned_oid` names the
+    bytes it read, kept in the blob store so a later version of the rules can judge them again."""
+
+    __tablename__ = "file_scan"
+
+    content_id: str = Field(primary_key=True, max_length=64)
+    format: str = Field(max_length=20)  # "gguf", "pickle"
+    result: dict[str, Any] = _json()
+    rules_version: str | None = Field(default=None, max_length=40)  # the rules that gave a verdict (pickle)
+    bytes_read: int = _bigint()
+    note: str | None = None  # what could not be read (a bad header, over the cap), in words
+    scanned_oid: str | None = Field(default=None, max_length=40)
+    read_at: datetime = _utc()
+
+
 class ChangeRecord(Table, table=True):
     """One change of a revision against its parent."""
 
