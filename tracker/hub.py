@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 import httpx2
-from huggingface_hub import HfApi, hf_hub_download
+from huggingface_hub import HfApi, hf_hub_download, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -35,6 +35,7 @@ from huggingface_hub.utils import build_hf_headers, disable_progress_bars, pagin
 from storage.backoff import retry_after_s
 from tracker.errors import HubUnavailable, RateLimited, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
+from tracker.formats.ranged import DEFAULT_BUDGET, OverBudget, RangeError, check_range
 from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
 
 if TYPE_CHECKING:
@@ -254,6 +255,14 @@ class HubClient:
                 _translate(err, repo_id, f"download {path} at {sha[:12]}")
             return Path(local).read_bytes()
 
+    def open_range(self, repo_id: str, sha: str, path: str, size: int, budget: int = DEFAULT_BUDGET) -> HubRangeSource:
+        """The file at the commit as a RangeSource: its bytes fetched on demand by HTTP Range (`resolve`),
+        read ahead in growing blocks, never more than `budget` bytes in all. Requests go through the
+        library's HTTP session (token, request budget hooks); Hub errors are ours (`_translate`)."""
+        url = hf_hub_url(repo_id, path, revision=sha, endpoint=self.endpoint)
+        return HubRangeSource(url, size, budget, lambda: build_hf_headers(token=self._token),
+                              f"{repo_id}: {path} at {sha[:12]}", repo_id, self.timeout_s)
+
     def safetensors_manifest(self, repo_id: str, sha: str, path: str) -> WeightManifest:
         """A safetensors file's header, read by HTTP Range; a malformed header is a manifest error."""
         try:
@@ -269,6 +278,121 @@ class HubClient:
             for name, info in sorted(meta.tensors.items())
         )
         return WeightManifest(tensors=tensors, metadata=dict(meta.metadata or {}))
+
+
+FIRST_BLOCK = 2**20  # the first read-ahead; each further fetch doubles it (up to MAX_BLOCK)
+MAX_BLOCK = 16 * 2**20
+
+
+class HubRangeSource:
+    """A Hub file read by HTTP Range (see `HubClient.open_range`). Fetched bytes are kept as segments; a read
+    they do not cover fetches from its offset a block at least as long as asked (1 MiB, doubling). A server
+    that ignores Range (200 with the whole body) is streamed from the start and cut once the bytes asked
+    for, or the budget, are reached: the bytes before the offset count as read too."""
+
+    def __init__(self, url: str, size: int, budget: int, headers: Any, what: str, repo_id: str, timeout_s: float) -> None:
+        self.url, self._size, self.budget = url, size, budget
+        self._headers, self._what, self._repo_id, self._timeout_s = headers, what, repo_id, timeout_s
+        self._read = 0
+        self._block = FIRST_BLOCK
+        self._segments: list[tuple[int, bytes]] = []  # (offset, bytes), sorted, not overlapping
+        self.requests = 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def bytes_read(self) -> int:
+        return self._read
+
+    def read(self, offset: int, length: int) -> bytes:
+        check_range(self._size, offset, length)
+        stop = min(offset + length, self._size)
+        out = bytearray()
+        at = offset
+        while at < stop:
+            held = self._held(at)
+            if held is not None:
+                start, data = held
+                piece = data[at - start : stop - start]
+                out += piece
+                at += len(piece)
+                continue
+            self._fetch(at, stop - at)
+        return bytes(out)
+
+    def _held(self, at: int) -> tuple[int, bytes] | None:
+        for start, data in self._segments:
+            if start <= at < start + len(data):
+                return start, data
+        return None
+
+    def _fetch(self, at: int, needed: int) -> None:
+        """Fetch bytes from `at`: at least `needed`, ahead to the block size, within the budget and the file."""
+        left = self.budget - self._read
+        if needed > left:
+            raise OverBudget(self._read + needed, self.budget)
+        nxt = min((s for s, _ in self._segments if s > at), default=self._size)
+        want = min(max(needed, self._block), left, nxt - at)
+        self._block = min(self._block * 2, MAX_BLOCK)
+        data = self._get(at, want)
+        if len(data) < min(needed, want):
+            raise RangeError(f"{self._what}: the server sent {len(data):,} bytes at {at:,}, {needed:,} were asked")
+        self._segments.append((at, data))
+        self._segments.sort()
+
+    def _get(self, at: int, want: int) -> bytes:
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        headers = {**self._headers(), "Range": f"bytes={at}-{at + want - 1}"}
+        self.requests += 1
+        try:
+            with get_session().stream("GET", self.url, headers=headers, follow_redirects=True,
+                                      timeout=self._timeout_s) as response:
+                if response.status_code == 416:
+                    raise RangeError(f"{self._what}: the server cannot serve bytes {at:,}+{want:,} (416)")
+                if response.status_code >= 400:
+                    response.read()
+                    hf_raise_for_status(response)
+                if response.status_code == 206:
+                    first = _content_range_start(response.headers.get("Content-Range", ""))
+                    if first != at:
+                        raise RangeError(f"{self._what}: asked for bytes from {at:,}, the server sent from {first}")
+                    return self._stream(response, 0, want)
+                return self._stream(response, at, want)  # 200: Range ignored, the whole file comes
+        except EntryNotFoundError as err:
+            raise RangeError(f"{self._what} is listed but the Hub answers 404") from err
+        except _HUB_ERRORS as err:
+            _translate(err, self._repo_id, f"read {self._what} by range")
+
+    def _stream(self, response: httpx2.Response, skip: int, want: int) -> bytes:
+        """Read `skip` bytes (dropped) then `want` bytes of the body, and no more; all count as read."""
+        out = bytearray()
+        limit = skip + want
+        got = 0
+        for chunk in response.iter_bytes():
+            if got + len(chunk) > limit:
+                chunk = chunk[: limit - got]
+            if got + len(chunk) > skip:
+                out += chunk[max(0, skip - got) :]
+            got += len(chunk)
+            if self._read + got > self.budget:
+                self._read += got
+                raise OverBudget(self._read, self.budget)
+            if got >= limit:
+                break
+        self._read += got
+        return bytes(out)
+
+
+def _content_range_start(value: str) -> int | None:
+    """The first byte of a `Content-Range: bytes a-b/size` header, or None when it is not that."""
+    try:
+        unit, _, rest = value.partition(" ")
+        return int(rest.split("-", 1)[0]) if unit == "bytes" else None
+    except ValueError:
+        return None
 
 
 def _commit_info(item: dict[str, Any]) -> CommitInfo:

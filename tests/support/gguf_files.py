@@ -148,3 +148,34 @@ def file_size(header: bytes, spec: GgufSpec | None = None) -> int:
             elements *= d
         total += pad(elements // block * size)
     return total
+
+
+@dataclass
+class GgufFile:
+    """An LFS file of a replay commit served as `head` then zeros up to `size` (default: what the header implies)."""
+
+    head: bytes
+    size: int | None = None
+    sha256: str | None = None
+
+
+def write_gguf_repo(root: Path, repo_id: str, commits: list[dict[str, Any]]) -> None:
+    """A replay history whose commits carry GGUF files: [{"title", "files": {path: json-or-text},
+    "gguf": {path: GgufFile}}], oldest first (tests/support/synthetic_repos.write_repo's format otherwise)."""
+    from tests.support.synthetic_repos import write_repo
+
+    plain = []
+    for commit in commits:
+        lfs = {}
+        for i, (path, spec) in enumerate(dict(commit.get("gguf", {})).items()):
+            entry: dict[str, Any] = {"head": f"gguf/{i}.bin", "size": spec.size or file_size(spec.head)}
+            if spec.sha256:
+                entry["sha256"] = spec.sha256
+            lfs[path] = entry
+        plain.append({**{k: v for k, v in commit.items() if k != "gguf"}, "lfs": lfs})
+    write_repo(root, repo_id, plain)
+    for n, commit in enumerate(commits, start=1):
+        for i, spec in enumerate(dict(commit.get("gguf", {})).values()):
+            target = root / repo_id / "commits" / f"{n:04d}-commit" / "gguf" / f"{i}.bin"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(spec.head)

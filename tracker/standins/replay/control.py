@@ -100,6 +100,7 @@ class ReplayServer:
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._faults: list[_Fault] = []
+        self._ignore_range: re.Pattern[str] | None = None  # resolve paths answered whole (200) whatever Range asks
         self._moved_at: dict[str, datetime] = {}  # when a head last moved while served (the listing's clock)
         self._listed_sha: dict[str, str] = {}  # a listing that claims another sha than the repo's own
         self._list_fault: tuple[str, int] | None = None
@@ -279,6 +280,17 @@ class ReplayServer:
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._ignore_range = None
+
+    def ignore_range(self, path: str | None = r"/resolve/") -> None:
+        """Answer requests whose path matches `path` as a server that does not know Range would: 200 and the
+        whole body (a proxy or mirror that strips the header). None serves ranges again."""
+        with self._lock:
+            self._ignore_range = re.compile(path) if path is not None else None
+
+    def _ignores_range(self, path: str) -> bool:
+        with self._lock:
+            return self._ignore_range is not None and self._ignore_range.search(path) is not None
 
     def _take_fault(self, method: str, path: str) -> Response | None:
         with self._lock:
@@ -356,7 +368,10 @@ class _Handler(KeepAliveHandler):
         else:
             response = self.replay._take_fault(method, path)
             if response is None:
-                response = Exchange(self.replay, self.headers, method, raw_path, query, body).answer()
+                exchange = Exchange(self.replay, self.headers, method, raw_path, query, body)
+                if self.replay._ignores_range(path):
+                    exchange.range = None
+                response = exchange.answer()
             self.replay._record(RecordedRequest(method, path, query, response.status, self.headers.get("Range")))
             if self.replay._ratelimit and "RateLimit" not in response.headers:
                 response.headers.update(self.replay._ratelimit)
