@@ -374,6 +374,7 @@ def _new_revision(
         files=files,
         blobs=fetched.new_blobs,
         weight_files=fetched.new_weight_files,
+        file_scans=fetched.new_file_scans,
         changes=[
             NewChange(
                 kind=c.kind.value,

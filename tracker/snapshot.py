@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.formats import FileScan
+
 
 @dataclass(frozen=True)
 class FileEntry:
@@ -62,7 +64,8 @@ class Snapshot:
 
     `contents` holds the bytes of every tracked file we could read; `unavailable` says, for a tracked
     file whose bytes we do not hold, why (too large, missing upstream). `manifests` maps each
-    safetensors path to its header.
+    safetensors path to its header; `scans` each file a format scanner read (tracker/formats: GGUF headers)
+    to what it found.
     """
 
     repo_id: str
@@ -71,6 +74,7 @@ class Snapshot:
     contents: dict[str, bytes] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     manifests: dict[str, WeightManifest] = field(default_factory=dict)
+    scans: dict[str, FileScan] = field(default_factory=dict)
     _json_cache: dict[str, tuple[Any, str | None]] = field(default_factory=dict, repr=False, compare=False)
 
     def has(self, path: str) -> bool:

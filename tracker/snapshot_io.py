@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 
 from storage.blobs import git_blob_oid
 from storage.front import Storage
-from storage.history import NewTensor, NewWeightFile
+from storage.history import NewFileScan, NewTensor, NewWeightFile
 from storage.models import Revision
 from tracker.classify import is_safetensors, should_download
+from tracker.formats import FileScan, run_scan, scanner_for
 from tracker.hub import HubClient, MissingFile
 from tracker.snapshot import FileEntry, Snapshot, TensorInfo, WeightManifest
 
@@ -20,6 +21,7 @@ class FetchedSnapshot:
     snapshot: Snapshot
     new_blobs: dict[str, bytes] = field(default_factory=dict)
     new_weight_files: list[NewWeightFile] = field(default_factory=list)
+    new_file_scans: list[NewFileScan] = field(default_factory=list)
 
 
 def fetch_snapshot(hub: HubClient, store: Storage, repo_id: str, sha: str, max_file_bytes: int) -> FetchedSnapshot:
@@ -61,6 +63,7 @@ def fetch_snapshot(hub: HubClient, store: Storage, repo_id: str, sha: str, max_f
         fetched.new_blobs[entry.oid] = data
         snapshot.contents[entry.path] = data
     _fill_manifests(hub, store, fetched)
+    _fill_scans(hub, store, fetched)
     return fetched
 
 
@@ -75,6 +78,39 @@ def _fill_manifests(hub: HubClient, store: Storage, fetched: FetchedSnapshot) ->
             known[entry.content_id] = manifest
             fetched.new_weight_files.append(to_new_weight_file(entry.content_id, manifest))
         snapshot.manifests[entry.path] = manifest
+
+
+def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot) -> None:
+    """Scan each file a scanner reads whose content was never scanned (read once per content id, however
+    many revisions or repos carry it); load the stored scans of the others. A file's own failure is its
+    scan's note; Hub errors propagate (the revision is retried)."""
+    snapshot = fetched.snapshot
+    scanned = [f for f in snapshot.files.values() if scanner_for(f.path) is not None]
+    known = load_scans(store, {f.content_id for f in scanned})
+    for entry in scanned:
+        scan = known.get(entry.content_id)
+        if scan is None:
+            spec = scanner_for(entry.path)
+            assert spec is not None
+            size = entry.lfs_size if entry.lfs_size is not None else entry.size
+            source = hub.open_range(snapshot.repo_id, snapshot.sha, entry.path, size, spec.budget)
+            scan, data = run_scan(spec, source)
+            if data:
+                oid = git_blob_oid(data)
+                fetched.new_blobs[oid] = data
+                scan = FileScan(scan.format, scan.result, scan.bytes_read, scan.note, scan.rules_version, oid)
+            known[entry.content_id] = scan
+            fetched.new_file_scans.append(NewFileScan(entry.content_id, scan.format, scan.result, scan.bytes_read,
+                                                      scan.note, scan.rules_version, scan.scanned_oid))
+        snapshot.scans[entry.path] = scan
+
+
+def load_scans(store: Storage, content_ids: set[str]) -> dict[str, FileScan]:
+    """The stored scans of these contents, as FileScans."""
+    return {
+        cid: FileScan(row.format, dict(row.result or {}), row.bytes_read, row.note, row.rules_version, row.scanned_oid)
+        for cid, row in store.history.read_file_scans(content_ids).items()
+    }
 
 
 def to_new_weight_file(content_id: str, manifest: WeightManifest) -> NewWeightFile:
@@ -120,6 +156,11 @@ def load_snapshot(store: Storage, revision: Revision) -> Snapshot:
     for entry in weights:
         if entry.content_id in manifests:
             snapshot.manifests[entry.path] = manifests[entry.content_id]
+    scanned = [f for f in snapshot.files.values() if scanner_for(f.path) is not None]
+    scans = load_scans(store, {f.content_id for f in scanned})
+    for entry in scanned:
+        if entry.content_id in scans:
+            snapshot.scans[entry.path] = scans[entry.content_id]
     return snapshot
 
 

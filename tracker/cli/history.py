@@ -43,7 +43,9 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
     files = app.store.history.revision_files(rev.id)  # type: ignore[arg-type]
     changes = app.store.history.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
     if as_json:
-        emit_json({**output.revision_dict(rev, changes), "files": [output.file_dict(f) for f in files]})
+        scans = app.store.history.read_file_scans(f.lfs_sha256 or f.oid for f in files if f.kind == "weights")
+        emit_json({**output.revision_dict(rev, changes),
+                   "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files]})
         return
     for line in output.revision_text(rev, changes):
         click.echo(line)

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from storage.models import AuthorWatch, ChangeRecord, Revision, RevisionFile, Watch
+    from storage.models import AuthorWatch, ChangeRecord, FileScan, Revision, RevisionFile, Watch
     from tracker.changes import Change
     from tracker.ingest import PollOutcome
 
@@ -74,8 +74,9 @@ def revision_dict(r: Revision, changes: Sequence[ChangeRecord] = ()) -> dict[str
     }
 
 
-def file_dict(f: RevisionFile) -> dict[str, Any]:
-    return {
+def file_dict(f: RevisionFile, scan: FileScan | None = None) -> dict[str, Any]:
+    """A file of a revision; with its scan (tracker/formats), the scan's facts under the format's key."""
+    out = {
         "path": f.path,
         "kind": f.kind,
         "oid": f.oid,
@@ -84,6 +85,35 @@ def file_dict(f: RevisionFile) -> dict[str, Any]:
         "held": f.held,
         "note": f.note,
     }
+    view = SCAN_VIEWS.get(scan.format) if scan is not None else None
+    if view is not None and scan is not None:
+        out[view[0]] = view[1](scan)
+    return out
+
+
+def gguf_facts(scan: FileScan) -> dict[str, Any]:
+    """`show --json`'s `gguf` of a GGUF file: what its header says (`tensors` is their count)."""
+    r = scan.result
+    return {
+        "architecture": r.get("architecture"),
+        "name": r.get("name"),
+        "context_length": r.get("context_length"),
+        "file_type": r.get("file_type"),
+        "tensors": r.get("tensor_count"),
+        "parameters": r.get("parameters"),
+        "tensor_bytes": r.get("tensor_bytes"),
+        "tensor_types": r.get("types"),
+        "chat_templates": sorted(r.get("chat_templates") or {}),
+        "special_tokens": r.get("special_tokens"),
+        "vocab_sha256": (r.get("tokenizer") or {}).get("vocab_sha256"),
+        "split": r.get("split"),
+        "bytes_read": scan.bytes_read,
+        "note": scan.note,
+    }
+
+
+# format -> (the key of a file's facts in `show --json`, how to make them from its scan)
+SCAN_VIEWS: dict[str, tuple[str, Any]] = {"gguf": ("gguf", gguf_facts)}
 
 
 def outcome_dict(o: PollOutcome) -> dict[str, Any]:

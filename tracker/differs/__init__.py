@@ -11,7 +11,7 @@ from collections.abc import Callable
 import structlog
 
 from tracker.changes import Change, ChangeKind, Severity
-from tracker.differs import chat_template, code, config, files, tokenizer, weights
+from tracker.differs import chat_template, code, config, files, gguf, tokenizer, weights
 from tracker.snapshot import Snapshot
 
 Differ = Callable[[Snapshot | None, Snapshot], list[Change]]
@@ -21,6 +21,7 @@ DIFFERS: tuple[tuple[ChangeKind, Differ], ...] = (
     (ChangeKind.TOKENIZER, tokenizer.diff),
     (ChangeKind.CHAT_TEMPLATE, chat_template.diff),
     (ChangeKind.WEIGHTS, weights.diff),
+    (ChangeKind.WEIGHTS, gguf.diff),  # also tokenizer and chat template changes read from GGUF headers
     (ChangeKind.CUSTOM_CODE, code.diff),
     (ChangeKind.FILES, files.diff),
 )

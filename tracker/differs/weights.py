@@ -68,13 +68,20 @@ def _file_change(old: Snapshot, new: Snapshot, delta: FileDelta) -> Change:
         notes.append("pickle format: runs code when loaded")
         severity, security = Severity.CRITICAL, True
     elif is_gguf(path) and delta.status != REMOVED:
-        notes.append("GGUF")
-        severity, security = max(severity, Severity.WARNING, key=lambda s: s.rank), True
+        scan = new.scans.get(path)
+        if scan is None or scan.note or not scan.result.get("tensors"):
+            notes.append("GGUF" + (f" (header: {scan.note})" if scan is not None and scan.note else ""))
+            severity, security = max(severity, Severity.WARNING, key=lambda s: s.rank), True
+        else:
+            notes.append(_gguf_text(scan.result))
+            detail["gguf"] = {k: scan.result.get(k) for k in ("architecture", "file_type", "parameters", "tensor_bytes")}
     if delta.status == REMOVED and is_safetensors(path) and (pickles := _pickles_beside(new, path)):
         detail["replaced_by_pickle"] = pickles
         notes.append("pickle weights remain: " + ", ".join(pickles[:3]))
         severity, security = Severity.CRITICAL, True
-    if delta.status == CHANGED:
+    if delta.status == CHANGED and _header_changed(old, new, path):
+        detail["header_changed"] = True  # the GGUF differ says what changed in it: not a silent swap
+    elif delta.status == CHANGED:
         tensors_same = _same_tensors(om, nm, path)
         if tensors_same is None:
             detail["tensors_compared"] = False
@@ -89,6 +96,18 @@ def _file_change(old: Snapshot, new: Snapshot, delta: FileDelta) -> Change:
         structural = True
     summary = f"{path} {delta.status} ({_size_text(delta)})" + "".join(f"; {n}" for n in notes)
     return Change(ChangeKind.WEIGHTS, path, summary, severity, detail, structural, security)
+
+
+def _header_changed(old: Snapshot, new: Snapshot, path: str) -> bool:
+    """Both sides' headers were scanned (GGUF) and the bytes read differ."""
+    a, b = old.scans.get(path), new.scans.get(path)
+    return a is not None and b is not None and a.scanned_oid != b.scanned_oid
+
+
+def _gguf_text(result: dict[str, Any]) -> str:
+    """"GGUF llama Q4_K_M, 8,030,261,248 parameters": what the header says of the model."""
+    parts = [p for p in (result.get("architecture"), result.get("file_type")) if p]
+    return "GGUF " + " ".join(parts) + f", {result.get('parameters', 0):,} parameters"
 
 
 def _file_parameters(om: WeightManifest | None, nm: WeightManifest | None) -> dict[str, Any]:
