@@ -281,7 +281,7 @@ class HubClient:
 
 
 FIRST_BLOCK = 2**20  # the first read-ahead; each further fetch doubles it (up to MAX_BLOCK)
-MAX_BLOCK = 16 * 2**20
+MAX_BLOCK = 4 * 2**20  # a header past it costs one request per 4 MiB; the overshoot stays under 4 MiB
 
 
 class HubRangeSource:

@@ -74,7 +74,7 @@ class _Cursor:
             return
         start = len(self.data)
         want = min(max(missing, self.chunk), self.source.size - start)
-        self.chunk = min(self.chunk * 2, 8 * 2**20)
+        self.chunk = min(self.chunk * 2, 2**20)  # the source reads ahead over the network; this saves calls
         try:
             got = self.source.read(start, want)
         except OverBudget:
