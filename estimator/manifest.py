@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import EstimateError
+from .ggml_types import GGML_TYPES_BY_NAME, QUANTIZED
 
 FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4"}
 INT_DTYPES = {"I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL", "C64"}
@@ -33,6 +34,9 @@ MAX_DIM = 10**12
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
                "F6_E2M3": 0.75, "F6_E3M2": 0.75, "F4": 0.5, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8,
                "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "C64": 8}
+# ggml's block-quantized types (a GGUF's tensors): bytes per element as a fraction whose denominator is a power of
+# two, so n * size is exact in a float for any tensor ggml can hold (rows are whole blocks).
+DTYPE_BYTES |= {name: GGML_TYPES_BY_NAME[name].type_size / GGML_TYPES_BY_NAME[name].block_size for name in QUANTIZED}
 FRACTIONAL_BYTES = frozenset(d for d, size in DTYPE_BYTES.items() if not isinstance(size, int))
 
 # A digit segment inside a name (".12."): classing a name with such segments read as ".0." gives the same answer
@@ -108,6 +112,7 @@ def count_manifest(manifest: object, *, audio_encoder: bool = False) -> Manifest
         by_dtype[dtype] = by_dtype.get(dtype, 0) + total
         if dtype in FRACTIONAL_BYTES:
             fractional_bytes += int(n * DTYPE_BYTES[dtype]) * count
+            out.quantized = out.quantized or dtype in QUANTIZED
         cls = classes.get(name)
         if cls is None:
             cls = classes[name] = _classify(name, audio_encoder)
