@@ -43,7 +43,7 @@ _QUICK = re.compile("|".join(sorted(MODEL_CALLS)))  # a .py file naming none of 
 # Text forms: a model mention (`--model org/name`, `--model-id`, `vllm serve org/name`, `model: org/name`,
 # `model_id = "org/name"`, `huggingface-cli download org/name`) and a revision (`--revision sha`,
 # `revision: sha`, `revision = "sha"`, `"--revision", "sha"` in a compose list).
-_SEP = r"""["']?\s*(?:[=:,]\s*|\s+)["']?"""
+_SEP = r"""["']?[ \t]*(?:[=:,][ \t]*|[ \t]+)["']?"""  # within a line: `model:` above a block names nothing
 MODEL_TEXT_RE = re.compile(
     r"(?:(?<![\w-])--model(?:[-_](?:id|name))?|(?<![\w-])(?:model|model_id|model_name|repo_id|model_name_or_path)"
     r"|\bvllm\s+serve|\b(?:huggingface-cli|hf)\s+download)" + _SEP + r"(?P<value>[^\s\"',\]\}#]+)"
