@@ -81,3 +81,12 @@ def is_branch_name(value: object) -> bool:
 def is_filter_kind(kind: str) -> bool:
     """A change kind (`chat_template`), `advisory`, or a dotted event kind (`revision.ingested`)."""
     return kind in FILTER_WORDS or re.fullmatch(EVENT_KIND_PATTERN, kind) is not None
+
+
+def model_purl(repo_id: str, sha: str | None = None) -> str:
+    """The package URL of a Hub model (the registered `huggingface` purl type): `pkg:huggingface/org/name@sha`,
+    the commit sha lowercase as the purl spec asks; without `sha`, the model across revisions."""
+    from packageurl import PackageURL
+
+    namespace, _, name = repo_id.partition("/")
+    return PackageURL(type="huggingface", namespace=namespace, name=name, version=sha.lower() if sha else None).to_string()

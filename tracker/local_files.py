@@ -75,15 +75,18 @@ def decode_utf8(data: bytes, path: str | Path, what: str = "file") -> str:
         raise RefusedFile(str(path), f"not UTF-8 text ({err.reason} at byte {err.start})", what) from err
 
 
-def replace_file(path: str | Path, data: bytes, what: str = "file") -> None:
+def replace_file(path: str | Path, data: bytes, what: str = "file", mode: int | None = None) -> None:
     """Write `data` as the whole of `path`: into a new file beside it (O_CREAT|O_EXCL, so nothing that
     already exists there, a symlink included, is written through), then renamed over `path` (a symlink at
-    `path` is replaced, not followed). Raises RefusedFile naming the path when it cannot be written."""
+    `path` is replaced, not followed). `mode`: the new file's permission bits (an edited script keeps its
+    execute bit); default, what the umask gives. Raises RefusedFile naming the path when it cannot be written."""
     path = Path(path)
     if path.is_dir():
         raise RefusedFile(str(path), "a directory, not a file", what)
     fd, tmp = _exclusive_temporary(path, what)
     try:
+        if mode is not None:
+            os.fchmod(fd, stat.S_IMODE(mode))
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()

@@ -21,6 +21,8 @@ from feeds.http.api_models import (
     EventOut,
     EventPage,
     FileOut,
+    RenovateRelease,
+    RenovateReleases,
     RepoOut,
     RevisionDetail,
     RevisionOut,
@@ -40,11 +42,13 @@ from feeds.http.params import (
     NamePath,
     OrgPath,
     Severity,
+    base_url,
     known_repo,
 )
 from feeds.http.strict_json import StrictJSONRoute
 from feeds.webhooks import FORMATS, subscribe
-from storage.errors import InvalidSubscription
+from storage.errors import InvalidSubscription, NotStored
+from storage.kinds import model_purl
 from storage.models import (
     ChangeRecord,
     EstimateRecord,
@@ -95,6 +99,7 @@ def _revision(r: Revision, changes: list[ChangeRecord], brief: bool = True) -> d
         "baseline": r.is_baseline,
         "file_count": r.file_count,
         "changes": [_change(c, brief) for c in changes],
+        "purl": model_purl(r.repo_id, r.sha),
     }
 
 
@@ -230,6 +235,34 @@ def list_advisories(request: Request, org: str = OrgPath, name: str = NamePath,
     services = _services(request)
     repo_id = known_repo(services.queries, org, name)
     return [_event(e) for e in services.queries.events(EventFilter(repo_id=repo_id, kinds=("advisory",)), limit)]
+
+
+# -- Renovate -------------------------------------------------------------------------------------
+
+
+@router.get("/renovate/{org}/{name}", response_model=RenovateReleases, dependencies=read, responses=_errors(401, 404),
+            summary="Renovate customDatasources JSON: each watched branch's head as a release whose digest is its sha")
+def renovate_releases(request: Request, org: str = OrgPath, name: str = NamePath) -> RenovateReleases:
+    """A digest pin (currentValue the branch, currentDigest the sha; renovate/hubwatch.json) is moved by
+    Renovate to the `digest` of the release whose version is its branch: the head hubwatch last saw."""
+    services = _services(request)
+    repo_id = f"{org}/{name}"
+    watches = [w for w in services.store.watches.list_watches() if w.repo_id == repo_id and w.last_sha]
+    if not watches:
+        raise HTTPException(404, f"{repo_id} is not watched by this hubwatch (or not polled yet): hubwatch watch add {repo_id}")
+    base = base_url(request).rstrip("/")
+    hub = services.options.hub_url.rstrip("/")
+    releases = []
+    for watch in watches:
+        try:
+            committed_at = services.store.history.find_revision(repo_id, watch.last_sha).committed_at
+        except NotStored:
+            committed_at = None
+        releases.append(RenovateRelease(
+            version=watch.branch, digest=watch.last_sha, newDigest=watch.last_sha, releaseTimestamp=committed_at,
+            changelogUrl=f"{base}/repos/{repo_id}/revisions/{watch.last_sha}", sourceUrl=f"{hub}/{repo_id}",
+        ))
+    return RenovateReleases(releases=releases, homepage=f"{base}/repos/{repo_id}", sourceUrl=f"{hub}/{repo_id}")
 
 
 # -- events --------------------------------------------------------------------------------------

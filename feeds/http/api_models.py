@@ -62,6 +62,7 @@ class RevisionOut(BaseModel):
     baseline: bool
     file_count: int
     changes: list[ChangeBrief]
+    purl: str = Field(description="The revision's package URL: pkg:huggingface/<org>/<name>@<sha>")
 
 
 class FileOut(BaseModel):
@@ -159,3 +160,23 @@ class SubscriptionOut(BaseModel):
     enabled: bool
     disabled_reason: str | None
     secret: str | None = Field(default=None, description="Only in the answer that created it, when hubwatch generated the secret")
+
+
+class RenovateRelease(BaseModel):
+    """One release as Renovate's custom datasource reads it (its zod schema keeps `digest` and gives it to
+    updates as `newDigest`; `newDigest` is sent too, for readers of the issue's wording and older tools)."""
+
+    version: str = Field(description="The branch name: what a pin's currentValue is (versioning `exact`)")
+    digest: str = Field(description="The branch head's commit sha: what a digest pin moves to")
+    newDigest: str = Field(description="The same sha")  # noqa: N815 -- Renovate's own key
+    releaseTimestamp: datetime | None = Field(description="When the head was committed")  # noqa: N815 -- Renovate's key
+    changelogUrl: str = Field(description="hubwatch's page of the head revision: what changed")  # noqa: N815 -- Renovate's key
+    sourceUrl: str = Field(description="The repo on the Hub")  # noqa: N815 -- Renovate's key
+
+
+class RenovateReleases(BaseModel):
+    """Renovate's customDatasources JSON: the releases and the repo's hubwatch timeline as homepage."""
+
+    releases: list[RenovateRelease]
+    homepage: str
+    sourceUrl: str  # noqa: N815 -- Renovate's own key

@@ -47,6 +47,7 @@ def test_one_revision_has_its_changes_files_and_estimate(client: httpx.Client, s
     revision = served.store.history.list_revisions(LLAMA)[-2]  # the upload of config, tokenizer and template
     body = client.get(f"/api/v1/repos/{LLAMA}/revisions/{revision.sha[:10]}").json()
     assert body["sha"] == revision.sha
+    assert body["purl"] == f"pkg:huggingface/{LLAMA}@{revision.sha}"  # the revision's package URL
     kinds = {c["kind"] for c in body["changes"]}
     assert {"config", "chat_template"} <= kinds
     assert any(c["detail"] for c in body["changes"])

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.advisories import AdvisoryStore
+from storage.kinds import model_purl
 from storage.models import Revision
 from tracker.advisories.export import export_records
 
@@ -39,4 +40,14 @@ def report(db: AdvisoryStore, repo_id: str, revision: Revision) -> dict[str, Any
 
 def export(db: AdvisoryStore, directory: Path | str) -> list[Path]:
     """hubwatch's own records as an OSV database directory (see export.py)."""
-    return export_records([o.record for o in db.own()], Path(directory))
+    return export_records([with_purl(o.record) for o in db.own()], Path(directory))
+
+
+def with_purl(record: dict[str, Any]) -> dict[str, Any]:
+    """The record with the model revision's package URL (`database_specific.hubwatch.purl`,
+    pkg:huggingface/<org>/<name>@<sha>) beside its repo id and commit."""
+    ours = (record.get("database_specific") or {}).get("hubwatch") or {}
+    if not ours.get("repo_id") or not ours.get("introduced_sha"):
+        return record
+    hubwatch = {**ours, "purl": model_purl(str(ours["repo_id"]), str(ours["introduced_sha"]))}
+    return {**record, "database_specific": {**record["database_specific"], "hubwatch": hubwatch}}

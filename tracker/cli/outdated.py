@@ -9,35 +9,60 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracker.cli.root import app_of, branch_arg, emit_json, repo_arg
+from tracker.cli.scan_output import scan_json, scan_pins
 
 if TYPE_CHECKING:
+    from tracker.app import App
     from tracker.pins.cache import BadEntry, Pin
+    from tracker.pins.code_scan import CodeScan
+    from tracker.pins.code_write import Move
     from tracker.pins.outdated import ModelReport
 
 SEVERITY_CHOICE = click.Choice(["info", "notice", "warning", "critical"])
+FORMAT_CHOICE = click.Choice(["text", "json", "markdown"])
 DEFAULT_LOCK = "hubwatch.lock"
 MAX_ERROR_LINES = 20  # a lock file of bad entries gets this many lines, then a count of the rest
 
 
 @click.command()
 @click.option("--lock", "lock_file", type=click.Path(path_type=Path), help="A lock file (default: the local HF cache).")
+@click.option("--scan", "scan_path", type=click.Path(path_type=Path),
+              help="A source tree (or one file): the model revisions its code, scripts and configs pin.")
+@click.option("--write", is_flag=True, help="With --scan: move each pin behind its branch head to the head, in its file.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="The HF cache (default: $HF_HUB_CACHE, $HF_HOME/hub).")
 @click.option("--fail-on", type=SEVERITY_CHOICE, help="Exit 1 when a change at or above this severity happened since a pin.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--format", "output_format", type=FORMAT_CHOICE, default="text", show_default=True,
+              help="markdown: a pull-request body or CI job summary.")
+@click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @click.pass_context
-def outdated(ctx: click.Context, lock_file: Path | None, cache_dir: Path | None, fail_on: str | None, as_json: bool) -> None:
+def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None, write: bool, cache_dir: Path | None,
+             fail_on: str | None, output_format: str, as_json: bool) -> None:
     """What changed upstream since the revisions you have: every model of the local HF cache, or of a
     lock file. Exit 1 when a model could not be checked, or with --fail-on when a change reached it."""
     from tracker.pins.outdated import OutdatedCheck
 
-    pins, bad = _read_pins(lock_file, cache_dir)
+    if lock_file is not None and scan_path is not None:
+        raise click.UsageError("give --lock FILE or --scan PATH, not both")
+    if write and scan_path is None:
+        raise click.UsageError("--write moves pins found by --scan PATH")
+    output_format = "json" if as_json else output_format
+    scan = _scan(scan_path) if scan_path is not None else None
+    pins, bad = scan_pins(scan) if scan is not None else _read_pins(lock_file, cache_dir)
     app = app_of(ctx)
     check = OutdatedCheck(app.store, app.hub, app.ingestor, app.settings.default_interval_s)
     reports = [check.check(pin) for pin in pins]
-    if as_json:
-        emit_json({"models": [r.to_dict() for r in reports], "bad_entries": [b.__dict__ for b in bad]})
+    moved = _write_moves(scan, reports) if scan is not None and write else None
+    if output_format == "json":
+        data: dict[str, Any] = {"models": [r.to_dict() for r in reports], "bad_entries": [b.__dict__ for b in bad]}
+        if scan is not None:
+            data = scan_json(scan, reports, bad, moved)
+        emit_json(data)
+    elif output_format == "markdown":
+        click.echo(_markdown(app, reports, bad, scan), nl=False)
     else:
         _print_reports(reports, bad)
+        if scan is not None:
+            _print_scan(scan, moved)
     failed = bool(bad) or any(not r.checked for r in reports)
     if failed or (fail_on is not None and any(r.reaches(fail_on) for r in reports)):
         ctx.exit(1)
@@ -50,15 +75,18 @@ def outdated(ctx: click.Context, lock_file: Path | None, cache_dir: Path | None,
 @click.option("--update", "update", multiple=True, metavar="REPO",
               help="Move this repo's pin (REPO or REPO@BRANCH) to its branch head, keeping the other pins.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="The HF cache (default: $HF_HUB_CACHE, $HF_HOME/hub).")
+@click.option("--scan", "scan_path", type=click.Path(path_type=Path),
+              help="Pin the revisions a source tree's code, scripts and configs pin (by sha).")
 @click.pass_context
-def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tuple[str, ...], cache_dir: Path | None) -> None:
+def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tuple[str, ...], cache_dir: Path | None,
+         scan_path: Path | None) -> None:
     """Write a lock file: REPO[@BRANCH] pinned at its branch head, or every model of the local HF cache
     at the revision you have; --update REPO moves one pin after review."""
     from tracker.pins.lockfile import check_lock_target, read_lock, write_lock
     from tracker.pins.recorded_files import head_pin, locked
 
-    if repos and update:
-        raise click.UsageError("give REPOs to write a new lock file, or --update REPO to move pins, not both")
+    if sum(map(bool, (repos, update, scan_path))) > 1:
+        raise click.UsageError("give REPOs to write a new lock file, --update REPO to move pins, or --scan PATH: one of them")
     check_lock_target(lock_file)  # before asking the Hub anything
     app = app_of(ctx)
     if update:
@@ -76,6 +104,11 @@ def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tu
         return
     if repos:
         pins, bad = [head_pin(app.store, app.hub, *_repo_at(r)) for r in repos], []
+    elif scan_path is not None:
+        scan = _scan(scan_path)
+        found, bad = scan_pins(scan)
+        pins = [locked(app.store, app.hub, p) for p in found]
+        _print_scan(scan, None)
     else:
         cached, bad = _cache_pins(cache_dir)
         pins = [locked(app.store, app.hub, p) for p in cached]
@@ -144,3 +177,50 @@ def _report_lines(report: ModelReport) -> list[str]:
         if change.severity != "info":
             lines.append(f"    {change.sha[:12]}  [{change.severity}] {change.kind}: {change.summary}")
     return lines
+
+
+def _scan(path: Path) -> CodeScan:
+    from tracker.pins.code_scan import scan_tree
+
+    return scan_tree(path)
+
+
+def _write_moves(scan: CodeScan, reports: list[ModelReport]) -> tuple[list[Move], list[tuple[str, str]]]:
+    """Move every pin whose model is behind (or rewritten) to its branch head, in its file."""
+    from tracker.pins.code_write import Move, write_moves
+
+    heads = {(r.pin.repo_id, r.pin.sha): r.head_sha for r in reports if r.status in ("behind", "rewritten") and r.head_sha}
+    moves = [Move(p, heads[(p.repo_id, p.sha)]) for p in scan.pins if (p.repo_id, p.sha) in heads]
+    return write_moves(scan.root, moves)
+
+
+def _print_scan(scan: CodeScan, moved: tuple[list[Move], list[tuple[str, str]]] | None) -> None:
+    """Branch pins and unpinned uses on stdout; skipped files as `note:` lines on stderr; moves made."""
+    for pin in scan.branch_pins:
+        click.echo(f"{pin.repo_id}  follows {pin.branch!r}, not a commit: {pin.location}")
+    for pin in scan.unpinned:
+        click.echo(f"{pin.repo_id}  unpinned (no revision): {pin.location}")
+    for path, why in scan.skipped[:MAX_ERROR_LINES]:
+        click.echo(f"note: skipped {path}: {why}", err=True)
+    if len(scan.skipped) > MAX_ERROR_LINES:
+        click.echo(f"note: and {len(scan.skipped) - MAX_ERROR_LINES} more files skipped (--json lists them all)", err=True)
+    if moved is not None:
+        done, left = moved
+        for move in done:
+            click.echo(f"moved {move.pin.location}: {move.pin.repo_id} {move.pin.sha[:12]} -> {move.new_sha[:12]}")  # type: ignore[index]
+        for location, why in left:
+            click.echo(f"error: not moved {location}: {why}", err=True)
+
+
+def _markdown(app: App, reports: list[ModelReport], bad: list[BadEntry], scan: CodeScan | None) -> str:
+    from tracker.cli.scan_output import scan_markdown_extra
+    from tracker.pins.markdown import render_markdown
+
+    locations = None
+    extra: list[str] = []
+    if scan is not None:
+        locations = {}
+        for pin in scan.pins:
+            locations.setdefault((pin.repo_id, pin.sha), []).append(pin.location)
+        extra = scan_markdown_extra(scan)
+    return render_markdown(reports, bad, app.settings.hub.endpoint, app.settings.server.public_url, locations, extra)

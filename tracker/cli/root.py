@@ -38,6 +38,9 @@ def exit_code_of(err: HubwatchError | StoreLookupError | StorageError) -> int:
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "advisories": ("advisories", "advisories",
                    "OSV advisories, loader advice and hubwatch's own advisories of a watched repo."),
+    "bom": ("bom", "bom",
+            "A CycloneDX 1.6 JSON bill of materials: REPO[@REV] (a commit sha, or a branch: its head; default main), or "
+            "every model of a lock file."),
     "deliveries": ("deliveries", "deliveries", "The outbound webhook delivery log: list deliveries, redeliver one."),
     "demo": ("demo", "demo", "The whole pipeline offline, against the bundled Hub replay."),
     "diff": ("diff", "diff", "What changed in REPO between two stored revisions."),

