@@ -70,23 +70,28 @@ def serving_crossings(before: Estimate | dict, after: Estimate | dict) -> list[C
     if not old.get("cards") or not new.get("cards"):
         return []
     why = _reasons(old, new)
+    full_before, full_after = old.get("full_context"), new.get("full_context")
     out = []
     for card, row in new["cards"].items():
         was = old["cards"].get(card)
         if not isinstance(was, dict) or "concurrency" not in row or "concurrency" not in was:
             continue
-        for context, now in row["concurrency"].items():
-            then = was["concurrency"].get(context)
-            if then is None or then == now:
-                continue
-            sentence = f"on {card}: {then} sequences at {_k(context)} before, {now} now"
-            if was.get("loads") and not row.get("loads"):
-                sentence += ": the model no longer loads"
-            elif not was.get("loads") and row.get("loads"):
-                sentence += ": the model now loads"
-            if why:
-                sentence += (": " if "loads" not in sentence else " (") + why + (")" if "loads" in sentence else "")
-            out.append(Crossing(f"serve@{context}", card, then, now, sentence))
+        moved = []
+        if was.get("loads") != row.get("loads"):
+            moved.append(("loads", int(bool(was.get("loads"))), int(bool(row.get("loads"))),
+                          f"the model {'no longer loads' if was.get('loads') else 'now loads'} at its full context"
+                          + (f" ({_k(str(full_after))})" if full_after else "")))
+        then, now = was.get("concurrency_full_context"), row.get("concurrency_full_context")
+        if then is not None and now is not None and then != now:
+            moved.append(("full", then, now, f"{then} sequences at its full context"
+                          + (f" ({_k(str(full_before))})" if full_before else "") + f" before, {now} now"
+                          + (f" ({_k(str(full_after))})" if full_after and full_after != full_before else "")))
+        for context, count in row["concurrency"].items():
+            previous = was["concurrency"].get(context)
+            if previous is not None and previous != count and context not in (str(full_before), str(full_after)):
+                moved.append((context, previous, count, f"{previous} sequences at {_k(context)} before, {count} now"))
+        for key, a, b, words in moved:
+            out.append(Crossing(f"serve@{key}", card, a, b, f"on {card}: {words}" + (f": {why}" if why else "")))
     return out
 
 

@@ -1,6 +1,8 @@
 """Serving memory per card: weights at the checkpoint's own precision, a runtime allowance, and what is left for
-the KV cache: whether the model loads, the longest context one sequence can hold, and how many sequences fit
-at the model's full context, at 8k, at 32k and at any context asked (vLLM's "maximum concurrency").
+the KV cache: whether the model loads (as vLLM starts: one sequence at the model's full context must fit, its
+default max_model_len), whether its weights fit at all, the longest context one sequence can hold, and how many
+sequences fit at the model's full context, at 8k, at 32k and at any context asked (vLLM's "maximum
+concurrency" with max_model_len set to that context).
 
 The card figures use vLLM's cache (``kv_cache.py``); transformers' is reported beside it. Never raises: what
 cannot be read is "unknown: reason" or a figure with its assumption in ``notes``.
@@ -204,10 +206,13 @@ def _cards(lay: KvLayout, asked: list[int], element: int, weights: int | None, e
             out[card] = {"memory_bytes": size, "usable_bytes": usable, "unknown": "the weights' size is unknown"}
             continue
         budget = usable - weights - extra
-        loads = budget >= per_sequence(lay, 1, element)
-        out[card] = {"memory_bytes": size, "usable_bytes": usable, "kv_budget_bytes": budget, "loads": loads,
-                     "longest_context": _longest(lay, element, budget) if loads else 0,
-                     "concurrency": {str(n): max(0, budget // per_sequence(lay, n, element)) if loads else 0
+        fits = budget >= per_sequence(lay, 1, element)
+        full = lay.max_context or 1
+        out[card] = {"memory_bytes": size, "usable_bytes": usable, "kv_budget_bytes": budget,
+                     "weights_fit": fits, "loads": budget >= per_sequence(lay, full, element),
+                     "longest_context": _longest(lay, element, budget) if fits else 0,
+                     "concurrency_full_context": max(0, budget // per_sequence(lay, full, element)),
+                     "concurrency": {str(n): max(0, budget // per_sequence(lay, n, element)) if fits else 0
                                      for n in asked}}
     return out
 
