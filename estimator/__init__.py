@@ -4,10 +4,11 @@ No I/O, no torch: ``estimate(config, manifest)`` returns an ``Estimate``; ``rend
 """
 
 from .api import estimate
-from .compare import Crossing, crossings
+from .compare import Crossing, crossings, serving_crossings
 from .errors import EstimateError
 from .memory import at_batch
 from .render import render_table
 from .result import Estimate
 
-__all__ = ["Crossing", "Estimate", "EstimateError", "at_batch", "crossings", "estimate", "render_table"]
+__all__ = ["Crossing", "Estimate", "EstimateError", "at_batch", "crossings", "estimate", "render_table",
+           "serving_crossings"]

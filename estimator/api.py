@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import memory
+from . import memory, serving
 from .errors import EstimateError
 from .families import BUILDERS
 from .from_weights import structure_from_weights
@@ -20,12 +20,17 @@ MAX_LORA_RANK = 4096
 
 
 def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2048, lora_rank: int = memory.LORA_RANK,
-             lora_targets: str | Sequence[str] = memory.LORA_TARGETS) -> Estimate:
+             lora_targets: str | Sequence[str] = memory.LORA_TARGETS, serve_contexts: Sequence[int] = (),
+             kv_dtype: str | None = None,
+             gpu_memory_utilization: float = serving.GPU_MEMORY_UTILIZATION) -> Estimate:
     """Parameters, input shape, memory per mode and batches per card for one revision; LoRA and QLoRA with
     adapters of ``lora_rank`` on ``lora_targets`` ("all-linear", or module names as PEFT's target_modules).
 
     Bad input raises EstimateError naming the key; custom code without a manifest returns an estimate
     whose note says the structure cannot be derived, with no figures rather than guessed ones.
+
+    ``serving`` holds serving memory per card (serving.py) at 8k, 32k, the model's full context and
+    ``serve_contexts``, with the KV cache at ``kv_dtype`` (the model's dtype by default).
     """
     if isinstance(seq_len_cap, bool) or not isinstance(seq_len_cap, int) or not 1 <= seq_len_cap <= 10**7:
         raise EstimateError("seq_len_cap", f"expected a positive integer, got {seq_len_cap!r}")
@@ -35,7 +40,15 @@ def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2
         if manifest is not None else None
     notes: list[str] = []
     structure = _derive(reader, seq_len_cap, counted, notes, manifest)
-    return _assemble(reader, structure, counted, notes, seq_len_cap, lora)
+    result = _assemble(reader, structure, counted, notes, seq_len_cap, lora)
+    from_weights = structure is not None and structure.inputs.get("structure_source") == "weights"
+    linear = structure.quantizable if structure is not None and not from_weights else \
+        (counted.linear_params if counted else None)
+    result.serving = serving.serving(config, parameters=result.total, linear=linear,
+                                     stored_bytes=counted.stored_bytes if counted else None,
+                                     contexts=serve_contexts, kv_dtype=kv_dtype,
+                                     gpu_memory_utilization=gpu_memory_utilization)
+    return result
 
 
 def _lora_rank(rank: object) -> int:

@@ -66,3 +66,41 @@ def render_table(result: Estimate) -> str:
             lines.append(title)
             lines.extend(f"  - {item}" for item in items)
     return "\n".join(lines)
+
+
+def render_serving(serving: dict | None) -> str:
+    """The serving section as a table: the cache per sequence per runtime, then per card whether the model
+    loads, its longest context and the concurrent sequences at each context."""
+    if not serving:
+        return "Serving\n  unknown: no serving figures"
+    lines = ["Serving (vLLM's paged cache; transformers' cache beside it)"]
+    if serving.get("unknown"):
+        lines.append(f"  unknown: {serving['unknown']}")
+    w = serving.get("weights") or {}
+    lines.append(f"  weights    {_gib(w.get('bytes'))}  ({w.get('source')})")
+    a = serving.get("allowance") or {}
+    lines.append(f"  allowance  {_gib(a.get('bytes'))}  (CUDA context, vLLM's profile run, CUDA graphs)")
+    lines.append(f"  KV cache at {serving.get('kv_dtype')}, usable fraction {serving.get('gpu_memory_utilization')}, "
+                 f"full context {_n(serving.get('full_context'))}")
+    contexts = [str(c) for c in serving.get("contexts", [])]
+    kv = serving.get("kv_cache") or {}
+    for runtime in ("transformers", "vllm"):
+        r = kv.get(runtime) or {}
+        if "at_context" in r:
+            cells = ", ".join(f"{c}: {_gib(r['at_context'][c])}" for c in contexts)
+            lines.append(f"  {runtime:<12} per sequence {cells}; fixed {_gib(r['fixed_bytes_per_sequence'])}")
+    if kv.get("mla"):
+        m = kv["mla"]
+        lines.append(f"  latent attention: {m['latent_bytes_per_token']:,} bytes a token (latent), "
+                     f"{m['decompressed_bytes_per_token']:,} decompressed")
+    if serving.get("cards"):
+        lines.append("  " + f"{'card':<12}{'loads':>6}{'longest':>10}" + "".join(f"{'@' + c:>10}" for c in contexts))
+        for card, row in serving["cards"].items():
+            if "concurrency" not in row:
+                lines.append(f"  {card:<12}  unknown: {row.get('unknown')}")
+                continue
+            cells = "".join(f"{_n(row['concurrency'].get(c)):>10}" for c in contexts)
+            lines.append(f"  {card:<12}{'yes' if row['loads'] else 'no':>6}{_n(row['longest_context']):>10}{cells}")
+    for note in serving.get("notes", []):
+        lines.append(f"  - {note}")
+    return "\n".join(lines)

@@ -15,11 +15,15 @@ class Estimate:
     cards: dict
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    serving: dict | None = None  # serving memory per card (serving.py); absent from estimates stored before it
 
     @property
     def total(self) -> int | None:
         return self.parameters["total"]
 
     def to_dict(self) -> dict:
-        return {"parameters": self.parameters, "input": self.input, "memory": self.memory, "cards": self.cards,
-                "notes": list(self.notes), "warnings": list(self.warnings)}
+        out = {"parameters": self.parameters, "input": self.input, "memory": self.memory, "cards": self.cards,
+               "notes": list(self.notes), "warnings": list(self.warnings)}
+        if self.serving is not None:
+            out["serving"] = self.serving
+        return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from estimator import EstimateError, crossings, estimate
+from estimator import EstimateError, crossings, estimate, serving_crossings
 from estimator.compare import mode_label
 from storage.history import NewEstimate
 from tracker.changes import Change, ChangeKind, Severity
@@ -21,9 +21,10 @@ def manifest_of(snapshot: Snapshot) -> dict[str, tuple[str, tuple[int, ...]]] | 
 
 
 def estimate_snapshot(snapshot: Snapshot, seq_len_cap: int = 2048, lora_rank: int = 16,
-                      lora_targets: str | tuple[str, ...] = "all-linear") -> NewEstimate | None:
-    """The estimate of a revision (LoRA of ``lora_rank`` on ``lora_targets``); None when it has neither a
-    config.json nor weight headers."""
+                      lora_targets: str | tuple[str, ...] = "all-linear", serve_contexts: tuple[int, ...] = (),
+                      kv_dtype: str | None = None, gpu_memory_utilization: float = 0.9) -> NewEstimate | None:
+    """The estimate of a revision (LoRA of ``lora_rank`` on ``lora_targets``; serving at ``serve_contexts`` too,
+    with the cache at ``kv_dtype``); None when it has neither a config.json nor weight headers."""
     config, error = snapshot.read_json("config.json")
     manifest = manifest_of(snapshot)
     if config is None and manifest is None:
@@ -32,7 +33,8 @@ def estimate_snapshot(snapshot: Snapshot, seq_len_cap: int = 2048, lora_rank: in
         return NewEstimate(None, None, "config.json is not a JSON object")
     try:
         result = estimate(config or {}, manifest, seq_len_cap=seq_len_cap, lora_rank=lora_rank,
-                          lora_targets=lora_targets)
+                          lora_targets=lora_targets, serve_contexts=serve_contexts, kv_dtype=kv_dtype,
+                          gpu_memory_utilization=gpu_memory_utilization)
     except EstimateError as err:
         return NewEstimate(None, None, str(err))
     return NewEstimate(result.total, result.to_dict(), None)
@@ -44,9 +46,10 @@ def should_estimate(is_baseline: bool, changes: list[Change], previous: dict[str
 
 
 def _card_lines(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """Sentences for the (mode, card) pairs whose largest batch shrank, and those that now fit."""
+    """Sentences for the (mode, card) pairs whose largest batch shrank, and those that now fit; then the cards
+    whose serving concurrency fell, and those where it rose from none."""
     lost, gained = [], []
-    for crossing in crossings(before, after):
+    for crossing in [*crossings(before, after), *serving_crossings(before, after)]:
         if crossing.before is None or crossing.after is None:
             continue
         if crossing.after < crossing.before:
@@ -128,4 +131,12 @@ def _headline(result: dict[str, Any]) -> dict[str, Any]:
         "used": result["parameters"].get("used"),
         "memory_batch_1": {m: result["memory"].get(m, {}).get("batch_1_bytes") for m in MODES},
         "max_batch": {card: data.get("max_batch", {}) for card, data in result.get("cards", {}).items()},
+        **({"serving": _serving_headline(result["serving"])} if result.get("serving") else {}),
     }
+
+
+def _serving_headline(serving: dict[str, Any]) -> dict[str, Any]:
+    """Per card: whether the model loads and the concurrent sequences at each context; and the full context."""
+    return {"full_context": serving.get("full_context"),
+            "cards": {card: {k: row[k] for k in ("loads", "longest_context", "concurrency") if k in row}
+                      for card, row in (serving.get("cards") or {}).items()}}

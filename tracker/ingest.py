@@ -247,7 +247,8 @@ class Ingestor:
         if not should_estimate(is_baseline, changes, previous.result if previous else None):
             return None, []
         settings = self.settings.estimate
-        estimate = estimate_snapshot(snapshot, settings.seq_len_cap, settings.lora_rank, settings.targets)
+        estimate = estimate_snapshot(snapshot, settings.seq_len_cap, settings.lora_rank, settings.targets,
+                                     settings.serve_contexts, settings.kv_dtype, settings.gpu_memory_utilization)
         if estimate is None:
             return None, []
         if not is_baseline and previous is not None and (estimate.result, estimate.error) == (

@@ -10,6 +10,8 @@ import click
 
 from estimator import Estimate, EstimateError, render_table
 from estimator import estimate as estimate_model
+from estimator.render import render_serving
+from estimator.serving import serving as serving_only
 from tracker.cli.root import app_of, emit_json, repo_arg
 from tracker.config import EstimateSettings
 from tracker.errors import HubwatchError
@@ -19,7 +21,11 @@ if TYPE_CHECKING:
 
 
 class EstimateFailed(HubwatchError):
-    """The estimator refused the input (the message names the key)."""
+    """The estimator refused the input (the message names the key); ``config`` is the config.json it refused."""
+
+    def __init__(self, message: str, config: dict | None = None) -> None:
+        super().__init__(message)
+        self.config = config
 
 
 @click.command()
@@ -34,34 +40,68 @@ class EstimateFailed(HubwatchError):
               help="LoRA's rank (default: [estimate] lora_rank).")
 @click.option("--lora-targets", default=None, metavar="a,b,c|all-linear",
               help="Linear layers LoRA adapts, as PEFT's target_modules (default: [estimate] lora_targets).")
+@click.option("--serve", is_flag=True, help="Serving memory per card: KV cache, longest context, concurrency.")
+@click.option("--context", "contexts", multiple=True, type=click.IntRange(1, 10_000_000),
+              help="With --serve: a context to price beside 8k, 32k and the model's full context (repeatable).")
+@click.option("--kv-dtype", type=click.Choice(["auto", "bf16", "fp16", "fp8"]), default=None,
+              help="With --serve: the KV cache's dtype (default: [estimate] kv_dtype, the model's own).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def estimate(
     ctx: click.Context, repo: str | None, revision: str | None, config_file: str | None, manifest: str | None,
-    seq_len_cap: int | None, lora_rank: int | None, lora_targets: str | None, as_json: bool,
+    seq_len_cap: int | None, lora_rank: int | None, lora_targets: str | None, serve: bool,
+    contexts: tuple[int, ...], kv_dtype: str | None, as_json: bool,
 ) -> None:
-    """Parameters and GPU memory: of a stored revision of REPO, or of a config.json file."""
+    """Parameters and GPU memory: of a stored revision of REPO, or of a config.json file; with --serve, the
+    memory to serve it on each card."""
     if (repo is None) == (config_file is None):
         raise click.UsageError("give either REPO or --config-file")
     if manifest and not config_file:
         raise click.UsageError("--manifest goes with --config-file")
+    if (contexts or kv_dtype) and not serve:
+        raise click.UsageError("--context and --kv-dtype go with --serve")
     targets = _targets(lora_targets)
-    if config_file:
-        options = EstimateSettings()
-        result, header = estimate_file(config_file, manifest, seq_len_cap or options.seq_len_cap,
-                                       lora_rank or options.lora_rank, targets or options.targets), None
-    else:
-        app = app_of(ctx)
-        options = app.settings.estimate
-        repo = repo_arg(repo)  # type: ignore[arg-type]
-        result, header = estimate_revision(app, repo, revision, seq_len_cap or options.seq_len_cap,
-                                           lora_rank or options.lora_rank, targets or options.targets)
+    options = EstimateSettings() if config_file else app_of(ctx).settings.estimate
+    serving = {"serve_contexts": (*options.serve_contexts, *contexts),
+               "kv_dtype": kv_dtype or options.kv_dtype, "gpu_memory_utilization": options.gpu_memory_utilization}
+    try:
+        if config_file:
+            result, header = estimate_file(config_file, manifest, seq_len_cap or options.seq_len_cap,
+                                           lora_rank or options.lora_rank, targets or options.targets,
+                                           **serving), None
+        else:
+            repo = repo_arg(repo)  # type: ignore[arg-type]
+            result, header = estimate_revision(app_of(ctx), repo, revision, seq_len_cap or options.seq_len_cap,
+                                               lora_rank or options.lora_rank, targets or options.targets, **serving)
+    except EstimateFailed as err:
+        if not serve or err.config is None:
+            raise
+        _serving_only(err, serving, as_json)
+        return
+    out = result.to_dict()
+    if not serve:
+        out.pop("serving", None)
     if as_json:
-        emit_json({**({"repo_id": repo, **header} if header else {}), **result.to_dict()})
+        emit_json({**({"repo_id": repo, **header} if header else {}), **out})
         return
     if header:
         click.echo(f"{repo} at {header['sha'][:12]} ({header['source']})")
     click.echo(render_table(result))
+    if serve:
+        click.echo(render_serving(result.serving))
+
+
+def _serving_only(err: EstimateFailed, options: dict[str, Any], as_json: bool) -> None:
+    """--serve on a config the training estimator refuses (an unmodelled architecture such as DeepSeek-V3): the
+    KV cache and cards still come from config.json, the weights only from a manifest."""
+    section = serving_only(err.config, contexts=options["serve_contexts"], kv_dtype=options["kv_dtype"],
+                           gpu_memory_utilization=options["gpu_memory_utilization"])
+    section["notes"].insert(0, f"parameters unknown: {err}")
+    if as_json:
+        emit_json({"error": str(err), "serving": section})
+        return
+    click.echo(f"Estimate: {err}")
+    click.echo(render_serving(section))
 
 
 def _targets(option: str | None) -> str | tuple[str, ...] | None:
@@ -104,19 +144,28 @@ def read_manifest(path: str) -> dict[str, tuple[str, tuple[int, ...]]]:
 
 
 def estimate_file(config_path: str, manifest_path: str | None, seq_len_cap: int, lora_rank: int = 16,
-                  lora_targets: str | tuple[str, ...] = "all-linear") -> Estimate:
+                  lora_targets: str | tuple[str, ...] = "all-linear", **serving: Any) -> Estimate:
     config = _read_json(config_path, "--config-file")
     if not isinstance(config, dict):
         raise click.BadParameter(f"{config_path}: expected a JSON object", param_hint="--config-file")
     manifest = read_manifest(manifest_path) if manifest_path else None
     try:
-        return estimate_model(config, manifest, seq_len_cap=seq_len_cap, lora_rank=lora_rank, lora_targets=lora_targets)
+        return estimate_model(config, manifest, seq_len_cap=seq_len_cap, lora_rank=lora_rank, lora_targets=lora_targets,
+                              **_serving_args(serving))
     except EstimateError as err:
-        raise EstimateFailed(f"{config_path}: {err}") from err
+        raise EstimateFailed(f"{config_path}: {err}", config) from err
+
+
+def _serving_args(serving: dict[str, Any]) -> dict[str, Any]:
+    """The settings as estimate() takes them ("auto" is the model's own dtype)."""
+    if not serving:
+        return {}
+    return {**serving, "kv_dtype": None if serving.get("kv_dtype") == "auto" else serving.get("kv_dtype")}
 
 
 def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int, lora_rank: int = 16,
-                      lora_targets: str | tuple[str, ...] = "all-linear") -> tuple[Estimate, dict[str, Any]]:
+                      lora_targets: str | tuple[str, ...] = "all-linear", **serving: Any
+                      ) -> tuple[Estimate, dict[str, Any]]:
     """Estimate a stored revision from its stored config.json and weight headers."""
     # here, not at the top: they load the Hub client, which `estimate --config-file` never needs
     from tracker.estimate_change import manifest_of
@@ -130,8 +179,9 @@ def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int,
         raise EstimateFailed(f"{repo_id} at {revision.sha[:12]}: nothing to estimate from ({error})")
     try:
         result = estimate_model(config if isinstance(config, dict) else {}, manifest, seq_len_cap=seq_len_cap,
-                          lora_rank=lora_rank, lora_targets=lora_targets)
+                          lora_rank=lora_rank, lora_targets=lora_targets, **_serving_args(serving))
     except EstimateError as err:
-        raise EstimateFailed(f"{repo_id} at {revision.sha[:12]}: {err}") from err
+        raise EstimateFailed(f"{repo_id} at {revision.sha[:12]}: {err}",
+                             config if isinstance(config, dict) else None) from err
     source = "config.json and weight headers" if manifest and config else ("weight headers" if manifest else "config.json")
     return result, {"sha": revision.sha, "source": source}

@@ -219,12 +219,20 @@ class PollSettings(Section):
         return self._seconds["lease"]
 
 
+KV_DTYPE_NAMES = ("auto", "bf16", "fp16", "fp8")
+
+
 class EstimateSettings(Section):
     table: ClassVar[str] = "estimate"
     seq_len_cap: int = 2048
     lora_rank: int = 16
     # "all-linear" (every linear layer but the head), or module names as PEFT's target_modules
     lora_targets: tuple[str, ...] = ("all-linear",)
+    # serving figures: contexts priced beside 8k, 32k and the model's full context; the KV cache's dtype
+    # ("auto": the model's; bf16, fp16 or fp8); the share of each card the runtime may use (vLLM's 0.9)
+    serve_contexts: tuple[int, ...] = ()
+    kv_dtype: str = "auto"
+    gpu_memory_utilization: float = 0.9
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -240,6 +248,12 @@ class EstimateSettings(Section):
             raise problem("[estimate] seq_len_cap must be between 1 and 1048576")
         if not 1 <= self.lora_rank <= 4096:
             raise problem("[estimate] lora_rank must be between 1 and 4096")
+        if any(not 1 <= n <= 10_000_000 for n in self.serve_contexts):
+            raise problem("[estimate] serve_contexts must be token counts between 1 and 10000000")
+        if self.kv_dtype not in KV_DTYPE_NAMES:
+            raise problem(f"[estimate] kv_dtype must be one of {', '.join(KV_DTYPE_NAMES)}, got {self.kv_dtype!r}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise problem("[estimate] gpu_memory_utilization must be above 0 and at most 1")
         return self
 
     @property

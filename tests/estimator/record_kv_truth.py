@@ -1,0 +1,35 @@
+"""Record the KV bytes transformers' own cache holds after a prefill, for tests/estimator/test_serving_kv.py.
+
+Needs the `groundtruth` extra (torch, transformers):
+
+    .venv/bin/python tests/estimator/record_kv_truth.py   # rewrites tests/fixtures/estimator/recorded_kv_truth.json
+
+The live test (`pytest -m groundtruth tests/estimator/test_serving_kv.py`) recomputes the same figures; review
+the fixture's diff like code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]
+
+from kv_truth import measure_kv  # noqa: E402 - after the path set-up above
+from serving_cases import KV_CASES, RECORDED_KV, case_key, serving_config  # noqa: E402
+
+
+def main() -> None:
+    out = {}
+    for path, tokens in KV_CASES:
+        out[case_key(path, tokens)] = measure_kv(serving_config(path), tokens)
+        print(path, tokens, out[case_key(path, tokens)], flush=True)
+    import transformers
+
+    RECORDED_KV.write_text(json.dumps({"transformers": transformers.__version__, "bytes": out}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The KV cache per sequence (estimator/kv_cache.py) against the bytes transformers' own cache holds after a
+prefill: recorded (tests/fixtures/estimator/recorded_kv_truth.json) by default, live with -m groundtruth."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from serving_cases import KV_CASES, PATHS, RECORDED_KV, case_key, serving_config
+
+from estimator.kv_cache import layout
+
+RECORDED = json.loads(RECORDED_KV.read_text())["bytes"]
+KINDS = {"full", "sliding", "latent", "state", "cross"}
+
+
+def transformers_bytes(path: str, tokens: int) -> int:
+    lay = layout(serving_config(path))
+    assert lay.unknown is None, lay.unknown
+    return lay.at_context("transformers", tokens, 2) + lay.fixed_bytes("transformers", 2)
+
+
+@pytest.mark.parametrize(("path", "tokens"), KV_CASES)
+def test_transformers_figure_is_exact_against_the_recorded_cache(path, tokens):
+    """The transformers figure equals, to the byte, what transformers' cache held after the prefill."""
+    assert transformers_bytes(path, tokens) == RECORDED[case_key(path, tokens)]
+
+
+def test_every_case_of_the_cache_is_covered():
+    """At least 20 architectures, and every kind of layer (full, sliding, latent, state, cross) among them."""
+    types = {serving_config(p).get("model_type") for p in PATHS}
+    kinds = {g.kind for p in PATHS for g in layout(serving_config(p)).groups}
+    assert len(types) >= 20 and kinds == KINDS
+
+
+@pytest.mark.groundtruth
+@pytest.mark.parametrize(("path", "tokens"), KV_CASES)
+def test_transformers_figure_is_exact_live(path, tokens):
+    """Live: transformers' cache built on the meta device from the config, after a prefill, holds exactly our bytes."""
+    from kv_truth import measure_kv
+
+    assert transformers_bytes(path, tokens) == measure_kv(serving_config(path), tokens)
+
+
+@pytest.mark.parametrize(("path", "per_token"), [
+    # vLLM's MLAAttentionSpec: one head of kv_lora_rank + qk_rope_head_dim, 61 layers, bf16
+    ("serving/deepseek_v3/DeepSeek-V3.json", 61 * (512 + 64) * 2),
+    ("serving/deepseek_v2/DeepSeek-V2-Lite.json", 27 * (512 + 64) * 2),
+    # attention layers only: 4 of Jamba's 32, 12 of Qwen3-Next's 48
+    ("serving/jamba/Jamba-v0.1.json", 4 * 2 * 8 * 128 * 2),
+    ("serving/qwen3_next/Qwen3-Next-80B-A3B-Instruct.json", 12 * 2 * 2 * 256 * 2),
+])
+def test_vllm_grows_by_the_published_rule(path, per_token):
+    """vLLM's cache grows by its published per-token rule: latent for MLA, attention layers only for hybrids."""
+    lay = layout(serving_config(path))
+    assert lay.at_context("vllm", 1600, 2) - lay.at_context("vllm", 800, 2) == 800 * per_token
+
+
+@pytest.mark.parametrize(("path", "fixed"), [
+    # MambaStateShapeCalculator.mamba1_state_shape: conv (d_conv - 1, inner), ssm (inner, d_state); 28 layers
+    ("serving/jamba/Jamba-v0.1.json", 28 * 2 * (8192 * 3 + 8192 * 16)),
+    # mamba2_state_shape: conv (d_conv - 1, d_ssm + 2 * groups * d_state), ssm (heads, head_dim, d_state)
+    ("serving/falcon_h1/Falcon-H1-0.5B-Instruct.json", 36 * 2 * (1792 * 3 + 24 * 64 * 128)),
+    # gated_delta_net_state_shape: conv (kernel - 1, 2 * 16 * 128 + 32 * 128), temporal (32, 128, 128)
+    ("serving/qwen3_next/Qwen3-Next-80B-A3B-Instruct.json", 36 * 2 * (8192 * 3 + 32 * 128 * 128)),
+    # short_conv_state_shape: (L_cache - 1, hidden)
+    ("serving/lfm2/LFM2-1.2B.json", 10 * 2 * 2048 * 2),
+    # CrossAttentionSpec: Whisper's 1500 encoder frames in pages of 16, 4 layers of 6 heads x 64
+    ("configs/whisper/whisper-tiny.json", 4 * 2 * 6 * 64 * 1504 * 2),
+])
+def test_vllm_fixed_state_by_the_published_rule(path, fixed):
+    """vLLM's per-sequence state follows its state-shape rules (conv keeps d_conv - 1 columns, model dtype)."""
+    assert layout(serving_config(path)).fixed_bytes("vllm", 2) == fixed
+
+
+def test_mla_reports_latent_and_decompressed():
+    """DeepSeek-V3 reports the latent (576 a layer) and the decompressed K/V (128 heads x (192 + 128))."""
+    from estimator.serving import serving
+
+    mla = serving(serving_config("serving/deepseek_v3/DeepSeek-V3.json"))["kv_cache"]["mla"]
+    assert mla["latent_bytes_per_token"] == 61 * 576 * 2
+    assert mla["decompressed_bytes_per_token"] == 61 * 128 * (128 + 64 + 128) * 2
+
+
+def test_sliding_window_caps_the_cache():
+    """Mistral's cache stops growing at its window in both runtimes; Llama's keeps growing."""
+    mistral = layout(serving_config("configs/mistral/Mistral-7B-v0.1.json"))
+    llama = layout(serving_config("configs/llama/Llama-3.1-8B.json"))
+    for runtime in ("transformers", "vllm"):
+        assert mistral.at_context(runtime, 100_000, 2) == mistral.at_context(runtime, 200_000, 2)
+        assert llama.at_context(runtime, 200_000, 2) == 2 * llama.at_context(runtime, 100_000, 2)
+
+
+def test_fp8_halves_the_cache():
+    """An fp8 cache is half a bf16 one."""
+    lay = layout(serving_config("configs/llama/Llama-3.1-8B.json"))
+    assert 2 * lay.at_context("vllm", 8192, 1) == lay.at_context("vllm", 8192, 2)
