@@ -45,7 +45,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "demo": ("demo", "demo", "The whole pipeline offline, against the bundled Hub replay."),
     "diff": ("diff", "diff", "What changed in REPO between two stored revisions."),
     "estimate": ("estimate", "estimate",
-                 "Parameters and GPU memory: of a stored revision of REPO, or of a config.json file."),
+                 "Parameters and GPU memory: of a stored revision of REPO, or of a config.json file; with --serve, the "
+                 "memory to serve it on each card."),
     "feed": ("feed", "feed",
              "The feed document on stdout: byte for byte what the server answers at [server] public_url."),
     "history": ("history", "history", "Revisions of REPO, newest first, with their changes."),
