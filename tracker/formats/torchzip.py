@@ -26,6 +26,7 @@ MAX_ENTRIES = 200_000
 MAX_CENTRAL_BYTES = 32 * 2**20
 DATA_PKL_CAP = 32 * 2**20
 SMALL_ENTRY_CAP = 4096
+LOCAL_EXTRA_GUESS = 128  # torch pads local headers to 64-byte alignment with an extra field
 STORED, DEFLATED = 0, 8
 DATA_PKL = re.compile(r"(?P<prefix>[^/]+)/data\.pkl")
 STORAGE = re.compile(r"(?P<prefix>[^/]+)/data/(?P<key>[^/]+)")
@@ -193,14 +194,14 @@ def _check_layout(directory: ZipDirectory) -> None:
         directory.notes.append("the zip names an entry twice")
 
 
-def read_entry(source: RangeSource, entry: ZipEntry, cap: int) -> tuple[bytes, int]:
-    """The entry's uncompressed bytes and where its data starts; ZipFormatError past `cap` bytes."""
+def read_entry(source: RangeSource, entry: ZipEntry, cap: int, notes: list[str] | None = None) -> tuple[bytes, int]:
+    """The entry's uncompressed bytes and where its data starts; ZipFormatError past `cap` bytes.
+    Oddities a loader would read past (a local header naming another file) are added to `notes`."""
     if entry.size > cap:
         raise ZipFormatError(f"{entry.name} is {entry.size:,} bytes, over the {cap:,}-byte cap")
     if entry.compressed_size > cap * 2 + 1024:
         raise ZipFormatError(f"{entry.name} is {entry.compressed_size:,} bytes compressed, over the cap")
-    start = _data_start(source, entry)
-    data = source.read(start, entry.compressed_size)
+    data, start = _read_local(source, entry, entry.compressed_size, notes)
     if len(data) < entry.compressed_size:
         raise ZipFormatError(f"{entry.name} is truncated: {len(data):,} of {entry.compressed_size:,} bytes")
     if entry.method == DEFLATED:
@@ -212,30 +213,36 @@ def read_entry(source: RangeSource, entry: ZipEntry, cap: int) -> tuple[bytes, i
 
 def read_entry_head(source: RangeSource, entry: ZipEntry, limit: int) -> bytes:
     """The first `limit` uncompressed bytes of an entry (all of it when shorter): a member's header."""
-    start = _data_start(source, entry)
     if entry.method == STORED:
-        return source.read(start, min(entry.size, limit))
-    data = source.read(start, min(entry.compressed_size, limit + 65_536))
+        return _read_local(source, entry, min(entry.size, limit))[0]
+    data = _read_local(source, entry, min(entry.compressed_size, limit + 65_536))[0]
     try:
         return zlib.decompressobj(-15).decompress(data, limit)
     except zlib.error as err:
         raise ZipFormatError(f"{entry.name} does not inflate: {err}") from err
 
 
-def _data_start(source: RangeSource, entry: ZipEntry) -> int:
-    """Where an entry's data begins, after a local header that must agree with the central directory."""
+def _read_local(source: RangeSource, entry: ZipEntry, want: int, notes: list[str] | None = None) -> tuple[bytes, int]:
+    """`want` bytes of an entry's data and where they start, read with its local header in one request
+    (guessing the extra field's length; a longer one costs a second read). A local header naming another
+    file is noted: loaders go by the central directory, so the data is read all the same."""
     if entry.method not in (STORED, DEFLATED):
         raise ZipFormatError(f"{entry.name} uses compression method {entry.method}, which is not read")
     if entry.method == STORED and entry.compressed_size != entry.size:
         raise ZipFormatError(f"{entry.name} is stored but its sizes differ ({entry.compressed_size:,} != {entry.size:,})")
-    header = source.read(entry.local_offset, 30)
-    if len(header) < 30 or header[:4] != LOCAL:
+    guess = 30 + len(entry.name.encode()) + LOCAL_EXTRA_GUESS
+    block = source.read(entry.local_offset, guess + want)
+    if len(block) < 30 or block[:4] != LOCAL:
         raise ZipFormatError(f"{entry.name}: no local header at {entry.local_offset:,}")
-    name_len, extra_len = struct.unpack_from("<HH", header, 26)
-    name = source.read(entry.local_offset + 30, name_len).decode("utf-8", "replace")
-    if name != entry.name:
-        raise ZipFormatError(f"the local header at {entry.local_offset:,} names {name!r}, the central directory {entry.name!r}")
-    return entry.local_offset + 30 + name_len + extra_len
+    name_len, extra_len = struct.unpack_from("<HH", block, 26)
+    name = block[30 : 30 + name_len].decode("utf-8", "replace")
+    if name != entry.name and notes is not None:
+        notes.append(f"the local header at {entry.local_offset:,} names {name!r}, the central directory {entry.name!r}")
+    skip = 30 + name_len + extra_len
+    start = entry.local_offset + skip
+    if skip + want <= len(block) or len(block) < guess + want:
+        return block[skip : skip + want], start
+    return source.read(start, want), start
 
 
 def _inflate(entry: ZipEntry, data: bytes, cap: int) -> bytes:
@@ -259,11 +266,11 @@ def read_torch_archive(source: RangeSource, pkl_cap: int = DATA_PKL_CAP) -> Torc
     primary = next((e for e in pickles if e.name == f"{first_prefix}/data.pkl"), pickles[0])
     prefix = primary.name.split("/", 1)[0]
     notes = list(directory.notes)
-    data_pkl, data_offset = read_entry(source, primary, pkl_cap)
+    data_pkl, data_offset = read_entry(source, primary, pkl_cap, notes)
     others: dict[str, bytes] = {}
     for entry in directory.entries:
         if entry is not primary and entry.name.endswith(".pkl"):
-            others[f"{entry.name}@{entry.local_offset}"] = read_entry(source, entry, pkl_cap)[0]
+            others[f"{entry.name}@{entry.local_offset}"] = read_entry(source, entry, pkl_cap, notes)[0]
     if len(pickles) > 1:
         notes.append(f"{len(pickles)} data.pkl entries: {', '.join(e.name for e in pickles)}")
     storages = {}
