@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import pickletools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,8 +120,7 @@ def scan_pickle(data: bytes, limits: Limits = Limits(), max_pickles: int | None 
         machine = _Machine(scan, limits)
         start = stream.tell()
         try:
-            for opcode, arg, pos in pickletools.genops(stream):
-                machine.step(opcode.name, arg, pos if pos is not None else start)
+            machine.run(pickletools.genops(stream), start)
         except _Stop as stop:
             scan.complete = False
             scan.notes.append(str(stop))
@@ -147,20 +146,20 @@ class _Machine:
         self.memo: dict[int, Any] = {}
         self.position = 0
 
-    def step(self, name: str, arg: Any, pos: int) -> None:
-        self.position = pos
-        self.scan.opcodes += 1
-        if self.scan.opcodes > self.limits.opcodes:
-            raise _Stop(f"stopped at byte {pos:,}: over the {self.limits.opcodes:,}-opcode cap")
-        handler = _HANDLERS.get(name)
-        if handler is not None:
+    def run(self, opcodes: Iterator[tuple[Any, Any, int | None]], start: int) -> None:
+        """Every opcode of one pickle through its handler (the hot loop: kept flat on purpose)."""
+        scan, limits, handlers = self.scan, self.limits, _HANDLERS
+        for opcode, arg, pos in opcodes:
+            self.position = pos = start if pos is None else pos
+            scan.opcodes += 1
+            if scan.opcodes > limits.opcodes:
+                raise _Stop(f"stopped at byte {pos:,}: over the {limits.opcodes:,}-opcode cap")
+            handler = handlers.get(opcode.name)
+            if handler is None:
+                raise _Stop(f"stopped at byte {pos:,}: opcode {opcode.name} is not modelled")
             handler(self, arg, pos)
-        elif name in _CONSTANTS:
-            self.push(arg)
-        elif name not in ("PROTO", "FRAME", "READONLY_BUFFER"):
-            raise _Stop(f"stopped at byte {pos:,}: opcode {name} is not modelled")
-        if len(self.stack) > self.limits.stack:
-            raise _Stop(f"stopped at byte {pos:,}: over the {self.limits.stack:,}-item stack cap")
+            if len(self.stack) > limits.stack:
+                raise _Stop(f"stopped at byte {pos:,}: over the {limits.stack:,}-item stack cap")
 
     # stack primitives
     def push(self, value: Any) -> None:
@@ -365,7 +364,17 @@ _CONSTANTS = {
     "BINUNICODE8", "FLOAT", "BINFLOAT",
 }  # fmt: skip
 
+def _op_constant(m: _Machine, arg: Any, pos: int) -> None:
+    m.stack.append(arg)
+
+
+def _op_nothing(m: _Machine, arg: Any, pos: int) -> None:
+    """PROTO, FRAME, READONLY_BUFFER: nothing to model."""
+
+
 _HANDLERS = {
+    **dict.fromkeys(_CONSTANTS, _op_constant),
+    **dict.fromkeys(("PROTO", "FRAME", "READONLY_BUFFER"), _op_nothing),
     "MARK": _op_mark,
     "STOP": _op_stop,
     "POP": _op_pop,

@@ -9,7 +9,6 @@ symbolic `Call` values `pickle_scan` built.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from tracker.formats.pickle_scan import MAX_NESTING, Call, Global, Persistent, PickledDict, PickleScan
@@ -29,8 +28,6 @@ TORCH_DTYPES = {
     "bool": "BOOL", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "complex64": "C64",
     "complex128": "C128", "qint8": "I8", "quint8": "U8", "qint32": "I32",
 }  # fmt: skip
-ITEM_BYTES = {"F64": 8, "I64": 8, "U64": 8, "C128": 16, "C64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2,
-              "BF16": 2, "I16": 2, "U16": 2}  # fmt: skip
 STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "params", "ema", "weights")
 
 
@@ -78,6 +75,8 @@ def tensor_of(value: Any, depth: int = 0) -> dict[str, Any] | None:
         return None
     name = value.func.dotted
     args = value.args if isinstance(value.args, tuple) else ()
+    if name == "torch._tensor._rebuild_from_type_v2":
+        name = REBUILD + "_rebuild_from_type_v2"
     if not name.startswith(REBUILD):
         return None
     kind = name[len(REBUILD) :]
@@ -139,8 +138,3 @@ def to_weight_manifest(tensors: list[dict[str, Any]]) -> WeightManifest:
     metadata = {"format": "pt"} | ({"state_dict": root} if root else {})
     return WeightManifest(tuple(TensorInfo(t["name"], t["dtype"], tuple(t["shape"])) for t in chosen), metadata)
 
-
-def weight_bytes(tensor: dict[str, Any]) -> int | None:
-    """A tensor's bytes from its dtype and shape (None for dtypes of unusual width)."""
-    width = ITEM_BYTES.get(tensor["dtype"], 1 if tensor["dtype"] in ("I8", "U8", "BOOL", "F8_E4M3", "F8_E5M2") else 0)
-    return math.prod(tensor["shape"]) * width if width else None
