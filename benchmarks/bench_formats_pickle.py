@@ -40,7 +40,7 @@ from tests.support.torch_fixtures import FILES, FIXTURES
 from tracker.formats.pickle_files import scan_file
 from tracker.formats.pickle_rules import BUILTIN, scan_result
 from tracker.formats.pickle_scan import scan_pickle
-from tracker.formats.ranged import DEFAULT_BUDGET, RangeError, charge
+from tracker.formats.ranged import DEFAULT_BUDGET, BytesSource, RangeError, charge
 from tracker.formats.torch_manifest import tensors_of, to_weight_manifest
 from tracker.standins.replay.control import ReplayServer
 
@@ -182,9 +182,7 @@ def figure_detection(pkl: bytes) -> None:
         print(f"  MISSED: {missed}")
 
 
-def _source(data: bytes):  # noqa: ANN202 - the in-memory RangeSource
-    from tracker.formats.ranged import BytesSource
-
+def _source(data: bytes) -> BytesSource:
     return BytesSource(data)
 
 
