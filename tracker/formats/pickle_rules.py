@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import tomllib
+from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING  # the stdlib's own table: what pickle maps Python 2 names to
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -136,7 +137,16 @@ def _valid_entry(entry: str) -> bool:
 
 
 def judge_import(module: str, name: str, rules: Rules = BUILTIN) -> str:
-    """safe, unknown or dangerous for one imported callable `module.name`."""
+    """safe, unknown or dangerous for one imported callable `module.name`, also under the Python 2 name
+    mapping pickle applies below protocol 3 (`__builtin__.raw_input` is `builtins.input`)."""
+    mapped = NAME_MAPPING.get((module, name)) or (IMPORT_MAPPING.get(module, module), name)
+    if mapped == (module, name):
+        return _judge_name(module, name, rules)
+    verdicts = [_judge_name(*mapped, rules), _judge_name(module, name, rules)]
+    return worst([v for v in verdicts if v != UNKNOWN] or [UNKNOWN])
+
+
+def _judge_name(module: str, name: str, rules: Rules) -> str:
     if module.startswith("<"):
         return UNKNOWN  # an unresolved STACK_GLOBAL or an extension code: no rule can know
     path = f"{module}.{name}" if name else module

@@ -46,6 +46,10 @@ from tracker.formats.pickle_rules import (
         ("operator", "attrgetter", "dangerous"),
         ("operator", "itemgetter", "unknown"),
         ("asyncio.unix_events", "_UnixSubprocessTransport", "dangerous"),
+        ("SimpleHTTPServer", "test", "dangerous"),
+        ("commands", "getoutput", "dangerous"),
+        ("__builtin__", "set", "safe"),
+        ("copy_reg", "_reconstructor", "unknown"),
     ],
 )
 def test_builtin_rules(module: str, name: str, verdict: str) -> None:
