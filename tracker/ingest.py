@@ -196,7 +196,8 @@ class Ingestor:
         if self.store.history.has_revision(watch.repo_id, commit.sha):
             self.store.watches.move_watch(watch.id, commit.sha)  # type: ignore[arg-type]
             return None
-        fetched = fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes)
+        fetched = fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes,
+                                 self.settings.scan.rules)
         if previous is not None and previous.sha == parent_sha:
             parent_snapshot: Snapshot | None = previous  # not read back from the database
         else:
@@ -270,7 +271,7 @@ class Ingestor:
             revision = self.store.history.find_revision(repo_id, sha)
         except RevisionNotStored:
             return None
-        return load_snapshot(self.store, revision)
+        return load_snapshot(self.store, revision, self.settings.scan.rules)
 
     def _next_retry(self, watch: Watch, err: Exception) -> datetime:
         """retry_min, doubling per failure in a row up to retry_max; after a 429 never sooner than the

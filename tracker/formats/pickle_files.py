@@ -66,6 +66,11 @@ def scan_file(path: str, source: RangeSource, rules: Rules = BUILTIN) -> Scanned
         return scan_result([], rules, source.bytes_read, note, readable=False), b"", note
 
 
+def scan_file_at(source: RangeSource, path: str, rules: Rules) -> Scanned:
+    """`scan_file` in the argument order of the scanner registry (tracker/formats/__init__.py)."""
+    return scan_file(path, source, rules)
+
+
 def _scan_torch(source: RangeSource, rules: Rules) -> Scanned:
     if source.size >= 4 and source.read(0, 4) == b"PK\x03\x04":
         return _scan_torch_zip(source, rules)
