@@ -160,6 +160,7 @@ class Announcement:
     revision_id: int
     own: list[NewOwnAdvisory]
     events: list[NewEvent]
+    content_ids: tuple[str, ...] = ()  # the re-judged scans it announces
 
 
 def upsert_osv_records(session: Session, records: Iterable[dict[str, Any]], now: datetime) -> None:
@@ -240,17 +241,21 @@ class AdvisoryStore(EngineStore):
     def write_rejudged(self, scans: Iterable[Rejudged], announcements: Iterable[Announcement]) -> None:
         """Re-judged scans and what they announce, in one transaction: a verdict is announced exactly once,
         since the scan that gave it is stored as judged in the same commit as the announcement."""
-        told = list(announcements)
+        told, wanted = list(announcements), {scan.content_id: scan for scan in scans}
         with self.session() as s:
             if any(a.events for a in told):
                 order_event_writes(s)  # first: see order_event_writes
             now = self.clock()
-            for scan in scans:
-                row = s.get(FileScan, scan.content_id)
-                if row is not None:
+            # locked, then judged stale again: a scan another worker re-judged first is theirs to announce
+            query = select(FileScan).where(col(FileScan.content_id).in_(wanted)).with_for_update()
+            done = set()
+            for row in s.exec(query):
+                scan = wanted[row.content_id]
+                if row.rules_version != scan.rules_version:
                     row.result, row.rules_version = scan.result, scan.rules_version
                     s.add(row)
-            for a in told:
+                    done.add(row.content_id)
+            for a in (a for a in told if set(a.content_ids) <= done):
                 _write_own(s, a.revision_id, a.own, now)
                 _add_events(s, a.repo_id, a.revision_id, a.events, now)
             s.commit()

@@ -62,7 +62,7 @@ def rejudge_stored(store: Storage, rules: Rules, *, hub_url: str, clock: Callabl
     outcome.scans, outcome.changed = len(rejudged), sorted(changed)
     announcements = _announcements(store, changed, rules, hub_url, clock()) if changed else []
     store.advisories.write_rejudged(rejudged, announcements)
-    outcome.events = [e.event_id for a in announcements for e in a.events]
+    outcome.events = [e.event_id for a in announcements for e in a.events]  # unless another worker was first
     outcome.records = [r.id for a in announcements for r in a.own]
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
     if rejudged:
@@ -76,7 +76,7 @@ def _announcements(
 ) -> list[Announcement]:
     out = []
     for head in store.advisories.heads():
-        views = []
+        views, cids = [], []
         for f in store.history.revision_files(head.revision_id):
             cid = f.lfs_sha256 or f.oid
             if cid not in changed:
@@ -90,6 +90,7 @@ def _announcements(
             detail = {"status": "rejudged", "format": "pickle", "pickle_scan": verdict.detail,
                       "previous_verdict": before.get("verdict"), "sha256": cid}
             views.append(ChangeView("weights", f.path, summary, verdict.severity.value, True, detail))
+            cids.append(cid)
         if not views:
             continue
         records = own_records(head.repo_id, head.sha, views, hub_url=hub_url, published_at=now,
@@ -102,5 +103,5 @@ def _announcements(
             own.append(NewOwnAdvisory(id=record["id"], repo_id=head.repo_id, sha=head.sha, class_id=ours["class"],
                                       severity=ours["severity"], record=record))
             events.append(own_advisory_event(head.repo_id, head.sha, record))
-        out.append(Announcement(head.repo_id, head.revision_id, own, events))
+        out.append(Announcement(head.repo_id, head.revision_id, own, events, tuple(cids)))
     return out
