@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 
 from storage.blobs import git_blob_oid
 from storage.front import Storage
 from storage.history import NewFileScan, NewTensor, NewWeightFile
 from storage.models import Revision
-from tracker.classify import is_safetensors, should_download
+from tracker.classify import TRAINING_STATE, is_safetensors, should_download
 from tracker.formats import FileScan
 from tracker.formats.pickle_rules import BUILTIN, Rules, rejudge
 from tracker.formats.registry import run_scan, scanner_for
@@ -108,16 +109,18 @@ def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot, rules:
             known[entry.content_id] = scan
             fetched.new_file_scans.append(NewFileScan(entry.content_id, scan.format, scan.result, scan.bytes_read,
                                                       scan.note, scan.rules_version, scan.scanned_oid))
-            if (manifest := pickle_manifest(scan)) is not None:
+            if (manifest := pickle_manifest(scan, entry.path)) is not None:
                 fetched.new_weight_files.append(to_new_weight_file(entry.content_id, manifest))
         snapshot.scans[entry.path] = scan
-        if (manifest := pickle_manifest(scan)) is not None:
+        if (manifest := pickle_manifest(scan, entry.path)) is not None:
             snapshot.manifests[entry.path] = manifest
 
 
-def pickle_manifest(scan: FileScan) -> WeightManifest | None:
-    """The tensor manifest a torch checkpoint's pickle scan derived, as safetensors headers give one
-    (None for other scans, and for pickles holding no tensors)."""
+def pickle_manifest(scan: FileScan, path: str = "") -> WeightManifest | None:
+    """The tensor manifest a torch checkpoint's pickle scan derived, as safetensors headers give one (None
+    for other scans, pickles holding no tensors, and training state such as optimizer.pt: not the model)."""
+    if posixpath.basename(path).startswith(TRAINING_STATE):
+        return None
     tensors = scan.result.get("tensors") if scan.format == "pickle" else None
     return to_weight_manifest(tensors) if tensors else None
 
@@ -189,7 +192,7 @@ def load_snapshot(store: Storage, revision: Revision, rules: Rules | None = None
     for entry in scanned:
         if entry.content_id in scans:
             snapshot.scans[entry.path] = scans[entry.content_id]
-            if (manifest := pickle_manifest(scans[entry.content_id])) is not None:
+            if (manifest := pickle_manifest(scans[entry.content_id], entry.path)) is not None:
                 snapshot.manifests[entry.path] = manifest
     return snapshot
 

@@ -18,17 +18,43 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "pickles"
 
 def tensor_pickle(payload: bytes = b"", tensors: int = 2) -> bytes:
     """A data.pkl as torch.save writes a state dict: `tensors` float tensors `layers.N.weight` of shape
-    (4, 8) (torch._utils._rebuild_tensor_v2 over FloatStorage key N), plus `payload` (a pickle fragment
-    without PROTO/STOP that leaves one value: a callable's result) stored under the key "x" when given."""
+    (4, 8) over FloatStorage key N, plus `payload` (a pickle fragment without PROTO/STOP that leaves one
+    value: a callable's result) stored under the key "x" when given."""
+    return state_dict_pickle([(f"layers.{n}.weight", "FloatStorage", (4, 8)) for n in range(tensors)], payload)
+
+
+def state_dict_pickle(tensors: list[tuple[str, str, tuple[int, ...]]], payload: bytes = b"") -> bytes:
+    """A data.pkl as torch.save writes a state dict of contiguous tensors (name, storage type, shape), each
+    `torch._utils._rebuild_tensor_v2` over its own storage (persistent id ('storage', type, key, 'cpu',
+    numel)), opcode by opcode; `payload` as in tensor_pickle."""
     ops = Ops().empty_dict.mark
-    for n in range(tensors):
-        ops.string(f"layers.{n}.weight").glob("torch._utils", "_rebuild_tensor_v2").mark.mark.string("storage")
-        ops.glob("torch", "FloatStorage").string(str(n)).string("cpu").int1(32).tuple_.binpersid.int1(0)
-        ops.int1(4).int1(8).tuple2.int1(8).int1(1).tuple2.raw(b"\x89").glob("collections", "OrderedDict")
-        ops.empty_tuple.reduce.tuple_.raw(b"R")  # REDUCE: the tensor
+    for n, (name, storage, shape) in enumerate(tensors):
+        numel, strides = 1, []
+        for size in reversed(shape):
+            strides.insert(0, numel)
+            numel *= size
+        ops.string(name).glob("torch._utils", "_rebuild_tensor_v2").mark.mark.string("storage")
+        ops.glob("torch", storage).string(str(n)).string("cpu").raw(_int(numel)).tuple_.binpersid.int1(0)
+        ops.raw(b"(")  # MARK
+        for size in shape:
+            ops.raw(_int(size))
+        ops.raw(b"t(")  # TUPLE, MARK
+        for stride in strides:
+            ops.raw(_int(stride))
+        ops.tuple_.raw(b"\x89").glob("collections", "OrderedDict").empty_tuple.reduce.tuple_.raw(b"R")  # REDUCE
     if payload:
         ops.string("x").raw(payload)
     return ops.setitems.stop.bytes()
+
+
+def _int(value: int) -> bytes:
+    """The opcode pickle writes for a non-negative int: BININT1, BININT or LONG1."""
+    if value < 256:
+        return b"K" + bytes([value])
+    if value < 2**31:
+        return b"J" + value.to_bytes(4, "little")
+    data = value.to_bytes((value.bit_length() + 8) // 8, "little")
+    return b"\x8a" + bytes([len(data)]) + data
 
 
 def calling_fragment(module: str, name: str, *args: str) -> bytes:
@@ -62,6 +88,19 @@ class PickleFile:
 def sparse(data_pkl: bytes, storage_bytes: int = 4 * 2**30, tensors: int = 2) -> PickleFile:
     """A torch zip of `storage_bytes` of weights whose data.pkl and central directory alone are real."""
     head, tail, size = sparse_torch_zip(data_pkl, {str(n): storage_bytes // tensors for n in range(tensors)})
+    return PickleFile(head, tail, size)
+
+
+def sparse_state_dict(tensors: list[tuple[str, str, tuple[int, ...]]], prefix: str = "archive") -> PickleFile:
+    """A torch zip of this state dict (see state_dict_pickle) whose storages are zeros never read."""
+    widths = {"BFloat16Storage": 2, "HalfStorage": 2, "FloatStorage": 4}
+    sizes = {}
+    for n, (_, storage, shape) in enumerate(tensors):
+        numel = 1
+        for size in shape:
+            numel *= size
+        sizes[str(n)] = numel * widths[storage]
+    head, tail, size = sparse_torch_zip(state_dict_pickle(tensors), sizes, prefix)
     return PickleFile(head, tail, size)
 
 

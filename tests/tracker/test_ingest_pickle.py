@@ -79,6 +79,8 @@ def test_a_pickle_only_repo_gets_an_estimate_and_tensor_diffs(pickle_app, served
     scan = pickle_app.store.history.read_file_scans([files["pytorch_model.bin"].content_id])[files["pytorch_model.bin"].content_id]
     assert scan.format == "pickle" and scan.result["verdict"] == "unknown" and scan.rules_version == "1"
     assert scan.bytes_read < files["pytorch_model.bin"].lfs_size / 100
+    [baseline] = [c for c in _changes(pickle_app, served.head_sha(REPO)) if c.detail.get("baseline")]
+    assert "pickle files: pytorch_model.bin (unknown: somepkg.thing)" in baseline.summary and baseline.security
     first = pickle_app.store.history.latest_estimate(REPO)
     assert first is not None and first[1].parameters_total == 64
     _poll_to(pickle_app, served, 2)
@@ -178,3 +180,25 @@ def test_stored_verdicts_are_judged_again_when_the_rules_change(pickle_app, serv
     assert (again.scans, again.events, again.records) == (0, [], [])
     assert len(stricter.store.outbox.list_deliveries()) == 1
     stricter.store.engine.dispose()
+
+
+def test_feeds_advisories_and_outdated_name_the_file_and_callable(pickle_app, served, database_url, tmp_path):
+    """The repo's feed, `advisories REPO --json` and `outdated --lock` each show extra/evil.bin and os.system."""
+    _poll_to(pickle_app, served, 2)
+    pinned = served.head_sha(REPO)
+    _poll_to(pickle_app, served, 3)
+    config = tmp_path / "hubwatch.toml"
+    config.write_text(f'[hub]\nendpoint = "{served.endpoint}"\n[storage]\nurl = "{database_url}"\n')
+    feed = run_cli("feed", REPO, config=config)
+    assert feed.returncode == 0, feed.stderr
+    assert "extra/evil.bin" in feed.stdout and "os.system" in feed.stdout
+    advisories = run_cli("advisories", REPO, "--json", config=config)
+    assert advisories.returncode == 0, advisories.stderr
+    [record] = [r for r in json.loads(advisories.stdout)["own_advisories"]
+                if r["database_specific"]["hubwatch"]["class"] == "pickle-dangerous-import"]
+    assert record["summary"].endswith("(extra/evil.bin: os.system)")
+    lock = tmp_path / "models.lock"
+    lock.write_text(f'[[model]]\nrepo = "{REPO}"\nrevision = "{pinned}"\nbranch = "main"\n')
+    behind = run_cli("outdated", "--lock", str(lock), "--fail-on", "critical", config=config)
+    assert behind.returncode == 1, behind.stderr
+    assert "extra/evil.bin" in behind.stdout and "os.system" in behind.stdout

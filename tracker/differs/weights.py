@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import WEIGHT_INDEX_NAMES, is_gguf, is_pickle, is_safetensors, kind_of
+from tracker.classify import TRAINING_STATE, WEIGHT_INDEX_NAMES, is_gguf, is_pickle, is_safetensors, kind_of
 from tracker.differs.files import ADDED, CHANGED, REMOVED, FileDelta, file_deltas
 from tracker.differs.pickle_verdicts import pickle_verdict
 from tracker.snapshot import FileEntry, Snapshot, WeightManifest
 
 EXAMPLES = 20
-TRAINING_STATE = ("training_args", "optimizer", "scheduler", "rng_state", "trainer_state")
 _SHARD = re.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}(?P<ext>\.[a-z]+)$")
 Signature = tuple[str, tuple[int, ...]]
 
