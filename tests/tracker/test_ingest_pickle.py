@@ -202,3 +202,45 @@ def test_feeds_advisories_and_outdated_name_the_file_and_callable(pickle_app, se
     behind = run_cli("outdated", "--lock", str(lock), "--fail-on", "critical", config=config)
     assert behind.returncode == 1, behind.stderr
     assert "extra/evil.bin" in behind.stdout and "os.system" in behind.stdout
+
+
+def test_llamas_original_checkpoint_is_a_notice_in_the_bundled_history(app, replay):
+    """The demo's Llama 3.1 consolidated.00.pth, tensors only, is "pickle format, imports only tensor rebuilds"
+    at notice, with no own record, read with a sliver of its 16 GB; its 291 tensors are Meta's 8B model."""
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    app.store.watches.add_watch(llama, "main", 900)
+    for head in (5, 6):
+        replay.set_head(llama, head)
+        [outcome] = app.poller.poll()
+        assert outcome.status == "ingested", outcome.error
+    sha = replay.head_sha(llama)
+    revision = app.store.history.find_revision(llama, sha)
+    changes = app.store.history.changes_by_revision([revision.id])[revision.id]
+    [pth] = [c for c in changes if c.path == "original/consolidated.00.pth" and "status" in c.detail]
+    assert pth.severity == "notice" and not pth.security
+    assert "pickle format, imports only tensor rebuilds" in pth.summary
+    checkpoint = next(c for c in changes if c.path == "original/consolidated.00.pth" and "status" not in c.detail)
+    assert "291 tensors added" in checkpoint.summary
+    assert not [r for r in app.store.advisories.own(llama) if r.class_id.startswith("pickle")]
+    files = {f.path: f for f in app.hub.list_files(llama, sha)}
+    entry = files["original/consolidated.00.pth"]
+    scan = app.store.history.read_file_scans([entry.content_id])[entry.content_id]
+    assert scan.bytes_read < entry.lfs_size / 1000
+
+
+def test_advisories_recheck_judges_stored_scans_again(pickle_app, served, database_url, tmp_path):
+    """`hubwatch advisories recheck` with a changed rules file re-judges and says so; a second run says nothing."""
+    from tests.support.osv import osv_endpoint
+
+    _poll_to(pickle_app, served, 1)
+    rules = tmp_path / "rules.toml"
+    rules.write_text('dangerous = ["somepkg.thing"]\n')
+    config = tmp_path / "hubwatch.toml"
+    config.write_text(f'[hub]\nendpoint = "{served.endpoint}"\n[storage]\nurl = "{database_url}"\n'
+                      f'[osv]\napi_url = "{osv_endpoint()}"\n[scan]\npickle_rules = "{rules}"\n')
+    first = run_cli("advisories", "recheck", config=config)
+    assert first.returncode == 0, first.stderr
+    assert "judged 1 stored pickle scan(s) again under rules 1+" in first.stdout
+    assert "1 verdict(s) changed, 1 advisory event(s)" in first.stdout
+    again = run_cli("advisories", "recheck", config=config)
+    assert again.returncode == 0 and "judged" not in again.stdout
