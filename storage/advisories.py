@@ -25,6 +25,7 @@ from storage.models import (
     AdvisoryPending,
     AdvisoryRecheck,
     AdvisoryState,
+    FileScan,
     OsvRecord,
     OwnAdvisory,
     Revision,
@@ -118,13 +119,7 @@ def _write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, no
             AdvisoryLink(revision_id=revision_id, checked_at=now, **{**link.__dict__, "ids": list(link.ids)})
             for link in {(lk.advisory_key, lk.package): lk for lk in check.links}.values()
         )
-    for own in check.own:
-        row = session.get(OwnAdvisory, own.id)
-        if row is None:
-            row = OwnAdvisory(id=own.id, repo_id=own.repo_id, revision_id=revision_id, sha=own.sha,
-                              class_id=own.class_id, severity=own.severity, published_at=now)
-        row.record, row.modified_at, row.fixed_sha = own.record, now, own.fixed_sha
-        session.add(row)
+    _write_own(session, revision_id, check.own, now)
     _told(session, check.repo_id, check.state, now)
     _add_events(session, check.repo_id, revision_id, check.events, now)
     pending = session.get(AdvisoryPending, revision_id)
@@ -136,6 +131,36 @@ def _write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, no
     else:
         pending.reason, pending.attempts, pending.last_attempt_at = check.pending_reason, pending.attempts + 1, now
         session.add(pending)
+
+
+def _write_own(session: Session, revision_id: int, own_rows: Iterable[NewOwnAdvisory], now: datetime) -> None:
+    for own in own_rows:
+        row = session.get(OwnAdvisory, own.id)
+        if row is None:
+            row = OwnAdvisory(id=own.id, repo_id=own.repo_id, revision_id=revision_id, sha=own.sha,
+                              class_id=own.class_id, severity=own.severity, published_at=now)
+        row.record, row.modified_at, row.fixed_sha = own.record, now, own.fixed_sha
+        session.add(row)
+
+
+@dataclass(frozen=True)
+class Rejudged:
+    """A stored file scan judged again: its new result under rules `rules_version`."""
+
+    content_id: str
+    result: dict[str, Any]
+    rules_version: str
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """What one watched head is told about a verdict that changed: own records and their events."""
+
+    repo_id: str
+    revision_id: int
+    own: list[NewOwnAdvisory]
+    events: list[NewEvent]
+    content_ids: tuple[str, ...] = ()  # the re-judged scans it announces
 
 
 def upsert_osv_records(session: Session, records: Iterable[dict[str, Any]], now: datetime) -> None:
@@ -211,6 +236,28 @@ class AdvisoryStore(EngineStore):
                 row = rows.get(repo_id) or AdvisoryRecheck(repo_id=repo_id)
                 row.revision_id, row.checked_at, row.error = revision_id, now, None
                 s.add(row)
+            s.commit()
+
+    def write_rejudged(self, scans: Iterable[Rejudged], announcements: Iterable[Announcement]) -> None:
+        """Re-judged scans and what they announce, in one transaction: a verdict is announced exactly once,
+        since the scan that gave it is stored as judged in the same commit as the announcement."""
+        told, wanted = list(announcements), {scan.content_id: scan for scan in scans}
+        with self.session() as s:
+            if any(a.events for a in told):
+                order_event_writes(s)  # first: see order_event_writes
+            now = self.clock()
+            # locked, then judged stale again: a scan another worker re-judged first is theirs to announce
+            query = select(FileScan).where(col(FileScan.content_id).in_(wanted)).with_for_update()
+            done = set()
+            for row in s.exec(query):
+                scan = wanted[row.content_id]
+                if row.rules_version != scan.rules_version:
+                    row.result, row.rules_version = scan.result, scan.rules_version
+                    s.add(row)
+                    done.add(row.content_id)
+            for a in (a for a in told if set(a.content_ids) <= done):
+                _write_own(s, a.revision_id, a.own, now)
+                _add_events(s, a.repo_id, a.revision_id, a.events, now)
             s.commit()
 
     def links_by_revision(self, revision_ids: Iterable[int]) -> dict[int, list[AdvisoryLink]]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -363,6 +364,13 @@ class HistoryStore(EngineStore):
             return {}
         with self.session() as s:
             return {f.content_id: f for f in s.exec(select(FileScan).where(col(FileScan.content_id).in_(wanted)))}
+
+    def stale_file_scans(self, scan_format: str, rules_version: str) -> list[FileScan]:
+        """The stored scans of one format judged by rules other than `rules_version` (to judge again)."""
+        with self.session() as s:
+            query = select(FileScan).where(FileScan.format == scan_format,
+                                           sa.or_(col(FileScan.rules_version).is_(None), FileScan.rules_version != rules_version))
+            return list(s.exec(query.order_by(FileScan.content_id)))
 
     def read_weight_files(self, sha256s: Iterable[str]) -> dict[str, tuple[WeightFile, list[WeightTensor]]]:
         wanted = set(sha256s)

@@ -49,6 +49,10 @@ def suffix(path: str) -> str:
     return posixpath.splitext(path)[1].lower()
 
 
+# Pickles a trainer writes beside the model (their basenames start so): not the model's weights.
+TRAINING_STATE = ("training_args", "optimizer", "scheduler", "rng_state", "trainer_state")
+
+
 def is_pickle(path: str) -> bool:
     return suffix(path) in PICKLE_SUFFIXES
 

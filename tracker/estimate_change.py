@@ -8,6 +8,7 @@ from estimator import EstimateError, crossings, estimate, serving_crossings
 from estimator.compare import mode_label
 from storage.history import NewEstimate
 from tracker.changes import Change, ChangeKind, Severity
+from tracker.classify import is_safetensors
 from tracker.snapshot import Snapshot
 
 # The modes people plan for.
@@ -15,8 +16,12 @@ MODES = ("full_finetune", "lora", "qlora", "inference")
 
 
 def manifest_of(snapshot: Snapshot) -> dict[str, tuple[str, tuple[int, ...]]] | None:
-    """Every tensor of the revision's safetensors headers, or None when it has none readable."""
-    tensors = {t.name: (t.dtype, t.shape) for m in snapshot.manifests.values() if not m.error for t in m.tensors}
+    """Every tensor of the revision's safetensors headers; for a repo without any, of its torch checkpoints'
+    pickles (a repo shipping both, or Meta's original/ beside the transformers shards, is counted once);
+    None when it has none readable."""
+    readable = {path: m for path, m in snapshot.manifests.items() if not m.error}
+    preferred = {p: m for p, m in readable.items() if is_safetensors(p)} or readable
+    tensors = {t.name: (t.dtype, t.shape) for m in preferred.values() for t in m.tensors}
     return tensors or None
 
 

@@ -31,6 +31,7 @@ from tracker.differs import diff_snapshots
 from tracker.errors import HubwatchError, RateLimited
 from tracker.estimate_change import estimate_change, estimate_snapshot, should_estimate
 from tracker.events import change_event, revision_event, revision_title
+from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub import CommitInfo, HubClient, RepoHead
 from tracker.snapshot import Snapshot
 from tracker.snapshot_io import FetchedSnapshot, fetch_snapshot, load_snapshot
@@ -196,7 +197,8 @@ class Ingestor:
         if self.store.history.has_revision(watch.repo_id, commit.sha):
             self.store.watches.move_watch(watch.id, commit.sha)  # type: ignore[arg-type]
             return None
-        fetched = fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes)
+        fetched = fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes,
+                                 self.settings.scan.rules)
         if previous is not None and previous.sha == parent_sha:
             parent_snapshot: Snapshot | None = previous  # not read back from the database
         else:
@@ -271,7 +273,7 @@ class Ingestor:
             revision = self.store.history.find_revision(repo_id, sha)
         except RevisionNotStored:
             return None
-        return load_snapshot(self.store, revision)
+        return load_snapshot(self.store, revision, self.settings.scan.rules)
 
     def _next_retry(self, watch: Watch, err: Exception) -> datetime:
         """retry_min, doubling per failure in a row up to retry_max; after a 429 never sooner than the
@@ -318,8 +320,9 @@ def _baseline_change(snapshot: Snapshot) -> Change:
     code = sorted(p for p in snapshot.files if kind_of(p) is ChangeKind.CUSTOM_CODE)
     parts = [f"{n} {k}" for k, n in sorted(kinds.items())]
     summary = f"baseline: {len(snapshot.files)} files ({', '.join(parts)})"
+    verdicts = {p: _pickle_verdict(snapshot, p) for p in pickles}
     if pickles:
-        summary += f"; pickle files: {', '.join(pickles[:5])}"
+        summary += f"; pickle files: {', '.join(_pickle_phrase(p, verdicts[p], snapshot) for p in pickles[:5])}"
     if code:
         summary += f"; custom code: {', '.join(code[:5])}"
     return Change(
@@ -331,11 +334,28 @@ def _baseline_change(snapshot: Snapshot) -> Change:
             "baseline": True,
             "files_by_kind": dict(kinds),
             "pickle_files": pickles,
+            "pickle_verdicts": verdicts,
             "custom_code": code,
             "unavailable": dict(snapshot.unavailable),
         },
-        security=bool(pickles or code),
+        security=bool(code) or any(v != SAFE for v in verdicts.values()),
     )
+
+
+def _pickle_verdict(snapshot: Snapshot, path: str) -> str:
+    scan = snapshot.scans.get(path)
+    return str(scan.result.get("verdict", UNREADABLE)) if scan is not None and scan.format == "pickle" else UNREADABLE
+
+
+def _pickle_phrase(path: str, verdict: str, snapshot: Snapshot) -> str:
+    """`model.bin (dangerous: os.system)`, `consolidated.00.pth (tensor rebuilds only)`: a pickle in a baseline."""
+    if verdict == SAFE:
+        return f"{path} (tensor rebuilds only)"
+    if verdict in (DANGEROUS, UNKNOWN):
+        scan = snapshot.scans[path]
+        named = [f"{i['module']}.{i['name']}" for i in scan.result.get("imports", []) if i.get("verdict") == verdict]
+        return f"{path} ({verdict}: {', '.join(named[:3]) or 'not all read'})"
+    return f"{path} (not checked)"
 
 
 def _new_revision(

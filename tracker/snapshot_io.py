@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 
 from storage.blobs import git_blob_oid
 from storage.front import Storage
 from storage.history import NewFileScan, NewTensor, NewWeightFile
 from storage.models import Revision
-from tracker.classify import is_safetensors, should_download
-from tracker.formats import FileScan, run_scan, scanner_for
+from tracker.classify import TRAINING_STATE, is_safetensors, should_download
+from tracker.formats import FileScan
+from tracker.formats.pickle_rules import BUILTIN, Rules, rejudge
+from tracker.formats.registry import run_scan, scanner_for
+from tracker.formats.torch_manifest import to_weight_manifest
 from tracker.hub import HubClient, MissingFile
 from tracker.snapshot import FileEntry, Snapshot, TensorInfo, WeightManifest
 
@@ -24,8 +28,11 @@ class FetchedSnapshot:
     new_file_scans: list[NewFileScan] = field(default_factory=list)
 
 
-def fetch_snapshot(hub: HubClient, store: Storage, repo_id: str, sha: str, max_file_bytes: int) -> FetchedSnapshot:
-    """List the commit's files, download tracked files whose oid is new, read new safetensors headers.
+def fetch_snapshot(
+    hub: HubClient, store: Storage, repo_id: str, sha: str, max_file_bytes: int, rules: Rules = BUILTIN
+) -> FetchedSnapshot:
+    """List the commit's files, download tracked files whose oid is new, read new safetensors headers,
+    scan new GGUF headers and pickles (judged by `rules`).
 
     Raises HubError subclasses for failures that should abort the revision (retry later); files that
     are too large or missing upstream are recorded in `snapshot.unavailable` instead."""
@@ -63,7 +70,7 @@ def fetch_snapshot(hub: HubClient, store: Storage, repo_id: str, sha: str, max_f
         fetched.new_blobs[entry.oid] = data
         snapshot.contents[entry.path] = data
     _fill_manifests(hub, store, fetched)
-    _fill_scans(hub, store, fetched)
+    _fill_scans(hub, store, fetched, rules)
     return fetched
 
 
@@ -80,13 +87,13 @@ def _fill_manifests(hub: HubClient, store: Storage, fetched: FetchedSnapshot) ->
         snapshot.manifests[entry.path] = manifest
 
 
-def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot) -> None:
+def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot, rules: Rules) -> None:
     """Scan each file a scanner reads whose content was never scanned (read once per content id, however
     many revisions or repos carry it); load the stored scans of the others. A file's own failure is its
     scan's note; Hub errors propagate (the revision is retried)."""
     snapshot = fetched.snapshot
     scanned = [f for f in snapshot.files.values() if scanner_for(f.path) is not None]
-    known = load_scans(store, {f.content_id for f in scanned})
+    known = load_scans(store, {f.content_id for f in scanned}, rules)
     for entry in scanned:
         scan = known.get(entry.content_id)
         if scan is None:
@@ -94,7 +101,7 @@ def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot) -> Non
             assert spec is not None
             size = entry.lfs_size if entry.lfs_size is not None else entry.size
             source = hub.open_range(snapshot.repo_id, snapshot.sha, entry.path, size, spec.budget)
-            scan, data = run_scan(spec, source)
+            scan, data = run_scan(spec, source, entry.path, rules)
             if data:
                 oid = git_blob_oid(data)
                 fetched.new_blobs[oid] = data
@@ -102,13 +109,36 @@ def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot) -> Non
             known[entry.content_id] = scan
             fetched.new_file_scans.append(NewFileScan(entry.content_id, scan.format, scan.result, scan.bytes_read,
                                                       scan.note, scan.rules_version, scan.scanned_oid))
+            if (manifest := pickle_manifest(scan, entry.path)) is not None:
+                fetched.new_weight_files.append(to_new_weight_file(entry.content_id, manifest))
         snapshot.scans[entry.path] = scan
+        if (manifest := pickle_manifest(scan, entry.path)) is not None:
+            snapshot.manifests[entry.path] = manifest
 
 
-def load_scans(store: Storage, content_ids: set[str]) -> dict[str, FileScan]:
-    """The stored scans of these contents, as FileScans."""
+def pickle_manifest(scan: FileScan, path: str = "") -> WeightManifest | None:
+    """The tensor manifest a torch checkpoint's pickle scan derived, as safetensors headers give one (None
+    for other scans, pickles holding no tensors, and training state such as optimizer.pt: not the model)."""
+    if posixpath.basename(path).startswith(TRAINING_STATE):
+        return None
+    tensors = scan.result.get("tensors") if scan.format == "pickle" else None
+    return to_weight_manifest(tensors) if tensors else None
+
+
+def current(scan: FileScan, rules: Rules | None) -> FileScan:
+    """A stored pickle scan judged by `rules` (from its stored imports, no bytes needed) when it was judged
+    by other rules; other scans as they are. The stored row is re-judged and announced by rejudging.py."""
+    if rules is None or scan.format != "pickle" or scan.rules_version == rules.version or "imports" not in scan.result:
+        return scan
+    return FileScan(scan.format, rejudge(scan.result, rules), scan.bytes_read, scan.note, rules.version,
+                    scan.scanned_oid)
+
+
+def load_scans(store: Storage, content_ids: set[str], rules: Rules | None = None) -> dict[str, FileScan]:
+    """The stored scans of these contents, as FileScans: as stored, or pickle verdicts as `rules` judge them."""
     return {
-        cid: FileScan(row.format, dict(row.result or {}), row.bytes_read, row.note, row.rules_version, row.scanned_oid)
+        cid: current(FileScan(row.format, dict(row.result or {}), row.bytes_read, row.note, row.rules_version,
+                              row.scanned_oid), rules)
         for cid, row in store.history.read_file_scans(content_ids).items()
     }
 
@@ -133,8 +163,9 @@ def load_manifests(store: Storage, content_ids: set[str]) -> dict[str, WeightMan
     return out
 
 
-def load_snapshot(store: Storage, revision: Revision) -> Snapshot:
-    """A stored revision as a Snapshot, entirely from the database."""
+def load_snapshot(store: Storage, revision: Revision, rules: Rules | None = None) -> Snapshot:
+    """A stored revision as a Snapshot, entirely from the database (pickle verdicts as stored, or as `rules`
+    judge them when given: the ingest diffs a new revision against its parent under today's rules)."""
     assert revision.id is not None
     rows = store.history.revision_files(revision.id)
     snapshot = Snapshot(
@@ -157,10 +188,12 @@ def load_snapshot(store: Storage, revision: Revision) -> Snapshot:
         if entry.content_id in manifests:
             snapshot.manifests[entry.path] = manifests[entry.content_id]
     scanned = [f for f in snapshot.files.values() if scanner_for(f.path) is not None]
-    scans = load_scans(store, {f.content_id for f in scanned})
+    scans = load_scans(store, {f.content_id for f in scanned}, rules)
     for entry in scanned:
         if entry.content_id in scans:
             snapshot.scans[entry.path] = scans[entry.content_id]
+            if (manifest := pickle_manifest(scans[entry.content_id], entry.path)) is not None:
+                snapshot.manifests[entry.path] = manifest
     return snapshot
 
 

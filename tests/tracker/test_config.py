@@ -155,3 +155,29 @@ def test_estimate_lora_settings_default_parse_and_refuse_nonsense() -> None:
                      ({"lora_targets": [3]}, "lora_targets")):
         with pytest.raises(ConfigError, match=key):
             settings_from_mapping({"estimate": bad}, env={})
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [(None, "cannot be read"), (b"dangerous = [", "not TOML"), (b'unsafe = ["x"]', "unknown keys"),
+     (b"dangerous = [3]", "must be a list")],
+    ids=["missing", "not-toml", "unknown-key", "not-strings"],
+)
+def test_a_bad_pickle_rules_file_is_a_config_error_naming_it(tmp_path, content, reason):
+    """[scan] pickle_rules that cannot be used fails the config load, naming the setting and the file."""
+    rules = tmp_path / "rules.toml"
+    if content is not None:
+        rules.write_bytes(content)
+    with pytest.raises(ConfigError, match=reason) as info:
+        settings_from_mapping({"scan": {"pickle_rules": str(rules)}}, {})
+    assert "[scan] pickle_rules" in str(info.value) and str(rules) in str(info.value)
+
+
+def test_the_pickle_rules_file_is_read_once_into_the_settings(tmp_path):
+    """A good rules file's lists join the built-in ones; its version names the file's digest."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text('dangerous = ["somepkg.thing"]\nsafe = ["mymodels.Net"]\n')
+    settings = settings_from_mapping({}, {"HUBWATCH_SCAN_PICKLE_RULES": str(rules)})
+    assert "somepkg.thing" in settings.scan.rules.dangerous and "mymodels.Net" in settings.scan.rules.safe
+    assert settings.scan.rules.version.startswith("1+")
+    assert settings_from_mapping({}, {}).scan.rules.version == "1"

@@ -44,9 +44,15 @@ def own_advisory_event(repo_id: str, sha: str, record: Mapping[str, Any]) -> New
     return NewEvent(
         event_id=event_id(repo_id, sha, ADVISORY_PUBLISHED, f"{record['id']}@{record['modified']}"),
         kind=ADVISORY_PUBLISHED,
-        title=f"{name}: {record['id']}: {own_classes()[ours['class']].title}{fixed}",
+        title=f"{name}: {record['id']}: {own_classes()[ours['class']].title}{_about(ours)}{fixed}",
         severity=(Severity.NOTICE if fixed else OWN_EVENT_SEVERITY.get(ours["severity"], Severity.WARNING)).value,
         security=True,
         payload={"advisory": record["id"], "class": ours["class"], "modified": record["modified"],
                  "summary": record["summary"], "sha": sha, "source": "hubwatch"},
     )
+
+
+def _about(ours: Mapping[str, Any]) -> str:
+    """` (model.pt: os.system)`: the file and the callables of a pickle record; "" for other classes."""
+    callables, paths = ours.get("callables") or [], ours.get("paths") or []
+    return f" ({paths[0] if paths else '?'}: {', '.join(callables[:3])})" if callables else ""

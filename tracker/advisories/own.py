@@ -84,9 +84,28 @@ def _code_key(f: Mapping[str, Any], key: str) -> bool:
     return issue.startswith(key) and not issue.endswith("removed")
 
 
+def _pickle_verdict(c: ChangeView) -> str | None:
+    """The scan verdict of a pickle added or changed ("unreadable" for one the differ could not check, or
+    a Change stored before pickles were scanned; "rejudged": a stored scan judged again, rejudging.py);
+    None for anything else."""
+    if c.kind != "weights" or _status(c) not in ("added", "changed", "rejudged"):
+        return None
+    scan = c.detail.get("pickle_scan")
+    if isinstance(scan, Mapping):
+        return str(scan.get("verdict"))
+    return "unreadable" if c.detail.get("format") == "pickle" else None
+
+
 def _pickle_added(c: ChangeView) -> list[str]:
-    ok = c.kind == "weights" and c.detail.get("format") == "pickle" and _status(c) in ("added", "changed")
-    return [c.path] if ok else []
+    return [c.path] if _pickle_verdict(c) == "unreadable" else []
+
+
+def _pickle_dangerous(c: ChangeView) -> list[str]:
+    return [c.path] if _pickle_verdict(c) == "dangerous" else []
+
+
+def _pickle_unknown(c: ChangeView) -> list[str]:
+    return [c.path] if _pickle_verdict(c) == "unknown" else []
 
 
 def _pickle_replaces(c: ChangeView) -> list[str]:
@@ -154,6 +173,8 @@ def _history_rewrite(c: ChangeView) -> list[str]:
 
 RECOGNISERS: dict[str, Callable[[ChangeView], list[str]]] = {
     "pickle-added": _pickle_added,
+    "pickle-dangerous-import": _pickle_dangerous,
+    "pickle-unknown-import": _pickle_unknown,
     "pickle-replaces-safetensors": _pickle_replaces,
     "custom-code": _custom_code,
     "requirements-source": _requirements_source,
@@ -168,7 +189,8 @@ RECOGNISERS: dict[str, Callable[[ChangeView], list[str]]] = {
     "history-rewrite": _history_rewrite,
 }
 # Records of these classes are about files: gone files close them.
-PATH_CLASSES = frozenset({"pickle-added", "pickle-replaces-safetensors", "custom-code", "gguf-changed"})
+PATH_CLASSES = frozenset({"pickle-added", "pickle-dangerous-import", "pickle-unknown-import",
+                          "pickle-replaces-safetensors", "custom-code", "gguf-changed"})
 # Records of these classes are closed when no auto_map is left.
 AUTO_MAP_CLASSES = frozenset({"auto-map", "cross-repo-code"})
 
@@ -243,6 +265,8 @@ def _record(
     commit_url = f"{url}/commit/{sha}"
     when = osv_time(published_at)
     shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    callables = list(dict.fromkeys(c for v in views for c in (v.detail.get("pickle_scan") or {}).get("callables") or ()))
+    shown += f": {', '.join(callables[:3])}" if callables else ""
     return {
         "schema_version": SCHEMA_VERSION,
         "id": own_id(repo_id, sha, cls.id),
@@ -268,6 +292,7 @@ def _record(
                 "paths": paths[:MAX_LISTED],
                 "change_kinds": sorted({v.kind for v in views}),
                 "changes": [v.summary for v in views][:MAX_LISTED],
+                **({"callables": callables[:MAX_LISTED]} if callables else {}),
             }
         },
     }
@@ -279,6 +304,11 @@ def _details(
     title = f' ("{commit_title}")' if commit_title else ""
     lines = [f"hubwatch saw this in {repo_id} at commit {sha}{title}:", ""]
     lines += [f"- {v.summary}" for v in views[:MAX_LISTED]]
+    places = [p for v in views for p in (v.detail.get("pickle_scan") or {}).get("occurrences") or ()]
+    if places:
+        lines += ["", "Where the pickle imports them:"] + [
+            f"    {p.get('callable')} in {p.get('member') or 'the file'} at byte {p.get('offset')} ({p.get('opcode')})"
+            for p in places[:MAX_LISTED]]
     notable = [n for v in views for n in v.detail.get("notable") or ()]
     if notable:
         lines += ["", "Added lines that reach outside the process:"] + [f"    {n}" for n in notable[:MAX_LISTED]]

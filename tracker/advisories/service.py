@@ -7,7 +7,8 @@ malformed, paging forever) the facts, own advisories and advice from cached reco
 revision is marked pending with the reason; `retry_pending()` asks again later.
 
 The service's other entry points hand over to their own modules: re-checks, pending retries and
-back-fills to recheck.py, the CLI's report and export to report.py; OSV look-ups and matching live in
+back-fills to recheck.py, re-judging stored pickle scans to rejudging.py, the CLI's report and export to
+report.py; OSV look-ups and matching live in
 lookup.py, and the advisory events are composed in events.py.
 """
 
@@ -46,8 +47,11 @@ from tracker.advisories.lookup import (
 from tracker.advisories.osv import OsvClient
 from tracker.advisories.own import close_record, own_records
 from tracker.advisories.recheck import Rechecker, RecheckOutcome
+from tracker.advisories.rejudging import RejudgeOutcome, rejudge_stored
 from tracker.advisories.rules import Rule
 from tracker.config import Settings
+from tracker.formats.pickle_rules import BUILTIN
+from tracker.formats.pickle_rules import Rules as PickleRules
 from tracker.snapshot import Snapshot
 
 log = structlog.get_logger(__name__)
@@ -62,8 +66,10 @@ class AdvisoryService:
         hub_url: str,
         clock: Callable[[], datetime] | None = None,
         rules: Sequence[Rule] | None = None,
+        pickle_rules: PickleRules = BUILTIN,
     ) -> None:
         self.store = store
+        self.pickle_rules = pickle_rules
         self.db = store.advisories
         self.client = client
         self.hub_url = hub_url.rstrip("/")
@@ -84,7 +90,8 @@ class AdvisoryService:
             client = OsvClient(osv.api_url, timeout_s=osv.timeout_s, max_attempts=osv.max_attempts,
                                backoff_s=osv.backoff_s, max_backoff_s=osv.max_backoff_s, max_pages=osv.max_pages,
                                sleep=sleep)
-        return cls(store, client, hub_url=settings.hub.endpoint, clock=clock or store.clock)
+        return cls(store, client, hub_url=settings.hub.endpoint, clock=clock or store.clock,
+                   pickle_rules=settings.scan.rules)
 
     def close(self) -> None:
         if self.client is not None:
@@ -168,6 +175,10 @@ class AdvisoryService:
     def backfill(self, repo_ids: Iterable[str] | None = None) -> int:
         """Check stored revisions that have no facts yet; returns how many were checked."""
         return self.rechecker.backfill(repo_ids)
+
+    def rejudge_pickles(self) -> RejudgeOutcome:
+        """Judge stored pickle scans again under today's rules; announce verdicts that changed (rejudging.py)."""
+        return rejudge_stored(self.store, self.pickle_rules, hub_url=self.hub_url, clock=self.clock)
 
     def report(self, repo_id: str, revision: Revision) -> dict[str, Any]:
         """Everything known about one stored revision (see report.report)."""

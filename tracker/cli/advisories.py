@@ -62,8 +62,14 @@ def export(ctx: click.Context, directory: str) -> None:
 @click.argument("repos", nargs=-1)
 @click.pass_context
 def recheck(ctx: click.Context, repos: tuple[str, ...]) -> None:
-    """Re-check watched heads against OSV now (what the daemon does daily); exit 1 if OSV failed."""
-    outcome = app_of(ctx).advisories.recheck([repo_arg(r) for r in repos] or None)
+    """Re-check watched heads against OSV now (what the daemon does daily), after judging stored pickle scans
+    again if the pickle rules changed; exit 1 if OSV failed."""
+    service = app_of(ctx).advisories
+    judged = service.rejudge_pickles()
+    if judged.scans:
+        click.echo(f"judged {judged.scans} stored pickle scan(s) again under rules {judged.rules_version}: "
+                   f"{len(judged.changed)} verdict(s) changed, {len(judged.events)} advisory event(s)")
+    outcome = service.recheck([repo_arg(r) for r in repos] or None)
     click.echo(
         f"re-checked {outcome.repos} repo(s), {outcome.revisions} revision(s): {outcome.queries} queries in "
         f"{outcome.querybatch_requests} querybatch request(s), {outcome.detail_fetches} record(s) fetched, "

@@ -112,8 +112,22 @@ def gguf_facts(scan: FileScan) -> dict[str, Any]:
     }
 
 
+def pickle_scan_facts(scan: FileScan) -> dict[str, Any]:
+    """`show --json`'s `pickle_scan` of a pickle-bearing file: its verdict, each import judged, the rules that
+    judged them, what was read and what could not be."""
+    r = scan.result
+    return {
+        "verdict": r.get("verdict", "unreadable"),
+        "imports": [{"module": i.get("module"), "name": i.get("name"), "verdict": i.get("verdict")}
+                    for i in r.get("imports") or ()],
+        "rules_version": scan.rules_version,
+        "bytes_read": scan.bytes_read,
+        "note": scan.note,
+    }
+
+
 # format -> (the key of a file's facts in `show --json`, how to make them from its scan)
-SCAN_VIEWS: dict[str, tuple[str, Any]] = {"gguf": ("gguf", gguf_facts)}
+SCAN_VIEWS: dict[str, tuple[str, Any]] = {"gguf": ("gguf", gguf_facts), "pickle": ("pickle_scan", pickle_scan_facts)}
 
 
 def outcome_dict(o: PollOutcome) -> dict[str, Any]:

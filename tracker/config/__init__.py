@@ -19,6 +19,7 @@ from tracker.config.sections import (
     LogSettings,
     OsvSettings,
     PollSettings,
+    ScanSettings,
     ServerSettings,
     StorageSettings,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "LogSettings",
     "OsvSettings",
     "PollSettings",
+    "ScanSettings",
     "ServerSettings",
     "Settings",
     "StorageSettings",

@@ -4,6 +4,7 @@ text they were written in and carry their seconds, parsed then, as `<key>_s`."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
@@ -11,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_
 from tracker.config.durations import parse_interval
 from tracker.config.problems import problem, seconds, wrong_type
 from tracker.errors import ConfigError
+from tracker.formats.pickle_rules import BUILTIN, Rules, RulesFileError, load_rules
 
 PUBLIC_HUB = "https://huggingface.co"
 _HTTP = re.compile(r"^https?://")
@@ -354,7 +356,31 @@ def _retry_delay_s(i: int, delay: object) -> int:
         raise problem(f'{err} (retry_schedule is a list of durations like ["5s", "5m", "2h"])') from None
 
 
+class ScanSettings(Section):
+    """How weight files are scanned: the operator's pickle rules file, read once at load (tracker/formats)."""
+
+    table: ClassVar[str] = "scan"
+    # a TOML file of extra `dangerous` and `safe` callables for the pickle scan; "" for the built-in rules only
+    pickle_rules: str = ""
+    _rules: Rules = PrivateAttr(default=BUILTIN)
+
+    @model_validator(mode="after")
+    def _load_rules(self) -> Self:
+        if self.pickle_rules:
+            try:
+                self._rules = load_rules(Path(self.pickle_rules).expanduser())
+            except RulesFileError as err:
+                raise problem(f"[scan] pickle_rules: {err}") from None
+        return self
+
+    @property
+    def rules(self) -> Rules:
+        """The pickle rules every scan and re-judgement uses: built-in, merged with the operator's file."""
+        return self._rules
+
+
 SECTIONS: dict[str, type[Section]] = {
     cls.table: cls
-    for cls in (HubSettings, StorageSettings, OsvSettings, ServerSettings, PollSettings, LogSettings, EstimateSettings, DeliverySettings)
+    for cls in (HubSettings, StorageSettings, OsvSettings, ServerSettings, PollSettings, LogSettings, EstimateSettings,
+                DeliverySettings, ScanSettings)
 }

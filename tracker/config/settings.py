@@ -18,6 +18,7 @@ from tracker.config.sections import (
     LogSettings,
     OsvSettings,
     PollSettings,
+    ScanSettings,
     ServerSettings,
     StorageSettings,
 )
@@ -33,6 +34,7 @@ class Settings(BaseModel):
     log: LogSettings = Field(default_factory=LogSettings)
     estimate: EstimateSettings = Field(default_factory=EstimateSettings)
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+    scan: ScanSettings = Field(default_factory=ScanSettings)
     watch: tuple[WatchSpec, ...] = ()
     webhooks: tuple[WebhookSpec, ...] = ()
     hub_token: str | None = Field(default=None, repr=False)

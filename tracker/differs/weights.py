@@ -1,6 +1,6 @@
 """Weight files: added, removed or changed by LFS sha256 and size; tensor-level changes from the
-safetensors headers (names, shapes, dtypes, renames, parameter counts); shard indexes; formats that
-run code when loaded (pickle) and silent weight swaps flagged."""
+safetensors headers and torch checkpoints' pickles (names, shapes, dtypes, renames, parameter counts);
+shard indexes; pickles judged by what they import (pickle_verdicts.py) and silent weight swaps flagged."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import WEIGHT_INDEX_NAMES, is_gguf, is_pickle, is_safetensors, kind_of
+from tracker.classify import TRAINING_STATE, WEIGHT_INDEX_NAMES, is_gguf, is_pickle, is_safetensors, kind_of
 from tracker.differs.files import ADDED, CHANGED, REMOVED, FileDelta, file_deltas
+from tracker.differs.pickle_verdicts import pickle_verdict
 from tracker.snapshot import FileEntry, Snapshot, WeightManifest
 
 EXAMPLES = 20
-TRAINING_STATE = ("training_args", "optimizer", "scheduler", "rng_state", "trainer_state")
 _SHARD = re.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}(?P<ext>\.[a-z]+)$")
 Signature = tuple[str, tuple[int, ...]]
 
@@ -64,9 +64,13 @@ def _file_change(old: Snapshot, new: Snapshot, delta: FileDelta) -> Change:
         detail["header_error"] = nm.error
         notes.append(f"header unreadable: {nm.error}")
         severity = Severity.WARNING
-    if is_pickle(path) and delta.status != REMOVED:
-        notes.append("pickle format: runs code when loaded")
-        severity, security = Severity.CRITICAL, True
+    scan = new.scans.get(path)
+    if delta.status != REMOVED and (is_pickle(path) or (scan is not None and scan.format == "pickle")):
+        verdict = pickle_verdict(scan)
+        if is_pickle(path) or verdict.severity is not Severity.NOTICE:  # a .keras without code layers: no note
+            notes.append(verdict.text)
+            detail["pickle_scan"] = verdict.detail
+            severity, security = max(severity, verdict.severity, key=lambda s: s.rank), security or verdict.security
     elif is_gguf(path) and delta.status != REMOVED:
         scan = new.scans.get(path)
         if scan is None or scan.note or not scan.result.get("tensors"):
@@ -263,7 +267,7 @@ def _tensor_source(snap: Snapshot, cp: Checkpoint) -> tuple[dict[str, Signature]
     """Tensors from headers when every file is safetensors; else names only from the index."""
     if not cp.files:
         return {}, {}, None
-    if all(is_safetensors(p) for p in cp.files):
+    if all(is_safetensors(p) or (is_pickle(p) and p in snap.manifests) for p in cp.files):
         tensors, per_file, why = _tensors(snap, cp)
         if tensors is not None or cp.weight_map is None:
             return tensors, per_file, why

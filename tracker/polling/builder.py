@@ -37,6 +37,7 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     """Everything `run` polls with. `on_revisions` is called after a scheduled poll stored revisions
     (the server renders their feed entries before anyone asks)."""
     jitter_s = app.settings.poll.jitter_s
+    app.advisories.rejudge_pickles()  # rules that changed since the last start: stored verdicts judged again
 
     def poll(repo_id: str, branch: str) -> None:
         outcome = app.poller.poll_if_due(repo_id, branch)

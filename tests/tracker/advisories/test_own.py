@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from tests.support.pickle_repos import calling_fragment, scanned, tensor_pickle, torch_zip
 from tracker.advisories.own import (
     ID_PREFIX,
     RECOGNISERS,
@@ -41,6 +42,13 @@ def _json_edit(path: str, **changes) -> dict:
     return doc
 
 
+def _scanned_pickle(payload: bytes) -> object:
+    """A snapshot whose pytorch_model.bin is a torch zip with `payload` in its data.pkl, scanned."""
+    snap = snapshot(CONFIG, lfs={"pytorch_model.bin": payload.hex() or "benign"})
+    snap.scans["pytorch_model.bin"] = scanned("pytorch_model.bin", torch_zip(tensor_pickle(payload)))
+    return snap
+
+
 def _card_with_license(license_name: str) -> str:
     return real("differs/all-minilm-l6-v2/README.md").decode().replace("license: apache-2.0", f"license: {license_name}")
 
@@ -50,6 +58,8 @@ CONFIG = {"config.json": real("differs/all-minilm-l6-v2/config.json")}
 # (class, old snapshot, new snapshot): each a real file, or a real file with the edit that makes the change.
 CLASS_CASES = [
     ("pickle-added", snapshot(CONFIG), snapshot(CONFIG, lfs={"pytorch_model.bin": "p1"})),
+    ("pickle-dangerous-import", snapshot(CONFIG), _scanned_pickle(calling_fragment("os", "system", "id"))),
+    ("pickle-unknown-import", snapshot(CONFIG), _scanned_pickle(calling_fragment("somepkg", "thing", "x"))),
     ("pickle-replaces-safetensors",
      snapshot(CONFIG, lfs={"model.safetensors": "s1", "pytorch_model.bin": "p1"}, manifests={"model.safetensors": minilm_manifest()}),
      snapshot(CONFIG, lfs={"pytorch_model.bin": "p1"})),
@@ -122,6 +132,26 @@ def test_history_rewrite_becomes_an_osv_record(osv_schema):
     assert record["summary"] == "org/model: history rewritten"
     assert record["database_specific"]["hubwatch"]["paths"] == ["0123456789ab" + "0" * 28]
     assert osv_schema.is_valid(record)
+
+
+def test_pickle_records_name_the_file_and_callable():
+    """A dangerous import's record names the file and the callable, in its summary, details and event title."""
+    from tracker.advisories.events import own_advisory_event
+
+    changes = changes_between(snapshot(CONFIG), _scanned_pickle(calling_fragment("os", "system", "id")))
+    [record] = own_records(REPO, NEW_SHA, changes, hub_url=HUB, published_at=T0)
+    assert record["summary"] == "org/model: pickle imports a dangerous callable (pytorch_model.bin: os.system)"
+    assert "os.system in archive/data.pkl at byte" in record["details"]
+    event = own_advisory_event(REPO, NEW_SHA, record)
+    assert event.severity == "critical" and "(pytorch_model.bin: os.system)" in event.title
+
+
+def test_a_pickle_of_tensor_rebuilds_only_makes_no_record():
+    """A torch checkpoint importing only tensor rebuilds is a notice and no own record."""
+    changes = changes_between(snapshot(CONFIG), _scanned_pickle(b""))
+    [weights] = [c for c in changes if c.path == "pytorch_model.bin"]
+    assert weights.severity == Severity.NOTICE and "pickle format, imports only tensor rebuilds" in weights.summary
+    assert own_records(REPO, NEW_SHA, changes, hub_url=HUB, published_at=T0) == []
 
 
 def test_harmless_changes_make_no_record():

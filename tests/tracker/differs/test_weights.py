@@ -102,11 +102,12 @@ def test_per_file_parameters(kit, minilm_header):
 @pytest.mark.parametrize(
     "old_lfs, new_lfs, path, severity, security, fragment",
     [
-        ({}, {"pytorch_model.bin": ("p", 90_900_000)}, "pytorch_model.bin", Severity.CRITICAL, True,
-         "pytorch_model.bin added (90.90 MB); pickle format: runs code when loaded"),
+        ({}, {"pytorch_model.bin": ("p", 90_900_000)}, "pytorch_model.bin", Severity.WARNING, True,
+         "pytorch_model.bin added (90.90 MB); pickle format, could not be checked (not scanned)"),
         ({"pytorch_model.bin": ("p", 90_900_000)}, {"pytorch_model.bin": ("q", 90_900_000)}, "pytorch_model.bin",
-         Severity.CRITICAL, True, "pickle format"),
-        ({}, {"training_args.bin": ("t", 5_304)}, "training_args.bin", Severity.CRITICAL, True, "pickle format"),
+         Severity.WARNING, True, "pickle format, could not be checked"),
+        ({}, {"training_args.bin": ("t", 5_304)}, "training_args.bin", Severity.WARNING, True,
+         "pickle format, could not be checked"),
         ({"pytorch_model.bin": ("p", 90_900_000)}, {}, "pytorch_model.bin", Severity.NOTICE, False,
          "pytorch_model.bin removed (90.90 MB)"),
         ({}, {"model-q4_k_m.gguf": ("g", 4_920_000_000)}, "model-q4_k_m.gguf", Severity.WARNING, True,
@@ -120,7 +121,8 @@ def test_per_file_parameters(kit, minilm_header):
          "onnx-added"],
 )
 def test_formats(kit, old_lfs, new_lfs, path, severity, security, fragment):
-    """Pickle added or changed is critical; GGUF a warning; other formats a notice; all by sha256 and size."""
+    """A pickle added or changed but not scanned is a warning (could not be checked); GGUF without a header
+    read a warning; other formats a notice; all by sha256 and size (scanned pickles: test_pickle_verdicts)."""
     old = kit.build(lfs_files={p: kit.lfs(*v) for p, v in old_lfs.items()})
     new = kit.build(lfs_files={p: kit.lfs(*v) for p, v in new_lfs.items()})
     [change] = weights.diff(old, new)

@@ -1,0 +1,240 @@
+"""One entry point for every pickle-bearing weight file: `scan_file(path, source, rules)`.
+
+By suffix: `.bin .pt .pth .ckpt` are torch checkpoints (a zip: only its data.pkl and central directory
+are fetched; not a zip: torch's legacy format, whose first bytes are read up to a cap); `.pkl .pickle
+.joblib` plain pickles (first bytes up to a cap; gzip, zlib, bz2 and xz streams inflated up to it);
+`.npy` (a header, then a pickle when the dtype is object) and `.npz` (a zip of them); `.keras` (a zip
+whose config.json names the layers). Bad bytes never raise: they become an `unreadable` or `unknown`
+verdict with a note.
+"""
+
+from __future__ import annotations
+
+import ast
+import bz2
+import lzma
+import struct
+import zlib
+from pathlib import PurePosixPath
+from typing import Any
+
+from tracker.formats import torch_manifest
+from tracker.formats.keras_config import keras_imports
+from tracker.formats.pickle_rules import BUILTIN, Rules, scan_result
+from tracker.formats.pickle_scan import PickleScan, scan_pickle
+from tracker.formats.ranged import RangeError, RangeSource
+from tracker.formats.torchzip import (
+    DATA_PKL_CAP,
+    ZipFormatError,
+    read_directory,
+    read_entry,
+    read_entry_head,
+    read_torch_archive,
+)
+
+TORCH_SUFFIXES = {".bin", ".pt", ".pth", ".ckpt"}
+PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib"}
+SCANNED_SUFFIXES = TORCH_SUFFIXES | PICKLE_SUFFIXES | {".npy", ".npz", ".keras"}
+HEAD_CAP = 16 * 2**20
+LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+LEGACY_PICKLES = 5  # magic number, protocol version, sys info, the data, the storage keys
+NPY_MAGIC = b"\x93NUMPY"
+NPY_HEADER_CAP = 65_536
+
+Scanned = tuple[dict[str, Any], bytes, str | None]
+
+
+def scans(path: str) -> bool:
+    """Whether `scan_file` reads files of this name."""
+    return PurePosixPath(path).suffix.lower() in SCANNED_SUFFIXES
+
+
+def scan_file(path: str, source: RangeSource, rules: Rules = BUILTIN) -> Scanned:
+    """(the stored scan result, the bytes it judged (to keep in the blob store), the note) for one file."""
+    suffix = PurePosixPath(path).suffix.lower()
+    reader = {".npy": _scan_npy, ".npz": _scan_npz, ".keras": _scan_keras}.get(suffix)
+    if suffix in TORCH_SUFFIXES:
+        reader = _scan_torch
+    elif suffix in PICKLE_SUFFIXES:
+        reader = _scan_plain
+    if reader is None:
+        raise ValueError(f"{path}: not a file scan_file reads (suffixes: {sorted(SCANNED_SUFFIXES)})")
+    try:
+        return reader(source, rules)
+    except (ZipFormatError, RangeError) as err:
+        note = str(err)
+        return scan_result([], rules, source.bytes_read, note, readable=False), b"", note
+
+
+def scan_file_at(source: RangeSource, path: str, rules: Rules) -> Scanned:
+    """`scan_file` in the argument order of the scanner registry (tracker/formats/__init__.py)."""
+    return scan_file(path, source, rules)
+
+
+def _scan_torch(source: RangeSource, rules: Rules) -> Scanned:
+    if source.size >= 4 and source.read(0, 4) == b"PK\x03\x04":
+        return _scan_torch_zip(source, rules)
+    return _scan_head(source, rules, legacy=True)
+
+
+def _scan_torch_zip(source: RangeSource, rules: Rules) -> Scanned:
+    archive = read_torch_archive(source, DATA_PKL_CAP)
+    member = f"{archive.prefix}/data.pkl"
+    scan = scan_pickle(archive.data_pkl, max_pickles=1)
+    notes = list(archive.notes) + scan.notes
+    if scan.complete and scan.end < len(archive.data_pkl):
+        notes.append(f"{len(archive.data_pkl) - scan.end:,} bytes after data.pkl's STOP (torch reads none of them)")
+    imports, occurrences = _collected(scan, member)
+    certain = scan.complete and not archive.notes
+    for name, data in archive.other_pickles.items():
+        other = scan_pickle(data)
+        more_imports, more_occurrences = _collected(other, name)
+        imports += more_imports
+        occurrences += more_occurrences
+        notes += [f"{name}: {n}" for n in other.notes]
+        certain = certain and other.complete
+    if archive.byteorder not in (None, "little"):
+        notes.append(f"byteorder {archive.byteorder}")
+    tensors = torch_manifest.tensors_of(scan, archive.storages)
+    note = "; ".join(notes) or None
+    result = scan_result(imports, rules, source.bytes_read, note, certain=certain, occurrences=occurrences,
+                         tensors=tensors)  # fmt: skip
+    return result, archive.data_pkl, note
+
+
+def _scan_plain(source: RangeSource, rules: Rules) -> Scanned:
+    return _scan_head(source, rules)
+
+
+def _collected(scan: PickleScan, member: str) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
+    imports = [(g.module, g.name) for g in scan.imports]
+    occurrences = [
+        {"callable": g.dotted, "member": member, "offset": g.offset, "opcode": g.opcode, "uses": sorted(g.uses)}
+        for g in scan.imports
+    ] + [{"callable": f"<dynamic> {what}", "member": member, "offset": at, "opcode": "REDUCE", "uses": ["called"]}
+         for at, what in scan.dynamic_calls]  # fmt: skip
+    imports += [("<dynamic>", what) for _, what in scan.dynamic_calls]
+    return imports, occurrences
+
+
+def _scan_head(source: RangeSource, rules: Rules, legacy: bool = False) -> Scanned:
+    """The first bytes of a pickle file (inflated when compressed), walked up to the cap."""
+    head = source.read(0, min(source.size, HEAD_CAP))
+    data, notes = _inflated(head, source.size)
+    if not data:
+        note = "empty file"
+        return scan_result([], rules, source.bytes_read, note, readable=False), b"", note
+    scan = scan_pickle(data, max_pickles=LEGACY_PICKLES if legacy else None)
+    notes += scan.notes
+    certain = scan.complete
+    if legacy and scan.results and scan.results[0] != LEGACY_MAGIC:
+        notes.append("not torch's legacy format (no magic number): read as plain pickles")
+    if not scan.complete and len(head) < source.size:
+        notes.append(f"first {len(head):,} of {source.size:,} bytes read; the rest was not reached")
+    imports, occurrences = _collected(scan, "")
+    tensors = torch_manifest.tensors_of(scan) if legacy else None
+    note = "; ".join(notes) or None
+    result = scan_result(imports, rules, source.bytes_read, note, certain=certain, readable=scan.opcodes > 0,
+                         occurrences=occurrences, tensors=tensors)  # fmt: skip
+    return result, data[: scan.end] if scan.complete else data, note
+
+
+def _inflated(head: bytes, size: int) -> tuple[bytes, list[str]]:
+    """The bytes themselves, or inflated up to the cap when they start as a gzip, zlib, bz2 or xz stream."""
+    if head[:2] == b"\x1f\x8b":
+        inflater, kind = zlib.decompressobj(31), "gzip"
+    elif head[:1] == b"\x78" and len(head) > 1 and (head[0] * 256 + head[1]) % 31 == 0:
+        inflater, kind = zlib.decompressobj(), "zlib"
+    elif head[:3] == b"BZh":
+        inflater, kind = bz2.BZ2Decompressor(), "bz2"
+    elif head[:6] == b"\xfd7zXZ\x00":
+        inflater, kind = lzma.LZMADecompressor(), "xz"
+    else:
+        return head, []
+    try:
+        data = inflater.decompress(head, HEAD_CAP)
+    except (zlib.error, OSError, EOFError, lzma.LZMAError) as err:
+        return b"", [f"{kind} stream does not inflate: {err}"]
+    return data, [f"{kind}-compressed: {len(data):,} bytes inflated from the first {len(head):,} of {size:,}"]
+
+
+def _scan_npy(source: RangeSource, rules: Rules) -> Scanned:
+    head = source.read(0, min(source.size, HEAD_CAP))
+    return _judge_npy(head, source.size, rules, source.bytes_read, "")
+
+
+def _judge_npy(head: bytes, size: int, rules: Rules, bytes_read: int, member: str) -> Scanned:
+    descr, start, problem = npy_header(head)
+    if problem:
+        note = f"{member + ': ' if member else ''}{problem}"
+        return scan_result([], rules, bytes_read, note, readable=False), b"", note
+    if "O" not in str(descr):
+        note = f"{member + ': ' if member else ''}numpy array of {descr}, no pickle"
+        return scan_result([], rules, bytes_read, note), head[:start], note
+    scan = scan_pickle(head[start:], max_pickles=1)
+    notes = [f"object array: a pickle from byte {start}"] + scan.notes
+    if not scan.complete and len(head) < size:
+        notes.append(f"first {len(head):,} of {size:,} bytes read; the rest was not reached")
+    imports, occurrences = _collected(scan, member)
+    note = "; ".join(notes)
+    result = scan_result(imports, rules, bytes_read, note, certain=scan.complete, readable=scan.opcodes > 0,
+                         occurrences=occurrences)  # fmt: skip
+    return result, head, note
+
+
+def npy_header(head: bytes) -> tuple[Any, int, str | None]:
+    """(dtype descr, where the data starts, problem) of a .npy file's first bytes."""
+    if head[:6] != NPY_MAGIC or len(head) < 10:
+        return None, 0, "not a .npy file (no \\x93NUMPY magic)"
+    major = head[6]
+    if major == 1:
+        length, start = struct.unpack_from("<H", head, 8)[0], 10
+    elif major in (2, 3) and len(head) >= 12:
+        length, start = struct.unpack_from("<I", head, 8)[0], 12
+    else:
+        return None, 0, f".npy version {major} is not read"
+    if length > NPY_HEADER_CAP or start + length > len(head):
+        return None, 0, f".npy header of {length:,} bytes is truncated or over the {NPY_HEADER_CAP:,}-byte cap"
+    try:
+        header = ast.literal_eval(head[start : start + length].decode("latin1"))
+    except (ValueError, SyntaxError, MemoryError, RecursionError) as err:
+        return None, 0, f".npy header is not a Python literal: {err}"
+    if not isinstance(header, dict) or "descr" not in header:
+        return None, 0, ".npy header has no descr"
+    return header["descr"], start + length, None
+
+
+def _scan_npz(source: RangeSource, rules: Rules) -> Scanned:
+    directory = read_directory(source)
+    imports: list[tuple[str, str]] = []
+    occurrences, notes, kept, certain = [], list(directory.notes), b"", not directory.notes
+    for entry in directory.entries:
+        if not entry.name.endswith(".npy"):
+            notes.append(f"{entry.name}: not a .npy member")
+            continue
+        head = read_entry_head(source, entry, HEAD_CAP)
+        result, data, note = _judge_npy(head, entry.size, rules, source.bytes_read, entry.name)
+        imports += [(i["module"], i["name"]) for i in result["imports"]]
+        occurrences += result["occurrences"]
+        certain = certain and result["verdict"] != "unreadable" and result["certain"]
+        if result["imports"] or not result["certain"]:
+            notes.append(note or "")
+        kept += data if result["imports"] else b""
+    note = "; ".join(n for n in notes if n) or None
+    return scan_result(imports, rules, source.bytes_read, note, certain=certain, occurrences=occurrences), kept, note
+
+
+def _scan_keras(source: RangeSource, rules: Rules) -> Scanned:
+    directory = read_directory(source)
+    found = directory.named("config.json")
+    if not found:
+        note = "a zip without config.json: not a .keras archive"
+        return scan_result([], rules, source.bytes_read, note, readable=False), b"", note
+    config, _ = read_entry(source, found[0], HEAD_CAP)
+    layers, problem = keras_imports(config)
+    occurrences = [{"callable": f"{m}.{n}", "member": "config.json", "offset": None, "opcode": None, "uses": [where]}
+                   for m, n, where in layers]  # fmt: skip
+    note = problem or (f"{len(layers)} code-bearing layers or objects" if layers else None)
+    result = scan_result([(m, n) for m, n, _ in layers], rules, source.bytes_read, note,
+                         readable=problem is None, occurrences=occurrences)  # fmt: skip
+    return result, config, note

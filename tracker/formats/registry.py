@@ -1,0 +1,60 @@
+"""The scanner registry: which reader scans which weight file, and running one (see tracker/formats/__init__.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from tracker.classify import is_gguf
+from tracker.errors import HubwatchError
+from tracker.formats import FileScan, gguf, pickle_files
+from tracker.formats.pickle_rules import BUILTIN, Rules
+from tracker.formats.ranged import DEFAULT_BUDGET, RangeSource
+from tracker.formats.torchzip import DATA_PKL_CAP
+
+ScanOutput = tuple[dict[str, Any], bytes, str | None]
+Scanner = Callable[[RangeSource, str, Rules], ScanOutput]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class ScannerSpec:
+    format: str
+    matches: Callable[[str], bool]
+    scan: Scanner
+    budget: int = DEFAULT_BUDGET  # bytes a scan of one file may fetch
+
+
+def _scan_gguf(source: RangeSource, path: str, rules: Rules) -> ScanOutput:
+    return gguf.scan(source)
+
+
+SCANNERS: tuple[ScannerSpec, ...] = (
+    ScannerSpec("gguf", is_gguf, _scan_gguf),
+    # a torch zip's data.pkl up to its cap, plus the central directory and the small entries around it
+    ScannerSpec("pickle", pickle_files.scans, pickle_files.scan_file_at, budget=DATA_PKL_CAP + 8 * 2**20),
+)
+
+
+def scanner_for(path: str) -> ScannerSpec | None:
+    """The scanner that reads this path, if any."""
+    return next((spec for spec in SCANNERS if spec.matches(path)), None)
+
+
+def run_scan(spec: ScannerSpec, source: RangeSource, path: str, rules: Rules = BUILTIN) -> tuple[FileScan, bytes]:
+    """Run one scanner over one file: its FileScan (without `scanned_oid`) and the bytes to keep.
+
+    Whatever the file does to the scanner becomes the note; only Hub errors propagate."""
+    try:
+        result, scanned, note = spec.scan(source, path, rules)
+    except HubwatchError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a hostile file must not fail the revision: it gets a note
+        log.warning("file_scan_failed", format=spec.format, error=f"{type(err).__name__}: {err}"[:300])
+        result, scanned, note = {}, b"", f"not readable: {type(err).__name__}: {err}"[:500]
+    version = result.get("rules_version")
+    return FileScan(spec.format, result, source.bytes_read, note, str(version) if version else None), scanned

@@ -1,0 +1,297 @@
+"""A zip archive read by range: torch's checkpoint format, and the zips `.npz` and `.keras` files are.
+
+Only the end of the file (the end-of-central-directory record, ZIP64 too), the central directory and the
+entries asked for are fetched: for a torch checkpoint that is `<prefix>/data.pkl`, `byteorder` and
+`version`, never the storages under `data/`. Every count, offset and size is checked against the file
+before anything is allocated; a zip that is truncated, whose entries overlap, that is encrypted or
+claims absurd counts raises `ZipFormatError` with a sentence saying which.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+from tracker.formats.ranged import RangeSource
+
+EOCD = b"PK\x05\x06"
+ZIP64_LOCATOR = b"PK\x06\x07"
+ZIP64_EOCD = b"PK\x06\x06"
+CENTRAL = b"PK\x01\x02"
+LOCAL = b"PK\x03\x04"
+TAIL_SEARCH = 65_535 + 22  # the longest comment plus the record itself
+MAX_ENTRIES = 200_000
+MAX_CENTRAL_BYTES = 32 * 2**20
+DATA_PKL_CAP = 32 * 2**20
+SMALL_ENTRY_CAP = 4096
+LOCAL_EXTRA_GUESS = 128  # torch pads local headers to 64-byte alignment with an extra field
+STORED, DEFLATED = 0, 8
+DATA_PKL = re.compile(r"(?P<prefix>[^/]+)/data\.pkl")
+STORAGE = re.compile(r"(?P<prefix>[^/]+)/data/(?P<key>[^/]+)")
+
+
+class ZipFormatError(Exception):
+    """The bytes are not a zip this reader can trust: the message says what is wrong and where."""
+
+
+@dataclass(frozen=True)
+class ZipEntry:
+    """One central-directory record."""
+
+    name: str
+    method: int
+    flags: int
+    compressed_size: int
+    size: int
+    local_offset: int
+
+
+@dataclass
+class ZipDirectory:
+    """A zip's central directory: its entries in order, and where the directory starts."""
+
+    entries: list[ZipEntry]
+    central_offset: int
+    notes: list[str] = field(default_factory=list)
+
+    def named(self, name: str) -> list[ZipEntry]:
+        return [e for e in self.entries if e.name == name]
+
+
+@dataclass
+class TorchArchive:
+    """What a torch zip checkpoint holds besides its weights."""
+
+    prefix: str
+    data_pkl: bytes
+    data_pkl_offset: int
+    storages: dict[str, int]  # storage key -> bytes, from the entries' uncompressed sizes
+    byteorder: str | None
+    version: str | None
+    other_pickles: dict[str, bytes]  # any further *.pkl entry (a second data.pkl, constants.pkl ...)
+    notes: list[str]
+
+
+def read_directory(source: RangeSource) -> ZipDirectory:
+    """The central directory of the zip `source` holds, from its end records."""
+    size = source.size
+    if size < 22:
+        raise ZipFormatError(f"not a zip: {size} bytes is shorter than an end-of-central-directory record")
+    tail_start = max(0, size - TAIL_SEARCH)
+    tail = source.read(tail_start, size - tail_start)
+    at = _find_eocd(tail)
+    if at < 0:
+        raise ZipFormatError("not a zip: no end-of-central-directory record in the last 64 KiB")
+    eocd_offset = tail_start + at
+    (_, disk, cd_disk, _, count, cd_size, cd_offset, _) = struct.unpack_from("<4sHHHHIIH", tail, at)
+    if disk or cd_disk:
+        raise ZipFormatError("multi-disk zips are not read")
+    if at >= 20 and tail[at - 20 : at - 16] == ZIP64_LOCATOR:
+        count, cd_size, cd_offset, eocd_offset = _zip64_end(source, tail, tail_start, at - 20)
+    elif 0xFFFFFFFF in (cd_size, cd_offset) or count == 0xFFFF:
+        raise ZipFormatError("the end record defers to a ZIP64 record, but there is no ZIP64 locator")
+    if cd_offset + cd_size > eocd_offset:
+        raise ZipFormatError(
+            f"the central directory ({cd_size:,} bytes at {cd_offset:,}) runs past its end record at {eocd_offset:,}"
+        )
+    if count > MAX_ENTRIES or count * 46 > cd_size:
+        raise ZipFormatError(f"{count:,} entries cannot fit in a {cd_size:,}-byte central directory (or pass {MAX_ENTRIES:,})")
+    if cd_size > MAX_CENTRAL_BYTES:
+        raise ZipFormatError(f"the central directory is {cd_size:,} bytes, over the {MAX_CENTRAL_BYTES:,}-byte cap")
+    if cd_offset >= tail_start:
+        central = tail[cd_offset - tail_start : cd_offset - tail_start + cd_size]
+    else:
+        central = source.read(cd_offset, cd_size)
+    directory = ZipDirectory(_parse_central(central, count), cd_offset)
+    _check_layout(directory)
+    return directory
+
+
+def _find_eocd(tail: bytes) -> int:
+    """The position of the last EOCD record whose comment length reaches exactly the end of the file."""
+    at = tail.rfind(EOCD)
+    while at >= 0:
+        if at + 22 <= len(tail) and at + 22 + struct.unpack_from("<H", tail, at + 20)[0] == len(tail):
+            return at
+        at = tail.rfind(EOCD, 0, at)
+    return -1
+
+
+def _zip64_end(source: RangeSource, tail: bytes, tail_start: int, locator: int) -> tuple[int, int, int, int]:
+    """(count, central size, central offset, record offset) from the ZIP64 locator and end record."""
+    _, disk, record_offset, disks = struct.unpack_from("<4sIQI", tail, locator)
+    if disk or disks > 1:
+        raise ZipFormatError("multi-disk ZIP64 zips are not read")
+    if record_offset + 56 > tail_start + locator:
+        raise ZipFormatError(f"the ZIP64 end record offset {record_offset:,} is past its locator")
+    if record_offset >= tail_start:
+        record = tail[record_offset - tail_start : record_offset - tail_start + 56]
+    else:
+        record = source.read(record_offset, 56)
+    if len(record) < 56 or record[:4] != ZIP64_EOCD:
+        raise ZipFormatError(f"no ZIP64 end record at {record_offset:,}")
+    count, total, cd_size, cd_offset = struct.unpack_from("<QQQQ", record, 24)
+    if count != total:
+        raise ZipFormatError("multi-disk ZIP64 zips are not read")
+    return count, cd_size, cd_offset, record_offset
+
+
+def _parse_central(central: bytes, count: int) -> list[ZipEntry]:
+    entries, at = [], 0
+    for index in range(count):
+        if central[at : at + 4] != CENTRAL or at + 46 > len(central):
+            raise ZipFormatError(f"central directory record {index} is missing or truncated (at +{at:,})")
+        (flags, method, csize, usize, name_len, extra_len, comment_len, local) = struct.unpack_from(
+            "<8xHH8xIIHHH8xI", central, at
+        )
+        end = at + 46 + name_len + extra_len + comment_len
+        if end > len(central):
+            raise ZipFormatError(f"central directory record {index} runs past the directory")
+        name = central[at + 46 : at + 46 + name_len].decode("utf-8", "replace")
+        extra = central[at + 46 + name_len : at + 46 + name_len + extra_len]
+        usize, csize, local = _zip64_sizes(extra, usize, csize, local, name)
+        entries.append(ZipEntry(name, method, flags, csize, usize, local))
+        at = end
+    return entries
+
+
+def _zip64_sizes(extra: bytes, usize: int, csize: int, local: int, name: str) -> tuple[int, int, int]:
+    """Sizes and offset with the ZIP64 extra field's 8-byte values where the 4-byte ones are saturated."""
+    wanted = [v == 0xFFFFFFFF for v in (usize, csize, local)]
+    if not any(wanted):
+        return usize, csize, local
+    at = 0
+    while at + 4 <= len(extra):
+        tag, length = struct.unpack_from("<HH", extra, at)
+        if tag == 1:
+            body, values, pos = extra[at + 4 : at + 4 + length], [usize, csize, local], 0
+            for i, want in enumerate(wanted):
+                if want:
+                    if pos + 8 > len(body):
+                        raise ZipFormatError(f"{name}: the ZIP64 extra field is short")
+                    values[i] = struct.unpack_from("<Q", body, pos)[0]
+                    pos += 8
+            return values[0], values[1], values[2]
+        at += 4 + length
+    raise ZipFormatError(f"{name}: sizes defer to a ZIP64 extra field that is not there")
+
+
+def _check_layout(directory: ZipDirectory) -> None:
+    """Entries must lie before the central directory, one after another: no overlap, no encryption."""
+    spans = sorted(directory.entries, key=lambda e: e.local_offset)
+    for entry in spans:
+        if entry.flags & 1:
+            raise ZipFormatError(f"{entry.name} is encrypted")
+    for entry, following in zip(spans, [*spans[1:], None], strict=True):
+        end = entry.local_offset + 30 + len(entry.name.encode()) + entry.compressed_size
+        limit = following.local_offset if following else directory.central_offset
+        if end > limit:
+            what = f"the next entry ({following.name}) at {limit:,}" if following else f"the central directory at {limit:,}"
+            raise ZipFormatError(f"{entry.name} ({entry.compressed_size:,} bytes at {entry.local_offset:,}) overlaps {what}")
+    if len({e.name for e in directory.entries}) != len(directory.entries):
+        directory.notes.append("the zip names an entry twice")
+
+
+def read_entry(source: RangeSource, entry: ZipEntry, cap: int, notes: list[str] | None = None) -> tuple[bytes, int]:
+    """The entry's uncompressed bytes and where its data starts; ZipFormatError past `cap` bytes.
+    Oddities a loader would read past (a local header naming another file) are added to `notes`."""
+    if entry.size > cap:
+        raise ZipFormatError(f"{entry.name} is {entry.size:,} bytes, over the {cap:,}-byte cap")
+    if entry.compressed_size > cap * 2 + 1024:
+        raise ZipFormatError(f"{entry.name} is {entry.compressed_size:,} bytes compressed, over the cap")
+    data, start = _read_local(source, entry, entry.compressed_size, notes)
+    if len(data) < entry.compressed_size:
+        raise ZipFormatError(f"{entry.name} is truncated: {len(data):,} of {entry.compressed_size:,} bytes")
+    if entry.method == DEFLATED:
+        data = _inflate(entry, data, cap)
+        if len(data) != entry.size:
+            raise ZipFormatError(f"{entry.name} inflates to {len(data):,} bytes, not its declared {entry.size:,}")
+    return data, start
+
+
+def read_entry_head(source: RangeSource, entry: ZipEntry, limit: int) -> bytes:
+    """The first `limit` uncompressed bytes of an entry (all of it when shorter): a member's header."""
+    if entry.method == STORED:
+        return _read_local(source, entry, min(entry.size, limit))[0]
+    data = _read_local(source, entry, min(entry.compressed_size, limit + 65_536))[0]
+    try:
+        return zlib.decompressobj(-15).decompress(data, limit)
+    except zlib.error as err:
+        raise ZipFormatError(f"{entry.name} does not inflate: {err}") from err
+
+
+def _read_local(source: RangeSource, entry: ZipEntry, want: int, notes: list[str] | None = None) -> tuple[bytes, int]:
+    """`want` bytes of an entry's data and where they start, read with its local header in one request
+    (guessing the extra field's length; a longer one costs a second read). A local header naming another
+    file is noted: loaders go by the central directory, so the data is read all the same."""
+    if entry.method not in (STORED, DEFLATED):
+        raise ZipFormatError(f"{entry.name} uses compression method {entry.method}, which is not read")
+    if entry.method == STORED and entry.compressed_size != entry.size:
+        raise ZipFormatError(f"{entry.name} is stored but its sizes differ ({entry.compressed_size:,} != {entry.size:,})")
+    guess = 30 + len(entry.name.encode()) + LOCAL_EXTRA_GUESS
+    block = source.read(entry.local_offset, guess + want)
+    if len(block) < 30 or block[:4] != LOCAL:
+        raise ZipFormatError(f"{entry.name}: no local header at {entry.local_offset:,}")
+    name_len, extra_len = struct.unpack_from("<HH", block, 26)
+    name = block[30 : 30 + name_len].decode("utf-8", "replace")
+    if name != entry.name and notes is not None:
+        notes.append(f"the local header at {entry.local_offset:,} names {name!r}, the central directory {entry.name!r}")
+    skip = 30 + name_len + extra_len
+    start = entry.local_offset + skip
+    if skip + want <= len(block) or len(block) < guess + want:
+        return block[skip : skip + want], start
+    return source.read(start, want), start
+
+
+def _inflate(entry: ZipEntry, data: bytes, cap: int) -> bytes:
+    try:
+        out = zlib.decompressobj(-15).decompress(data, cap + 1)
+    except zlib.error as err:
+        raise ZipFormatError(f"{entry.name} does not inflate: {err}") from err
+    if len(out) > cap:
+        raise ZipFormatError(f"{entry.name} inflates past the {cap:,}-byte cap")
+    return out
+
+
+def read_torch_archive(source: RangeSource, pkl_cap: int = DATA_PKL_CAP) -> TorchArchive:
+    """The data.pkl of a torch checkpoint and what describes its storages, without the storages."""
+    directory = read_directory(source)
+    pickles = [e for e in directory.entries if DATA_PKL.fullmatch(e.name)]
+    if not pickles:
+        raise ZipFormatError("a zip, but not a torch checkpoint: no <prefix>/data.pkl entry")
+    # torch opens the prefix of the first entry; a second data.pkl is scanned too, never ignored
+    first_prefix = directory.entries[0].name.split("/", 1)[0]
+    primary = next((e for e in pickles if e.name == f"{first_prefix}/data.pkl"), pickles[0])
+    prefix = primary.name.split("/", 1)[0]
+    notes = list(directory.notes)
+    data_pkl, data_offset = read_entry(source, primary, pkl_cap, notes)
+    others: dict[str, bytes] = {}
+    for entry in directory.entries:
+        if entry is not primary and entry.name.endswith(".pkl"):
+            others[f"{entry.name}@{entry.local_offset}"] = read_entry(source, entry, pkl_cap, notes)[0]
+    if len(pickles) > 1:
+        notes.append(f"{len(pickles)} data.pkl entries: {', '.join(e.name for e in pickles)}")
+    storages = {}
+    for entry in directory.entries:
+        match = STORAGE.fullmatch(entry.name)
+        if match and match["prefix"] == prefix:
+            storages[match["key"]] = entry.size
+    return TorchArchive(
+        prefix=prefix,
+        data_pkl=data_pkl,
+        data_pkl_offset=data_offset,
+        storages=storages,
+        byteorder=_small_text(source, directory, f"{prefix}/byteorder"),
+        version=_small_text(source, directory, f"{prefix}/version") or _small_text(source, directory, f"{prefix}/.data/version"),
+        other_pickles=others,
+        notes=notes,
+    )
+
+
+def _small_text(source: RangeSource, directory: ZipDirectory, name: str) -> str | None:
+    found = directory.named(name)
+    if not found:
+        return None
+    return read_entry(source, found[0], SMALL_ENTRY_CAP)[0].decode("utf-8", "replace").strip()
