@@ -11,6 +11,7 @@ from serving_cases import serving_config
 
 from estimator import estimate
 from estimator.gguf_inputs import estimate_gguf, gguf_models, tensor_name
+from estimator.render import render_serving
 
 LLAMA = "configs/llama/Llama-3.1-8B.json"
 # Llama-3.1-8B as llama.cpp's convert_hf_to_gguf.py writes it (bartowski/Meta-Llama-3.1-8B-Instruct-GGUF's keys)
@@ -105,6 +106,8 @@ def test_several_quantizations_each_get_their_cards():
     t4 = {n: m["cards"]["T4 16GB"]["concurrency"]["8192"] for n, m in by_name.items()}
     assert t4["m-F16.gguf"] == 0 and t4["m-Q4_K_M.gguf"] > t4["m-Q8_0.gguf"]
     assert result["serving"]["weights"]["bytes"] == files["m-F16.gguf"]["tensor_bytes"]
+    text = render_serving(result["serving"])
+    assert "GGUF models (the figures above are m-F16.gguf's, the largest)" in text and "m-Q4_K_M.gguf  Q4_K_M" in text
 
 
 def test_sliding_window_context_from_the_header():
