@@ -178,6 +178,8 @@ def gguf_models(scans: Mapping[str, Mapping[str, Any]]) -> list[GgufModel]:
         size = facts.get("tensor_bytes")
         model.tensor_bytes = None if model.tensor_bytes is None or not isinstance(size, int) \
             else model.tensor_bytes + size
+        if isinstance(facts.get("note"), str):
+            model.notes.append(f"{path}: header not fully read ({facts['note']}); estimated from what was read")
         if size is None and tensors:
             model.notes.append(f"{path}: a tensor's ggml type has no known size, so its bytes are not counted")
         metadata = facts.get("metadata")

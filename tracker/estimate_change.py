@@ -23,8 +23,9 @@ def manifest_of(snapshot: Snapshot) -> dict[str, tuple[str, tuple[int, ...]]] | 
 
 
 def gguf_scans(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
-    """The facts of every GGUF header the revision's scans read (path -> tracker/formats/gguf.py's facts)."""
-    return {path: scan.result for path, scan in snapshot.scans.items()
+    """The facts of every GGUF header the revision's scans read (path -> tracker/formats/gguf.py's facts, with
+    the scan's `note` when it could not read all of it)."""
+    return {path: {**scan.result, **({"note": scan.note} if scan.note else {})} for path, scan in snapshot.scans.items()
             if scan.format == "gguf" and path in snapshot.files and (scan.result.get("tensors") or scan.result.get("metadata"))}
 
 

@@ -141,3 +141,10 @@ def test_unknown_tensor_type_is_left_out_with_a_note():
 def test_no_gguf_is_no_estimate():
     """Scans with no tensors and no metadata are not a model."""
     assert estimate_gguf({"m.gguf": {"format": "gguf", "tensors": [], "metadata": {}}}) is None
+
+
+def test_a_partly_read_header_is_noted():
+    """A header the reader could not finish is estimated from what was read, and the estimate says so."""
+    facts = {**_facts(), "note": "truncated at byte 4,096"}
+    result = estimate_gguf({"m.gguf": facts}).to_dict()
+    assert any("header not fully read (truncated at byte 4,096)" in note for note in result["notes"])
