@@ -21,8 +21,8 @@ MAX_LORA_RANK = 4096
 
 def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2048, lora_rank: int = memory.LORA_RANK,
              lora_targets: str | Sequence[str] = memory.LORA_TARGETS, serve_contexts: Sequence[int] = (),
-             kv_dtype: str | None = None,
-             gpu_memory_utilization: float = serving.GPU_MEMORY_UTILIZATION) -> Estimate:
+             kv_dtype: str | None = None, gpu_memory_utilization: float = serving.GPU_MEMORY_UTILIZATION,
+             weights_from: str = "safetensors headers") -> Estimate:
     """Parameters, input shape, memory per mode and batches per card for one revision; LoRA and QLoRA with
     adapters of ``lora_rank`` on ``lora_targets`` ("all-linear", or module names as PEFT's target_modules).
 
@@ -30,7 +30,8 @@ def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2
     whose note says the structure cannot be derived, with no figures rather than guessed ones.
 
     ``serving`` holds serving memory per card (serving.py) at 8k, 32k, the model's full context and
-    ``serve_contexts``, with the KV cache at ``kv_dtype`` (the model's dtype by default).
+    ``serve_contexts``, with the KV cache at ``kv_dtype`` (the model's dtype by default); ``weights_from`` names
+    the headers the manifest was read from (a GGUF's: gguf_inputs.py).
     """
     if isinstance(seq_len_cap, bool) or not isinstance(seq_len_cap, int) or not 1 <= seq_len_cap <= 10**7:
         raise EstimateError("seq_len_cap", f"expected a positive integer, got {seq_len_cap!r}")
@@ -47,7 +48,7 @@ def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2
     result.serving = serving.serving(config, parameters=result.total, linear=linear,
                                      stored_bytes=counted.stored_bytes if counted else None,
                                      contexts=serve_contexts, kv_dtype=kv_dtype,
-                                     gpu_memory_utilization=gpu_memory_utilization)
+                                     gpu_memory_utilization=gpu_memory_utilization, stored_from=weights_from)
     return result
 
 

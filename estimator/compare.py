@@ -104,8 +104,14 @@ def _reasons(old: dict, new: dict) -> str:
     wa, wb = (old.get("weights") or {}).get("bytes"), (new.get("weights") or {}).get("bytes")
     if wa != wb and wa is not None and wb is not None:
         parts.append(f"the weights went from {wa / 2**30:.1f} to {wb / 2**30:.1f} GiB")
-    ta = ((old.get("kv_cache") or {}).get("vllm") or {}).get("bytes_per_token")
-    tb = ((new.get("kv_cache") or {}).get("vllm") or {}).get("bytes_per_token")
-    if ta != tb and ta is not None and tb is not None:
-        parts.append(f"the KV cache went from {ta:,} to {tb:,} bytes a token")
+    sa, sb = _sequence_bytes(old), _sequence_bytes(new)
+    if sa != sb and sa is not None and sb is not None:  # at 8k, not per token: a sliding window adds 0 a token
+        parts.append(f"the KV cache of one 8k sequence went from {sa / 2**20:,.0f} to {sb / 2**20:,.0f} MiB")
     return "; ".join(parts)
+
+
+def _sequence_bytes(serving: dict) -> int | None:
+    """vLLM's cache of one 8k sequence (growing and fixed parts): what a sliding window or a latent cache moves."""
+    vllm = (serving.get("kv_cache") or {}).get("vllm") or {}
+    growing, fixed = (vllm.get("at_context") or {}).get("8192"), vllm.get("fixed_bytes_per_sequence")
+    return growing + (fixed or 0) if isinstance(growing, int) else None

@@ -101,6 +101,13 @@ def render_serving(serving: dict | None) -> str:
                 continue
             cells = "".join(f"{_n(row['concurrency'].get(c)):>10}" for c in contexts)
             lines.append(f"  {card:<12}{'yes' if row['loads'] else 'no':>6}{_n(row['longest_context']):>10}{cells}")
+    gguf = serving.get("gguf") or {}
+    if gguf.get("models"):
+        lines.append(f"  GGUF models (the figures above are {gguf.get('chosen')}'s, the largest):")
+        for m in gguf["models"]:
+            loads = [card for card, row in (m.get("cards") or {}).items() if row.get("loads")]
+            lines.append(f"    {m.get('name')}  {m.get('file_type') or '?'}  {_gib(m.get('weights_bytes'))}  "
+                         f"loads on: {', '.join(loads) or 'no card'}")
     for note in serving.get("notes", []):
         lines.append(f"  - {note}")
     return "\n".join(lines)

@@ -42,15 +42,15 @@ def gguf_weight_bytes(elements_by_type: dict[str, int]) -> tuple[int | None, lis
     return int(total), notes
 
 
-def weight_bytes(config: dict, parameters: int | None, linear: int | None, stored_bytes: int | None
-                 ) -> tuple[int | None, str, list[str]]:
-    """(bytes, how they were found, notes): the checkpoint's stored bytes when its headers were read, else the
-    parameters at the precision its ``quantization_config`` (or torch_dtype) states."""
+def weight_bytes(config: dict, parameters: int | None, linear: int | None, stored_bytes: int | None,
+                 stored_from: str = "safetensors headers") -> tuple[int | None, str, list[str]]:
+    """(bytes, how they were found, notes): the checkpoint's stored bytes when its headers (``stored_from``) were
+    read, else the parameters at the precision its ``quantization_config`` (or torch_dtype) states."""
     notes: list[str] = []
     q = config.get("quantization_config") or text_config(config).get("quantization_config")
     method = str(q.get("quant_method", "")).lower() if isinstance(q, dict) else ""
     if stored_bytes:
-        return stored_bytes, "checkpoint's stored bytes (safetensors headers)" + (f", {method}" if method else ""), notes
+        return stored_bytes, f"checkpoint's stored bytes ({stored_from})" + (f", {method}" if method else ""), notes
     if parameters is None:
         return None, "unknown: no parameter count and no weight headers", notes
     if linear is None or linear > parameters:
@@ -118,8 +118,9 @@ def _positive(c: dict, *keys: str) -> int | None:
 
 def serving(config: dict, *, parameters: int | None = None, linear: int | None = None,
             stored_bytes: int | None = None, contexts: Iterable[object] = (), kv_dtype: str | None = None,
-            gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION) -> dict:
-    """The ``serving`` section of an estimate (plain JSON data)."""
+            gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION, stored_from: str = "safetensors headers") -> dict:
+    """The ``serving`` section of an estimate (plain JSON data); ``stored_from`` names the headers
+    ``stored_bytes`` were read from."""
     notes: list[str] = []
     if not isinstance(config, dict):
         return {"unknown": "config is not a JSON object", "notes": notes}
@@ -139,7 +140,7 @@ def serving(config: dict, *, parameters: int | None = None, linear: int | None =
         notes.append("fp8 cache: transformers' default DynamicCache keeps the model dtype; its figure assumes a "
                      "cache that stores fp8")
     asked = _contexts(contexts, lay, notes)
-    weights, source, weight_notes = weight_bytes(config, parameters, linear, stored_bytes)
+    weights, source, weight_notes = weight_bytes(config, parameters, linear, stored_bytes, stored_from)
     notes.extend(weight_notes)
     extra, parts = allowance(config)
     out: dict = {"kv_dtype": dtype_name, "kv_bytes_per_element": element, "full_context": lay.max_context,

@@ -6,9 +6,10 @@ from typing import Any
 
 from estimator import EstimateError, crossings, estimate, serving_crossings
 from estimator.compare import mode_label
+from estimator.gguf_inputs import estimate_gguf
 from storage.history import NewEstimate
 from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import is_safetensors
+from tracker.classify import is_gguf, is_safetensors
 from tracker.snapshot import Snapshot
 
 # The modes people plan for.
@@ -25,29 +26,49 @@ def manifest_of(snapshot: Snapshot) -> dict[str, tuple[str, tuple[int, ...]]] | 
     return tensors or None
 
 
+def gguf_scans(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
+    """The facts of every GGUF header the revision's scans read (path -> tracker/formats/gguf.py's facts, with
+    the scan's `note` when it could not read all of it)."""
+    return {path: {**scan.result, **({"note": scan.note} if scan.note else {})} for path, scan in snapshot.scans.items()
+            if scan.format == "gguf" and path in snapshot.files and (scan.result.get("tensors") or scan.result.get("metadata"))}
+
+
 def estimate_snapshot(snapshot: Snapshot, seq_len_cap: int = 2048, lora_rank: int = 16,
                       lora_targets: str | tuple[str, ...] = "all-linear", serve_contexts: tuple[int, ...] = (),
                       kv_dtype: str | None = None, gpu_memory_utilization: float = 0.9) -> NewEstimate | None:
     """The estimate of a revision (LoRA of ``lora_rank`` on ``lora_targets``; serving at ``serve_contexts`` too,
-    with the cache at ``kv_dtype``); None when it has neither a config.json nor weight headers."""
+    with the cache at ``kv_dtype``); a repo of GGUF files alone is estimated from their headers
+    (estimator/gguf_inputs.py); None when it has no config.json, no weight headers and no GGUF header."""
     config, error = snapshot.read_json("config.json")
     manifest = manifest_of(snapshot)
+    options: dict[str, Any] = {"seq_len_cap": seq_len_cap, "lora_rank": lora_rank, "lora_targets": lora_targets,
+                               "serve_contexts": serve_contexts, "kv_dtype": kv_dtype,
+                               "gpu_memory_utilization": gpu_memory_utilization}
     if config is None and manifest is None:
-        return None if "config.json" not in snapshot.files else NewEstimate(None, None, error)
+        if "config.json" in snapshot.files:
+            return NewEstimate(None, None, error)
+        ggufs = gguf_scans(snapshot)
+        if not ggufs:
+            return None
+        try:
+            result = estimate_gguf(ggufs, **options)
+        except EstimateError as err:
+            return NewEstimate(None, None, f"from the GGUF header: {err}")
+        return None if result is None else NewEstimate(result.total, result.to_dict(), None)
     if config is not None and not isinstance(config, dict):
         return NewEstimate(None, None, "config.json is not a JSON object")
     try:
-        result = estimate(config or {}, manifest, seq_len_cap=seq_len_cap, lora_rank=lora_rank,
-                          lora_targets=lora_targets, serve_contexts=serve_contexts, kv_dtype=kv_dtype,
-                          gpu_memory_utilization=gpu_memory_utilization)
+        result = estimate(config or {}, manifest, **options)
     except EstimateError as err:
         return NewEstimate(None, None, str(err))
     return NewEstimate(result.total, result.to_dict(), None)
 
 
 def should_estimate(is_baseline: bool, changes: list[Change], previous: dict[str, Any] | None) -> bool:
-    """On a repo's first revision, when its structure changed, or when no estimate stands yet."""
-    return is_baseline or previous is None or any(c.structural for c in changes)
+    """On a repo's first revision, when its structure changed, when a GGUF file was added, removed or changed (a
+    GGUF-only repo's estimate reads them), or when no estimate stands yet."""
+    return is_baseline or previous is None or any(
+        c.structural or (c.kind == ChangeKind.WEIGHTS and is_gguf(c.path)) for c in changes)
 
 
 def _card_lines(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -69,7 +90,10 @@ def _gib(value: int | None) -> str:
 
 
 def estimate_change(old: NewEstimate | None, new: NewEstimate, path: str = "config.json") -> Change | None:
-    """The `estimate` Change between two estimates; None when nothing a person would notice moved."""
+    """The `estimate` Change between two estimates; None when nothing a person would notice moved. A GGUF-only
+    repo's change names the GGUF file it was estimated from."""
+    chosen = ((new.result or {}).get("serving") or {}).get("gguf", {}).get("chosen")
+    path = chosen if isinstance(chosen, str) and path == "config.json" else path
     if new.result is None:
         if old is not None and old.result is None and old.error == new.error:
             return None

@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse
 from feeds.http.auth import require_read
 from feeds.http.params import NamePath, OrgPath, base_url, known_repo
 from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
+from feeds.views.serving_view import serving_view
 from feeds.views.view_models import PAGE_LIMITS, advisories_of, change_view, render
 from storage.kinds import CHANGE_KINDS, SEVERITIES
 from storage.read_model import EventFilter, RevisionFilter
@@ -165,8 +166,10 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
     changes = services.store.history.changes_by_revision([revision.id])[revision.id]
     events = services.queries.events_for_revision(revision.id)
     hub = services.options.hub_url
+    estimate = services.store.history.estimate_for(revision.id)
     return _page("revision.html", repo_id=repo_id, revision=revision, events=events, hub=hub,
-                 changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=services.store.history.estimate_for(revision.id),
+                 changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=estimate,
+                 serving=serving_view(estimate.result if estimate is not None else None),
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
                  checks=_advisory_section(services.store, revision, hub), files=services.store.history.revision_files(revision.id))
 
@@ -183,7 +186,7 @@ def estimates_page(request: Request, org: str = OrgPath, name: str = NamePath) -
     charted = [p for p in points if p.parameters is not None]
     panels = [parameters_panel(charted), memory_panel(charted, card_capacities(result))] if charted else []
     return _page("estimates.html", repo_id=repo_id, newest=newest[0] if newest else None, tables=estimate_tables(result),
-                 panels=panels, points=list(reversed(points))[:TABLE_ROWS], estimated=len(points))
+                 serving=serving_view(result), panels=panels, points=list(reversed(points))[:TABLE_ROWS], estimated=len(points))
 
 
 @router.get("/repos/{org}/{name}/compare/{spec}", response_class=HTMLResponse)

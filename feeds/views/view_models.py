@@ -17,6 +17,7 @@ import jinja2
 from markupsafe import Markup
 
 from feeds.views.prompt_diff import PromptDiff, as_text, diff_prompts
+from feeds.views.serving_view import context_label
 from feeds.views.xml_text import clip, visible
 from storage.models import ChangeRecord, EstimateRecord, Event, Revision
 
@@ -277,6 +278,7 @@ def _make_env() -> jinja2.Environment:
     env.filters["short"] = lambda sha: (sha or "")[:12]
     env.filters["when"] = lambda dt: dt.strftime("%Y-%m-%d %H:%M UTC") if dt else ""
     env.filters["number"] = lambda n: f"{n:,}" if isinstance(n, int) else n
+    env.filters["context"] = context_label
     return env
 
 

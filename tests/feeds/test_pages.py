@@ -158,3 +158,45 @@ def test_unknown_pages_say_what_is_missing(client: httpx.Client, path: str, stat
     page = client.get(path)
     assert page.status_code == status
     assert page.text.strip()
+
+
+def _serving_rows(html: str) -> dict[str, list[str]]:
+    """The serving table's rows: card -> its cells as text."""
+    section = html[html.index('id="serving"'):]
+    table = section[: section.index("</table>")]
+    rows = re.findall(r'<tr><th scope="row">([^<]+)</th>(.*?)</tr>', table)
+    return {card: [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", cells)] for card, cells in rows}
+
+
+def test_estimates_page_shows_serving_per_card(client: httpx.Client, served: Served) -> None:
+    """Per card: loads or not, the longest context and the sequences at 8k, 32k and the full context, as stored;
+    the KV cache per runtime, the weights, the allowance and the usable fraction with their sources."""
+    history = served.store.history
+    stored = next(e for r in history.list_revisions(LLAMA) if (e := history.estimate_for(r.id)) is not None)
+    text = client.get(f"/repos/{LLAMA}/estimates").text
+    serving = stored.result["serving"]
+    rows = _serving_rows(text)
+    assert set(rows) == set(serving["cards"])
+    for card, row in serving["cards"].items():
+        loads, longest, *counts = rows[card]
+        assert (loads == "loads") == row["loads"]
+        assert longest == f"{row['longest_context']:,}"
+        assert counts == [f"{row['concurrency'][str(c)]:,}" for c in serving["contexts"]]
+    assert "sequences at 8k" in text and "sequences at 32k" in text and "sequences at 128k (full)" in text
+    per_token = serving["kv_cache"]["vllm"]["bytes_per_token"]
+    assert "transformers (DynamicCache)" in text and f"vLLM (paged cache)</th><td class=\"num\">{per_token:,} B" in text
+    assert serving["weights"]["source"].replace("'", "&#39;") in text and "CUDA context" in text and "gpu_memory_utilization" in text
+
+
+def test_revision_page_shows_its_estimate_serving_figures(client: httpx.Client, served: Served) -> None:
+    """An estimated revision's page carries its serving table; a revision with no estimate of its own has none."""
+    history = served.store.history
+    revisions = history.list_revisions(LLAMA)
+    estimated = [r for r in revisions if history.estimate_for(r.id) is not None]
+    plain = [r for r in revisions if history.estimate_for(r.id) is None]
+    assert estimated and plain
+    for revision in estimated:
+        page = client.get(f"/repos/{LLAMA}/revisions/{revision.sha}").text
+        cards = history.estimate_for(revision.id).result["serving"]["cards"]
+        assert set(_serving_rows(page)) == set(cards)
+    assert 'id="serving"' not in client.get(f"/repos/{LLAMA}/revisions/{plain[0].sha}").text

@@ -146,3 +146,52 @@ def test_estimate_cli_takes_lora_rank_and_targets(tmp_path: Path) -> None:
     bad = run_cli("estimate", "--config-file", str(config_file), "--lora-targets", "c_attn")
     assert bad.returncode == 1 and "lora_targets" in bad.stderr
     assert run_cli("estimate", "--config-file", str(config_file), "--lora-rank", "0").returncode == 2
+
+
+LLAMA_31 = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "estimator" / "configs" / "llama"
+                       / "Llama-3.1-8B.json").read_text(encoding="utf-8"))
+
+
+def _estimated(config: dict) -> NewEstimate:
+    from estimator import estimate
+
+    result = estimate(config)
+    return NewEstimate(result.total, result.to_dict(), None)
+
+
+MISTRAL = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "estimator" / "configs" / "mistral"
+                      / "Mistral-7B-v0.1.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("before", "after", "lost", "words"), [
+    # Mistral 7B v0.3 dropped v0.1's 4k sliding window: the whole context is cached again
+    (MISTRAL, {**MISTRAL, "sliding_window": None}, True,
+     "on L4 24GB: {a} sequences at 8k before, {b} now: the KV cache of one 8k sequence went from {kb} to {ka} MiB"),
+    (LLAMA_31, {**LLAMA_31, "quantization_config": {"quant_method": "fp8"}}, False,
+     "on T4 16GB: {a} sequences at 8k before, {b} now: the weights went from 15.0 to 8.5 GiB"),
+])
+def test_serving_changes_say_what_moved_and_why(before: dict, after: dict, lost: bool, words: str) -> None:
+    """A sliding window dropped or an fp8 checkpoint moves the serving figures across cards: the change names the
+    card, the figure and the cause (the cache of a sequence, the weights); fewer sequences is a warning."""
+    old, new = _estimated(before), _estimated(after)
+    card = "L4 24GB" if lost else "T4 16GB"
+    kv = [(e.result["serving"]["kv_cache"]["vllm"]["at_context"]["8192"]) // 2**20 for e in (old, new)]  # type: ignore[index]
+    words = words.format(a=old.result["serving"]["cards"][card]["concurrency"]["8192"],  # type: ignore[index]
+                         b=new.result["serving"]["cards"][card]["concurrency"]["8192"], kb=kv[0], ka=f"{kv[1]:,}")  # type: ignore[index]
+    change = estimate_change(old, new)
+    assert change is not None and words in " ".join(change.detail["no_longer_fits" if lost else "now_fits"])
+    assert change.severity is (Severity.WARNING if lost else Severity.NOTICE)
+
+
+@pytest.mark.parametrize(("path", "structural", "rerun"), [
+    ("model-Q4_K_M.gguf", False, True), ("model.safetensors", False, False), ("README.md", False, False),
+    ("model.safetensors", True, True),
+])
+def test_a_gguf_change_reruns_the_estimate(path: str, structural: bool, rerun: bool) -> None:
+    """A GGUF file added, removed or changed reruns the estimate (a GGUF-only repo's reads them); other files do
+    only when structural."""
+    from tracker.changes import Change, ChangeKind
+    from tracker.estimate_change import should_estimate
+
+    change = Change(ChangeKind.WEIGHTS, path, f"{path} changed", Severity.NOTICE, {}, structural)
+    assert should_estimate(False, [change], {"parameters": {}}) is rerun

@@ -168,13 +168,23 @@ def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int,
                       ) -> tuple[Estimate, dict[str, Any]]:
     """Estimate a stored revision from its stored config.json and weight headers."""
     # here, not at the top: they load the Hub client, which `estimate --config-file` never needs
-    from tracker.estimate_change import manifest_of
+    from estimator.gguf_inputs import estimate_gguf
+    from tracker.estimate_change import gguf_scans, manifest_of
     from tracker.snapshot_io import load_snapshot
 
     revision = app.store.history.revision_at(repo_id, ref)
     snapshot = load_snapshot(app.store, revision)
     config, error = snapshot.read_json("config.json")
     manifest = manifest_of(snapshot)
+    ggufs = gguf_scans(snapshot) if config is None and manifest is None and "config.json" not in snapshot.files else {}
+    if ggufs:
+        try:
+            result = estimate_gguf(ggufs, seq_len_cap=seq_len_cap, lora_rank=lora_rank, lora_targets=lora_targets,
+                                   **_serving_args(serving))
+        except EstimateError as err:
+            raise EstimateFailed(f"{repo_id} at {revision.sha[:12]}: from the GGUF header: {err}") from err
+        if result is not None:
+            return result, {"sha": revision.sha, "source": "GGUF headers"}
     if config is None and manifest is None:
         raise EstimateFailed(f"{repo_id} at {revision.sha[:12]}: nothing to estimate from ({error})")
     try:

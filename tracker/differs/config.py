@@ -39,6 +39,9 @@ STRUCTURAL_KEYS = frozenset(
         "patch_size", "num_channels", "projection_dim", "embed_dim", "mlp_ratio", "depths",
         "hidden_sizes", "num_mel_bins", "word_embedding_dimension", "first_k_dense_replace",
         "r", "target_modules", "modules_to_save", "peft_type",
+        # what the KV cache holds per layer (estimator/kv_cache.py): serving figures move with them
+        "sliding_window", "use_sliding_window", "sliding_window_pattern", "attention_chunk_size",
+        "kv_lora_rank", "q_lora_rank",
     }
 )
 _STRUCTURAL_NAME = re.compile(

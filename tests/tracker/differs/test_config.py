@@ -160,6 +160,15 @@ def test_sub_config_paths_are_dotted(kit):
     assert change.structural and change.severity is Severity.WARNING
 
 
+@pytest.mark.parametrize("key, value", [("sliding_window", 4096), ("use_sliding_window", True),
+                                        ("kv_lora_rank", 512), ("attention_chunk_size", 8192)])
+def test_attention_layout_keys_are_structural(kit, key, value):
+    """A sliding window or a latent cache added to a config changes what serving it costs: structural, re-estimated."""
+    old = kit.json(f"{LLAMA}/config.json")
+    change = one_change(kit, "config.json", old, {**old, key: value})
+    assert change.structural and change.severity is Severity.WARNING
+
+
 def test_huge_id2label_is_summarised(kit):
     """A 1,000-entry id2label that changes is summarised by counts, never listed entry by entry."""
     labels = {str(i): f"class_{i}" for i in range(1000)}
