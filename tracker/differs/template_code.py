@@ -22,6 +22,7 @@ URL = re.compile(r"(?:https?|ftp|wss?)://[^\s'\"<>|}]+", re.IGNORECASE)
 BASE64 = re.compile(r"[A-Za-z0-9+/]{40,}={0,2}")
 HEX = re.compile(r"\b(?:0x)?[0-9a-fA-F]{32,}\b")
 DUNDER = re.compile(r"^__\w+__$|^_TemplateReference__")
+SEARCHES = ("startswith", "endswith", "find", "count", "index")
 ESCAPE_ROOTS = frozenset({"cycler", "joiner", "namespace", "lipsum", "range", "dict", "self"})
 # special tokens and role names are structure, not inserted text
 STRUCTURE = re.compile(r"<[|｜▁][^>]*>|<\/?[a-z_]+>|\[/?[A-Z_]+\]|<<[A-Z]+>>|\b(system|user|assistant|tool)\b|\s+")
@@ -150,9 +151,9 @@ def _content_trigger(test: Any) -> str | None:
             phrases = [s.value for s in sides if isinstance(s, nodes.Const) and isinstance(s.value, str) and _phrase(s.value)]
             if ops & {"in", "notin", "eq", "ne"} and phrases and any(_mentions_content(s) for s in sides):
                 return phrases[0]
-    for call in test.find_all(nodes.Call) if isinstance(test, nodes.Node) else []:
-        if isinstance(call.node, nodes.Getattr) and call.node.attr in ("startswith", "endswith", "find", "count", "index") \
-                and _mentions_content(call.node.node):
+    for call in [test, *test.find_all(nodes.Call)] if isinstance(test, nodes.Node) else []:
+        searched = isinstance(call, nodes.Call) and isinstance(call.node, nodes.Getattr) and call.node.attr in SEARCHES
+        if searched and _mentions_content(call.node.node):
             phrases = [a.value for a in call.args if isinstance(a, nodes.Const) and isinstance(a.value, str) and _phrase(a.value)]
             if phrases:
                 return phrases[0]
