@@ -35,6 +35,7 @@ from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub import CommitInfo, HubClient, RepoHead
 from tracker.snapshot import Snapshot
 from tracker.snapshot_io import FetchedSnapshot, fetch_snapshot, load_snapshot
+from tracker.template_matrix import MatrixStore
 
 log = structlog.get_logger(__name__)
 
@@ -77,6 +78,7 @@ class Ingestor:
         self.settings = settings
         self.advisories = advisories
         self.max_file_bytes = settings.poll.max_file_mb * 1024 * 1024
+        self.matrices = MatrixStore(store)  # chat template engine matrices, by the templates' key
 
     def poll(
         self, watch: Watch, backfill: int | None = None, head: RepoHead | None = None, reach: str | None = None,
@@ -208,7 +210,10 @@ class Ingestor:
             changes = [_baseline_change(fetched.snapshot)]
         else:
             changes = diff_snapshots(parent_snapshot, fetched.snapshot)
-        changes = repo_facts + changes
+        engine_changes, matrix_scans, matrix_blobs = self.matrices.changes(parent_snapshot, fetched.snapshot)
+        changes = repo_facts + changes + engine_changes
+        fetched.new_file_scans.extend(matrix_scans)
+        fetched.new_blobs.update(matrix_blobs)
         estimate, estimate_events = self._estimate(watch.repo_id, commit.sha, fetched.snapshot, changes, is_baseline)
         title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
         events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline), *estimate_events]

@@ -144,7 +144,9 @@ def _config_code(c: ChangeView) -> list[str]:
 
 
 def _chat_dangerous(c: ChangeView) -> list[str]:
-    return [c.path] if c.kind == "chat_template" and c.detail.get("findings") else []
+    # the token rules' findings, and the syntax walk's escape shapes (its warnings are not "dangerous")
+    critical = [f for f in c.detail.get("findings", []) if f.get("severity", "critical") == "critical"]
+    return [c.path] if c.kind == "chat_template" and critical else []
 
 
 def _silent_swap(c: ChangeView) -> list[str]:

@@ -8,6 +8,7 @@ from tracker.cli import output
 from tracker.cli.root import app_of, emit_json, repo_arg
 from tracker.differs import diff_snapshots
 from tracker.snapshot_io import load_snapshot
+from tracker.template_matrix import MatrixStore, json_fields
 
 
 @click.command()
@@ -21,9 +22,14 @@ def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -
     app = app_of(ctx)
     repo = repo_arg(repo)
     a, b = app.store.history.find_revision(repo, rev_a), app.store.history.find_revision(repo, rev_b)
-    changes = diff_snapshots(load_snapshot(app.store, a), load_snapshot(app.store, b))
+    old, new = load_snapshot(app.store, a), load_snapshot(app.store, b)
+    matrices = MatrixStore(app.store)  # stored matrices by key; one not stored yet is rendered, not written
+    engine_changes, _, _ = matrices.changes(old, new)
+    changes = diff_snapshots(old, new) + engine_changes
     if as_json:
-        emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes]})
+        before = json_fields(matrices.get(old)[0])["template_engines"]
+        emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes],
+                   **json_fields(matrices.get(new)[0]), "template_engines_from": before})
         return
     click.echo(f"{repo}: {a.sha[:12]} -> {b.sha[:12]}: {len(changes)} change(s)")
     for line in output.change_lines(changes, indent="  "):

@@ -6,6 +6,8 @@ import click
 
 from tracker.cli import output
 from tracker.cli.root import app_of, emit_json, fail, repo_arg
+from tracker.snapshot_io import load_snapshot
+from tracker.template_matrix import MatrixStore, json_fields
 
 
 @click.command()
@@ -44,8 +46,9 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
     changes = app.store.history.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
     if as_json:
         scans = app.store.history.read_file_scans(f.lfs_sha256 or f.oid for f in files if f.kind == "weights")
+        matrix = MatrixStore(app.store).get(load_snapshot(app.store, rev))[0]  # stored by key, else rendered now
         emit_json({**output.revision_dict(rev, changes),
-                   "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files]})
+                   "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files], **json_fields(matrix)})
         return
     for line in output.revision_text(rev, changes):
         click.echo(line)

@@ -28,6 +28,7 @@ from tracker.differs.chat_sources import (
     special_tokens,
 )
 from tracker.differs.render import DEFAULT_LIMITS, Rendered, RenderLimits, RenderRequest, render_all, template_tokens
+from tracker.differs.template_code import added_findings
 from tracker.snapshot import Snapshot
 
 # --- the security rules ---------------------------------------------------------------------------
@@ -222,15 +223,20 @@ def _template_change(
     severity = {"moved": Severity.INFO, "tokens": Severity.NOTICE}.get(detail["change"], Severity.WARNING)
     if findings:
         detail["findings"] = findings
-        summary += f"; dangerous constructs: {', '.join(sorted({f['rule'] for f in findings}))}"
-        severity = Severity.CRITICAL
+        critical = sorted({f["rule"] for f in findings if f["severity"] == "critical"})
+        other = sorted({f["rule"] for f in findings if f["severity"] != "critical"})
+        if critical:
+            summary += f"; dangerous constructs: {', '.join(critical)}"
+            severity = Severity.CRITICAL
+        if other:
+            summary += f"; read as code: {', '.join(other)}"
     return Change(
         kind=ChangeKind.CHAT_TEMPLATE,
         path=source.locations[0].path,
         summary=summary,
         severity=severity,
         detail=detail,
-        security=bool(findings),
+        security=any(f["rule"] != "injected-text" for f in findings),  # a default system prompt is no threat
     )
 
 
@@ -249,6 +255,10 @@ def _findings(delta: _Delta, detail: dict[str, Any], before: Resolution) -> list
             values += [(kind, t.value, t.line) for t in tokens for kind in t.kinds]
         values += [("render", s["after"]["error"], None) for s in detail.get("samples", []) if "error" in s["after"]]
         values += [("form", loc.form, None) for loc in new.locations]  # a move stays an info note
+        old_text = delta.before.text if delta.before is not None else None
+        code = added_findings(old_text, new.text)  # the syntax tree: only what this revision adds
+    else:
+        code = []
     if delta.change == "added":
         values.append(("template-name", delta.name, None))
     findings: list[dict[str, Any]] = []
@@ -258,7 +268,10 @@ def _findings(delta: _Delta, detail: dict[str, Any], before: Resolution) -> list
         for kind, value, line in values:
             match = re.search(rule.pattern, value) if kind in rule.applies_to else None
             if match and not any(f["rule"] == rule.id and f["match"] == match.group(0) for f in findings):
-                findings.append({"rule": rule.id, "description": rule.description, "match": match.group(0), "line": line})
+                findings.append({"rule": rule.id, "severity": "critical", "description": rule.description,
+                                 "match": match.group(0), "line": line})
+    covered = {(f["rule"], f["match"]) for f in findings}
+    findings += [f for f in code if (f["rule"], f["match"]) not in covered]
     return findings
 
 

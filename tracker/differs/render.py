@@ -17,6 +17,7 @@ import json
 import math
 import os
 import selectors
+import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +28,11 @@ from pathlib import Path
 from typing import Any
 
 WORKER = Path(__file__).with_name("render_worker.py")
+# @huggingface/jinja through Node: the script, and the folder `npm ci --prefix` installs the pinned package in
+JS_DIR = Path(__file__).with_name("jinja_js")
+JS_WORKER = JS_DIR / "render.mjs"
+JS_ENGINE = "huggingface-jinja"
+PYTHON_ENGINES = ("jinja2", "minijinja")
 
 
 @dataclass(frozen=True)
@@ -45,10 +51,12 @@ DEFAULT_LIMITS = RenderLimits()
 
 @dataclass(frozen=True)
 class RenderRequest:
-    """One template rendered with one set of variables (messages, tools, bos_token, ...)."""
+    """One template rendered with one set of variables (messages, tools, bos_token, ...) by one engine
+    ("jinja2", "minijinja" or "huggingface-jinja"); `variables` None only compiles the template."""
 
     template: str
-    variables: Mapping[str, Any]
+    variables: Mapping[str, Any] | None
+    engine: str = "jinja2"
 
 
 @dataclass(frozen=True)
@@ -65,10 +73,49 @@ class Rendered:
 def render_all(requests: Sequence[RenderRequest], *, now: datetime, limits: RenderLimits = DEFAULT_LIMITS) -> list[Rendered]:
     """Render every request, in order, in one worker process (more only if one has to be killed).
 
-    `now` is what the templates' `strftime_now` sees.
+    `now` is what the templates' `strftime_now` sees. Requests for @huggingface/jinja go to a Node worker
+    of their own (see `js_engine_missing`), under the same deadlines.
     """
+    results: list[Rendered | None] = [None] * len(requests)
+    for command in (_python_command(), _js_command(limits)):
+        picked = [i for i, r in enumerate(requests) if (r.engine == JS_ENGINE) == (command[0] != sys.executable)]
+        if not picked:
+            continue
+        missing = js_engine_missing() if command[0] != sys.executable else None
+        rendered = [Rendered(error=missing)] * len(picked) if missing else _render_batch(
+            [requests[i] for i in picked], now, limits, command)
+        for i, result in zip(picked, rendered, strict=True):
+            results[i] = result
+    return [r if r is not None else Rendered(error="not rendered") for r in results]
+
+
+def js_engine_missing() -> str | None:
+    """Why @huggingface/jinja cannot be run here (None when it can): Node or the pinned package is missing."""
+    if shutil.which("node") is None:
+        return "not checked: Node.js is not installed"
+    if not (JS_DIR / "node_modules" / "@huggingface" / "jinja").is_dir():
+        return f"not checked: @huggingface/jinja is not installed (npm ci --prefix {JS_DIR})"
+    return None
+
+
+def _python_command() -> list[str]:
+    return [sys.executable, "-I", str(WORKER)]
+
+
+def _js_command(limits: RenderLimits) -> list[str]:
+    return ["node", f"--max-old-space-size={max(limits.memory_bytes // 2**21, 64)}", str(JS_WORKER)]
+
+
+def _render_batch(requests: Sequence[RenderRequest], now: datetime, limits: RenderLimits, command: list[str]) -> list[Rendered]:
     templates: dict[str, int] = {}
-    jobs = [{"template": templates.setdefault(r.template, len(templates)), "context": dict(r.variables)} for r in requests]
+    jobs = [
+        {
+            "template": templates.setdefault(r.template, len(templates)),
+            "context": None if r.variables is None else dict(r.variables),
+            "engine": r.engine,
+        }
+        for r in requests
+    ]
     base = {
         "templates": list(templates),
         "now": now.isoformat(),
@@ -82,7 +129,7 @@ def render_all(requests: Sequence[RenderRequest], *, now: datetime, limits: Rend
         batch = list(range(start, len(jobs)))
         cpu_s = math.ceil(limits.startup_s + len(batch) * (limits.time_s + limits.kill_grace_s))
         payload = json.dumps({**base, "jobs": [jobs[i] for i in batch], "cpu_s": cpu_s}).encode()
-        lines, failure = _run_worker(payload, limits)
+        lines, failure = _run_worker(payload, limits, command)
         finished = [line for line in lines if "job" in line]
         for line in finished:
             i = batch[line["job"]]
@@ -97,14 +144,15 @@ def render_all(requests: Sequence[RenderRequest], *, now: datetime, limits: Rend
     return [r if r is not None else Rendered(error="the render worker stopped before this render") for r in results]
 
 
-def _run_worker(payload: bytes, limits: RenderLimits) -> tuple[list[dict[str, Any]], str | None]:
+def _run_worker(payload: bytes, limits: RenderLimits, command: list[str]) -> tuple[list[dict[str, Any]], str | None]:
     """Feed one request to a fresh worker; the lines it wrote, and why it stopped early (None if it didn't).
 
     The worker gets `startup_s` to report ready, then `time_s + kill_grace_s` per result line. Past that
     deadline it is killed: a render the alarm could not interrupt (a C-level computation).
     """
     proc = subprocess.Popen(
-        [sys.executable, "-I", str(WORKER)],
+        command,
+        env={**os.environ, "TZ": "UTC"} if command[0] != sys.executable else None,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

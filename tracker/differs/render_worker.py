@@ -4,11 +4,18 @@ Started as `python -I render_worker.py` (isolated: no PYTHON* variables, no scri
 current directory on sys.path), so it imports only the standard library and jinja2 and starts the
 same way however hubwatch is installed. Protocol, all JSON:
 
-  stdin   one request: {"templates": [str], "jobs": [{"template": int, "context": {...}}],
+  stdin   one request: {"templates": [str], "jobs": [{"template": int, "context": {...} | null, "engine": str}],
           "now": ISO datetime, "time_s": float, "memory_bytes": int, "output_chars": int,
           "cpu_s": int}
   stdout  {"ready": true} once the limits are set and jinja2 is imported, then one line per job,
-          in order: {"job": i, "prompt": str} or {"job": i, "error": str}
+          in order: {"job": i, "prompt": str} or {"job": i, "error": str}; a job whose context is null
+          only compiles its template (its prompt is "")
+
+Engines: "jinja2" (the default) and "minijinja" (the Rust engine text-generation-inference renders
+with, through the `minijinja` package, configured as TGI's router/src/infer/chat_template.rs does:
+`Environment::new()` defaults, no trim_blocks or lstrip_blocks, pycompat's Python string and dict
+methods, `raise_exception` and `strftime_now`; its fuel bounds the work a render may do, since the alarm
+cannot interrupt Rust code).
 
 The Jinja environment mirrors transformers 5.x `_compile_jinja_template`: ImmutableSandboxedEnvironment
 with trim_blocks, lstrip_blocks, loopcontrols and the `{% generation %}` tag; its own `tojson` (no HTML
@@ -19,6 +26,7 @@ difference: an access the sandbox refuses (`''.__class__`) raises instead of ren
 from __future__ import annotations
 
 import json
+import re
 import resource
 import signal
 import sys
@@ -101,6 +109,43 @@ def _environment(now: datetime) -> tuple[Any, type[Exception]]:
     return env, TemplateRaised
 
 
+MINIJINJA_FUEL = 5_000_000  # instructions per render: far above what a real chat template needs
+
+
+def _minijinja_environment(now: datetime) -> Any:
+    """minijinja as TGI configures it; its errors carry the line they happened on."""
+    import minijinja
+
+    def raise_exception(message: str) -> None:
+        raise MiniJinjaRaised(message)
+
+    def strftime_now(format: str) -> str:  # noqa: A002 - the template's name for it
+        return now.strftime(format)
+
+    env = minijinja.Environment(pycompat=True, fuel=MINIJINJA_FUEL)
+    env.add_function("raise_exception", raise_exception)
+    env.add_function("strftime_now", strftime_now)
+    return env
+
+
+class MiniJinjaRaised(Exception):
+    pass
+
+
+def _describe_minijinja(err: BaseException) -> str:
+    """minijinja's error: its kind and message on the line it names (not the multi-line source excerpt)."""
+    if isinstance(err, MiniJinjaRaised):
+        return f"the template raised an error: {err}"
+    message = getattr(err, "message", None)
+    if message is None:  # not minijinja's own error: a Python function it called raised
+        return f"{type(err).__name__}: {err}"[:500]
+    message = re.sub(r" \(in t\d+:\d+\)$", "", str(message))
+    line = getattr(err, "line", None)
+    if message.startswith("syntax error: "):
+        return f"template syntax error on line {line}: {message.removeprefix('syntax error: ')}"[:500]
+    return f"{message} (line {line})"[:500] if line else message[:500]
+
+
 def _describe(err: BaseException, request: dict[str, Any], raised: type[Exception]) -> str:
     """A one-line reason a person can read."""
     import jinja2
@@ -158,10 +203,20 @@ def main() -> None:
     request = json.load(sys.stdin)
     _set_limits(request["memory_bytes"], request["cpu_s"])
     signal.signal(signal.SIGALRM, _on_alarm)
-    env, raised = _environment(datetime.fromisoformat(request["now"]))
+    now = datetime.fromisoformat(request["now"])
+    env, raised = _environment(now)
     _emit({"ready": True})
     compiled: dict[int, Any] = {}
+    mini: Any = None
     for index, job in enumerate(request["jobs"]):
+        if job.get("engine", "jinja2") == "minijinja":
+            if mini is None:
+                try:
+                    mini = _minijinja_environment(now)
+                except ImportError as err:
+                    mini = err
+            _emit({"job": index, **_run_minijinja(mini, job, request)})
+            continue
         try:
             key = job["template"]
             if key not in compiled:
@@ -173,6 +228,9 @@ def main() -> None:
             template = compiled[key]
             if isinstance(template, BaseException):
                 raise template
+            if job["context"] is None:
+                _emit({"job": index, "prompt": ""})
+                continue
             render = partial(_render, template, job["context"], request["output_chars"])
             prompt = _timed(render, request["time_s"])
             _emit({"job": index, "prompt": prompt})
@@ -180,6 +238,42 @@ def main() -> None:
             raise
         except BaseException as err:  # noqa: BLE001 - sandbox: any failure of one job is reported, the worker goes on
             _emit({"job": index, "error": _describe(err, request, raised)})
+
+
+def _run_minijinja(env: Any, job: dict[str, Any], request: dict[str, Any]) -> dict[str, str]:
+    """One minijinja job: compile (once per template) and render, as {"prompt"} or {"error"}."""
+    if isinstance(env, ImportError):
+        return {"error": "minijinja is not installed"}
+    name = f"t{job['template']}"
+    try:
+        if name not in _mini_compiled:
+            try:
+                _timed(partial(env.add_template, name, request["templates"][job["template"]]), request["time_s"])
+                _mini_compiled[name] = None
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as err:  # noqa: BLE001 - sandbox: the template's own error
+                _mini_compiled[name] = err
+        failed = _mini_compiled[name]
+        if failed is not None:
+            raise failed
+        if job["context"] is None:
+            return {"prompt": ""}
+        prompt = _timed(partial(env.render_template, name, **job["context"]), request["time_s"])
+        if len(prompt) > request["output_chars"]:
+            return {"error": f"output exceeded the limit of {request['output_chars']} characters"}
+        return {"prompt": prompt}
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except RenderTimeout:
+        return {"error": f"exceeded the time limit ({request['time_s']:g} s)"}
+    except MemoryError:
+        return {"error": f"exceeded the memory limit ({request['memory_bytes'] // 2**20} MB)"}
+    except BaseException as err:  # noqa: BLE001 - sandbox: any failure of one job is reported, the worker goes on
+        return {"error": _describe_minijinja(err)}
+
+
+_mini_compiled: dict[str, BaseException | None] = {}
 
 
 if __name__ == "__main__":

@@ -129,20 +129,24 @@ def test_moving_a_template_without_changing_it_is_only_a_note(old: dict[str, Any
         assert change.summary.endswith("; text unchanged")
 
 
-# (id, old template, new template, tokens, conversations whose prompt changes)
+# (id, old template, new template, tokens, conversations whose prompt changes, what reading it as code adds)
 VERSIONS = [
-    ("Meta-Llama-3-8B-Instruct add_generation_prompt fix", LLAMA3_INITIAL, LLAMA3_FIXED, LLAMA3_TOKENS, ["tool_call_round_trip"]),
-    ("Llama 3.3 to Llama 3.2 dates", LLAMA33, LLAMA32, LLAMA3_TOKENS, ["system_and_history", "single_user_turn", "tool_call_round_trip"]),
-    ("Qwen2 to Qwen2.5", QWEN2, QWEN25, {}, ["single_user_turn", "tool_call_round_trip"]),
+    ("Meta-Llama-3-8B-Instruct add_generation_prompt fix", LLAMA3_INITIAL, LLAMA3_FIXED, LLAMA3_TOKENS, ["tool_call_round_trip"], ""),
+    ("Llama 3.3 to Llama 3.2 dates", LLAMA33, LLAMA32, LLAMA3_TOKENS,
+     ["system_and_history", "single_user_turn", "tool_call_round_trip"], ""),
+    # Qwen2.5 adds a default system prompt ("You are Qwen, created by Alibaba Cloud...") no message supplies
+    ("Qwen2 to Qwen2.5", QWEN2, QWEN25, {}, ["single_user_turn", "tool_call_round_trip"], "; read as code: injected-text"),
 ]
 
 
-@pytest.mark.parametrize(("old", "new", "tokens", "differing"), [c[1:] for c in VERSIONS], ids=[c[0] for c in VERSIONS])
-def test_real_version_change_reports_diff_and_rendered_prompts(old: str, new: str, tokens: dict[str, str], differing: list[str]) -> None:
+@pytest.mark.parametrize(("old", "new", "tokens", "differing", "suffix"), [c[1:] for c in VERSIONS], ids=[c[0] for c in VERSIONS])
+def test_real_version_change_reports_diff_and_rendered_prompts(
+    old: str, new: str, tokens: dict[str, str], differing: list[str], suffix: str
+) -> None:
     """A real template update gives one warning with the text diff and the prompts before and after."""
     [change] = changes_between({TC: tokenizer_config(template(old), **tokens)}, {TC: tokenizer_config(template(new), **tokens)})
     assert change.summary == (
-        f"chat_template (default): template changed; rendered prompt differs for {len(differing)} of 3 sample conversations"
+        f"chat_template (default): template changed; rendered prompt differs for {len(differing)} of 3 sample conversations{suffix}"
     )
     assert (change.severity, change.security, change.path) == (Severity.WARNING, False, TC)
     assert change.detail["diff"].startswith("--- a/tokenizer_config.json: chat_template\n+++ b/tokenizer_config.json: chat_template\n")
@@ -188,7 +192,7 @@ LIST_EDITS = [
     ("a named template added", named(default=COHERE["default"], rag=COHERE["rag"]), named(**COHERE),
      "chat_template (tool_use): template added in tokenizer_config.json: chat_template[name=tool_use]; 1 of 3 sample conversations render"),
     ("a named template changed", named(**COHERE), named(default=COHERE["default"], tool_use=COHERE["tool_use"], rag=A),
-     "chat_template (rag): template changed; rendered prompt differs for 3 of 3 sample conversations"),
+     "chat_template (rag): template changed; rendered prompt differs for 3 of 3 sample conversations; read as code: injected-text"),
 ]
 
 
@@ -304,7 +308,9 @@ def test_dangerous_construct_makes_the_change_critical(rule: str) -> None:
 
 @pytest.mark.parametrize("name", ALL_TEMPLATES)
 def test_real_templates_break_no_rule(name: str) -> None:
-    """Adding any real template is a plain warning: namespace, cycler-free macros and raise_exception are fine."""
+    """Adding any real template is a plain warning: namespace, cycler-free macros and raise_exception are fine;
+    the one finding real templates have is Qwen2.5's default system prompt, which no message supplies."""
     [change] = changes_between({TC: tokenizer_config()}, {TC: tokenizer_config(), "chat_template.jinja": template(name)})
     assert (change.severity, change.security, change.detail["change"]) == (Severity.WARNING, False, "added")
-    assert "findings" not in change.detail
+    rules = {f["rule"] for f in change.detail.get("findings", [])}
+    assert rules == ({"injected-text"} if name.startswith("Qwen-Qwen2.5") else set())

@@ -1,0 +1,125 @@
+"""The chat template in every runtime: the engine matrix of a revision and the changes between two."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracker.changes import ChangeKind, Severity
+from tracker.differs import template_engines
+from tracker.differs.chat_samples import SAMPLE_CONVERSATIONS
+from tracker.differs.render import JS_ENGINE, js_engine_missing
+
+from .chat_fixtures import QWEN2, snapshot, template, tokenizer_config
+
+TC = "tokenizer_config.json"
+TOKENS = {"bos_token": "<s>", "eos_token": "<|im_end|>"}
+PLAIN = template(QWEN2)
+# The same real Qwen2 ChatML template with the assistant turn wrapped in `{% generation %}`, the marker TRL's
+# assistant_only_loss needs and transformers accepts; minijinja (TGI) refuses it ("unknown statement generation").
+TURN = "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+GENERATION = PLAIN.replace(TURN, (
+    "{% if message['role'] == 'assistant' %}{{'<|im_start|>assistant\n'}}{% generation %}"
+    "{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\n' }}{% else %}" + TURN + "{% endif %}"
+))
+needs_node = pytest.mark.skipif(js_engine_missing() is not None, reason="@huggingface/jinja needs Node and `npm ci`")
+
+
+def _matrix(text: str) -> dict:
+    return template_engines.matrix(snapshot({TC: tokenizer_config(text, **TOKENS)}))
+
+
+def _engine(matrix: dict, name: str) -> dict:
+    return next(e for e in matrix["template_engines"] if e["engine"] == name)
+
+
+def test_fixture_really_adds_generation_markers() -> None:
+    """The generation variant differs from the real template only by its markers."""
+    assert GENERATION != PLAIN and "{% generation %}" in GENERATION
+
+
+def test_samples_are_the_exact_inputs_of_every_engine() -> None:
+    """Each sample conversation appears with add_generation_prompt on and off, with the revision's tokens."""
+    samples = _matrix(PLAIN)["template_samples"]
+    assert len(samples) == 2 * len(SAMPLE_CONVERSATIONS)
+    assert {(s["id"].split("/")[1], s["add_generation_prompt"]) for s in samples} == {
+        (c.id, flag) for c in SAMPLE_CONVERSATIONS for flag in (True, False)}
+    for s in samples:
+        assert set(s) == {"id", "template_name", "messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
+        assert (s["template_name"], s["bos_token"], s["eos_token"]) == ("default", "<s>", "<|im_end|>")
+
+
+def test_a_plain_chatml_template_renders_alike_in_every_engine() -> None:
+    """The real Qwen2 template parses everywhere; the samples jinja2 renders, minijinja renders identically, and
+    the tool-call samples (assistant turns without content) fail in both."""
+    matrix = _matrix(PLAIN)
+    reference = {s["id"]: s["renders"] for s in _engine(matrix, "jinja2")["samples"]}
+    assert sorted(i for i, ok in reference.items() if not ok) == [
+        "default/tool_call_round_trip/generation", "default/tool_call_round_trip/no_generation"]
+    engine = _engine(matrix, "minijinja")
+    assert (engine["parses"], engine["error"], engine["checked"]) == (True, None, True) and engine["version"]
+    assert {s["id"]: s["renders"] for s in engine["samples"]} == reference
+    assert all(s["same_as_reference"] is (True if s["renders"] else None) for s in engine["samples"])
+
+
+def test_generation_markers_parse_in_jinja2_but_not_in_minijinja() -> None:
+    """minijinja's parse error is reported with its line, and every sample then fails there."""
+    matrix = _matrix(GENERATION)
+    assert _engine(matrix, "jinja2")["parses"] is True
+    mini = _engine(matrix, "minijinja")
+    assert mini["parses"] is False
+    assert mini["error"] == "default: template syntax error on line 4: unknown statement generation"
+    assert not any(s["renders"] for s in mini["samples"])
+
+
+def test_a_revision_breaking_minijinja_is_a_warning_naming_engine_and_error() -> None:
+    """Adding generation markers breaks TGI: one warning for minijinja, none for jinja2."""
+    changes = template_engines.compare(_matrix(PLAIN), _matrix(GENERATION))
+    broken = [c for c in changes if c.detail["engine"] == "minijinja"]
+    assert len(broken) == 1 and not [c for c in changes if c.detail["engine"] == "jinja2"]
+    [change] = broken
+    assert (change.kind, change.severity, change.detail["change"]) == (ChangeKind.CHAT_TEMPLATE, Severity.WARNING, "engine_broken")
+    assert change.summary.startswith("chat_template: no longer parses in minijinja ")
+    assert "text-generation-inference" in change.summary and "unknown statement generation" in change.summary
+
+
+def test_the_revision_that_fixes_it_is_reported_too() -> None:
+    """Removing the markers again fixes minijinja, with the error it used to fail with."""
+    [change] = [c for c in template_engines.compare(_matrix(GENERATION), _matrix(PLAIN)) if c.detail["engine"] == "minijinja"]
+    assert change.detail["change"] == "engine_fixed"
+    assert "unknown statement generation" in change.detail["error"]
+
+
+def test_an_unchanged_template_has_the_same_key_and_no_change() -> None:
+    """Same text and tokens: same key (nothing rendered again), and comparing the matrices finds nothing."""
+    a = snapshot({TC: tokenizer_config(PLAIN, **TOKENS)}, sha="a" * 40)
+    b = snapshot({TC: tokenizer_config(PLAIN, **TOKENS), "README.md": "new"}, sha="b" * 40)
+    assert template_engines.matrix_key(a) == template_engines.matrix_key(b) is not None
+    assert template_engines.compare(_matrix(PLAIN), _matrix(PLAIN)) == []
+    assert template_engines.matrix_key(snapshot({TC: tokenizer_config(None)})) is None
+
+
+def test_a_template_that_loops_or_recurses_is_a_note_per_engine() -> None:
+    """Runaway templates come back as errors from every engine, bounded in time; the matrix is still built."""
+    looping = "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}"
+    recursing = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"
+    for text in (looping, recursing):
+        matrix = _matrix(text)
+        for engine in matrix["template_engines"]:
+            if engine["checked"]:
+                assert all(not s["renders"] and s["error"] for s in engine["samples"]), (engine["engine"], text)
+
+
+@needs_node
+def test_huggingface_jinja_renders_like_the_reference() -> None:
+    """@huggingface/jinja through Node renders the real template as transformers does."""
+    engine = _engine(_matrix(PLAIN), JS_ENGINE)
+    assert (engine["checked"], engine["parses"], engine["version"]) == (True, True, "0.5.11")
+    assert all(s["same_as_reference"] is (True if s["renders"] else None) for s in engine["samples"])
+
+
+def test_without_node_the_js_engine_says_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Node on PATH: the engine is listed as not checked, never as a pass, and is not compared."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    engine = _engine(_matrix(PLAIN), JS_ENGINE)
+    assert (engine["checked"], engine["parses"], engine["samples"]) == (False, None, [])
+    assert engine["error"].startswith("not checked: Node.js is not installed")
