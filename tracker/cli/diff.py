@@ -23,7 +23,8 @@ def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -
     a, b = app.store.history.find_revision(repo, rev_a), app.store.history.find_revision(repo, rev_b)
     changes = diff_snapshots(load_snapshot(app.store, a), load_snapshot(app.store, b))
     if as_json:
-        emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes]})
+        emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes],
+                   **output.behaviour_keys(changes)})
         return
     click.echo(f"{repo}: {a.sha[:12]} -> {b.sha[:12]}: {len(changes)} change(s)")
     for line in output.change_lines(changes, indent="  "):
