@@ -14,7 +14,8 @@ SEVERITIES = ("info", "notice", "warning", "critical")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 
 # What a Change is about (DESIGN.md's table, repo-level facts, the estimate).
-CHANGE_KINDS = ("config", "tokenizer", "chat_template", "weights", "custom_code", "files", "repo", "estimate")
+CHANGE_KINDS = ("config", "tokenizer", "chat_template", "weights", "custom_code", "files", "repo", "estimate",
+                "stop_tokens")
 
 # What an Event announces: the RSS category, the webhook `type`, the API filter.
 REVISION_INGESTED = "revision.ingested"

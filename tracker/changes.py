@@ -54,6 +54,7 @@ class ChangeKind(str, enum.Enum):
     FILES = "files"
     REPO = "repo"
     ESTIMATE = "estimate"
+    STOP_TOKENS = "stop_tokens"  # the set of token ids generation stops on, and the template's end of turn
 
 
 @dataclass(frozen=True)

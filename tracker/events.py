@@ -22,6 +22,7 @@ _PHRASES = {
     ChangeKind.CUSTOM_CODE: "custom code",
     ChangeKind.FILES: "files",
     ChangeKind.ESTIMATE: "memory estimate",
+    ChangeKind.STOP_TOKENS: "stop tokens",
 }
 
 

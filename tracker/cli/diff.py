@@ -29,7 +29,8 @@ def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -
     if as_json:
         before = json_fields(matrices.get(old)[0])["template_engines"]
         emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes],
-                   **json_fields(matrices.get(new)[0]), "template_engines_from": before})
+                   **json_fields(matrices.get(new)[0]), "template_engines_from": before,
+                   **output.behaviour_keys(changes)})
         return
     click.echo(f"{repo}: {a.sha[:12]} -> {b.sha[:12]}: {len(changes)} change(s)")
     for line in output.change_lines(changes, indent="  "):

@@ -71,7 +71,24 @@ def revision_dict(r: Revision, changes: Sequence[ChangeRecord] = ()) -> dict[str
         "baseline": r.is_baseline,
         "file_count": r.file_count,
         "changes": [change_dict(c) for c in changes],
+        **behaviour_keys(changes),
     }
+
+
+def behaviour_keys(changes: Iterable[ChangeRecord | Change]) -> dict[str, Any]:
+    """What the revision does, read off its changes (null when it did not change it): `tokenizer_behaviour` (the
+    corpus before and after), `stop_tokens` (the stop set before and after), `end_of_turn` (a template ending an
+    assistant turn with a token generation does not stop on)."""
+    out: dict[str, Any] = {"tokenizer_behaviour": None, "stop_tokens": None, "end_of_turn": None}
+    for change in map(change_dict, changes):
+        detail = change["detail"] if isinstance(change["detail"], dict) else {}
+        if change["kind"] == "tokenizer" and "tokenizer_behaviour" in detail:
+            out["tokenizer_behaviour"] = detail["tokenizer_behaviour"]
+        elif change["kind"] == "stop_tokens" and isinstance(detail.get("stop_tokens"), dict):
+            out["stop_tokens"] = detail["stop_tokens"]
+        elif change["kind"] == "stop_tokens" and "end_of_turn" in detail:
+            out["end_of_turn"] = detail["end_of_turn"]
+    return out
 
 
 def file_dict(f: RevisionFile, scan: FileScan | None = None) -> dict[str, Any]:

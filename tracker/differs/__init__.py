@@ -11,7 +11,7 @@ from collections.abc import Callable
 import structlog
 
 from tracker.changes import Change, ChangeKind, Severity
-from tracker.differs import chat_template, code, config, files, gguf, tokenizer, weights
+from tracker.differs import chat_template, code, config, files, gguf, stop_tokens, tokenizer, tokenizer_behaviour, weights
 from tracker.snapshot import Snapshot
 
 Differ = Callable[[Snapshot | None, Snapshot], list[Change]]
@@ -19,6 +19,8 @@ Differ = Callable[[Snapshot | None, Snapshot], list[Change]]
 DIFFERS: tuple[tuple[ChangeKind, Differ], ...] = (
     (ChangeKind.CONFIG, config.diff),
     (ChangeKind.TOKENIZER, tokenizer.diff),
+    (ChangeKind.TOKENIZER, tokenizer_behaviour.diff),  # the corpus tokenized before and after
+    (ChangeKind.STOP_TOKENS, stop_tokens.diff),
     (ChangeKind.CHAT_TEMPLATE, chat_template.diff),
     (ChangeKind.WEIGHTS, weights.diff),
     (ChangeKind.WEIGHTS, gguf.diff),  # also tokenizer and chat template changes read from GGUF headers

@@ -15,7 +15,7 @@ from tracker.pins.cache import BadEntry
 from tracker.pins.outdated import ADVISORIES, ModelReport
 
 MAX_BYTES = 60_000  # GitHub refuses pull-request bodies over 65,536 characters; room for Renovate's own text
-BEHAVIOUR_KINDS = ("chat_template", "tokenizer", "config", "custom_code", "weights")
+BEHAVIOUR_KINDS = ("chat_template", "tokenizer", "stop_tokens", "config", "custom_code", "weights")
 MEMORY_KIND = "estimate"
 MAX_LINES_PER_KIND = 10
 STATUS_WORDS = {
