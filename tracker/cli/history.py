@@ -6,8 +6,6 @@ import click
 
 from tracker.cli import output
 from tracker.cli.root import app_of, emit_json, fail, repo_arg
-from tracker.snapshot_io import load_snapshot
-from tracker.template_matrix import MatrixStore, json_fields
 
 
 @click.command()
@@ -45,6 +43,11 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
     files = app.store.history.revision_files(rev.id)  # type: ignore[arg-type]
     changes = app.store.history.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
     if as_json:
+        # The engine matrix may need rendering (a revision stored before it was kept): loaded only here, so
+        # `history` and `show` without --json stay free of the differs and the Hub client.
+        from tracker.snapshot_io import load_snapshot
+        from tracker.template_matrix import MatrixStore, json_fields
+
         scans = app.store.history.read_file_scans(f.lfs_sha256 or f.oid for f in files if f.kind == "weights")
         matrix = MatrixStore(app.store).get(load_snapshot(app.store, rev))[0]  # stored by key, else rendered now
         emit_json({**output.revision_dict(rev, changes),
