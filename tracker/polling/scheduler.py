@@ -244,7 +244,7 @@ class Scheduler:
         else:
             # A one-off job, not the watch's own moved forward: APScheduler skips a run of a job still
             # running (max_instances), which left a listing's move unpolled until the next interval.
-            if not self._scheduler.running:  # stopping: no new polls (a stopped scheduler keeps jobs it never runs)
+            if self.stopped.is_set():  # stopped: no new polls (a stopped scheduler keeps jobs it never runs)
                 self._pending.forget(job_id)
                 return False
             self._scheduler.add_job(self._run, args=[job_id, repo_id, branch, True, True], next_run_time=self._clock())
