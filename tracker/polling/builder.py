@@ -37,12 +37,7 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     """Everything `run` polls with. `on_revisions` is called after a scheduled poll stored revisions
     (the server renders their feed entries before anyone asks)."""
     jitter_s = app.settings.poll.jitter_s
-
-    def poll(repo_id: str, branch: str) -> None:
-        outcome = app.poller.poll_if_due(repo_id, branch)
-        if outcome is not None and outcome.revisions:
-            on_revisions()
-
+    poll = watch_poll(app, on_revisions)
     triggers: list[Any] = []  # the listing triggers polls through the scheduler, built next
     # a pass may find many moved repos: they share the scheduled polls' threads (urgent ones are Hub webhooks')
     listing = start_listing(app, lambda repo_id, branch: triggers[0](repo_id, branch, urgent=False))
@@ -58,6 +53,21 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
             osv.retry_pending_interval_s,
         )
     return Polling(scheduler)
+
+
+def watch_poll(app: App, on_revisions: Callable[[], object]) -> Callable[[str, str], bool]:
+    """The schedulers' poll of one watch: False when the database could not take it (polling paused, or the
+    poll's write failed), so that the watch stays due and a poll asked for is not used up; else True (polled,
+    or left alone while it backs off after errors, or no longer watched)."""
+
+    def poll(repo_id: str, branch: str) -> bool:
+        outcome = app.poller.poll_if_due(repo_id, branch)
+        if outcome is not None and outcome.revisions:
+            on_revisions()
+        stored = outcome is not None and outcome.storage_error is None
+        return stored or not app.poller.gate.failing
+
+    return poll
 
 
 def build_scheduler(app: App, poll: Callable[[str, str], None], jitter_s: int, **options: Any) -> Scheduler:

@@ -23,13 +23,16 @@ from tracker.polling.coalesce import PendingPolls
 
 log = structlog.get_logger(__name__)
 
-PollFn = Callable[[str, str], None]
+# A watch's poll: False when the database could not take it (the watch stays due, a request for it is kept);
+# anything else (True, None) when it was polled or needs no poll now.
+PollFn = Callable[[str, str], bool | None]
 # A watch as the scheduler needs it: repo_id, branch, interval_s, last_polled_at (a Watch row does too).
 Schedulable = Watch | ScheduledWatch
 
 POLL_THREADS = 10  # scheduled polls at once (APScheduler's default pool)
 TRIGGERED_THREADS = 4  # polls a Hub webhook asked for, at once
 FULL_SYNC_EVERY = 60  # every this many syncs the list is read whatever its version says (a safety net)
+PAUSED_RETRY_S = 5.0  # a poll asked for that the database could not take is tried again this much later
 
 
 class Scheduler:
@@ -146,16 +149,18 @@ class Scheduler:
             self._intervals[job_id] = interval_s
             self._due[job_id] = first
 
-    def _run(self, job_id: str, repo_id: str, branch: str, asked: bool = False, moves_job: bool = False) -> None:
+    def _run(self, job_id: str, repo_id: str, branch: str, asked: bool = False, moves_job: bool = False) -> bool | None:
         """One scheduled (or triggered) poll, after any poll of the same watch in flight: the next is due
         one interval from its start. A poll that starts covers every trigger before it: a triggered one
-        (`asked`) whose trigger another poll started since has covered does not run. `moves_job`: the
-        watch's own job is moved to one interval after this start (a listing's trigger stands for it)."""
+        (`asked`) whose trigger another poll started since has covered does not run (None). `moves_job`: the
+        watch's own job is moved to one interval after this start (a listing's trigger stands for it).
+        Returns what the poll returned: False when the database could not take it; then a poll that was
+        asked for keeps its request and is tried again PAUSED_RETRY_S later."""
         with self._polling_lock:
             polling = self._polling.setdefault(job_id, threading.Lock())
         with polling:
             if not self._pending.start(job_id) and asked:
-                return
+                return None
             started = self._clock()
             if moves_job:
                 self._move_job(job_id, started)
@@ -163,12 +168,26 @@ class Scheduler:
             marked = job_id in self._marked
             self._marked.discard(job_id)
             self._due[job_id] = started + timedelta(seconds=self._intervals.get(job_id, 0))
-            self._poll(repo_id, branch)
+            polled = self._poll(repo_id, branch)
+            if polled is False:
+                if marked:  # asked for: not used up by a poll that could not be stored
+                    self._marked.add(job_id)
+                    self._retry_later(job_id, repo_id, branch, started)
+                return False
             if marked and self._requests is not None:
                 try:
                     self._requests.clear_request(repo_id, branch, started)
                 except Exception as err:  # noqa: BLE001 - the request stays: polled once more after a restart
                     log.warning("poll_request_not_cleared", repo_id=repo_id, branch=branch, error=f"{type(err).__name__}: {err}")
+            return polled
+
+    def _retry_later(self, job_id: str, repo_id: str, branch: str, started: datetime) -> None:
+        """A poll asked for that the database could not take runs again PAUSED_RETRY_S after `started`
+        (coalesced with any other asked for meanwhile)."""
+        if self.stopped.is_set() or not self._pending.ask(job_id):
+            return
+        self._scheduler.add_job(self._run, args=[job_id, repo_id, branch, True],
+                                next_run_time=started + timedelta(seconds=PAUSED_RETRY_S))
 
     def _move_job(self, job_id: str, started: datetime) -> None:
         """The watch's job next runs one interval after `started` (it may have been removed meanwhile)."""

@@ -37,7 +37,16 @@ import structlog
 from storage.health import Outage, write_failure
 from storage.leases import LeasedWatch, LeaseStore
 from storage.watches import ScheduledWatch
-from tracker.polling.scheduler import POLL_THREADS, TRIGGERED_THREADS, PollFn, Schedulable, Scheduler, first_run_at, overdue_grace_s
+from tracker.polling.scheduler import (
+    PAUSED_RETRY_S,
+    POLL_THREADS,
+    TRIGGERED_THREADS,
+    PollFn,
+    Schedulable,
+    Scheduler,
+    first_run_at,
+    overdue_grace_s,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -176,15 +185,21 @@ class SharedScheduler(Scheduler):
             return None
 
     def _poll_leased(self, leased: LeasedWatch, counted: bool) -> None:
+        """Poll a leased watch and give it back due one interval on; or, when the database could not take
+        the poll, due again PAUSED_RETRY_S from now (a listing's or a webhook's request is not used up)."""
         job_id = f"{leased.repo_id}@{leased.branch}"
+        polled: bool | None = None
         try:
-            self._run(job_id, leased.repo_id, leased.branch)
+            polled = self._run(job_id, leased.repo_id, leased.branch)
         except Exception:
             log.exception("leased_poll_crashed", repo_id=leased.repo_id, branch=leased.branch)
         finally:
             self._forget(leased, counted)
             interval_s = self._intervals.get(job_id, leased.interval_s)
-            next_at = leased.claimed_at + timedelta(seconds=interval_s + random.uniform(0, self._jitter_s))
+            if polled is False:
+                next_at = self._clock() + timedelta(seconds=PAUSED_RETRY_S)
+            else:
+                next_at = leased.claimed_at + timedelta(seconds=interval_s + random.uniform(0, self._jitter_s))
             try:
                 if not self._leases.release(self.worker, leased, next_at):
                     self._lost(leased)
