@@ -70,7 +70,7 @@ def watch_poll(app: App, on_revisions: Callable[[], object]) -> Callable[[str, s
     return poll
 
 
-def build_scheduler(app: App, poll: Callable[[str, str], None], jitter_s: int, **options: Any) -> Scheduler:
+def build_scheduler(app: App, poll: Callable[[str, str], bool | None], jitter_s: int, **options: Any) -> Scheduler:
     """This process's scheduler: timing every watch itself (one worker: SQLite's default), or leasing due
     watches from the database beside other workers ([poll] coordination; shared is PostgreSQL's default)."""
     mode = app.settings.poll.coordination
@@ -81,7 +81,8 @@ def build_scheduler(app: App, poll: Callable[[str, str], None], jitter_s: int, *
     leases = app.store.leases
     if mode == "local":  # polls asked for (listing moves, Hub webhooks) are written down before they run
         return Scheduler(poller.scheduled_watches, poll, jitter_s=jitter_s, requests=leases, **common)
-    return SharedScheduler(poller.scheduled_watches, poll, jitter_s, leases, app.settings.poll.lease_s, clock=app.clock, **common)
+    return SharedScheduler(poller.scheduled_watches, poll, jitter_s, leases, app.settings.poll.lease_s, clock=app.clock,
+                           on_database_back=poller.gate.succeeded, **common)
 
 
 def start_listing(app: App, trigger: Callable[[str, str], object]) -> ListingJob:

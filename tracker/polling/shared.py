@@ -75,9 +75,13 @@ class SharedScheduler(Scheduler):
         lease_s: float,
         worker: str | None = None,
         claim_tick_s: float = CLAIM_TICK_S,
+        on_database_back: Callable[[], object] = lambda: None,
         **kwargs: Any,
     ) -> None:
         super().__init__(list_watches, poll, jitter_s, **kwargs)
+        # told when this worker finds the database taking writes again after an outage (the storage gate:
+        # polls it paused may go on now, not at its next probe)
+        self._on_database_back = on_database_back
         self.worker = worker or worker_id()
         self._leases = leases
         self._lease_s = lease_s
@@ -320,11 +324,12 @@ class SharedScheduler(Scheduler):
         return pause_s
 
     def _database_back(self) -> None:
-        """A database call went through: the outage, if there was one, is over (one `polling_database_back`
-        line), and the claim loop, paused meanwhile, claims at once."""
+        """A database call went through (a claim or a job's turn: writes): the outage, if there was one, is
+        over (one `polling_database_back` line, `on_database_back`), and the paused claim loop claims at once."""
         down_s = self._outage.ended()
         if down_s is not None:
             log.info("polling_database_back", worker=self.worker, down_s=round(down_s, 1))
+            self._on_database_back()
             self._wake.set()
 
     # -- state and stopping -----------------------------------------------------------------------

@@ -16,8 +16,13 @@ from storage.front import Storage
 from storage.leases import LeaseStore
 from storage.models import Watch
 from tests.support import postgres_server
+from tests.support.settings import settings_for
 from tests.support.waiting import wait_until
+from tracker.app import App
+from tracker.polling.builder import build_scheduler, watch_poll
 from tracker.polling.shared import DB_RETRY_MAX_S, SharedScheduler
+
+BROKEN = "hubwatch-tests/broken-model"  # a bundled replay history: its first commits are plain config changes
 
 
 @pytest.fixture
@@ -72,3 +77,45 @@ def test_a_worker_claims_again_within_seconds_of_the_database_coming_back(server
         worker.stop()
         engine.dispose()
     assert polled[1] - back < 4.0, f"polled {polled[1] - back:.1f} s after the restart"
+
+
+def test_a_worker_reopens_polling_when_it_finds_the_database_back(server, replay) -> None:
+    """The daemon's wiring (build_scheduler, watch_poll): polling paused by an outage (the storage gate told, as
+    the dispatcher tells it) reopens when the worker's own claims go through again, so a repo that moved during the
+    outage is stored within a claim pause of the restart, not at the gate's next probe a minute later."""
+    engine = create_db_engine(server.url)
+    migrate(engine)
+    engine.dispose()
+    replay.set_head(BROKEN, 1)
+    app = App(settings_for(replay.endpoint, server.url, poll={"coordination": "shared", "lease": "3s"}))  # type: ignore[arg-type]
+    app.store.watches.add_watch(BROKEN, "main", 3600)
+    worker = build_scheduler(app, watch_poll(app, lambda: None), 0)
+    assert isinstance(worker, SharedScheduler)
+    worker.start()
+    try:
+        assert wait_until(lambda: _revisions(server.url) == 1, timeout_s=30)  # the baseline
+        replay.set_head(BROKEN, 2)
+        server.stop()
+        app.poller.gate.failed("connection refused")  # what the dispatcher reports when it finds the database gone
+        assert wait_until(lambda: worker._retry_in_s >= DB_RETRY_MAX_S, timeout_s=60), "the claim pause never grew"
+        server.start()
+        back = time.monotonic()
+        assert wait_until(lambda: _make_due(server.url), timeout_s=10)  # the listing's request for the move
+        assert wait_until(lambda: _revisions(server.url) == 2, timeout_s=15), "the move was not stored after the restart"
+        stored_s = time.monotonic() - back
+    finally:
+        worker.stop()
+        app.store.engine.dispose()
+    assert stored_s < DB_RETRY_MAX_S + 3, f"stored {stored_s:.1f} s after the restart"  # one claim pause at most
+    assert not app.poller.gate.failing
+
+
+def _revisions(url: str) -> int:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT COUNT(*) FROM revision")).scalar_one())
+    except sa.exc.OperationalError:
+        return -1
+    finally:
+        engine.dispose()
