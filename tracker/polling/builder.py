@@ -37,6 +37,7 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     """Everything `run` polls with. `on_revisions` is called after a scheduled poll stored revisions
     (the server renders their feed entries before anyone asks)."""
     jitter_s = app.settings.poll.jitter_s
+
     poll = watch_poll(app, on_revisions)
     triggers: list[Any] = []  # the listing triggers polls through the scheduler, built next
     # a pass may find many moved repos: they share the scheduled polls' threads (urgent ones are Hub webhooks')
