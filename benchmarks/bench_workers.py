@@ -12,6 +12,10 @@ Prints, for one worker and for three (the baseline is one worker):
   received twice (a send the kill cut mid-way is sent again with the same webhook-id, as the outbox
   promises: at least once, never a second delivery id).
 
+--event-lock: the price of storage/event_log.py's advisory lock (events commit in seq order): the workers run
+once with it and once without it (benchmarks/event_lock_off/sitecustomize.py, loaded through PYTHONPATH with
+HUBWATCH_BENCH_EVENT_LOCK=off), and revisions a second are printed for both; nothing else is run.
+
 PostgreSQL: --postgres ADMIN_URL (or $HUBWATCH_BENCH_POSTGRES), else a throwaway server is started from
 /usr/lib/postgresql/15/bin (as .ci/run does). Each run gets a fresh database.
 Run: .venv/bin/python benchmarks/bench_workers.py [--repos 1000] [--moves 1] [--workers 3]
@@ -60,7 +64,11 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=1, help="commits each repo moves after its baseline")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--postgres", default=os.environ.get("HUBWATCH_BENCH_POSTGRES"))
+    parser.add_argument("--event-lock", action="store_true", help="only: the workers with and without the event lock")
     args = parser.parse_args()
+    if args.event_lock:
+        price_event_lock(args)
+        return
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the throwaway server and workers go too
     with tempfile.TemporaryDirectory() as tmp:
         histories = Path(tmp) / "histories"
@@ -83,6 +91,31 @@ def main() -> None:
         print(f"{name}: revisions {out.revisions}/{out.revisions_expected}, duplicated revisions {out.duplicate_revisions},"
               f" duplicated events {out.duplicate_events}, deliveries {out.deliveries_expected} (lost {lost},"
               f" webhook-ids received twice {out.deliveries_redundant})")
+
+
+def price_event_lock(args: argparse.Namespace) -> None:
+    """`args.workers` workers, the same moves, with the event-writes lock and without it: revisions a second."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    hook = str(Path(__file__).resolve().parent / "event_lock_off")
+    with tempfile.TemporaryDirectory() as tmp:
+        histories = Path(tmp) / "histories"
+        ids = write_moving_repos(histories, args.repos, 1 + args.moves)
+        print(f"{args.repos} repos, each moving {args.moves} commit(s) after its baseline; {args.workers} workers on "
+              f"PostgreSQL; machine: {os.cpu_count()} cores, shared with other work (figures are noisy)", flush=True)
+        rates = {}
+        with (throwaway_postgres() if not args.postgres else _given(args.postgres)) as admin:
+            for lock in ("on", "off", "on", "off"):  # twice each, interleaved: the machine's load drifts
+                os.environ["HUBWATCH_BENCH_EVENT_LOCK"] = lock
+                os.environ["PYTHONPATH"] = hook if lock == "off" else ""
+                print(f"event lock {lock}:", flush=True)
+                out = _run(admin, Path(tmp) / f"lock-{lock}-{len(rates.get(lock, []))}", histories, ids, args.workers,
+                           args.moves, kill=False)
+                lost = out.deliveries_expected - out.deliveries_received
+                print(f"    revisions {out.revisions}/{out.revisions_expected}, deliveries lost {lost}", flush=True)
+                rates.setdefault(lock, []).append(out.moved_revisions / out.moved_s)
+    on, off = (max(rates[k]) for k in ("on", "off"))
+    print(f"revisions a second while moving (best of {len(rates['on'])}): with the event lock {on:.2f}, without it"
+          f" {off:.2f} (with / without: {on / off:.2f}x)")
 
 
 @contextmanager

@@ -100,6 +100,16 @@ class ListingStore(EngineStore):
                 s.add(found)
                 s.commit()
 
+    def mark_authors_listed(self, authors: Iterable[str], at: datetime) -> None:
+        """Several authors listed at once (read from the listing of every model): one UPDATE."""
+        wanted = sorted(set(authors))
+        if not wanted:
+            return
+        table = AuthorWatch.__table__  # type: ignore[attr-defined]
+        with self.engine.begin() as conn:
+            for start in range(0, len(wanted), 500):
+                conn.execute(sa.update(table).where(table.c.author.in_(wanted[start : start + 500])).values(last_listed_at=at))
+
     # -- watches the listing looks at ------------------------------------------------------------
 
     def watches_of(self, repo_ids: Iterable[str]) -> list[Watch]:
@@ -140,10 +150,12 @@ class ListingStore(EngineStore):
             return list(s.exec(select(ListingState).order_by(ListingState.scope)))
 
     def record_listing_pass(
-        self, scope: str, high_water_at: datetime | None, high_water_ids: Iterable[str], error: str | None = None
+        self, scope: str, high_water_at: datetime | None, high_water_ids: Iterable[str], error: str | None = None,
+        pages: int | None = None,
     ) -> ListingState:
         """A pass over `scope` finished: its new mark (a mark never moves back), or, with `error`, the
-        reason it was cut (the mark then stays where it was)."""
+        reason it was cut (the mark then stays where it was); `pages`: the Hub pages it read (None: left as
+        it was, for a scope read from another scope's pass)."""
         now = self.clock()
         with self.session() as s:
             state = s.get(ListingState, scope) or ListingState(scope=scope, high_water_ids=[])
@@ -154,6 +166,8 @@ class ListingStore(EngineStore):
                 elif high_water_at == state.high_water_at:
                     state.high_water_ids = sorted(set(state.high_water_ids) | set(ids))
             state.passes += 1
+            if pages is not None:
+                state.pages = pages
             state.last_pass_at = now
             state.last_error = error
             s.add(state)

@@ -82,9 +82,11 @@ class OutboxStore(EngineStore):
         """`wake()` after each commit of this process that queued deliveries (see `on_deliveries_queued`)."""
         return on_deliveries_queued(self.engine, wake)
 
-    def listen(self, wake: Callable[[], None], stop: threading.Event, on_lost: Callable[[str], None]) -> None:
-        """Block until `stop`, calling `wake()` on every other writer's NOTIFY (PostgreSQL; else return)."""
-        listen_for_deliveries(self.engine, wake, stop, on_lost)
+    def listen(self, wake: Callable[[], None], stop: threading.Event, on_lost: Callable[[str], None],
+               on_back: Callable[[], None] = lambda: None) -> None:
+        """Block until `stop`, calling `wake()` on every other writer's NOTIFY (PostgreSQL; else return);
+        `on_lost` once when the listening connection is lost, `on_back` once it is open again."""
+        listen_for_deliveries(self.engine, wake, stop, on_lost, on_back=on_back)
 
     def due_deliveries(self, now: datetime, limit: int = 100) -> list[OutboxItem]:
         """Pending deliveries due at `now` whose subscription is enabled and not backing off, by event

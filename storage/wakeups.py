@@ -50,14 +50,17 @@ def signal_on_commit(session: Session) -> None:
 
 
 def listen_for_deliveries(engine: sa.Engine, wake: Callable[[], None], stop: threading.Event,
-                          on_lost: Callable[[str], None] = lambda error: None, reconnect_s: float = 5.0) -> None:
+                          on_lost: Callable[[str], None] = lambda error: None, reconnect_s: float = 5.0,
+                          on_back: Callable[[], None] = lambda: None) -> None:
     """Until `stop` is set: on PostgreSQL, LISTEN on its own connection (outside the pool) and call
     `wake()` for every NOTIFY of queued deliveries, from any process. Returns at once on other
     databases (they have no NOTIFY: the dispatcher's slow tick covers other processes' writes). A lost
-    connection (`on_lost(reason)`) is opened again after `reconnect_s`, with a `wake()`: a notification
-    may have been missed meanwhile."""
+    connection is opened again every `reconnect_s`, with a `wake()` once open (a notification may have
+    been missed meanwhile); `on_lost(reason)` is told once when it is lost, not again for each reopening
+    that fails while the database is down, and `on_back()` once it is open again."""
     if engine.dialect.name != "postgresql":
         return
+    lost = False
     while not stop.is_set():
         raw = None
         try:
@@ -65,12 +68,17 @@ def listen_for_deliveries(engine: sa.Engine, wake: Callable[[], None], stop: thr
             conn = raw.driver_connection
             conn.autocommit = True  # type: ignore[union-attr]
             conn.execute(f"LISTEN {NOTIFY_CHANNEL}")  # type: ignore[union-attr]
+            if lost:
+                lost = False
+                on_back()
             wake()
             while not stop.is_set():
                 for _ in conn.notifies(timeout=0.5, stop_after=1):  # type: ignore[union-attr]
                     wake()
         except Exception as err:  # noqa: BLE001 - a lost listener is reopened; deliveries still go on the tick
-            on_lost(f"{type(err).__name__}: {err}"[:300])
+            if not lost:
+                lost = True
+                on_lost(f"{type(err).__name__}: {err}"[:300])
             stop.wait(reconnect_s)
         finally:
             if raw is not None:

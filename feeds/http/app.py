@@ -1,7 +1,8 @@
 """The HTTP server: one ASGI app (feeds, JSON API, pages, Hub webhooks, health, metrics) and a uvicorn
 runner for a background thread. Everything outside `feeds` and `storage` comes in as arguments: the
 ingest trigger for Hub webhooks, the differ for "compare", the webhook subscriptions. Storage lookup
-errors become answers in one place (`LOOKUP_STATUS`, `lookup_failed`), for every route.
+errors become answers in one place (`LOOKUP_STATUS`, `lookup_failed`), for every route; a database the
+store cannot use (a table dropped by hand, a database gone) answers 503 in one place too (`storage_failed`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from feeds.http.body_limit import BodyLimitMiddleware
 from feeds.http.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
 from feeds.views import pages
 from feeds.views.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
-from storage.errors import AmbiguousRevision, NotStored, StoreLookupError, SubscriptionDisabled, WatchExists
+from storage.errors import (
+    AmbiguousRevision,
+    NotStored,
+    StorageError,
+    StoreLookupError,
+    SubscriptionDisabled,
+    WatchExists,
+)
 from storage.front import Storage
 from storage.models import Revision
 from storage.read_model import ReadModel
@@ -140,6 +148,7 @@ def create_app(
     )
     app.state.services = services
     app.add_exception_handler(StoreLookupError, lookup_failed)
+    app.add_exception_handler(StorageError, storage_failed)
     app.include_router(api.router)
     app.include_router(feed_router)
     app.include_router(hubhooks.router)
@@ -165,6 +174,15 @@ def lookup_failed(request: Request, err: Exception) -> Response:
     if pages.is_page(request):
         return pages.error_page(status, str(err))
     return JSONResponse({"detail": str(err)}, status_code=status)
+
+
+def storage_failed(request: Request, err: Exception) -> Response:
+    """The handler of `StorageError` (storage's sentence names what is wrong, e.g. the missing table):
+    503 with the error page on pages, else `{"detail": message}`; one log line, no traceback."""
+    log.error("http_storage_failed", path=request.url.path, error=str(err))
+    if pages.is_page(request):
+        return pages.error_page(503, str(err))
+    return JSONResponse({"detail": str(err)}, status_code=503)
 
 
 # -- feeds ---------------------------------------------------------------------------------------

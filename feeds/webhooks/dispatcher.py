@@ -214,7 +214,8 @@ class Dispatcher:
                  poll_interval_s=self.options.poll_interval_s)
         stop_wakeups = self.outbox.on_queued(self.wake)
         listener_stop = threading.Event()
-        listener = threading.Thread(target=self.outbox.listen, args=(self.wake, listener_stop, self._listener_lost),
+        listener = threading.Thread(target=self.outbox.listen,
+                                    args=(self.wake, listener_stop, self._listener_lost, self._listener_back),
                                     name="webhook-listener", daemon=True)
         listener.start()
         try:
@@ -266,6 +267,9 @@ class Dispatcher:
 
     def _listener_lost(self, error: str) -> None:
         log.warning("webhook_listener_lost", error=error, worker_id=self.worker_id)
+
+    def _listener_back(self) -> None:
+        log.info("webhook_listener_back", worker_id=self.worker_id)
 
     def _retry_due(self, at: datetime) -> None:
         """A retry (or an endpoint's hold) this worker set: the idle loop wakes for it."""

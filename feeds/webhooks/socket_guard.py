@@ -12,8 +12,10 @@ is resolved by the guard and the socket connected to the checked address. A refu
 
 The patch is installed once, process-wide, when this module is imported; it does nothing outside a
 guarded context (one ContextVar read). The guard follows the context: Apprise runs a service on its
-worker threads with a copy of the caller's context, so it holds there too; a thread started without
-the context (threading.Thread) is not guarded.
+worker threads with a copy of the caller's context, so it holds there too; and a `threading.Thread`
+started inside a guarded context (paho-mqtt's network loop, started by Apprise's MQTT service in
+`notify()`) runs in a copy of the context it was started in, so it carries the guard for as long as it
+lives, after the guarded call has returned too. Threads started anywhere else are untouched.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ _original_getaddrinfo = socket.getaddrinfo
 _original_connect = socket.socket.connect
 _original_connect_ex = socket.socket.connect_ex
 _original_sendto = socket.socket.sendto
+_original_start = threading.Thread.start
 _INET = (socket.AF_INET, socket.AF_INET6)
 
 
@@ -153,7 +156,17 @@ def _sendto(self: socket.socket, data: Any, *args: Any) -> int:
     return _original_sendto(self, data, *args)
 
 
+def _start(self: threading.Thread) -> None:
+    """Thread.start; inside a guarded context the thread runs in a copy of it (Python 3.11 threads start
+    in an empty context), so what a guarded call starts is guarded too."""
+    if _ACTIVE.get() is not None:
+        run, context = self.run, contextvars.copy_context()
+        self.run = lambda: context.run(run)  # type: ignore[method-assign]
+    _original_start(self)
+
+
 socket.getaddrinfo = _getaddrinfo
 socket.socket.connect = _connect  # type: ignore[method-assign]
 socket.socket.connect_ex = _connect_ex  # type: ignore[method-assign]
 socket.socket.sendto = _sendto  # type: ignore[method-assign]
+threading.Thread.start = _start  # type: ignore[method-assign]

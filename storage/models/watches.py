@@ -66,3 +66,6 @@ class ListingState(Table, table=True):
     passes: int = 0
     last_pass_at: datetime | None = _utc(nullable=True)
     last_error: str | None = None
+    # Hub pages (of 1,000 models) its last pass read: what choosing between per-author passes and the pass
+    # over every model weighs (tracker/polling/pass_choice.py). 0: not known yet.
+    pages: int = Field(default=0, sa_column_kwargs={"server_default": "0"})

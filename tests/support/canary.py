@@ -12,11 +12,13 @@ PUBLIC = "93.184.215.14"  # a public address (example.com's at one time): passes
 
 
 class Canary:
-    """Counts the connections accepted on 127.0.0.1:`port` (each is closed at once)."""
+    """Counts the connections accepted on 127.0.0.1:`port` (each is closed at once); a free port unless given
+    (443, where TLS services connect, needs root)."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", port))
         self._sock.listen(64)
         self._sock.settimeout(0.2)
         self.port: int = self._sock.getsockname()[1]
@@ -61,7 +63,8 @@ class Canary:
             mine = probe.getsockname()[:2]
         with self._counted:
             assert self._counted.wait_for(lambda: mine in self._peers, 5.0), "the canary stopped accepting"
-            return self._count - 1
+            self._count -= 1  # the probe is no connection anyone else made: later counts leave it out too
+            return self._count
 
     def close(self) -> None:
         self._stop.set()
@@ -70,8 +73,8 @@ class Canary:
 
 
 @contextmanager
-def canary() -> Iterator[Canary]:
-    listener = Canary()
+def canary(port: int = 0) -> Iterator[Canary]:
+    listener = Canary(port)
     try:
         yield listener
     finally:

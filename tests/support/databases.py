@@ -41,7 +41,7 @@ def postgres_database(admin_url: str, template: str | None = None, prefix: str =
     import sqlalchemy as sa
 
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)  # the server may restart
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
     try:

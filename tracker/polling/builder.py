@@ -39,11 +39,7 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     jitter_s = app.settings.poll.jitter_s
     app.advisories.rejudge_pickles()  # rules that changed since the last start: stored verdicts judged again
 
-    def poll(repo_id: str, branch: str) -> None:
-        outcome = app.poller.poll_if_due(repo_id, branch)
-        if outcome is not None and outcome.revisions:
-            on_revisions()
-
+    poll = watch_poll(app, on_revisions)
     triggers: list[Any] = []  # the listing triggers polls through the scheduler, built next
     # a pass may find many moved repos: they share the scheduled polls' threads (urgent ones are Hub webhooks')
     listing = start_listing(app, lambda repo_id, branch: triggers[0](repo_id, branch, urgent=False))
@@ -61,7 +57,22 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     return Polling(scheduler)
 
 
-def build_scheduler(app: App, poll: Callable[[str, str], None], jitter_s: int, **options: Any) -> Scheduler:
+def watch_poll(app: App, on_revisions: Callable[[], object]) -> Callable[[str, str], bool]:
+    """The schedulers' poll of one watch: False when the database could not take it (polling paused, or the
+    poll's write failed), so that the watch stays due and a poll asked for is not used up; else True (polled,
+    or left alone while it backs off after errors, or no longer watched)."""
+
+    def poll(repo_id: str, branch: str) -> bool:
+        outcome = app.poller.poll_if_due(repo_id, branch)
+        if outcome is not None and outcome.revisions:
+            on_revisions()
+        stored = outcome is not None and outcome.storage_error is None
+        return stored or not app.poller.gate.failing
+
+    return poll
+
+
+def build_scheduler(app: App, poll: Callable[[str, str], bool | None], jitter_s: int, **options: Any) -> Scheduler:
     """This process's scheduler: timing every watch itself (one worker: SQLite's default), or leasing due
     watches from the database beside other workers ([poll] coordination; shared is PostgreSQL's default)."""
     mode = app.settings.poll.coordination
@@ -72,7 +83,8 @@ def build_scheduler(app: App, poll: Callable[[str, str], None], jitter_s: int, *
     leases = app.store.leases
     if mode == "local":  # polls asked for (listing moves, Hub webhooks) are written down before they run
         return Scheduler(poller.scheduled_watches, poll, jitter_s=jitter_s, requests=leases, **common)
-    return SharedScheduler(poller.scheduled_watches, poll, jitter_s, leases, app.settings.poll.lease_s, clock=app.clock, **common)
+    return SharedScheduler(poller.scheduled_watches, poll, jitter_s, leases, app.settings.poll.lease_s, clock=app.clock,
+                           on_database_back=poller.gate.succeeded, **common)
 
 
 def start_listing(app: App, trigger: Callable[[str, str], object]) -> ListingJob:

@@ -16,20 +16,21 @@ not stored, so a repo polled twice (listing, reconcile, Hub webhook) is never in
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from storage.listing_state import ALL_MODELS, AUTHOR_SOURCE, ListingStore, author_scope
-from storage.models import Watch
+from storage.models import AuthorWatch, ListingState, Watch
 from storage.sessions import Clock, utc_now
 from tracker.config import Settings
 from tracker.errors import HubError
 from tracker.hub import HubClient, ListedModel
 from tracker.polling.budget import WINDOW_S
+from tracker.polling.pass_choice import AuthorCost, HubCost, choose_passes, pages_of, quiet_cadence_s
 
 if TYPE_CHECKING:
     from tracker.polling.budget import RequestBudget
@@ -41,6 +42,7 @@ MAX_ENTRIES = 100_000  # a pass that has not met its mark after this many models
 RECONCILE_DEFAULT_S = 86_400  # [poll] reconcile_interval = "auto": a day...
 RECONCILE_REQUESTS_PER_MIN = 1  # ...or longer, so that reconciling costs at most this
 DEFAULT_BRANCH = "main"  # the listing's sha is the default branch's; other branches are polled when listed
+FRESH_AFTER_ROUNDS = 3  # a pass over every model idle this many (stretched) intervals starts afresh, one page deep
 
 
 @dataclass
@@ -55,6 +57,8 @@ class ScopePass:
     discovered: list[str] = field(default_factory=list)
     complete: bool = False
     error: str | None = None
+    via: str | None = None  # an author read from the pass over every model ("*"), not listed on its own
+    pages: int = 0  # Hub pages read (entries / 1,000, rounded up; at least one for a request made)
 
 
 @dataclass(frozen=True)
@@ -98,32 +102,89 @@ class ListingPass:
         self._clock = clock
         self._max_entries = max_entries
 
-    def run(self, include_all: bool = True, on_moved: Callable[[list[tuple[str, str]]], object] | None = None) -> list[ScopePass]:
-        """A pass per followed author, then (with `include_all`) one over every model for the other
-        watches (skipped when there are none). One summary log line. `on_moved` gets each scope's moved
-        watches before its mark moves past them: a pass cut there (a killed worker) leaves the mark where it
-        was, and the next pass lists them again."""
-        authors = [a.author for a in self._listings.list_author_watches()]
-        followed = set(authors)
-        passes = [self._scan(author_scope(author), author, followed, on_moved) for author in authors]
-        if include_all and self._listings.watch_count(except_authors=followed):
-            passes.append(self._scan(ALL_MODELS, None, followed, on_moved))
+    def run(
+        self,
+        include_all: bool = True,
+        on_moved: Callable[[list[tuple[str, str]]], object] | None = None,
+        due: Collection[str] | None = None,
+        fresh_after_s: float | None = None,
+    ) -> list[ScopePass]:
+        """One round: the pass over every model, when it lists the other watches (`include_all`) or costs less
+        than the followed authors' own passes (`choose_passes`), with the authors it covers read from it; then
+        an own pass for each author it does not cover (or for those `due`, None: all, when per-author passes
+        are cheaper). One summary log line. `on_moved` gets each pass's moved watches before its mark moves
+        past them: a pass cut there (a killed worker) leaves the mark where it was, and the next pass lists
+        them again. `fresh_after_s`: a pass over every model idle longer starts afresh (only when it lists
+        followed authors alone: their own passes cover the gap)."""
+        authors = self._listings.list_author_watches()
+        followed = {a.author for a in authors}
+        others = include_all and self._listings.watch_count(except_authors=followed) > 0
+        choice = choose_passes(*self.costs(authors, due, fresh_after_s, others), hub_needed=others)
+        passes: list[ScopePass] = []
+        covered: set[str] = set()
+        if choice.hub:
+            hub_pass, author_passes = self._scan_every_model(followed, set(choice.via_hub), others, choice.fresh, on_moved)
+            passes += [hub_pass, *author_passes]
+            covered = {p.scope.removeprefix("author:") for p in author_passes}
+        own = [*choice.own, *(a for a in choice.via_hub if a not in covered)]
+        passes += [self._scan(author_scope(author), author, followed, on_moved) for author in own]
         log.info(
             "listing_pass_finished",
             scopes=len(passes),
+            requests=sum(p.pages for p in passes),
             listed=sum(p.listed for p in passes),
             moved=sum(len(p.moved) for p in passes),
             discovered=sum(len(p.discovered) for p in passes),
             cut=[p.scope for p in passes if not p.complete],
+            every_model=choice.hub,
+            authors_via_every_model=len(covered),
+            authors_own=len(own),
+            choice=choice.reason,
         )
         return passes
+
+    def costs(
+        self, authors: Sequence[AuthorWatch], due: Collection[str] | None, fresh_after_s: float | None, others: bool
+    ) -> tuple[list[AuthorCost], HubCost]:
+        """What each pass cost last time, from the listing state: the followed authors' and the pass over every
+        model's (resumable from its mark unless idle past `fresh_after_s` while it lists authors alone)."""
+        states = {state.scope: state for state in self._listings.listing_states()}
+        hub = states.get(ALL_MODELS)
+        marked = hub is not None and hub.high_water_at is not None
+        idle = (
+            not others and fresh_after_s is not None and hub is not None and hub.last_pass_at is not None
+            and (self._clock() - hub.last_pass_at).total_seconds() > fresh_after_s
+        )
+        hub_cost = HubCost(hub.pages if hub else 0, hub.last_pass_at if hub else None, resumable=marked and not idle)
+        author_costs = [
+            AuthorCost(a.author, _pages(states.get(author_scope(a.author))), a.last_listed_at, due is None or a.author in due)
+            for a in authors
+        ]
+        return author_costs, hub_cost
 
     def _scan(self, scope: str, author: str | None, followed: set[str],
               on_moved: Callable[[list[tuple[str, str]]], object] | None = None) -> ScopePass:
         """One scope's pass. The watches looked at are those of the repos it listed (of that author, or,
         for every model, of the authors not followed)."""
+        started = self._clock()
         state = self._listings.listing_state(scope)
         mark = state.high_water_at if state else None
+        result, seen = self._read(scope, author, mark)
+        watches = [w for w in self._listings.watches_of(seen) if author is not None or w.repo_id.split("/")[0] not in followed]
+        self._moved(result, seen, watches)
+        if author is not None and (result.complete or seen):
+            result.discovered = self._listings.add_discovered_watches(author, seen)
+            result.moved += [(repo_id, DEFAULT_BRANCH) for repo_id in result.discovered]
+        if on_moved is not None and result.moved:
+            on_moved(result.moved)
+        self._record(result, seen, mark)
+        if result.complete and author is not None:
+            self._listings.mark_author_listed(author, started)  # covered up to the pass's first page
+        return result
+
+    def _read(self, scope: str, author: str | None, mark: datetime | None) -> tuple[ScopePass, dict[str, ListedModel]]:
+        """Read `author`'s listing (None: every model's) newest first back to `mark`: what was seen, and
+        whether the pass is complete (or why it was cut)."""
         result = ScopePass(scope)
         seen: dict[str, ListedModel] = {}
         # With no mark, the listing of every model is read one Hub page deep (it holds millions): what
@@ -154,24 +215,60 @@ class ListingPass:
         except HubError as err:
             result.error = str(err)
         result.listed = len(seen)
-        watches = [w for w in self._listings.watches_of(seen) if author is not None or w.repo_id.split("/")[0] not in followed]
-        self._moved(result, seen, watches)
-        if author is not None and (result.complete or seen):
-            result.discovered = self._listings.add_discovered_watches(author, seen)
-            result.moved += [(repo_id, DEFAULT_BRANCH) for repo_id in result.discovered]
-        if on_moved is not None and result.moved:
-            on_moved(result.moved)
-        newest, ids = _newest(seen.values())
-        if result.complete:
-            self._listings.record_listing_pass(scope, newest or mark, ids if newest else [])
-            if author is not None:
-                self._listings.mark_author_listed(author, self._clock())
-        else:
-            self._listings.record_listing_pass(scope, None, [], error=result.error)
-            log.warning("listing_pass_cut", scope=scope, error=result.error, listed=result.listed)
+        result.pages = max(1, math.ceil((len(seen) + result.repeated) / PAGE))
+        return result, seen
+
+    def _record(self, result: ScopePass, seen: dict[str, ListedModel], mark: datetime | None) -> ListingState:
+        """The pass's new mark and pages (complete), or the reason it was cut (the mark stays)."""
         if result.repeated:
-            log.warning("listing_repeated_entries", scope=scope, repeated=result.repeated)
-        return result
+            log.warning("listing_repeated_entries", scope=result.scope, repeated=result.repeated)
+        if result.complete:
+            newest, ids = _newest(seen.values())
+            return self._listings.record_listing_pass(result.scope, newest or mark, ids if newest else [], pages=result.pages)
+        log.warning("listing_pass_cut", scope=result.scope, error=result.error, listed=result.listed)
+        return self._listings.record_listing_pass(result.scope, None, [], error=result.error, pages=result.pages)
+
+    def _scan_every_model(
+        self, followed: set[str], via_hub: set[str], others: bool, fresh: bool,
+        on_moved: Callable[[list[tuple[str, str]]], object] | None,
+    ) -> tuple[ScopePass, list[ScopePass]]:
+        """The pass over every model: the moves of the watches of authors not followed (with `others`), and,
+        when it completes, a ScopePass per author in `via_hub` read from it (its moves, its new models, its
+        mark moved, and it counts as listed as of this pass). `fresh`: from no mark, one page deep."""
+        state = self._listings.listing_state(ALL_MODELS)
+        mark = None if fresh or state is None else state.high_water_at
+        result, seen = self._read(ALL_MODELS, None, mark)
+
+        def owner(repo_id: str) -> str:
+            return repo_id.split("/")[0]
+
+        wanted = [r for r in seen if owner(r) in via_hub or (others and owner(r) not in followed)] if result.complete else []
+        if others and not result.complete:
+            wanted = [r for r in seen if owner(r) not in followed]
+        found = ScopePass("")
+        self._moved(found, seen, self._listings.watches_of(wanted))
+        result.moved = [m for m in found.moved if owner(m[0]) not in followed]
+        authors: dict[str, ScopePass] = {}
+        if result.complete:
+            for author in sorted(via_hub):
+                mine = {r: item for r, item in seen.items() if owner(r) == author}
+                scope = ScopePass(author_scope(author), listed=len(mine), complete=True, via=ALL_MODELS)
+                scope.moved = [m for m in found.moved if owner(m[0]) == author]
+                scope.discovered = self._listings.add_discovered_watches(author, mine) if mine else []
+                scope.moved += [(repo_id, DEFAULT_BRANCH) for repo_id in scope.discovered]
+                authors[author] = scope
+        moved = [m for p in [result, *authors.values()] for m in p.moved]
+        if on_moved is not None and moved:
+            on_moved(moved)
+        recorded = self._record(result, seen, mark)
+        if result.complete:
+            for author, scope in authors.items():
+                newest, ids = _newest(item for r, item in seen.items() if owner(r) == author)
+                if newest is not None:
+                    self._listings.record_listing_pass(scope.scope, newest, ids)
+            # covered up to this pass: the next one reads back to its mark (see pass_choice.py)
+            self._listings.mark_authors_listed(list(authors), recorded.last_pass_at or self._clock())
+        return result, list(authors.values())
 
     @staticmethod
     def _moved(result: ScopePass, seen: dict[str, ListedModel], watches: Iterable[Watch]) -> None:
@@ -210,6 +307,9 @@ class ListingJob:
         self.reconcile_s = poll.reconcile_interval_s
         self._listings, self._trigger, self._budget = listings, trigger, budget
         self._pass = ListingPass(listings, hub, clock)
+        self._clock = clock
+        self.stretch = 1.0  # the request budget's stretch of every interval, the listing's included (`plan`)
+        self._last_round_at: datetime | None = None
 
     def covers(self, watch_count: int) -> bool:
         """Whether the listing of every model stands in for per-repo polling of `watch_count` watches."""
@@ -221,9 +321,16 @@ class ListingJob:
         move again). A failing database or Hub is logged, never raised: the next pass tries again."""
         try:
             include_all = self.covers(self._listings.watch_count())
-            if not include_all and not self._listings.list_author_watches():
+            authors = self._listings.list_author_watches()
+            if not include_all and not authors:
                 return []
-            passes = self._pass.run(include_all, on_moved=self._poll_moved)
+            now = self._clock()
+            if not self.round_due(now):
+                return []
+            self._last_round_at = now
+            fresh_after_s = FRESH_AFTER_ROUNDS * self.interval_s * self.stretch
+            passes = self._pass.run(include_all, on_moved=self._poll_moved, due=self.authors_due(authors, now),
+                                    fresh_after_s=fresh_after_s)
         except Exception as err:  # noqa: BLE001 - the daemon's periodic job: one line, then the next pass
             log.error("listing_pass_failed", error=f"{type(err).__name__}: {err}")
             return []
@@ -236,6 +343,47 @@ class ListingJob:
         polled = {move for scope in passes for move in scope.moved}
         self._poll_moved([move for move in wanted if move not in polled])
         return passes
+
+    def round_due(self, now: datetime) -> bool:
+        """Whether a listing round is due: every listing interval, stretched like every other interval when the
+        request budget cannot hold the plan (the job is called every listing interval and skips the rounds in
+        between; half an interval of slack absorbs the scheduler's jitter)."""
+        if self._last_round_at is None or self.stretch <= 1.0:
+            return True  # unstretched, the scheduler's own timing is the listing interval
+        return now - self._last_round_at >= timedelta(seconds=self.interval_s * (self.stretch - 0.5))
+
+    def authors_due(self, authors: Sequence[AuthorWatch], now: datetime) -> set[str]:
+        """The followed authors whose own pass is due (when per-author passes are chosen): a quiet author's
+        less often (`quiet_cadence_s`, from its newest model's lastModified), stretched with the budget."""
+        states = {state.scope: state for state in self._listings.listing_states()}
+        due = set()
+        for author in authors:
+            state = states.get(author_scope(author.author))
+            cadence_s = quiet_cadence_s(self.interval_s, state.high_water_at if state else None, now) * self.stretch
+            if author.last_listed_at is None or now - author.last_listed_at >= timedelta(seconds=cadence_s - self.interval_s / 2):
+                due.add(author.author)
+        return due
+
+    def listing_requests_per_window(self, include_all: bool) -> float:
+        """The Hub requests a window of listing rounds is expected to cost, from what each pass cost last time:
+        the pass over every model and the own passes of the authors it does not cover, or a round of per-author
+        passes at each author's cadence, whichever `choose_passes` would pick."""
+        authors = self._listings.list_author_watches()
+        if not include_all and not authors:
+            return 0.0
+        others = include_all and self._listings.watch_count(except_authors={a.author for a in authors}) > 0
+        author_costs, hub = self._pass.costs(authors, None, None, others)
+        choice = choose_passes(author_costs, hub, hub_needed=others)
+        rounds = WINDOW_S / self.interval_s
+        if choice.hub:
+            return rounds * pages_of(hub.pages)  # the authors not covered yet are listed once, then covered
+        states = {state.scope: state for state in self._listings.listing_states()}
+        now = self._clock()
+        return sum(
+            pages_of(cost.pages) * WINDOW_S
+            / quiet_cadence_s(self.interval_s, getattr(states.get(author_scope(cost.author)), "high_water_at", None), now)
+            for cost in author_costs
+        )
 
     def _poll_moved(self, moved: list[tuple[str, str]]) -> None:
         """Hand moved watches to the scheduler (with several workers: made due in the database, so they are
@@ -254,7 +402,8 @@ class ListingJob:
     def plan(self, watches: Sequence[Any]) -> dict[str, int]:
         """Each watch's interval ("repo@branch" -> seconds): the reconcile interval when a listing covers
         it (every model's, or its followed author's; never shorter than its own), then every interval
-        stretched alike when the total, listing passes included, needs more than the budget holds."""
+        stretched alike when the total, listing passes included (what they cost last time), needs more than
+        the budget holds; the listing rounds are stretched by the same factor."""
         listing = self.covers(len(watches))
         try:
             followed = {a.author for a in self._listings.list_author_watches()}
@@ -267,10 +416,19 @@ class ListingJob:
             f"{w.repo_id}@{w.branch}": max(w.interval_s, reconcile_s) if listed else w.interval_s
             for w, listed in zip(watches, covered, strict=True)
         }
-        passes = len(followed) + (1 if listing else 0)
-        needed = sum(WINDOW_S / s for s in own.values()) + passes * WINDOW_S / self.interval_s
+        try:
+            listing_requests = self.listing_requests_per_window(listing)
+        except Exception as err:  # noqa: BLE001 - as above: a pass a round for each scope, as a guess
+            log.error("listing_plan_failed", error=f"{type(err).__name__}: {err}")
+            listing_requests = (len(followed) + (1 if listing else 0)) * WINDOW_S / self.interval_s
+        needed = sum(WINDOW_S / s for s in own.values()) + listing_requests
         factor = self._budget.stretch_factor(needed) if self._budget is not None else 1.0
+        self.stretch = factor  # the listing rounds stretch alike (`round_due`)
         return {job_id: math.ceil(s * factor) for job_id, s in own.items()}
+
+
+def _pages(state: ListingState | None) -> int:
+    return state.pages if state is not None else 0
 
 
 def _newest(models: Iterable[ListedModel]) -> tuple[datetime | None, list[str]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
@@ -22,13 +23,16 @@ from tracker.polling.coalesce import PendingPolls
 
 log = structlog.get_logger(__name__)
 
-PollFn = Callable[[str, str], None]
+# A watch's poll: False when the database could not take it (the watch stays due, a request for it is kept);
+# anything else (True, None) when it was polled or needs no poll now.
+PollFn = Callable[[str, str], bool | None]
 # A watch as the scheduler needs it: repo_id, branch, interval_s, last_polled_at (a Watch row does too).
 Schedulable = Watch | ScheduledWatch
 
 POLL_THREADS = 10  # scheduled polls at once (APScheduler's default pool)
 TRIGGERED_THREADS = 4  # polls a Hub webhook asked for, at once
 FULL_SYNC_EVERY = 60  # every this many syncs the list is read whatever its version says (a safety net)
+PAUSED_RETRY_S = 5.0  # a poll asked for that the database could not take is tried again this much later
 
 
 class Scheduler:
@@ -145,26 +149,52 @@ class Scheduler:
             self._intervals[job_id] = interval_s
             self._due[job_id] = first
 
-    def _run(self, job_id: str, repo_id: str, branch: str, asked: bool = False) -> None:
+    def _run(self, job_id: str, repo_id: str, branch: str, asked: bool = False, moves_job: bool = False) -> bool | None:
         """One scheduled (or triggered) poll, after any poll of the same watch in flight: the next is due
         one interval from its start. A poll that starts covers every trigger before it: a triggered one
-        (`asked`) whose trigger another poll started since has covered does not run."""
+        (`asked`) whose trigger another poll started since has covered does not run (None). `moves_job`: the
+        watch's own job is moved to one interval after this start (a listing's trigger stands for it).
+        Returns what the poll returned: False when the database could not take it; then a poll that was
+        asked for keeps its request and is tried again PAUSED_RETRY_S later."""
         with self._polling_lock:
             polling = self._polling.setdefault(job_id, threading.Lock())
         with polling:
             if not self._pending.start(job_id) and asked:
-                return
+                return None
             started = self._clock()
+            if moves_job:
+                self._move_job(job_id, started)
             # the requests written before this start are this poll's to clear (a trigger during it marks again)
             marked = job_id in self._marked
             self._marked.discard(job_id)
             self._due[job_id] = started + timedelta(seconds=self._intervals.get(job_id, 0))
-            self._poll(repo_id, branch)
+            polled = self._poll(repo_id, branch)
+            if polled is False:
+                if marked:  # asked for: not used up by a poll that could not be stored
+                    self._marked.add(job_id)
+                    self._retry_later(job_id, repo_id, branch, started)
+                return False
             if marked and self._requests is not None:
                 try:
                     self._requests.clear_request(repo_id, branch, started)
                 except Exception as err:  # noqa: BLE001 - the request stays: polled once more after a restart
                     log.warning("poll_request_not_cleared", repo_id=repo_id, branch=branch, error=f"{type(err).__name__}: {err}")
+            return polled
+
+    def _retry_later(self, job_id: str, repo_id: str, branch: str, started: datetime) -> None:
+        """A poll asked for that the database could not take runs again PAUSED_RETRY_S after `started`
+        (coalesced with any other asked for meanwhile)."""
+        if self.stopped.is_set() or not self._pending.ask(job_id):
+            return
+        self._scheduler.add_job(self._run, args=[job_id, repo_id, branch, True],
+                                next_run_time=started + timedelta(seconds=PAUSED_RETRY_S))
+
+    def _move_job(self, job_id: str, started: datetime) -> None:
+        """The watch's job next runs one interval after `started` (it may have been removed meanwhile)."""
+        try:
+            self._scheduler.modify_job(job_id, next_run_time=started + timedelta(seconds=self._intervals.get(job_id, 0)))
+        except JobLookupError:
+            pass
 
     def _refresh(self) -> None:
         """The periodic job: pick up watch changes, and say so when polls fall behind."""
@@ -207,15 +237,16 @@ class Scheduler:
         last sync (through the API) is picked up first (a version check; the list is read only if it
         moved). `urgent` polls run on their own threads, never queued behind scheduled ones (a Hub
         webhook); others share the scheduled polls' threads (a listing pass that found many moved repos).
-        Urgent triggers are coalesced: one for a watch whose poll is already waiting to start is dropped
-        (True all the same), so a burst costs the poll in flight and one more at most.
+        Triggers are coalesced: one for a watch whose poll is already waiting to start is dropped (True
+        all the same), so a burst costs the poll in flight and one more at most; one that comes while the
+        watch is being polled (by its own job too) runs once that poll ends.
         False when no such watch exists."""
         job_id = f"{repo_id}@{branch}"
         if self._scheduler.get_job(job_id) is None:
             self.sync()
         if self._scheduler.get_job(job_id) is None:
             return False
-        if urgent and not self._pending.ask(job_id):
+        if not self._pending.ask(job_id):
             return True  # the poll waiting reads the head after this trigger: it sees the commit too
         if self._requests is not None:
             try:
@@ -230,7 +261,12 @@ class Scheduler:
                 self._pending.forget(job_id)
                 return False
         else:
-            self._scheduler.modify_job(job_id, next_run_time=self._clock())
+            # A one-off job, not the watch's own moved forward: APScheduler skips a run of a job still
+            # running (max_instances), which left a listing's move unpolled until the next interval.
+            if self.stopped.is_set():  # stopped: no new polls (a stopped scheduler keeps jobs it never runs)
+                self._pending.forget(job_id)
+                return False
+            self._scheduler.add_job(self._run, args=[job_id, repo_id, branch, True, True], next_run_time=self._clock())
         return True
 
     def _run_triggered(self, job_id: str, repo_id: str, branch: str) -> None:

@@ -37,13 +37,24 @@ import structlog
 from storage.health import Outage, write_failure
 from storage.leases import LeasedWatch, LeaseStore
 from storage.watches import ScheduledWatch
-from tracker.polling.scheduler import POLL_THREADS, TRIGGERED_THREADS, PollFn, Schedulable, Scheduler, first_run_at, overdue_grace_s
+from tracker.polling.scheduler import (
+    PAUSED_RETRY_S,
+    POLL_THREADS,
+    TRIGGERED_THREADS,
+    PollFn,
+    Schedulable,
+    Scheduler,
+    first_run_at,
+    overdue_grace_s,
+)
 
 log = structlog.get_logger(__name__)
 
 CLAIM_TICK_S = 1.0  # how often a worker with free threads looks for due watches (and at once when woken)
 DB_RETRY_S = 1.0  # after a failed claim, the first wait before the next (doubling to DB_RETRY_MAX_S)
-DB_RETRY_MAX_S = 30.0
+# A claim against a database that is down costs a refused connection, and the outage is logged once whatever
+# the pause: the cap bounds how late a worker notices the database is back (30 s made a 20 s outage 24 s late).
+DB_RETRY_MAX_S = 5.0
 
 
 def worker_id() -> str:
@@ -64,9 +75,13 @@ class SharedScheduler(Scheduler):
         lease_s: float,
         worker: str | None = None,
         claim_tick_s: float = CLAIM_TICK_S,
+        on_database_back: Callable[[], object] = lambda: None,
         **kwargs: Any,
     ) -> None:
         super().__init__(list_watches, poll, jitter_s, **kwargs)
+        # told when this worker finds the database taking writes again after an outage (the storage gate:
+        # polls it paused may go on now, not at its next probe)
+        self._on_database_back = on_database_back
         self.worker = worker or worker_id()
         self._leases = leases
         self._lease_s = lease_s
@@ -135,11 +150,12 @@ class SharedScheduler(Scheduler):
         return len(polls or [])
 
     def _claim_loop(self) -> None:
-        """Claim due watches while threads are free; wait a tick (or a wake-up) in between."""
+        """Claim due watches while threads are free; wait a tick (or a wake-up) in between. After a failed
+        claim the pause grows, and ends early when another of this worker's database calls goes through."""
         while not self._halt.is_set():
             self._wake.clear()  # before claiming: a wake-up during the claim is kept for the wait below
             if self._claim_round() is None:
-                self._halt.wait(self._retry_in_s)
+                self._wake.wait(self._retry_in_s)
                 continue
             # fewer than free: nothing else is due; as many: the next finished poll wakes this loop
             self._wake.wait(self._claim_tick_s)
@@ -173,15 +189,21 @@ class SharedScheduler(Scheduler):
             return None
 
     def _poll_leased(self, leased: LeasedWatch, counted: bool) -> None:
+        """Poll a leased watch and give it back due one interval on; or, when the database could not take
+        the poll, due again PAUSED_RETRY_S from now (a listing's or a webhook's request is not used up)."""
         job_id = f"{leased.repo_id}@{leased.branch}"
+        polled: bool | None = None
         try:
-            self._run(job_id, leased.repo_id, leased.branch)
+            polled = self._run(job_id, leased.repo_id, leased.branch)
         except Exception:
             log.exception("leased_poll_crashed", repo_id=leased.repo_id, branch=leased.branch)
         finally:
             self._forget(leased, counted)
             interval_s = self._intervals.get(job_id, leased.interval_s)
-            next_at = leased.claimed_at + timedelta(seconds=interval_s + random.uniform(0, self._jitter_s))
+            if polled is False:
+                next_at = self._clock() + timedelta(seconds=PAUSED_RETRY_S)
+            else:
+                next_at = leased.claimed_at + timedelta(seconds=interval_s + random.uniform(0, self._jitter_s))
             try:
                 if not self._leases.release(self.worker, leased, next_at):
                     self._lost(leased)
@@ -269,10 +291,12 @@ class SharedScheduler(Scheduler):
     def _run_once(self, name: str, fn: Callable[[], object], interval_s: int) -> None:
         now = self._clock()
         try:
-            if not self._leases.start_job(name, self.worker, now, interval_s, self._lease_s):
-                return
+            turn = self._leases.start_job(name, self.worker, now, interval_s, self._lease_s)
         except Exception as err:  # noqa: BLE001 - a failing database: the next tick tries again
             self._database_failed("job_lease_failed", err, job=name)
+            return
+        self._database_back()  # the database answered (its turn or not): a claim loop paused by an outage goes on
+        if not turn:
             return
         with self._held_lock:
             self._jobs_held.add(name)
@@ -300,10 +324,13 @@ class SharedScheduler(Scheduler):
         return pause_s
 
     def _database_back(self) -> None:
-        """A claim went through: the outage, if there was one, is over (one `polling_database_back` line)."""
+        """A database call went through (a claim or a job's turn: writes): the outage, if there was one, is
+        over (one `polling_database_back` line, `on_database_back`), and the paused claim loop claims at once."""
         down_s = self._outage.ended()
         if down_s is not None:
             log.info("polling_database_back", worker=self.worker, down_s=round(down_s, 1))
+            self._on_database_back()
+            self._wake.set()
 
     # -- state and stopping -----------------------------------------------------------------------
 

@@ -71,6 +71,12 @@ class StorageGate:
         else:
             log.info("storage_probe_failed", error=error, next_probe_at=next_probe_at.isoformat())
 
+    @property
+    def failing(self) -> bool:
+        """Whether the database is failing now (polling paused until a probe or a poll's write succeeds)."""
+        with self._lock:
+            return self._failing_since is not None
+
     def succeeded(self) -> None:
         """A poll wrote what it found: the database takes writes, the failure streak ends."""
         with self._lock:

@@ -83,16 +83,20 @@ def test_a_rebinding_name_is_refused_when_it_turns_to_loopback(listener: Canary)
 
 
 def test_the_guard_holds_only_in_its_own_context(listener: Canary) -> None:
-    """Other threads keep connecting as before while one thread is guarded, and the guard ends with its block."""
+    """Other threads (started outside the guard) keep connecting as before while one thread is guarded, and
+    the guard ends with its block."""
     reached: list[bool] = []
+    go = threading.Event()
 
     def elsewhere() -> None:
+        go.wait(5)
         socket.create_connection(("127.0.0.1", listener.port), timeout=5).close()
         reached.append(True)
 
+    other = threading.Thread(target=elsewhere)
+    other.start()
     with guarded():
-        other = threading.Thread(target=elsewhere)
-        other.start()
+        go.set()
         other.join(5)
         with pytest.raises(RefusedAddress):
             socket.create_connection(("127.0.0.1", listener.port), timeout=5)
@@ -105,3 +109,64 @@ def test_public_addresses_pass_the_guard() -> None:
     with guarded(everything_is(PUBLIC)) as guard:
         infos = socket.getaddrinfo("hooks.example.com", 443, type=socket.SOCK_STREAM)
     assert {info[4][:2] for info in infos} == {(PUBLIC, 443)} and guard.refused == []
+
+
+def test_a_thread_started_inside_the_guard_carries_it(listener: Canary) -> None:
+    """A thread started while guarded (as paho-mqtt starts its network loop) is guarded too, also after the
+    guarded block has ended; the refusal is recorded on the guard, and the canary counts nothing."""
+    failures: list[BaseException] = []
+    go = threading.Event()
+
+    def network_loop() -> None:
+        go.wait(5)
+        try:
+            socket.create_connection(("localhost", listener.port), timeout=5).close()
+        except OSError as err:
+            failures.append(err)
+
+    with guarded() as guard:
+        loop = threading.Thread(target=network_loop, name="paho-like-loop")
+        loop.start()
+    go.set()  # it connects after the guarded call returned
+    loop.join(10)
+    assert len(failures) == 1 and isinstance(failures[0], RefusedAddress), failures
+    assert guard.refused and "loopback" in guard.refused[0]
+    assert listener.settled() == 0
+
+
+def test_a_thread_apprise_notify_starts_is_refused_loopback(listener: Canary) -> None:
+    """Through Apprise itself: a service whose notify() starts a thread of its own that connects to the loopback
+    canary (what Apprise's MQTT service does with paho-mqtt's loop) is refused there, and nothing connects."""
+    import apprise
+    from apprise.decorators import notify
+
+    failures: list[BaseException] = []
+    threads: list[threading.Thread] = []
+
+    def connect_from_a_thread() -> None:
+        try:
+            socket.create_connection(("127.0.0.1", listener.port), timeout=5).close()
+        except OSError as err:
+            failures.append(err)
+
+    @notify(on="hwthreadtest", name="a service with a network thread")
+    def send(body: str, title: str, notify_type: str, *args: object, **kwargs: object) -> bool:
+        thread = threading.Thread(target=connect_from_a_thread, name="service-loop")
+        thread.start()
+        threads.append(thread)
+        return True
+
+    try:
+        with guarded() as guard:
+            notifier = apprise.Apprise()
+            assert notifier.add("hwthreadtest://")
+            assert notifier.notify(body="body", title="title")
+        [thread] = threads
+        thread.join(10)
+    finally:
+        apprise.NotificationManager().remove("hwthreadtest")
+    assert len(failures) == 1 and isinstance(failures[0], RefusedAddress), failures
+    assert guard.refused == [
+        "127.0.0.1 is a loopback address: refused at connect (the operator can allow it with [delivery] allow_private_targets)"
+    ]
+    assert listener.settled() == 0

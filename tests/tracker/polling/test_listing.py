@@ -406,3 +406,81 @@ def test_a_pass_whose_moves_cannot_be_handed_on_keeps_its_mark(baselined: App, h
     assert job() == []  # the pass failed: logged, nothing recorded
     job()
     assert handed == [(repo_id, "main")]
+
+
+def follow_all(app: App) -> None:
+    """org0/*, org1/* and org2/* followed, each with its listing now (marks set), every watch baselined."""
+    assert not any(o.failed for o in app.poller.poll())
+    for org in ("org0", "org1", "org2"):
+        follow_author(listings(app), org, 900, list(app.hub.list_models_by_modification(org)))
+
+
+def test_followed_authors_cost_one_listing_a_round(app: App, hub: ReplayServer) -> None:
+    """Three followed orgs and nothing else listed: after a first round that lists each once, a round is one
+    page of every model (not a page per org), and a move of a followed org is still found in it."""
+    follow_all(app)
+    first = make_pass(app).run(include_all=False)
+    assert {p.scope for p in first} == {ALL_MODELS, *(author_scope(o) for o in ("org0", "org1", "org2"))}
+    hub.reset_requests()
+    rounds = [make_pass(app).run(include_all=False) for _ in range(3)]
+    assert listing_requests(hub) == 3  # one a round; per-author passes cost three
+    assert all(p.via == ALL_MODELS for p in rounds[-1] if p.scope != ALL_MODELS)
+    hub.advance(REPOS[4])  # org1
+    hub.reset_requests()
+    passes = make_pass(app).run(include_all=False)
+    assert listing_requests(hub) == 1
+    assert [m for p in passes for m in p.moved] == [(REPOS[4], "main")]
+    state = listings(app).listing_state(author_scope("org1"))
+    assert state is not None and state.high_water_at == hub.last_modified(REPOS[4])  # its own mark moved too
+
+
+def test_a_move_is_ingested_within_two_intervals_at_one_request_a_round(hub: ReplayServer, database_url: str) -> None:
+    """On a fake clock, with the daemon's listing job of followed orgs polling what it finds: each round costs
+    one request, and a repo that moves mid-interval is ingested by the end of the next round."""
+    from tests.support.clock import FakeClock
+
+    clock = FakeClock()
+    app = App(settings_for(hub.endpoint, database_url), clock=clock)  # type: ignore[arg-type]
+    follow_all(app)
+    settings = settings_for(hub.endpoint, database_url, poll={"listing": "off", "listing_interval": "1m"})
+    job = ListingJob(settings, listings(app), app.hub, lambda r, b: app.poller.poll([r]), clock=clock)
+    job.plan(app.store.watches.list_watches())
+    job()  # the first round lists each org once more
+    for _ in range(2):
+        clock.advance(60)
+        hub.reset_requests()
+        job()
+        assert listing_requests(hub) == 1
+    moved_at = clock.advance(30)
+    hub.advance(REPOS[7])
+    rounds = 0
+    while app.store.watches.get_watch(REPOS[7]).last_sha != hub.head_sha(REPOS[7]) and rounds < 2:
+        clock.advance(60 if rounds else 30)
+        job()
+        rounds += 1
+    assert app.store.watches.get_watch(REPOS[7]).last_sha == hub.head_sha(REPOS[7])
+    assert (clock.now - moved_at).total_seconds() <= 120
+    app.store.engine.dispose()
+
+
+def test_listing_rounds_stretch_with_the_budget(app: App, hub: ReplayServer) -> None:
+    """A budget the plan does not fit stretches the listing rounds like every interval: the job, called every
+    listing interval, lists only every stretched interval (here 5 rounds a window against 1.8 planned: x2.8)."""
+    from tests.support.clock import FakeClock
+
+    clock = FakeClock()
+    settings = settings_for(hub.endpoint, app.settings.database_url,
+                            poll={"listing": "on", "listing_interval": "1m", "reconcile_interval": "1d"})
+    assert not any(o.failed for o in app.poller.poll())
+    budget = RequestBudget(2, 0)
+    job = ListingJob(settings, ListingStore(app.store.engine, clock=clock), app.hub, lambda r, b: None, budget, clock)
+    plan = job.plan(app.store.watches.list_watches())
+    assert job.stretch == pytest.approx((5 + 12 * 300 / 86400) / 1.8)
+    assert set(plan.values()) == {math.ceil(86400 * job.stretch)}
+    hub.reset_requests()
+    ran = []
+    for _ in range(7):
+        job()
+        ran.append(listing_requests(hub))
+        clock.advance(60)
+    assert [n - ran[0] for n in ran] == [0, 0, 0, 1, 1, 1, 2]  # rounds at 0, 3 and 6 minutes (the next: one page)

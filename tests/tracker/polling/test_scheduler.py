@@ -260,3 +260,37 @@ def test_a_trigger_that_is_not_urgent_moves_the_watch_job_forward() -> None:
     finally:
         scheduler.stop()
     assert scheduler.trigger("org/a", "main") is False  # stopped: no new polls
+
+
+def test_a_listing_trigger_during_the_watch_jobs_own_poll_runs_once_after_it() -> None:
+    """A listing's triggers (`urgent=False`) that come while the watch's own scheduled poll is in flight give
+    exactly one more poll, once that poll ends (APScheduler used to skip it until the next interval)."""
+    started = threading.Semaphore(0)
+    release = threading.Event()
+    active: list[int] = []
+    peak: list[int] = []
+    lock = threading.Lock()
+
+    def poll(repo_id: str, branch: str) -> None:
+        with lock:
+            active.append(1)
+            peak.append(len(active))
+        started.release()
+        release.wait(10)
+        with lock:
+            active.pop()
+
+    scheduler = Scheduler(lambda: [_watch("org/a")], poll, jitter_s=0)  # never polled: its job runs at start
+    scheduler.start()
+    try:
+        assert started.acquire(timeout=10)  # the watch's own poll is in flight
+        assert scheduler.trigger("org/a", "main", urgent=False) is True
+        assert scheduler.trigger("org/a", "main", urgent=False) is True  # coalesced with the one queued
+        assert not started.acquire(timeout=0.5)  # it waits for the poll in flight
+        release.set()
+        assert started.acquire(timeout=10), "the listing's trigger was skipped until the next interval"
+        assert not started.acquire(timeout=1)  # and only one more
+    finally:
+        release.set()
+        scheduler.stop()
+    assert len(peak) == 2 and max(peak) == 1

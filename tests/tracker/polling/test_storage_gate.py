@@ -205,3 +205,26 @@ def test_two_hubwatch_polls_at_once_store_each_commit_once(replay, tmp_path: Pat
     app = App(settings_for(replay.endpoint, database_url))  # type: ignore[arg-type]
     assert [r.sha for r in app.store.history.list_revisions(BROKEN)] == [replay.head_sha(BROKEN)]
     app.store.engine.dispose()
+
+
+def test_the_schedulers_poll_says_when_the_database_could_not_take_it(sqlite_app: App, replay, clock: FakeClock) -> None:
+    """The daemon's poll of a watch (tracker/polling/builder.py `watch_poll`) answers False while the disk is full
+    (the poll that hit it, and the polls the closed gate skips), so the schedulers keep the watch due; True once
+    a probe finds writes working and the poll stores the commit."""
+    from tracker.polling.builder import watch_poll
+
+    app = sqlite_app
+    replay.set_head(BROKEN, 1)
+    app.store.watches.add_watch(BROKEN, "main", 60)
+    stored: list[int] = []
+    poll = watch_poll(app, lambda: stored.append(1))
+    assert poll(BROKEN, "main") is True and stored == [1]  # the baseline
+    replay.set_head(BROKEN, 2)
+    disk = DiskFull(app.store.engine)
+    disk.on = True
+    assert poll(BROKEN, "main") is False  # the write failed
+    clock.advance(30)
+    assert poll(BROKEN, "main") is False  # skipped: polling paused
+    disk.on = False
+    clock.advance(120)
+    assert poll(BROKEN, "main") is True and stored == [1, 1]

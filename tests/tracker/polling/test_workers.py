@@ -5,6 +5,7 @@ among all, Hub webhooks polled at once. On SQLite and (the CI's second pass) Pos
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -474,3 +475,61 @@ def test_one_process_keeps_a_poll_asked_for_across_a_kill(engines: list[sa.Engin
     finally:
         after.stop()
     assert polled == ["org/m1"]
+
+
+def test_a_leased_poll_the_database_could_not_take_stays_due(engines: list[sa.Engine]) -> None:
+    """A listing's request for a watch whose poll the database could not take (the poll says False: polling
+    paused) is not used up: the watch is due again seconds later and polled then, not an interval later
+    (issue 21: after a PostgreSQL outage the workers' first claims hit the closed gate and the moves waited a day)."""
+    from tracker.polling.scheduler import PAUSED_RETRY_S
+
+    store = _watches(engines[0], 1, interval_s=3600)
+    with engines[0].begin() as conn:
+        conn.execute(sa.update(Watch.__table__).values(last_polled_at=datetime.now(UTC),  # type: ignore[attr-defined]
+                                                      next_poll_at=datetime.now(UTC) + timedelta(hours=1)))
+    answers = [False]  # the first poll finds polling paused; the next ones go through
+    polled: list[float] = []
+
+    def poll(repo_id: str, branch: str) -> bool:
+        polled.append(time.monotonic())
+        return answers.pop(0) if answers else True
+
+    worker = SharedScheduler(store.watches.watch_schedule, poll, 0, LeaseStore(engines[0]), 3, worker="w",
+                             claim_tick_s=0.1, version=store.watches.watch_list_version)
+    worker.start()
+    try:
+        assert worker.trigger("org/m0", "main", urgent=False)  # the listing saw it move
+        assert wait_until(lambda: len(polled) == 1)
+        assert wait_until(lambda: len(polled) == 2, timeout_s=PAUSED_RETRY_S + 10), "the request was used up"
+    finally:
+        worker.stop()
+    assert PAUSED_RETRY_S - 1 <= polled[1] - polled[0] <= PAUSED_RETRY_S + 5
+    due = store.watches.get_watch("org/m0").next_poll_at  # type: ignore[union-attr]
+    assert due is not None and due > datetime.now(UTC) + timedelta(minutes=50)  # polled: the next is an interval on
+
+
+def test_one_process_keeps_a_request_the_database_could_not_take(engines: list[sa.Engine]) -> None:
+    """coordination = local: a listing's request whose poll the database could not take keeps its request row and
+    is polled again seconds later (then cleared), rather than at the watch's next interval."""
+    from tracker.polling.scheduler import PAUSED_RETRY_S, Scheduler
+
+    store = _watches(engines[0], 1, interval_s=3600)
+    with engines[0].begin() as conn:
+        conn.execute(sa.update(Watch.__table__).values(last_polled_at=datetime.now(UTC)))  # type: ignore[attr-defined]
+    answers = [False]
+    polled: list[float] = []
+
+    def poll(repo_id: str, branch: str) -> bool:
+        polled.append(time.monotonic())
+        return answers.pop(0) if answers else True
+
+    scheduler = Scheduler(store.watches.watch_schedule, poll, 0, requests=LeaseStore(engines[0]))
+    scheduler.start()
+    try:
+        assert scheduler.trigger("org/m0", "main", urgent=False)
+        assert wait_until(lambda: len(polled) == 1)
+        assert store.watches.get_watch("org/m0").next_poll_at is not None  # type: ignore[union-attr]
+        assert wait_until(lambda: len(polled) == 2, timeout_s=PAUSED_RETRY_S + 10), "the request was used up"
+        assert wait_until(lambda: store.watches.get_watch("org/m0").next_poll_at is None)  # type: ignore[union-attr]
+    finally:
+        scheduler.stop()

@@ -20,9 +20,9 @@ from tracker.standins.replay.history import synthetic_history
 SYNTHETIC_START = datetime(2024, 1, 1, tzinfo=UTC)  # repo i was last modified i minutes after this
 
 
-def synthetic_ids(n: int) -> list[str]:
-    """The repo ids `--synthetic N` serves."""
-    return [f"synth-{i % 100}/model-{i}" for i in range(n)]
+def synthetic_ids(n: int, orgs: int = 100) -> list[str]:
+    """The repo ids `--synthetic N` serves (`--synthetic-orgs`: spread over that many orgs)."""
+    return [f"synth-{i % orgs}/model-{i}" for i in range(n)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,11 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", default=None, help="the only bearer token accepted (default: any)")
     parser.add_argument("--synthetic", type=int, default=0, metavar="N",
                         help="also serve N small in-memory repos, synth-ORG/model-I with 100 orgs (benchmarks)")
+    parser.add_argument("--synthetic-orgs", type=int, default=100, metavar="K", help="the synthetic repos' orgs (default 100)")
     args = parser.parse_args(argv)
 
     roots = ([] if args.no_bundled else [BUNDLED_ROOT]) + args.root
     server = ReplayServer(roots=roots, host=args.host, port=args.port, token=args.token)
-    for i, repo_id in enumerate(synthetic_ids(args.synthetic)):
+    for i, repo_id in enumerate(synthetic_ids(args.synthetic, args.synthetic_orgs)):
         server.add_repo(synthetic_history(repo_id, commits=2, start=SYNTHETIC_START + timedelta(minutes=i)))
         server.set_head(repo_id, 1)  # the second commit is there for `POST /_replay/advance/...`
     server.start()
