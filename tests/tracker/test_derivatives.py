@@ -94,3 +94,33 @@ def test_later_pass_costs_one_request_per_unmoved_derivative(app, served):
     listing = [r for r in family if r.path == "/api/models"]
     assert len(listing) == 2
     assert len(family) - len(listing) == 6 and all("/tree/" not in r.path and "/resolve/" not in r.path for r in family)
+
+
+def test_cli_watch_add_derivatives_then_tree(served, tmp_path, database_url):
+    """`watch add --derivatives` follows the family; `poll` checks it; `tree --json` shows each part's lineage."""
+    from tests.support.cli import cli_json, run_cli, write_config
+
+    config = write_config(tmp_path / "hubwatch.toml", served.endpoint, database_url)
+    added = run_cli("watch", "add", BASE, "--derivatives", "quantized", "--derivatives-limit", "2", config=config)
+    assert added.returncode == 0 and "following" in added.stdout, added.stderr
+    assert run_cli("poll", config=config).returncode == 0
+    tree = cli_json("tree", BASE, config=config)
+    assert [row["repo_id"] for row in tree["derivatives"]] == [GGUF, AWQ]  # the 2 most downloaded quantizations
+    assert tree["derivatives"][0]["parts"]["chat_template"]["status"] == "carries"
+    bad = run_cli("watch", "add", BASE, "--derivatives", "quantised", config=config)
+    assert bad.returncode == 2 and "'quantised' is not a relation" in bad.stderr
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (["quantized", "forks"], "'forks' is not a relation"),
+    (7, "must be a list of quantized, finetune, adapter, merge"),
+])
+def test_config_derivatives_are_checked(value, message):
+    """`[[watch]] derivatives` takes relations only; a bad one names the setting."""
+    from tracker.config import settings_from_mapping
+    from tracker.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        settings_from_mapping({"watch": [{"repo": BASE, "derivatives": value}]}, env={}, source="test")
+    good = settings_from_mapping({"watch": [{"repo": BASE, "derivatives": ["merge"], "derivatives_limit": 5}]}, env={}, source="t")
+    assert (good.watch[0].derivatives, good.watch[0].derivatives_limit) == (("merge",), 5)
