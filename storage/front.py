@@ -22,6 +22,7 @@ from storage.sessions import Clock, utc_now
 if TYPE_CHECKING:
     from storage.advisories import AdvisoryStore
     from storage.budget import BudgetStore
+    from storage.derivatives import DerivativeStore
     from storage.history import HistoryStore
     from storage.leases import LeaseStore
     from storage.listing_state import ListingStore
@@ -95,6 +96,13 @@ class Storage:
         from storage.subscription_store import SubscriptionStore
 
         return SubscriptionStore(self.engine, self.clock)
+
+    @cached_property
+    def derivatives(self) -> DerivativeStore:
+        """Followed families: the derivatives of a base and where each stands against it."""
+        from storage.derivatives import DerivativeStore
+
+        return DerivativeStore(self.engine, self.clock)
 
     @cached_property
     def outbox(self) -> OutboxStore:

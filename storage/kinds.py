@@ -22,7 +22,13 @@ REVISION_INGESTED = "revision.ingested"
 ESTIMATE_CHANGED = "estimate.changed"
 ADVISORY_PUBLISHED = "advisory.published"
 REPO_VISIBILITY_CHANGED = "repo.visibility_changed"
-EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED)
+DERIVATIVES_REACHED = "derivatives.reached"  # a base change, and how many of its derivatives carry it
+DERIVATIVE_CAUGHT_UP = "derivative.caught_up"  # a derivative re-uploaded with a base change it lacked
+EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED, DERIVATIVES_REACHED,
+               DERIVATIVE_CAUGHT_UP)
+
+# How a derivative relates to its base (a card's `base_model_relation`; the Hub's `base_model:<relation>:<id>` tags).
+DERIVATIVE_RELATIONS = ("quantized", "finetune", "adapter", "merge")
 
 # The plain words a `kind` filter takes: a change kind, or `advisory` for every `advisory.*` event.
 FILTER_WORDS = (*CHANGE_KINDS, "advisory")

@@ -38,6 +38,9 @@ class App:
         store.watches.sync_config_watches(
             (spec.repo, spec.branch, self.settings.interval_s(spec)) for spec in self.settings.watch
         )
+        follows = [(spec.repo, spec.derivatives, spec.derivatives_limit) for spec in self.settings.watch if spec.derivatives]
+        if follows:
+            store.derivatives.sync_config_follows(follows)
         try:
             store.subscriptions.sync_config_subscriptions(self.settings.webhooks)
         except InvalidSubscription as err:

@@ -73,6 +73,28 @@ class ListedModel:
 
 
 @dataclass(frozen=True)
+class ListedDerivative:
+    """One model the Hub lists under a base's family filter (`base_model:<relation>:<base>`)."""
+
+    repo_id: str
+    relation: str
+    sha: str | None
+    downloads: int
+
+
+@dataclass(frozen=True)
+class CardHead:
+    """A head check that also reads the card's family tree: `base_model` as written (a repo id, a list, or
+    anything a card may hold) and `base_model_relation`."""
+
+    sha: str
+    gated: str | bool | None
+    downloads: int
+    base_model: Any
+    relation: Any
+
+
+@dataclass(frozen=True)
 class CommitInfo:
     sha: str
     title: str
@@ -188,6 +210,28 @@ class HubClient:
         except _HUB_ERRORS as err:
             _translate(err, author or "the Hub", "list models")
 
+    def list_derivatives(self, base: str, relation: str, limit: int) -> list[ListedDerivative]:
+        """The models whose card names `base` with `relation`, most downloaded first, at most `limit` (one
+        listing request for up to 1,000: the Hub's page)."""
+        try:
+            models = self.api.list_models(filter=f"base_model:{relation}:{base}", sort="downloads", limit=limit,
+                                          expand=["sha", "downloads"], token=self._token)
+            return [ListedDerivative(info.id, relation, info.sha, int(info.downloads or 0)) for info in models]
+        except _HUB_ERRORS as err:
+            _translate(err, base, f"list {relation} derivatives")
+
+    def card_head(self, repo_id: str) -> CardHead:
+        """The default branch's head with the card's family tree: exactly one request."""
+        try:
+            info = self.api.model_info(repo_id, expand=["sha", "gated", "downloads", "cardData"], timeout=self.timeout_s)
+        except Exception as err:  # noqa: BLE001 - every library error is translated in one place
+            _translate(err, repo_id, "head and card")
+        if not info.sha:
+            raise HubUnavailable(f"{repo_id}: the Hub returned no commit")
+        card = info.card_data
+        return CardHead(info.sha, info.gated, int(info.downloads or 0), getattr(card, "base_model", None),
+                        getattr(card, "base_model_relation", None))
+
     def walk_commits(
         self, repo_id: str, head_sha: str, stop_at: set[str], limit: int | None = None, until: str | None = None
     ) -> CommitWalk:
@@ -255,13 +299,15 @@ class HubClient:
                 _translate(err, repo_id, f"download {path} at {sha[:12]}")
             return Path(local).read_bytes()
 
-    def open_range(self, repo_id: str, sha: str, path: str, size: int, budget: int = DEFAULT_BUDGET) -> HubRangeSource:
+    def open_range(self, repo_id: str, sha: str, path: str, size: int, budget: int = DEFAULT_BUDGET,
+                   first_block: int | None = None) -> HubRangeSource:
         """The file at the commit as a RangeSource: its bytes fetched on demand by HTTP Range (`resolve`),
-        read ahead in growing blocks, never more than `budget` bytes in all. Requests go through the
-        library's HTTP session (token, request budget hooks); Hub errors are ours (`_translate`)."""
+        read ahead in growing blocks (the first `first_block` bytes long, default 1 MiB), never more than
+        `budget` bytes in all. Requests go through the library's HTTP session (token, request budget
+        hooks); Hub errors are ours (`_translate`)."""
         url = hf_hub_url(repo_id, path, revision=sha, endpoint=self.endpoint)
         return HubRangeSource(url, size, budget, lambda: build_hf_headers(token=self._token),
-                              f"{repo_id}: {path} at {sha[:12]}", repo_id, self.timeout_s)
+                              f"{repo_id}: {path} at {sha[:12]}", repo_id, self.timeout_s, first_block or FIRST_BLOCK)
 
     def safetensors_manifest(self, repo_id: str, sha: str, path: str) -> WeightManifest:
         """A safetensors file's header, read by HTTP Range; a malformed header is a manifest error."""
@@ -290,11 +336,12 @@ class HubRangeSource:
     that ignores Range (200 with the whole body) is streamed from the start and cut once the bytes asked
     for, or the budget, are reached: the bytes before the offset count as read too."""
 
-    def __init__(self, url: str, size: int, budget: int, headers: Any, what: str, repo_id: str, timeout_s: float) -> None:
+    def __init__(self, url: str, size: int, budget: int, headers: Any, what: str, repo_id: str, timeout_s: float,
+                 first_block: int = 0) -> None:
         self.url, self._size, self.budget = url, size, budget
         self._headers, self._what, self._repo_id, self._timeout_s = headers, what, repo_id, timeout_s
         self._read = 0
-        self._block = FIRST_BLOCK
+        self._block = max(first_block, FIRST_BLOCK)
         self._segments: list[tuple[int, bytes]] = []  # (offset, bytes), sorted, not overlapping
         self.requests = 0
 

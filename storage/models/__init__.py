@@ -26,6 +26,7 @@ TABLES = {
         "EstimateRecord",
     ),
     "outbox": ("Delivery", "DeliveryAttempt"),
+    "derivatives": ("DerivativeFollow", "Derivative"),
     "advisories": (
         "RevisionFacts", "OsvRecord", "AdvisoryLink", "OwnAdvisory", "AdvisoryState", "AdvisoryRecheck", "AdvisoryPending",
     ),

@@ -63,6 +63,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "serve": ("daemon", "serve",
               "The HTTP server alone (feeds, pages, API, Hub webhooks) until Ctrl-C or SIGTERM; no polling."),
     "show": ("history", "show", "One stored revision of REPO with its files and changes."),
+    "tree": ("tree", "tree",
+             "A base's derivatives (relation, publisher, downloads) and, per behaviour part, whether each carries the "
+             "base's latest, is behind it (by how many changes) or diverged."),
     "watch": ("watch", "watch", "Add, list and remove watched repos."),
 }
 

@@ -37,6 +37,11 @@ def watch() -> None:
 @click.option("--backfill", default=0, show_default=True, type=click.IntRange(0, 10_000),
               help="On the first poll, also ingest this many commits before the head.")
 @click.option("--no-check", is_flag=True, help="Do not check with the Hub that the repo and branch exist.")
+@click.option("--derivatives", is_flag=False, flag_value="quantized,finetune", default=None, metavar="[RELATIONS]",
+              help="Also follow the repo's derivatives of these relations (comma-separated: quantized, finetune, "
+                   "adapter, merge; alone: quantized,finetune), checked on its poll schedule.")
+@click.option("--derivatives-limit", default=100, show_default=True, type=click.IntRange(1, 10_000),
+              help="Follow at most this many derivatives, the most downloaded first.")
 @click.pass_context
 def watch_add(
     ctx: click.Context,
@@ -46,6 +51,8 @@ def watch_add(
     interval: str | None,
     backfill: int,
     no_check: bool,
+    derivatives: str | None,
+    derivatives_limit: int,
 ) -> None:
     """Watch REPO (org/name); several at once, or ORG/* for every model of an org or user, new ones
     included. With several names each bad one is reported and the others are added; the exit code is
@@ -53,8 +60,11 @@ def watch_add(
     names = list(repos) + (_names_in(names_file) if names_file is not None else [])
     if not names:
         raise click.UsageError("Missing argument 'REPO...'.")
+    relations = _relations(derivatives)
+    if relations and (len(names) != 1 or names_file is not None or names[0].endswith("/*")):
+        raise click.UsageError("--derivatives follows the family of one repo: name exactly one REPO")
     if len(names) == 1 and names_file is None and not names[0].endswith("/*"):
-        _add_one(ctx, names[0], branch, interval, backfill, no_check)
+        _add_one(ctx, names[0], branch, interval, backfill, no_check, relations, derivatives_limit)
         return
     branch = branch_arg(branch)
     try:
@@ -78,8 +88,24 @@ def watch_add(
         ctx.exit(failed[0])
 
 
-def _add_one(ctx: click.Context, repo: str, branch: str, interval: str | None, backfill: int, no_check: bool) -> None:
-    """The single-repo form, as it always was: errors are raised (usage errors exit 2, others by kind)."""
+def _relations(value: str | None) -> tuple[str, ...]:
+    """--derivatives' relations, each one of DERIVATIVE_RELATIONS (a bad one is a usage error)."""
+    from storage.kinds import DERIVATIVE_RELATIONS
+
+    if value is None:
+        return ()
+    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    unknown = [n for n in names if n not in DERIVATIVE_RELATIONS]
+    if unknown or not names:
+        raise click.BadParameter(f"{', '.join(map(repr, unknown)) or 'nothing'} is not a relation (one of "
+                                 f"{', '.join(DERIVATIVE_RELATIONS)})", param_hint="--derivatives")
+    return names
+
+
+def _add_one(ctx: click.Context, repo: str, branch: str, interval: str | None, backfill: int, no_check: bool,
+             relations: tuple[str, ...] = (), derivatives_limit: int = 100) -> None:
+    """The single-repo form, as it always was: errors are raised (usage errors exit 2, others by kind).
+    With `relations`, the repo's family is followed too (also when the repo was watched already)."""
     repo, branch = repo_arg(repo), branch_arg(branch)
     app = app_of(ctx)
     try:
@@ -87,8 +113,15 @@ def _add_one(ctx: click.Context, repo: str, branch: str, interval: str | None, b
     except ConfigError as err:
         raise click.BadParameter(str(err), param_hint="--interval") from err
     head = None if no_check else app.hub.head(repo, branch)
-    app.store.watches.add_watch(repo, branch, interval_s, source="cli", backfill=backfill)
-    click.echo(_added_line(app, repo, branch, interval_s, head))
+    try:
+        app.store.watches.add_watch(repo, branch, interval_s, source="cli", backfill=backfill)
+        click.echo(_added_line(app, repo, branch, interval_s, head))
+    except WatchExists:
+        if not relations:
+            raise
+    if relations:
+        app.store.derivatives.follow(repo, relations, derivatives_limit)
+        click.echo(f"following {repo}'s derivatives ({', '.join(relations)}), the {derivatives_limit} most downloaded")
 
 
 def _added_line(app: App, repo: str, branch: str, interval_s: int, head: RepoHead | None) -> str:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_
 
 from storage.kinds import (
     BRANCH_RULES,
+    DERIVATIVE_RELATIONS,
     HTTP_WEBHOOK_FORMATS,
     SEVERITIES,
     SIGNED_WEBHOOK_FORMATS,
@@ -31,6 +32,18 @@ def validate_branch(branch: object) -> str:
     if not is_branch_name(branch):
         raise ConfigError(f"{branch!r} is not a branch name ({BRANCH_RULES})")
     return str(branch)
+
+
+def parse_relations(value: object, where: str) -> tuple[str, ...]:
+    """A list of derivative relations (or one comma-separated string), each one of DERIVATIVE_RELATIONS."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise problem(f"{where} must be a list of {', '.join(DERIVATIVE_RELATIONS)}, got {value!r}")
+    names = tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
+    unknown = [n for n in names if n not in DERIVATIVE_RELATIONS]
+    if unknown:
+        raise problem(f"{where}: {', '.join(map(repr, unknown))} is not a relation (one of {', '.join(DERIVATIVE_RELATIONS)})")
+    return names
 
 
 class Entry(BaseModel):
@@ -59,7 +72,21 @@ class WatchSpec(Entry):
     repo: str
     branch: str = "main"
     interval: str = ""  # empty: [poll] default_interval
+    derivatives: tuple[str, ...] = ()  # relations of the repo's derivatives to follow (empty: none)
+    derivatives_limit: int = 100  # the most downloaded this many are followed
     _interval_s: int | None = PrivateAttr(default=None)
+
+    @field_validator("derivatives", mode="before")
+    @classmethod
+    def _relations(cls, value: object) -> tuple[str, ...]:
+        return parse_relations(value, "[[watch]] derivatives")
+
+    @field_validator("derivatives_limit", mode="before")
+    @classmethod
+    def _limit(cls, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000:
+            raise problem(f"[[watch]] derivatives_limit must be a whole number from 1 to 10000, got {value!r}")
+        return value
 
     @field_validator("repo", mode="before")
     @classmethod

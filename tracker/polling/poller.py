@@ -135,7 +135,18 @@ class Poller:
             gate.failed(outcome.storage_error)
         elif not outcome.failed:
             gate.succeeded()
+            self._follow_derivatives(watch.repo_id)
         return outcome
+
+    def _follow_derivatives(self, repo_id: str) -> None:
+        """The base's followed derivatives, checked on its poll schedule (nothing when none are followed)."""
+        from tracker.derivatives import run_follow
+
+        ingestor = self._app.ingestor
+        try:
+            run_follow(self._app.store, ingestor.hub, repo_id, ingestor.max_file_bytes)
+        except Exception as err:  # noqa: BLE001 - a failed family pass never fails the base's own poll
+            _log().warning("derivatives_failed", repo_id=repo_id, error=f"{type(err).__name__}: {err}"[:300])
 
     @staticmethod
     def _reading(read: Callable[[], T]) -> T:

@@ -201,6 +201,7 @@ class RepoHistory:
         self.gated: str | bool = meta.get("gated", False) or False
         self.default_branch: str = meta.get("default_branch", "main")
         self.meta_card_data: dict[str, Any] | None = meta.get("card_data")
+        self.downloads = int(meta.get("downloads", 0) or 0)  # what `sort=downloads` orders by
         self.commits = commits
         self.trees = trees
         self.by_sha = {c.sha: c for c in commits}
@@ -267,6 +268,31 @@ class RepoHistory:
             if isinstance(data, dict):
                 return data
         return self.meta_card_data
+
+    def family_tags(self, sha: str) -> list[str]:
+        """The tags the Hub derives from the card's `base_model` (a repo id or a list of them) and
+        `base_model_relation`: `base_model:<id>` and `base_model:<relation>:<id>`. Without a relation the
+        Hub infers one: adapter (adapter_config.json), quantized (a .gguf file or a quantization_config),
+        merge (several bases), else finetune. A malformed `base_model` derives no tag."""
+        card = self.card_data(sha) or {}
+        value = card.get("base_model")
+        bases = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        bases = [b for b in bases if isinstance(b, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", b)]
+        if not bases:
+            return []
+        relation = card.get("base_model_relation")
+        if relation not in ("quantized", "finetune", "adapter", "merge"):
+            relation = self._inferred_relation(sha, len(bases))
+        return [tag for base in bases for tag in (f"base_model:{base}", f"base_model:{relation}:{base}")]
+
+    def _inferred_relation(self, sha: str, bases: int) -> str:
+        tree = self.trees[sha]
+        if "adapter_config.json" in tree:
+            return "adapter"
+        config = tree.get("config.json")
+        quantized = any(p.endswith(".gguf") for p in tree) or (
+            config is not None and config.blob.size < CHUNK_SIZE and b'"quantization_config"' in config.blob.read())
+        return "quantized" if quantized else "merge" if bases > 1 else "finetune"
 
     def last_commit(self, sha: str, path: str) -> ReplayCommit:
         """The newest commit reachable from `sha` that changed the file or anything under the folder `path`."""

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 COMMITS_PAGE = 50
 LIST_PAGE = 1000  # the Hub's page of /api/models (and its largest `limit`)
 LIST_FAULTS = ("repeat", "skip", "loop")
-LIST_SORTS = {"lastModified", "createdAt", "id"}
+LIST_SORTS = {"lastModified", "createdAt", "id", "downloads"}
 LIST_DEFAULT_KEYS = "id likes trendingScore private downloads tags pipeline_tag library_name createdAt".split()
 TREE_PAGE, TREE_PAGE_EXPANDED = 1000, 50
 EXPAND_KEYS = frozenset(
@@ -222,11 +222,14 @@ class Exchange:
         return json_response(200, data)
 
     def list_models(self) -> Response:
-        """GET /api/models: `author`, `sort` (lastModified, createdAt, id), `direction` (-1, the default
-        with a sort, or 1), `limit` (at most 1,000, the page), `expand` / `expand[]`, and the page cursor
-        of the `Link: <...>; rel="next"` header (an opaque `cursor`: the sort key of the last entry)."""
+        """GET /api/models: `author`, `filter` (every value given must be one of the model's tags, the
+        family tags `base_model:<relation>:<id>` of its card included), `sort` (lastModified, createdAt,
+        downloads, id), `direction` (-1, the default with a sort, or 1), `limit` (at most 1,000, the page),
+        `expand` / `expand[]`, and the page cursor of the `Link: <...>; rel="next"` header (an opaque
+        `cursor`: the sort key of the last entry)."""
         query = self.query
         author = query.get("author", [""])[-1] or None
+        wanted = set(query.get("filter", []))
         sort = query.get("sort", ["id"])[-1] or "id"
         if sort not in LIST_SORTS:
             raise HubError(400, f"Invalid sort: {sort!r} (the replay knows {', '.join(sorted(LIST_SORTS))})")
@@ -240,10 +243,15 @@ class Exchange:
 
         def key(entry: tuple[RepoHistory, ReplayCommit, datetime, str]) -> tuple[str, str]:
             repo, commit, modified, _ = entry
+            if sort == "downloads":
+                return (f"{repo.downloads:020d}", repo.repo_id)
             at = modified if sort == "lastModified" else repo.commits[0].date
             return ("" if sort == "id" else _iso(at), repo.repo_id)
 
-        entries = sorted(self.replay._listing(self.auth == "anonymous", author), key=key, reverse=direction == "-1")
+        entries = self.replay._listing(self.auth == "anonymous", author)
+        if wanted:
+            entries = [e for e in entries if wanted <= set(_tags(e[0], e[1]))]
+        entries = sorted(entries, key=key, reverse=direction == "-1")
         keys = [key(e) for e in entries]
         start = 0
         if "cursor" in query:
@@ -381,10 +389,10 @@ def _listed_json(entry: tuple[RepoHistory, ReplayCommit, datetime, str], expand:
             "createdAt": _iso(repo.commits[0].date),
             "private": repo.private,
             "gated": repo.gated,
-            "downloads": 0,
+            "downloads": repo.downloads,
             "likes": 0,
             "trendingScore": 0,
-            "tags": [str(t) for t in card.get("tags", []) if isinstance(card.get("tags"), list)],
+            "tags": _tags(repo, commit),
             **{k: card[k] for k in ("library_name", "pipeline_tag") if isinstance(card.get(k), str)},
         }
     fields.update(sha=listed_sha, lastModified=_iso(modified))
@@ -392,6 +400,13 @@ def _listed_json(entry: tuple[RepoHistory, ReplayCommit, datetime, str], expand:
     if expand:
         return {**identity, **{k: fields[k] for k in expand if k in fields}}
     return {**identity, "modelId": repo.repo_id, **{k: fields[k] for k in LIST_DEFAULT_KEYS if k in fields}}
+
+
+def _tags(repo: RepoHistory, commit: ReplayCommit) -> list[str]:
+    """The listing's tags of a model at `commit`: its card's, then the family tags the Hub derives."""
+    card = repo.card_data(commit.sha) or {}
+    card_tags = card.get("tags") if isinstance(card.get("tags"), list) else []
+    return list(dict.fromkeys([*(str(t) for t in card_tags), *repo.family_tags(commit.sha)]))
 
 
 def _model_fields(repo: RepoHistory, commit: ReplayCommit, blobs: bool) -> dict[str, Any]:
@@ -412,7 +427,7 @@ def _model_fields(repo: RepoHistory, commit: ReplayCommit, blobs: bool) -> dict[
         for dtype, count in parameter_counts(entry.safetensors or {}).items():
             parameters[dtype] = parameters.get(dtype, 0) + count
     card_tags = card.get("tags") if isinstance(card.get("tags"), list) else []
-    tags = [*card_tags, card.get("library_name"), "safetensors" if parameters else None]
+    tags = [*card_tags, card.get("library_name"), "safetensors" if parameters else None, *repo.family_tags(commit.sha)]
     if isinstance(card.get("license"), str):
         tags.append(f"license:{card['license']}")
     fields: dict[str, Any] = {
@@ -424,8 +439,8 @@ def _model_fields(repo: RepoHistory, commit: ReplayCommit, blobs: bool) -> dict[
         "private": repo.private,
         "gated": repo.gated,
         "disabled": False,
-        "downloads": 0,
-        "downloadsAllTime": 0,
+        "downloads": repo.downloads,
+        "downloadsAllTime": repo.downloads,
         "likes": 0,
         "trendingScore": 0,
         "childrenModelCount": 0,

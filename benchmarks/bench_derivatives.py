@@ -1,0 +1,106 @@
+"""Hub requests per derivative when a base's family is followed (issue 24's cost figures).
+
+The base is the bundled Llama 3.1 8B Instruct history at its second commit (before the template fix); 100
+derivatives are listed as quantized or finetune: 40 GGUF repos (each its own header, with the base's real
+template, a real 30,522-token vocabulary and merges: one ranged read each), 40 transformers copies of the
+base's tokenizer and generation files (blobs the store holds: no download), 20 fine-tunes with their own
+tokenizer_config.json and generation_config.json (two small reads). Figures, beside the goals:
+
+1. first pass: requests per derivative (goal: at most 4) and the listing requests;
+2. a later pass where no derivative moved (goal: 1 per derivative: its head);
+3. a later pass after the base's template fix (no derivative moved: still 1 each), and the reach it reports.
+
+    .venv/bin/python benchmarks/bench_derivatives.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support.derivative_repos import BASE, base_file, base_template, card
+from tests.support.gguf_files import GgufFile, GgufSpec, gguf_header, write_gguf_repo
+from tests.support.settings import settings_for
+from tests.support.synthetic_repos import write_repo
+from tracker.app import App
+from tracker.config.sections import LogSettings
+from tracker.logs import configure_logging
+from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
+
+FIRST_GOAL, LATER_GOAL = 4.0, 1.0
+OLD = "0002-upload-folder-using-huggingface-hub"
+
+
+def _family(root: Path) -> list[str]:
+    names = []
+    template = base_template(OLD)
+    for i in range(40):
+        repo = f"quant{i:02d}/Llama-3.1-8B-Instruct-GGUF"
+        header = gguf_header(GgufSpec(name=f"Llama {i}", templates={"default": template}, context_length=8192 + i))
+        write_gguf_repo(root, repo, [{"files": {"README.md": card(BASE, "quantized")},
+                                      "gguf": {"model-Q4_K_M.gguf": GgufFile(header)}}])
+        names.append(repo)
+    copied = {p: base_file(OLD, p) for p in ("tokenizer_config.json", "generation_config.json", "special_tokens_map.json")}
+    for i in range(40):
+        repo = f"awq{i:02d}/Llama-3.1-8B-Instruct-AWQ"
+        write_repo(root, repo, [{"files": {**copied, "config.json": {"quantization_config": {"bits": 4}},
+                                           "README.md": card(BASE, "quantized")}}])
+        names.append(repo)
+    for i in range(20):
+        repo = f"tune{i:02d}/Llama-3.1-8B-Instruct-tuned"
+        own = json.loads(copied["tokenizer_config.json"])
+        own["chat_template"] = template + f"\n{{# tune {i} #}}"
+        write_repo(root, repo, [{"files": {"tokenizer_config.json": own, "generation_config.json": {"temperature": i / 20},
+                                           "README.md": card(BASE, "finetune")}}])
+        names.append(repo)
+    for n, repo in enumerate(names):
+        path = root / repo / "repo.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "downloads": 10_000 - n}))
+    return names
+
+
+def _pass(app: App, server: ReplayServer) -> tuple[int, int, float]:
+    server.reset_requests()
+    started = time.perf_counter()
+    [outcome] = app.poller.poll()
+    assert not outcome.failed, outcome.error
+    elapsed = time.perf_counter() - started
+    requests = [r for r in server.requests if not r.path.startswith(f"/api/models/{BASE}") and f"/{BASE}/" not in r.path]
+    listing = sum(r.path == "/api/models" for r in requests)
+    return len(requests) - listing, listing, elapsed
+
+
+def main() -> None:
+    configure_logging(LogSettings(level="warning"))
+    with tempfile.TemporaryDirectory() as tmp:
+        names = _family(Path(tmp) / "family")
+        server = ReplayServer(roots=[BUNDLED_ROOT, Path(tmp) / "family"])
+        server.set_head(BASE, 2)
+        with server:
+            app = App(settings_for(server.endpoint, Path(tmp) / "h.db"))  # type: ignore[arg-type]
+            app.store.watches.add_watch(BASE, "main", 900)
+            app.store.derivatives.follow(BASE, ("quantized", "finetune"), 100)
+            n = len(names)
+            first, listing, elapsed = _pass(app, server)
+            print(f"first pass: {first} requests for {n} derivatives = {first / n:.2f} per derivative "
+                  f"(goal <= {FIRST_GOAL:.0f}; ratio {first / n / FIRST_GOAL:.2f}), plus {listing} listing requests; {elapsed:.1f} s")
+            later, listing, elapsed = _pass(app, server)
+            print(f"later pass, nothing moved: {later / n:.2f} requests per derivative (goal {LATER_GOAL:.0f}; "
+                  f"ratio {later / n / LATER_GOAL:.2f}), plus {listing} listing requests; {elapsed:.1f} s")
+            server.set_head(BASE, 3)
+            fixed, listing, elapsed = _pass(app, server)
+            report = app.store.derivatives.get_follow(BASE).last_report or {}
+            print(f"after the base's template fix: {fixed / n:.2f} requests per derivative (goal {LATER_GOAL:.0f}), "
+                  f"plus {listing} listing requests; {elapsed:.1f} s")
+            for line in report.get("events", []):
+                print(f"  event: {line}")
+            app.store.engine.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""A base's family for the derivative tests and the benchmark: the bundled Llama 3.1 8B Instruct history as
+the base (its real commits: the template fix of 2024-07-23, then the stop on <|eom_id|>), and derivatives
+with their own histories built from its real files: a GGUF that catches up with the template fix on
+re-upload, an AWQ copy that never does, a fine-tune that re-indented the fixed template, and the bad ones
+(gated, a malformed card, a card naming another base)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.support.gguf_files import GgufFile, GgufSpec, gguf_header, write_gguf_repo
+from tests.support.synthetic_repos import write_repo
+from tracker.standins.replay.control import BUNDLED_ROOT
+
+BASE = "meta-llama/Llama-3.1-8B-Instruct"
+BASE_ROOT = BUNDLED_ROOT / BASE / "commits"
+GGUF = "bartowski/Llama-3.1-8B-Instruct-GGUF"
+AWQ = "hugging-quants/Llama-3.1-8B-Instruct-AWQ-INT4"
+FINETUNE = "someone/Llama-3.1-8B-Instruct-tuned"
+GATED = "locked/Llama-3.1-8B-Instruct-gated"
+MALFORMED = "odd/Llama-3.1-8B-Instruct-odd-card"
+ELSEWHERE = "other/Llama-3.1-8B-Instruct-from-elsewhere"
+
+
+def base_file(commit: str, path: str) -> str:
+    """A file of the base's bundled history as that commit wrote it."""
+    return (BASE_ROOT / commit / "files" / path).read_text(encoding="utf-8")
+
+
+def base_template(commit: str) -> str:
+    return json.loads(base_file(commit, "tokenizer_config.json"))["chat_template"]
+
+
+def card(base: Any, relation: str | None = None) -> str:
+    """A README.md whose front matter names `base` (any YAML value) and `relation`."""
+    lines = ["---", f"base_model: {json.dumps(base)}"]
+    if relation:
+        lines.append(f"base_model_relation: {relation}")
+    return "\n".join([*lines, "---", "# a derivative", ""])
+
+
+def _set_repo(root: Path, repo_id: str, **meta: Any) -> None:
+    path = root / repo_id / "repo.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **meta}, indent=2))
+
+
+def _gguf(template: str) -> GgufFile:
+    return GgufFile(gguf_header(GgufSpec(name="Llama 3.1 8B Instruct", templates={"default": template})))
+
+
+def write_family(root: Path) -> None:
+    """The derivatives, each with its own history, under `root` (the base comes from the bundled root)."""
+    old, fixed = base_template("0002-upload-folder-using-huggingface-hub"), base_template("0003-update-tokenizer-config-json")
+    write_gguf_repo(root, GGUF, [
+        {"title": "Upload quants", "files": {"README.md": card(BASE, "quantized")}, "gguf": {"Llama-Q4_K_M.gguf": _gguf(old)}},
+        {"title": "Re-upload with the fixed template", "gguf": {"Llama-Q4_K_M.gguf": _gguf(fixed)}},
+    ])
+    copied = {p: base_file("0002-upload-folder-using-huggingface-hub", p)
+              for p in ("tokenizer_config.json", "generation_config.json", "special_tokens_map.json")}
+    write_repo(root, AWQ, [{"title": "AWQ", "files": {**copied, "README.md": card(BASE, "quantized")}}])
+    tuned_config = json.loads(base_file("0003-update-tokenizer-config-json", "tokenizer_config.json"))
+    tuned_config["chat_template"] = fixed.replace("\n", "\n  ")  # re-indented: the same template, loosely
+    write_repo(root, FINETUNE, [{"title": "Fine-tune", "files": {
+        "tokenizer_config.json": tuned_config, "generation_config.json": {"temperature": 0.2, "eos_token_id": 128009},
+        "README.md": card(BASE, "finetune")}}])
+    write_repo(root, GATED, [{"title": "gated", "files": {**copied, "generation_config.json": {"temperature": 0.7},
+                                                           "README.md": card(BASE, "quantized")}}])
+    _set_repo(root, GATED, gated="manual")
+    write_repo(root, MALFORMED, [{"title": "odd", "files": {**copied, "README.md": card([BASE, 42], "quantized")}}])
+    write_repo(root, ELSEWHERE, [{"title": "other", "files": {**copied, "README.md": card(BASE, "finetune")}}])
+    for downloads, repo_id in enumerate((ELSEWHERE, MALFORMED, GATED, FINETUNE, AWQ, GGUF)):
+        _set_repo(root, repo_id, downloads=1000 * (downloads + 1))

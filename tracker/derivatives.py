@@ -1,0 +1,305 @@
+"""Following a base's family: the derivatives the Hub lists under `base_model:<relation>:<base>`, each checked
+at its head for the parts that decide behaviour, their lineage against the base's stored history, and the
+events that says who carries a base change ("reached 12 of 40 derivatives; 28 still behind") and who caught up.
+
+Cost, per derivative: its head and card (one request), and only when the head moved: its file list (one) and
+the files a part is read from whose bytes are not in the blob store already (a copy of the base's file costs
+nothing), each read in one ranged GET; a GGUF repo's header in one ranged GET of up to 16 MiB. A derivative
+whose head did not move costs its head check alone. Requests go through the library's session, so the
+process's request budget (tracker/polling/budget.py) holds them back rather than let them exceed it.
+
+One derivative's failure (gone, gated, a malformed card, a cycle) is named in its row and the pass report; the
+others are still checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from storage.blobs import git_blob_oid
+from storage.derivatives import CheckedDerivative
+from storage.event_log import NewEvent
+from storage.kinds import DERIVATIVE_CAUGHT_UP, DERIVATIVES_REACHED, is_repo_id
+from tracker.errors import HubwatchError, RepoGated, RepoGone
+from tracker.formats.ranged import RangeError
+from tracker.formats.registry import run_scan, scanner_for
+from tracker.lineage import (
+    PART_WORDS,
+    PARTS,
+    PartLineage,
+    PartValue,
+    card_bases,
+    changes_of,
+    gguf_paths,
+    lineage,
+    part_paths,
+    parts_of,
+    status_at,
+)
+from tracker.snapshot import Snapshot
+from tracker.snapshot_io import load_snapshot
+
+if TYPE_CHECKING:
+    from storage.front import Storage
+    from storage.models import Derivative, DerivativeFollow, Revision
+    from tracker.hub import CardHead, HubClient, ListedDerivative
+
+DEFAULT_RELATIONS = ("quantized", "finetune")
+DEFAULT_LIMIT = 100
+GGUF_FIRST_BLOCK = 16 * 2**20  # a Llama 3 header (128k tokens and 280k merges) is some 8 MiB: one request
+GGUF_BUDGET = 64 * 2**20
+GATED = "gated:"
+History = list[tuple[str, dict[str, PartValue]]]
+
+
+@dataclass
+class PassReport:
+    """What one pass did: derivatives listed and checked, requests made, problems named (one line each)."""
+
+    base_repo_id: str
+    listed: int = 0
+    followed: int = 0
+    checked: int = 0
+    requests: int = 0
+    problems: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"listed": self.listed, "followed": self.followed, "checked": self.checked, "requests": self.requests,
+                "problems": self.problems, "events": self.events}
+
+
+def run_follow(store: Storage, hub: HubClient, base_repo_id: str, max_file_bytes: int) -> PassReport | None:
+    """One pass over the base's followed derivatives (None when the base's family is not followed)."""
+    follow = store.derivatives.get_follow(base_repo_id)
+    if follow is None:
+        return None
+    revisions = list(reversed(store.history.list_revisions(base_repo_id)))
+    snapshots = [load_snapshot(store, r) for r in revisions]
+    history: History = [(s.sha, parts_of(s)) for s in snapshots]
+    report = PassReport(base_repo_id)
+    listed, error = _discover(hub, follow, report)
+    ancestors = _ancestors(snapshots[-1]) if snapshots else set()
+    prior = {d.repo_id: d for d in store.derivatives.derivatives(base_repo_id, listed_only=False)}
+    checker = _Checker(store, hub, base_repo_id, history, max_file_bytes, report)
+    checked = [checker.check(item, prior.get(item.repo_id), ancestors) for item in listed]
+    report.checked = sum(1 for c in checked if c.parts)
+    events = _caught_up(base_repo_id, checked, prior, history) + _reached(follow, revisions, history, checked)
+    report.events = [event.title for event, _, _ in events]
+    head = revisions[-1].sha if revisions else None
+    store.derivatives.record_pass(base_repo_id, checked, report.to_dict(), events, head, error)
+    _log().info("derivatives_checked", repo_id=base_repo_id, **{k: v for k, v in report.to_dict().items() if k != "events"})
+    return report
+
+
+def _discover(hub: HubClient, follow: DerivativeFollow, report: PassReport) -> tuple[list[ListedDerivative], str | None]:
+    """The derivatives of each followed relation, the most downloaded `max_derivatives` of them."""
+    found: dict[str, ListedDerivative] = {}
+    error = None
+    for relation in follow.relations:
+        try:
+            items = hub.list_derivatives(follow.base_repo_id, relation, follow.max_derivatives)
+        except HubwatchError as err:
+            error = f"listing {relation} derivatives: {err}"
+            report.problems.append(error)
+            continue
+        finally:
+            report.requests += 1
+        for item in items:
+            found.setdefault(item.repo_id, item)
+    ranked = sorted(found.values(), key=lambda d: (-d.downloads, d.repo_id))
+    report.listed = len(ranked)
+    if len(ranked) >= follow.max_derivatives:
+        report.problems.append(f"{follow.base_repo_id} has at least {len(ranked)} derivatives listed; the "
+                               f"{follow.max_derivatives} most downloaded are followed (--derivatives-limit)")
+    kept = ranked[: follow.max_derivatives]
+    report.followed = len(kept)
+    return kept, error
+
+
+def _ancestors(snapshot: Snapshot) -> set[str]:
+    """The repos the base's own card names as its base_model (a derivative among them is a cycle)."""
+    return set(card_bases(snapshot.text("README.md") or ""))
+
+
+@dataclass
+class _Checker:
+    store: Storage
+    hub: HubClient
+    base: str
+    history: History
+    max_file_bytes: int
+    report: PassReport
+
+    def check(self, item: ListedDerivative, prior: Derivative | None, ancestors: set[str]) -> CheckedDerivative:
+        """One derivative: its head and card, then its parts unless its head did not move."""
+        def failed(problem: str, head_sha: str | None = None) -> CheckedDerivative:
+            self.report.problems.append(f"{item.repo_id}: {problem}")
+            return CheckedDerivative(item.repo_id, item.relation, item.downloads, head_sha, problem=problem)
+
+        if item.repo_id == self.base or item.repo_id in ancestors:
+            return failed(f"cycle: {item.repo_id} derives from {self.base}, whose card names {item.repo_id} as its base")
+        head = None
+        try:
+            self.report.requests += 1
+            head = self.hub.card_head(item.repo_id)
+            notes = _card_notes(head, self.base)
+            unmoved = prior is not None and prior.head_sha == head.sha
+            if unmoved and prior is not None and (prior.parts or (prior.problem or "").startswith(GATED)):
+                if not prior.parts:  # gated at this head: its files stay refused until it moves
+                    return failed(str(prior.problem), head.sha)
+                parts = {k: PartValue.from_dict(v) for k, v in prior.parts.items()}
+                sources = dict(prior.sources)
+            else:
+                parts, sources, read_notes = self._read_parts(item.repo_id, head.sha, prior)
+                notes += read_notes
+        except RepoGone as err:
+            return failed(f"gone: {err}")
+        except RepoGated as err:
+            return failed(f"{GATED} {err}", head.sha if head is not None else None)
+        except HubwatchError as err:
+            return failed(f"not checked: {err}")
+        for note in notes:
+            self.report.problems.append(f"{item.repo_id}: {note}")
+        found = lineage(self.history, parts)
+        return CheckedDerivative(item.repo_id, item.relation, head.downloads or item.downloads, head.sha, sources,
+                                 {k: v.to_dict() for k, v in parts.items()}, {k: v.to_dict() for k, v in found.items()},
+                                 problem="; ".join(notes) or None)
+
+    def _read_parts(self, repo_id: str, sha: str, prior: Derivative | None) -> tuple[dict[str, PartValue], dict[str, str], list[str]]:
+        """The derivative's parts at `sha`: its file list, then the bytes it does not share with what is stored."""
+        self.report.requests += 1
+        files = {f.path: f for f in self.hub.list_files(repo_id, sha)}
+        wanted = part_paths(list(files))
+        ggufs = [] if any(p in files for p in ("tokenizer_config.json", "chat_template.jinja")) else gguf_paths(list(files))[:1]
+        sources = {p: files[p].content_id for p in [*wanted, *ggufs]}
+        if prior is not None and prior.parts and prior.sources == sources and not prior.problem:
+            return {k: PartValue.from_dict(v) for k, v in prior.parts.items()}, sources, []
+        snapshot = Snapshot(repo_id=repo_id, sha=sha, files={p: files[p] for p in [*wanted, *ggufs]})
+        held = self.store.history.read_blobs(files[p].oid for p in wanted)
+        notes = []
+        for path in wanted:
+            entry = files[path]
+            if entry.oid in held:
+                snapshot.contents[path] = held[entry.oid]
+            elif entry.size > self.max_file_bytes:
+                notes.append(f"{path} is over the file size limit: not read")
+            else:
+                data = self._read_whole(repo_id, sha, path, entry.size)
+                if git_blob_oid(data) == entry.oid:
+                    snapshot.contents[path] = data
+                else:
+                    notes.append(f"{path}: the bytes read do not match the tree's oid")
+        for path in ggufs:
+            notes += self._scan_gguf(repo_id, sha, snapshot, path)
+        return parts_of(snapshot), sources, notes
+
+    def _read_whole(self, repo_id: str, sha: str, path: str, size: int) -> bytes:
+        source = self.hub.open_range(repo_id, sha, path, size, budget=max(size, 1), first_block=size)
+        try:
+            return source.read(0, size) if size else b""
+        finally:
+            self.report.requests += source.requests
+
+    def _scan_gguf(self, repo_id: str, sha: str, snapshot: Snapshot, path: str) -> list[str]:
+        entry = snapshot.files[path]
+        stored = self.store.history.read_file_scans([entry.content_id])
+        if entry.content_id in stored:
+            from tracker.snapshot_io import current
+
+            snapshot.scans[path] = current(stored[entry.content_id], None)
+            return []
+        spec = scanner_for(path)
+        assert spec is not None
+        source = self.hub.open_range(repo_id, sha, path, entry.size, budget=GGUF_BUDGET, first_block=GGUF_FIRST_BLOCK)
+        try:
+            scan, _ = run_scan(spec, source, path)
+        except RangeError as err:
+            return [f"{path}: header not read ({err})"]
+        finally:
+            self.report.requests += source.requests
+        snapshot.scans[path] = scan
+        return [f"{path}: {scan.note}"] if scan.note else []
+
+
+def _card_notes(head: CardHead, base: str) -> list[str]:
+    """What is wrong with a derivative's card's family tree, in words (nothing: an empty list)."""
+    value = head.base_model
+    if isinstance(value, str):
+        names: list[Any] = [value]
+    elif isinstance(value, list):
+        names = value
+    else:
+        return [f"the card's base_model is malformed ({type(value).__name__}: {str(value)[:80]!r}); checked as the listing says"]
+    bad = [n for n in names if not isinstance(n, str) or not is_repo_id(n)]
+    notes = [f"the card's base_model holds {len(bad)} malformed entr{'y' if len(bad) == 1 else 'ies'} "
+             f"({', '.join(repr(b)[:60] for b in bad[:3])}); the rest was read"] if bad else []
+    if base not in names:
+        notes.append(f"the card's base_model names {', '.join(str(n) for n in names[:3])}, not {base}")
+    return notes
+
+
+def _reached(follow: DerivativeFollow, revisions: list[Revision], history: History,
+             checked: list[CheckedDerivative]) -> list[tuple[NewEvent, int | None, str | None]]:
+    """One event per base revision after the last announced one that changed a part: how many derivatives
+    carry the change, how many are behind it. The first pass announces nothing (it sets the mark)."""
+    if follow.announced_sha is None or not history:
+        return []
+    shas = [sha for sha, _ in history]
+    start = shas.index(follow.announced_sha) + 1 if follow.announced_sha in shas else len(shas)
+    changes = changes_of(history)
+    events = []
+    for index in range(start, len(shas)):
+        sha = shas[index]
+        changed = [p for p in PARTS if sha in changes.get(p, []) and changes[p][0] != sha]
+        if not changed:
+            continue
+        rows, carries, behind = [], 0, 0
+        for item in checked:
+            if not item.lineage:
+                continue
+            states = {p: status_at(history, p, PartLineage.from_dict(item.lineage[p]), sha) for p in changed}
+            statuses = {s.status for s in states.values()}
+            verdict = ("behind" if "behind" in statuses else "carries" if statuses == {"carries"}
+                       else "diverged" if "diverged" in statuses else "absent")
+            carries += verdict == "carries"
+            behind += verdict == "behind"
+            rows.append({"repo_id": item.repo_id, "relation": item.relation, "status": verdict,
+                         "parts": {p: s.to_dict() for p, s in states.items()}})
+        total = len(rows)
+        words = ", ".join(PART_WORDS[p] for p in changed)
+        title = f"{follow.base_repo_id}@{sha[:12]} ({words}) reached {carries} of {total} derivatives; {behind} still behind"
+        payload = {"base_repo_id": follow.base_repo_id, "sha": sha, "parts": changed, "carries": carries,
+                   "behind": behind, "total": total, "derivatives": rows}
+        event = NewEvent(f"derivatives-reached:{follow.base_repo_id}:{sha}", DERIVATIVES_REACHED, title, "notice",
+                         payload=payload)
+        events.append((event, revisions[index].id, sha))
+    return events
+
+
+def _caught_up(base: str, checked: list[CheckedDerivative], prior: dict[str, Derivative],
+               history: History) -> list[tuple[NewEvent, int | None, str | None]]:
+    """A derivative whose head moved and that now carries a part it was behind on (or had diverged from)."""
+    events = []
+    for item in checked:
+        before = prior.get(item.repo_id)
+        if not item.lineage or before is None or before.head_sha in (None, item.head_sha):
+            continue
+        for part in PARTS:
+            old = (before.lineage or {}).get(part, {}).get("status")
+            new = item.lineage.get(part, {})
+            if old in ("behind", "diverged") and new.get("status") == "carries":
+                matched = str(new.get("matched_sha"))
+                title = f"{item.repo_id} now carries the {PART_WORDS[part]} of {base}@{matched[:12]}"
+                payload = {"base_repo_id": base, "repo_id": item.repo_id, "part": part, "head_sha": item.head_sha,
+                           "matched_sha": matched, "was": old}
+                event_id = f"derivative-caught-up:{base}:{item.repo_id}:{part}:{item.head_sha}"
+                events.append((NewEvent(event_id, DERIVATIVE_CAUGHT_UP, title, "notice", payload=payload), None, None))
+    return events
+
+
+def _log() -> Any:
+    return structlog.get_logger(__name__)
