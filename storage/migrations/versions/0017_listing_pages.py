@@ -1,16 +1,16 @@
 """The Hub pages each listing scope's last pass read, so the listing can choose per-author passes or one pass
 over every model by what each cost last time (issue 27).
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0017
+Revises: 0016
 Create Date: 2026-12-08 10:00:00.000000
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0016'
-down_revision = '0015'
+revision = '0017'
+down_revision = '0016'
 branch_labels = None
 depends_on = None
 
