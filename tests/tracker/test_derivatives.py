@@ -124,3 +124,24 @@ def test_config_derivatives_are_checked(value, message):
         settings_from_mapping({"watch": [{"repo": BASE, "derivatives": value}]}, env={}, source="test")
     good = settings_from_mapping({"watch": [{"repo": BASE, "derivatives": ["merge"], "derivatives_limit": 5}]}, env={}, source="t")
     assert (good.watch[0].derivatives, good.watch[0].derivatives_limit) == (("merge",), 5)
+
+
+def test_a_family_followed_after_the_first_poll_is_checked_once_the_cached_list_expires(served, database_url):
+    """The poller reads which bases are followed at most every FOLLOWED_BASES_TTL_S (an unchanged poll stays
+    one UPDATE); a family followed meanwhile gets its pass on the first poll after that."""
+    from tests.support.clock import T0, FakeClock
+    from tracker.polling.poller import FOLLOWED_BASES_TTL_S
+
+    clock = FakeClock(T0)
+    app = App(settings_for(served.endpoint, database_url), clock=clock)  # type: ignore[arg-type]
+    try:
+        app.store.watches.add_watch(BASE, "main", 900)
+        _poll(app)
+        app.store.derivatives.follow(BASE, ("quantized", "finetune"), 100)
+        _poll(app)
+        assert app.store.derivatives.tree(BASE)["derivatives"] == []  # the cached list: not followed yet
+        clock.advance(FOLLOWED_BASES_TTL_S)
+        _poll(app)
+        assert GGUF in _parts(app)
+    finally:
+        app.store.engine.dispose()

@@ -33,6 +33,9 @@ class Polled(Protocol):
     def ingestor(self) -> Ingestor: ...
 
 
+FOLLOWED_BASES_TTL_S = 30.0
+
+
 class Poller:
     """Polls the watches through the ingestor, behind the storage gate."""
 
@@ -46,6 +49,9 @@ class Poller:
         )
         # (repo_id, branch) -> the watch as its last (unchanged) poll left it, for the next poll's cheap path.
         self._unchanged_watches: dict[tuple[str, str], Watch] = {}
+        # The bases whose derivatives are followed, read at most every FOLLOWED_BASES_TTL_S: an unchanged poll
+        # stays one UPDATE, and a family followed meanwhile is picked up within that time.
+        self._followed_bases: tuple[float, frozenset[str]] | None = None
 
     def watches_for(self, repo_ids: Iterable[str]) -> list[Watch]:
         """The watches of the named repos (all watches when none are named)."""
@@ -135,8 +141,20 @@ class Poller:
             gate.failed(outcome.storage_error)
         elif not outcome.failed:
             gate.succeeded()
-            self._follow_derivatives(watch.repo_id)
+            if watch.repo_id in self._bases_followed():
+                self._follow_derivatives(watch.repo_id)
         return outcome
+
+    def _bases_followed(self) -> frozenset[str]:
+        now = self._clock().timestamp()
+        if self._followed_bases is None or now - self._followed_bases[0] >= FOLLOWED_BASES_TTL_S:
+            try:
+                bases = frozenset(f.base_repo_id for f in self._app.store.derivatives.follows())
+            except StorageError as err:
+                _log().warning("derivatives_unreadable", error=str(err)[:300])
+                return frozenset()
+            self._followed_bases = (now, bases)
+        return self._followed_bases[1]
 
     def _follow_derivatives(self, repo_id: str) -> None:
         """The base's followed derivatives, checked on its poll schedule (nothing when none are followed)."""
