@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from tracker.behaviour_store import BehaviourStore, checked_revision
 from tracker.cli import output
 from tracker.cli.root import app_of, emit_json, fail, repo_arg
 from tracker.snapshot_io import load_snapshot
@@ -24,7 +27,8 @@ def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> 
         ctx.exit(fail(f"no history for {repo}: it is not watched (hubwatch watch add {repo})", 3))
     changes = app.store.history.changes_by_revision(r.id for r in revisions)  # type: ignore[misc]
     if as_json:
-        emit_json([output.revision_dict(r, changes[r.id]) for r in revisions])  # type: ignore[index]
+        matrices, behaviours = MatrixStore(app.store), BehaviourStore(app.store)
+        emit_json([stored_json(app.store, r, changes[r.id], matrices, behaviours) for r in revisions])  # type: ignore[index]
         return
     if not revisions:
         click.echo(f"{repo}: watched, nothing ingested yet (run: hubwatch poll {repo})")
@@ -47,8 +51,10 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
     if as_json:
         scans = app.store.history.read_file_scans(f.lfs_sha256 or f.oid for f in files if f.kind == "weights")
         matrix = MatrixStore(app.store).get(load_snapshot(app.store, rev))[0]  # stored by key, else rendered now
-        emit_json({**output.revision_dict(rev, changes),
-                   "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files], **json_fields(matrix)})
+        data = output.revision_dict(rev, changes)
+        if data["tokenizer_behaviour"] is None:
+            data["tokenizer_behaviour"] = checked_revision(app.store, rev)
+        emit_json({**data, "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files], **json_fields(matrix)})
         return
     for line in output.revision_text(rev, changes):
         click.echo(line)
@@ -57,3 +63,14 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
         note = f"  ({f.note})" if f.note else ""
         click.echo(f"    {f.kind:<13} {f.size:>14,}  {f.path}{note}")
 
+
+
+def stored_json(store: Any, rev: Any, changes: Any, matrices: MatrixStore, behaviours: BehaviourStore) -> dict[str, Any]:
+    """`history --json`'s revision: as `show --json` gives it, less the files; the engine matrix only as stored
+    (never rendered here), "checked, unchanged" tokenizer behaviour where the revision's tokenizer changed."""
+    data = output.revision_dict(rev, changes)
+    snapshot = load_snapshot(store, rev)
+    data.update(json_fields(matrices.find(snapshot)[1]))
+    if data["tokenizer_behaviour"] is None and any(c.kind == "tokenizer" for c in changes):
+        data["tokenizer_behaviour"] = checked_revision(store, rev, behaviours)
+    return data
