@@ -125,3 +125,21 @@ def checked_revision(store: Storage, revision: Any, behaviours: BehaviourStore |
         return None
     behaviours = behaviours or BehaviourStore(store, BehaviourCache())
     return behaviours.checked(load_snapshot(store, parent), load_snapshot(store, revision))
+
+
+def extras_reader(store: Storage) -> Any:
+    """For the revision page: a stored revision -> its engine matrix as stored (never rendered for a page) and,
+    when it changed a tokenizer, the "checked, unchanged" tokenizer value (feeds may not import the tracker)."""
+    from tracker.snapshot_io import load_snapshot
+    from tracker.template_matrix import MatrixStore, json_fields
+
+    matrices = MatrixStore(store)
+
+    def extras(revision: Any) -> dict[str, Any]:
+        data = json_fields(matrices.find(load_snapshot(store, revision))[1])
+        changes = store.history.changes_by_revision([revision.id])[revision.id]
+        if any(c.kind == "tokenizer" for c in changes):  # its parent's snapshot is read only then
+            data["tokenizer_behaviour"] = checked_revision(store, revision)
+        return data
+
+    return extras
