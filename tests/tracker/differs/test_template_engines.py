@@ -82,6 +82,18 @@ def test_a_revision_breaking_minijinja_is_a_warning_naming_engine_and_error() ->
     assert "text-generation-inference" in change.summary and "unknown statement generation" in change.summary
 
 
+def test_glm_45s_real_template_breaks_tool_calls_in_minijinja_only() -> None:
+    """zai-org/GLM-4.5-Air's template (SOURCES.md) passes `ensure_ascii=False` to `tojson`: transformers' jinja2 renders
+    every sample, minijinja (TGI) parses it but fails each tool-call sample on the keyword, with its line."""
+    matrix = _matrix(template("zai-org-GLM-4.5-Air/chat_template.jinja"))
+    assert all(s["renders"] for s in _engine(matrix, "jinja2")["samples"])
+    mini = _engine(matrix, "minijinja")
+    assert mini["parses"] is True
+    failed = {s["id"]: s["error"] for s in mini["samples"] if not s["renders"]}
+    assert sorted(failed) == ["default/tool_call_round_trip/generation", "default/tool_call_round_trip/no_generation"]
+    assert set(failed.values()) == {"too many arguments: unknown keyword argument 'ensure_ascii' (line 11)"}
+
+
 def test_the_revision_that_fixes_it_is_reported_too() -> None:
     """Removing the markers again fixes minijinja, with the error it used to fail with."""
     [change] = [c for c in template_engines.compare(_matrix(GENERATION), _matrix(PLAIN)) if c.detail["engine"] == "minijinja"]
