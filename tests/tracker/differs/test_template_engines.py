@@ -135,3 +135,20 @@ def test_without_node_the_js_engine_says_not_checked(monkeypatch: pytest.MonkeyP
     engine = _engine(_matrix(PLAIN), JS_ENGINE)
     assert (engine["checked"], engine["parses"], engine["samples"]) == (False, None, [])
     assert engine["error"].startswith("not checked: Node.js is not installed")
+
+
+def test_a_1_mb_template_is_bounded_in_every_engine() -> None:
+    """A 1 MB template (the real Qwen2 template after 1 MB of literal text) parses, and every engine stops each
+    render at the output cap with a readable error; the revision that grows it is an engine break per engine."""
+    huge = "x" * 2**20 + PLAIN
+    matrix = _matrix(huge)
+    plain = {e["engine"]: {s["id"]: s["renders"] for s in e["samples"]} for e in _matrix(PLAIN)["template_engines"]}
+    checked = [e for e in matrix["template_engines"] if e["checked"]]
+    assert {e["engine"] for e in checked} >= {"jinja2", "minijinja"}
+    for engine in checked:
+        assert engine["parses"] is True, engine["error"]
+        assert not any(s["renders"] for s in engine["samples"])
+        capped = [s for s in engine["samples"] if plain[engine["engine"]][s["id"]]]  # those that render at normal size
+        assert capped and all(s["error"] == "output exceeded the limit of 65536 characters" for s in capped)
+    broken = {c.detail["engine"] for c in template_engines.compare(_matrix(PLAIN), matrix) if c.detail["change"] == "engine_broken"}
+    assert broken == {e["engine"] for e in checked}
