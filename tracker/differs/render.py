@@ -235,7 +235,19 @@ def _run_worker(payload: bytes, limits: RenderLimits, command: list[str]) -> tup
     deadline it is killed: a render the alarm could not interrupt (a C-level computation).
     """
     key = (tuple(command), limits)
-    worker = POOL.acquire(key, command)
+    while True:
+        worker = POOL.acquire(key, command)
+        reused = worker.requests > 0
+        lines, failure, done = _serve(worker, payload, limits)
+        hit_limit = any("exceeded" in line.get("error", "") for line in lines)  # a worker near a limit is not reused
+        POOL.release(key, worker, reusable=done and failure is None and not hit_limit)
+        if not (reused and failure is not None and not lines):
+            return lines, failure
+        # a warm worker that died while idle (killed from outside) answered nothing: the batch goes to another
+
+
+def _serve(worker: _Worker, payload: bytes, limits: RenderLimits) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """One request to one worker: its lines, why it stopped early, and whether it finished the request."""
     lines: list[dict[str, Any]] = []
     failure: str | None = None
     done = False
@@ -254,9 +266,7 @@ def _run_worker(payload: bytes, limits: RenderLimits, command: list[str]) -> tup
         worker.close()
         tail = worker.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
         failure = f"the render worker exited with code {worker.proc.returncode} {tail[0]}".strip()
-    hit_limit = any("exceeded" in line.get("error", "") for line in lines)  # a worker near a limit is not reused
-    POOL.release(key, worker, reusable=done and failure is None and not hit_limit)
-    return lines, failure
+    return lines, failure, done
 
 
 def _read_lines(worker: _Worker, payload: bytes, limits: RenderLimits) -> Iterator[dict[str, Any]]:

@@ -192,3 +192,15 @@ def test_without_warm_workers_each_batch_starts_its_own() -> None:
     finally:
         render.POOL = original
     assert pool.started == 2 and not any(pool._idle.values())
+
+
+def test_a_warm_worker_killed_while_idle_is_replaced_without_losing_the_batch() -> None:
+    """A kept worker that died between batches (killed from outside) costs nothing: the batch is served by a new one."""
+    POOL.close()
+    assert render_all([BENIGN], now=NOW, limits=FAST) == [Rendered(prompt="still fine")]
+    [idle] = [w for workers in POOL._idle.values() for w in workers]
+    idle.proc.kill()
+    idle.proc.wait()
+    started = POOL.started
+    assert render_all([BENIGN], now=NOW, limits=FAST) == [Rendered(prompt="still fine")]
+    assert POOL.started - started == 1
