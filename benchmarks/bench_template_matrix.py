@@ -1,21 +1,47 @@
 """The chat template matrix: time for a ~10 KB real template over every sample and engine (target under
-1 s), and, over the real templates of tests/fixtures/chat_templates taken as successive versions, how many
-engine behaviour changes and code findings appear, and that a revision with unchanged template bytes gets
-none. Prints the figures; never part of the test pass/fail."""
+1 s), with workers started for it (as before the warm pool) and kept warm (render.WorkerPool); over the
+real templates of tests/fixtures/chat_templates (24, SOURCES.md) taken as successive versions of their
+families, how many engine behaviour changes, reference prompt changes and code findings appear, and that a
+revision with unchanged template bytes gets none; and the same over the bundled replay histories, polled in
+full through the CLI. Prints the figures; never part of the test pass/fail.
+Run: .venv/bin/python benchmarks/bench_template_matrix.py
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-from tracker.differs import template_engines
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tracker.differs import render, template_engines
 from tracker.differs.template_code import added_findings
 from tracker.snapshot import FileEntry, Snapshot
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "chat_templates"
 TARGET_S = 1.0
+# Families whose templates stand for successive versions of one repo, oldest first (SOURCES.md).
+CHAINS = [
+    ["meta-llama-Meta-Llama-3-8B-Instruct/2024-04-initial.jinja", "meta-llama-Meta-Llama-3-8B-Instruct/2024-05-add-generation-prompt.jinja",
+     "meta-llama-Llama-3.3-70B-Instruct/chat_template.jinja", "meta-llama-Llama-3.2-3B-Instruct/chat_template.jinja"],
+    ["Qwen-Qwen2-7B-Instruct/chat_template.jinja", "Qwen-Qwen2.5-7B-Instruct/chat_template.jinja"],
+    ["microsoft-Phi-3-mini-4k-instruct/chat_template.jinja", "microsoft-Phi-3-small-8k-instruct/chat_template.jinja",
+     "microsoft-Phi-3-medium-4k-instruct/chat_template.jinja", "microsoft-Phi-3.5-mini-instruct/chat_template.jinja"],
+    ["NousResearch-Hermes-2-Pro-Llama-3-8B/default.jinja", "NousResearch-Hermes-3-Llama-3.1-70B/default.jinja"],
+    ["deepseek-ai-deepseek-coder-33b-instruct/chat_template.jinja", "deepseek-ai-DeepSeek-Coder-V2-Instruct/chat_template.jinja",
+     "deepseek-ai-DeepSeek-V2.5/chat_template.jinja"],
+    ["mistralai-Mistral-7B-Instruct-v0.2/chat_template.jinja", "mistralai-Mistral-Nemo-Instruct-2407/chat_template.jinja"],
+    ["CohereForAI-c4ai-command-r-plus/default.jinja", "CohereForAI-c4ai-command-r-plus/tool_use.jinja",
+     "CohereForAI-c4ai-command-r-plus/rag.jinja"],
+    ["openchat-openchat-3.5-0106/chat_template.jinja", "google-gemma-2-2b-it/chat_template.jinja",
+     "NousResearch-Hermes-2-Pro-Llama-3-8B/tool_use.jinja", "zai-org-GLM-4.5-Air/chat_template.jinja"],
+]
+TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
 
 
 def snapshot(text: str, sha: str) -> Snapshot:
@@ -27,32 +53,96 @@ def snapshot(text: str, sha: str) -> Snapshot:
     return snap
 
 
+def timed_matrix(text: str, keep: int) -> tuple[float, dict]:
+    render.POOL.close()
+    render.POOL.keep = keep
+    template_engines.matrix(snapshot(text, "0" * 40))  # warm the interpreter caches (and, with keep, the workers)
+    started = time.perf_counter()
+    matrix = template_engines.matrix(snapshot(text, "1" * 40))
+    return time.perf_counter() - started, matrix
+
+
+def reference_prompts(matrix: dict) -> dict[str, bool]:
+    engine = next(e for e in matrix["template_engines"] if e["engine"] == template_engines.REFERENCE)
+    return {s["id"].split("/", 1)[1]: s["renders"] for s in engine["samples"]}
+
+
+def version_figures() -> tuple[int, int, int, int, int, int]:
+    """(templates, version steps, engine changes, code findings, samples whose reference rendering changed,
+    findings on revisions with unchanged template bytes)."""
+    seen, steps, changes, findings, moved, unchanged_hits = set(), 0, 0, 0, 0, 0
+    for chain in CHAINS:
+        previous = None
+        for i, name in enumerate(chain):
+            seen.add(name)
+            text = (TEMPLATES / name).read_text(encoding="utf-8")
+            current = template_engines.matrix(snapshot(text, f"{i:040x}"))
+            again = template_engines.matrix(snapshot(text, f"{i + 1000:040x}"))  # same bytes, another commit
+            unchanged_hits += len(template_engines.compare(current, again)) + len(added_findings(text, text))
+            if previous is not None:
+                steps += 1
+                changes += len(template_engines.compare(previous[0], current))
+                findings += len(added_findings(previous[1], text))
+                before, after = reference_prompts(previous[0]), reference_prompts(current)
+                moved += sum(before.get(k) != v for k, v in after.items())
+            previous = (current, text)
+    missing = {str(p.relative_to(TEMPLATES)) for p in TEMPLATES.glob("*/*.jinja")} - seen
+    assert not missing, f"templates in no chain: {sorted(missing)}"
+    return len(seen), steps, changes, findings, moved, unchanged_hits
+
+
+def _cli(config: Path, *args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "tracker", "--config", str(config), *args], capture_output=True, text=True,
+                          check=True, timeout=600).stdout
+
+
+def replay_figures() -> tuple[int, int, int, int]:
+    """(revisions, revisions whose template files changed, template behaviour changes, changes on revisions whose
+    template files did not change) over every bundled history, polled in full through the CLI."""
+    from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
+
+    revisions = touched = found = wrong = 0
+    with tempfile.TemporaryDirectory() as tmp, ReplayServer(roots=[BUNDLED_ROOT]) as server:
+        config = Path(tmp) / "hubwatch.toml"
+        config.write_text(f'[hub]\nendpoint = "{server.endpoint}"\n[storage]\nurl = "sqlite:///{tmp}/db.sqlite"\n'
+                          f'[osv]\napi_url = "http://127.0.0.1:9"\n', encoding="utf-8")
+        for repo in server.repo_ids():
+            _cli(config, "watch", "add", repo, "--backfill", "1000")
+        subprocess.run([sys.executable, "-m", "tracker", "--config", str(config), "poll"], capture_output=True, check=False)
+        for repo in server.repo_ids():
+            history = json.loads(_cli(config, "history", repo, "--json"))
+            oids = {r["sha"]: {f["path"]: f["oid"] for f in json.loads(_cli(config, "show", repo, r["sha"], "--json"))["files"]
+                               if f["path"] in TEMPLATE_FILES} for r in history}
+            for r in history:
+                revisions += 1
+                changed = r["parent_sha"] is not None and oids.get(r["parent_sha"]) != oids[r["sha"]]
+                touched += changed
+                behaviour = [c for c in r["changes"] if c["kind"] == "chat_template" and not r["baseline"]
+                             and ((c["detail"] or {}).get("change", "").startswith("engine_") or (c["detail"] or {}).get("findings"))]
+                found += len(behaviour)
+                wrong += 0 if changed else len(behaviour)
+    return revisions, touched, found, wrong
+
+
 def main() -> None:
     big = (TEMPLATES / "CohereForAI-c4ai-command-r-plus" / "tool_use.jinja").read_text()
     big = big + "\n" + "{# padding #}" * max(0, (10_240 - len(big)) // 13)
-    template_engines.matrix(snapshot(big, "0" * 40))  # warm the interpreter caches
-    started = time.perf_counter()
-    matrix = template_engines.matrix(snapshot(big, "1" * 40))
-    elapsed = time.perf_counter() - started
-    assert matrix is not None
+    cold, _ = timed_matrix(big, keep=0)
+    warm, matrix = timed_matrix(big, keep=2)
     samples = len(matrix["template_samples"])
     engines = [e["engine"] + ("" if e["checked"] else " (not checked)") for e in matrix["template_engines"]]
-    print(f"matrix for a {len(big.encode()) / 1024:.1f} KB template, {samples} samples x {len(engines)} engines "
-          f"({', '.join(engines)}): {elapsed:.2f} s (target {TARGET_S:g} s, ratio {elapsed / TARGET_S:.2f})")
-
-    versions = sorted(TEMPLATES.glob("*/*.jinja"))
-    previous, changes, findings, unchanged_hits = None, 0, 0, 0
-    for i, path in enumerate(versions):
-        text = path.read_text()
-        current = template_engines.matrix(snapshot(text, f"{i:040x}"))
-        again = template_engines.matrix(snapshot(text, f"{i + 1000:040x}"))  # same bytes, another commit
-        unchanged_hits += len(template_engines.compare(current, again)) + len(added_findings(text, text))
-        if previous is not None:
-            changes += len(template_engines.compare(previous[0], current))
-            findings += len(added_findings(previous[1], text))
-        previous = (current, text)
-    print(f"{len(versions)} real templates as successive versions: {changes} engine behaviour changes, "
-          f"{findings} code findings; revisions with unchanged template bytes: {unchanged_hits} findings (must be 0)")
+    print(f"matrix for a {len(big.encode()) / 1024:.1f} KB template, {samples} samples x {len(engines)} engines ({', '.join(engines)}):")
+    print(f"  workers started for it (before): {cold:.2f} s (target {TARGET_S:g} s, ratio {cold / TARGET_S:.2f})")
+    print(f"  workers kept warm (now):         {warm:.2f} s (target {TARGET_S:g} s, ratio {warm / TARGET_S:.2f}); "
+          f"now / before {warm / cold:.2f}")
+    templates, steps, changes, findings, moved, unchanged_hits = version_figures()
+    print(f"{templates} real templates in {len(CHAINS)} version chains ({steps} version steps): {changes} engine behaviour "
+          f"changes, {moved} sample renders that started or stopped working in the reference, {findings} code findings; "
+          f"revisions with unchanged template bytes: {unchanged_hits} findings (must be 0)")
+    revisions, touched, found, wrong = replay_figures()
+    print(f"bundled replay histories: {revisions} revisions, {touched} with template files changed, {found} template "
+          f"behaviour changes (engine breaks/fixes, code findings), {wrong} on revisions whose template files did not change (goal 0)")
+    render.POOL.close()
 
 
 if __name__ == "__main__":

@@ -115,6 +115,8 @@ def _prompt_sample(changes: Sequence[Change]) -> dict[str, str] | None:
         if change.kind is not ChangeKind.CHAT_TEMPLATE:
             continue
         for sample in change.detail.get("samples") or []:
+            if not isinstance(sample, dict):  # an engine change names its samples by id: no prompt to show
+                continue
             before, after = sample.get("before") or {}, sample.get("after") or {}
             if sample.get("differs") and "prompt" in before and "prompt" in after:
                 return {

@@ -24,6 +24,7 @@ from storage.history import NewChange, NewEstimate, NewFile, NewRevision
 from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
 from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
+from tracker.behaviour_store import BehaviourStore
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import is_pickle, kind_of
 from tracker.config import Settings
@@ -79,6 +80,7 @@ class Ingestor:
         self.advisories = advisories
         self.max_file_bytes = settings.poll.max_file_mb * 1024 * 1024
         self.matrices = MatrixStore(store)  # chat template engine matrices, by the templates' key
+        self.behaviours = BehaviourStore(store)  # tokenizer behaviours on the corpus, by the tokenizer's blobs
 
     def poll(
         self, watch: Watch, backfill: int | None = None, head: RepoHead | None = None, reach: str | None = None,
@@ -209,7 +211,11 @@ class Ingestor:
         if is_baseline:
             changes = [_baseline_change(fetched.snapshot)]
         else:
+            self.behaviours.load(parent_snapshot, fetched.snapshot)  # a tokenizer seen before (even by an earlier process) is not run
             changes = diff_snapshots(parent_snapshot, fetched.snapshot)
+            behaviour_scans, behaviour_blobs = self.behaviours.rows(parent_snapshot, fetched.snapshot)
+            fetched.new_file_scans.extend(behaviour_scans)
+            fetched.new_blobs.update(behaviour_blobs)
         engine_changes, matrix_scans, matrix_blobs = self.matrices.changes(parent_snapshot, fetched.snapshot)
         changes = repo_facts + changes + engine_changes
         fetched.new_file_scans.extend(matrix_scans)

@@ -49,6 +49,8 @@ WARM_PAUSE_S = 0.02
 Trigger = Callable[[str, str | None], bool]
 # Two stored revisions -> their changes as dicts (kind, path, summary, severity, structural, security, detail).
 DiffFn = Callable[[Revision, Revision], list[dict[str, Any]]]
+# A stored revision -> what only the tracker can read of it: {template_engines, template_samples, tokenizer_behaviour}.
+ExtrasFn = Callable[[Revision], dict[str, Any]]
 # The poller's view of the database: {"storage": "ok"|"failing", "since", "error", "polling_paused", ...}.
 StorageStateFn = Callable[[], dict[str, Any]]
 # The scheduler's view of its polls: {"polls_scheduled", "polls_overdue", "oldest_overdue_s"}.
@@ -91,8 +93,19 @@ class Services:
     diff: DiffFn | None = None
     storage_state: StorageStateFn | None = None
     poll_state: PollStateFn | None = None
+    extras: ExtrasFn | None = None
     _diffs: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _diff_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def revision_extras(self, revision: Revision) -> dict[str, Any]:
+        """The engine matrix and tokenizer check of a revision (empty without the tracker's reader, or when it fails)."""
+        if self.extras is None:
+            return {}
+        try:
+            return self.extras(revision)
+        except Exception:  # an extra section: the page stands without it
+            log.exception("revision_extras_failed", repo_id=revision.repo_id, sha=revision.sha)
+            return {}
 
     def diff_revisions(self, a: Revision, b: Revision) -> list[dict[str, Any]] | None:
         """The changes from a to b, computed once per pair (revisions never change); None without a differ."""
@@ -119,12 +132,14 @@ def create_app(
     diff: DiffFn | None = None,
     storage_state: StorageStateFn | None = None,
     poll_state: PollStateFn | None = None,
+    extras: ExtrasFn | None = None,
 ) -> FastAPI:
     """The whole HTTP surface over one store. `trigger` starts an ingest (Hub webhooks answer 503
     without it); `diff` computes the diff of two revisions (compare answers 501 without it); `subscriptions`
     is the webhooks' SubscriptionStore (subscription routes answer 503 without it); `storage_state` is the
     poller's view of the database, reported on /healthz (absent without a poller); `poll_state` the
-    scheduler's overdue polls, on /healthz and /metrics (absent without a scheduler)."""
+    scheduler's overdue polls, on /healthz and /metrics (absent without a scheduler); `extras` reads a revision's
+    engine matrix and tokenizer check for its page (the sections are left out without it)."""
     queries = store.read_model
     services = Services(
         store=store,
@@ -137,6 +152,7 @@ def create_app(
         diff=diff,
         storage_state=storage_state,
         poll_state=poll_state,
+        extras=extras,
     )
     app = FastAPI(
         title="hubwatch",

@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse
 
 from feeds.http.auth import require_read
 from feeds.http.params import NamePath, OrgPath, base_url, known_repo
+from feeds.views.behaviour_view import behaviour_view
 from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
 from feeds.views.serving_view import serving_view
 from feeds.views.view_models import PAGE_LIMITS, advisories_of, change_view, render
@@ -167,7 +168,9 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
     events = services.queries.events_for_revision(revision.id)
     hub = services.options.hub_url
     estimate = services.store.history.estimate_for(revision.id)
-    return _page("revision.html", repo_id=repo_id, revision=revision, events=events, hub=hub,
+    extras = services.revision_extras(revision)
+    behaviour = behaviour_view(({"kind": c.kind, "detail": c.detail} for c in changes), extras)
+    return _page("revision.html", repo_id=repo_id, revision=revision, events=events, hub=hub, behaviour=behaviour,
                  changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=estimate,
                  serving=serving_view(estimate.result if estimate is not None else None),
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],

@@ -20,6 +20,7 @@ from tests.support.databases import fresh_database, postgres_admin_url
 from tests.support.replay import replay_server
 from tests.support.settings import settings_for
 from tracker.app import App
+from tracker.behaviour_store import extras_reader
 from tracker.differs import diff_snapshots
 from tracker.snapshot_io import load_snapshot
 
@@ -96,7 +97,7 @@ def serve(store: Storage, **options: Any) -> Iterator[Served]:
     """The real ASGI app on uvicorn, on a free loopback port."""
     trigger = options.pop("trigger", None)
     app = create_app(store, options=ServerOptions(**options), trigger=trigger, subscriptions=store.subscriptions,
-                     diff=differ_for(store))
+                     diff=differ_for(store), extras=extras_reader(store))
     with ServerThread(app, "127.0.0.1", 0) as server:
         yield Served(server.url, store, app)
     store.engine.dispose()

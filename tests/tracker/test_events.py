@@ -80,3 +80,12 @@ def test_revision_event_carries_the_first_changed_prompt() -> None:
     assert prompt["before"] == "x" * PROMPT_SAMPLE_CHARS and prompt["after"] == "y"
     plain = revision_event("org/m", "1" * 40, "t", "commit", [_c(ChangeKind.CONFIG, INFO)], False)
     assert "prompt" not in plain.payload
+
+
+def test_an_engine_change_naming_its_samples_by_id_is_no_prompt() -> None:
+    """An engine break lists its samples by id (strings): the event is built, with the prompt of a real render change."""
+    engine = _c(ChangeKind.CHAT_TEMPLATE, WARNING, change="engine_broken", engine="minijinja", samples=["default/a/generation"])
+    rendered = _c(ChangeKind.CHAT_TEMPLATE, WARNING, samples=[
+        {"conversation": "c", "before": {"prompt": "a"}, "after": {"prompt": "b"}, "differs": True}])
+    assert "prompt" not in revision_event("org/m", "1" * 40, "t", "commit", [engine], False).payload
+    assert revision_event("org/m", "1" * 40, "t", "commit", [engine, rendered], False).payload["prompt"]["after"] == "b"

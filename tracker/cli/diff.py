@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tracker.behaviour_store import BehaviourStore
 from tracker.cli import output
 from tracker.cli.root import app_of, emit_json, repo_arg
 from tracker.differs import diff_snapshots
@@ -25,12 +26,15 @@ def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -
     old, new = load_snapshot(app.store, a), load_snapshot(app.store, b)
     matrices = MatrixStore(app.store)  # stored matrices by key; one not stored yet is rendered, not written
     engine_changes, _, _ = matrices.changes(old, new)
+    BehaviourStore(app.store).load(old, new)  # stored tokenizer behaviours: an unchanged tokenizer is not run again
     changes = diff_snapshots(old, new) + engine_changes
     if as_json:
         before = json_fields(matrices.get(old)[0])["template_engines"]
+        keys = output.behaviour_keys(changes)
+        if keys["tokenizer_behaviour"] is None:
+            keys["tokenizer_behaviour"] = BehaviourStore(app.store).checked(old, new)
         emit_json({"repo_id": repo, "from": a.sha, "to": b.sha, "changes": [c.to_dict() for c in changes],
-                   **json_fields(matrices.get(new)[0]), "template_engines_from": before,
-                   **output.behaviour_keys(changes)})
+                   **json_fields(matrices.get(new)[0]), "template_engines_from": before, **keys})
         return
     click.echo(f"{repo}: {a.sha[:12]} -> {b.sha[:12]}: {len(changes)} change(s)")
     for line in output.change_lines(changes, indent="  "):

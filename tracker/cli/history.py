@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from tracker.cli import output
@@ -22,7 +24,11 @@ def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> 
         ctx.exit(fail(f"no history for {repo}: it is not watched (hubwatch watch add {repo})", 3))
     changes = app.store.history.changes_by_revision(r.id for r in revisions)  # type: ignore[misc]
     if as_json:
-        emit_json([output.revision_dict(r, changes[r.id]) for r in revisions])  # type: ignore[index]
+        from tracker.behaviour_store import BehaviourStore
+        from tracker.template_matrix import MatrixStore
+
+        matrices, behaviours = MatrixStore(app.store), BehaviourStore(app.store)
+        emit_json([stored_json(app.store, r, changes[r.id], matrices, behaviours) for r in revisions])  # type: ignore[index]
         return
     if not revisions:
         click.echo(f"{repo}: watched, nothing ingested yet (run: hubwatch poll {repo})")
@@ -42,16 +48,17 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
     rev = app.store.history.find_revision(repo_arg(repo), revision)
     files = app.store.history.revision_files(rev.id)  # type: ignore[arg-type]
     changes = app.store.history.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
-    if as_json:
-        # The engine matrix may need rendering (a revision stored before it was kept): loaded only here, so
-        # `history` and `show` without --json stay free of the differs and the Hub client.
+    if as_json:  # the differs load only here: a plain `show` or `history` reads the database alone
+        from tracker.behaviour_store import checked_revision
         from tracker.snapshot_io import load_snapshot
         from tracker.template_matrix import MatrixStore, json_fields
 
         scans = app.store.history.read_file_scans(f.lfs_sha256 or f.oid for f in files if f.kind == "weights")
         matrix = MatrixStore(app.store).get(load_snapshot(app.store, rev))[0]  # stored by key, else rendered now
-        emit_json({**output.revision_dict(rev, changes),
-                   "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files], **json_fields(matrix)})
+        data = output.revision_dict(rev, changes)
+        if data["tokenizer_behaviour"] is None:
+            data["tokenizer_behaviour"] = checked_revision(app.store, rev)
+        emit_json({**data, "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files], **json_fields(matrix)})
         return
     for line in output.revision_text(rev, changes):
         click.echo(line)
@@ -60,3 +67,18 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
         note = f"  ({f.note})" if f.note else ""
         click.echo(f"    {f.kind:<13} {f.size:>14,}  {f.path}{note}")
 
+
+
+def stored_json(store: Any, rev: Any, changes: Any, matrices: Any, behaviours: Any) -> dict[str, Any]:
+    """`history --json`'s revision: as `show --json` gives it, less the files; the engine matrix only as stored
+    (never rendered here), "checked, unchanged" tokenizer behaviour where the revision's tokenizer changed."""
+    from tracker.behaviour_store import checked_revision
+    from tracker.snapshot_io import load_snapshot
+    from tracker.template_matrix import json_fields
+
+    data = output.revision_dict(rev, changes)
+    snapshot = load_snapshot(store, rev)
+    data.update(json_fields(matrices.find(snapshot)[1]))
+    if data["tokenizer_behaviour"] is None and any(c.kind == "tokenizer" for c in changes):
+        data["tokenizer_behaviour"] = checked_revision(store, rev, behaviours)
+    return data

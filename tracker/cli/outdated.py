@@ -83,6 +83,7 @@ def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tu
     """Write a lock file: REPO[@BRANCH] pinned at its branch head, or every model of the local HF cache
     at the revision you have; --update REPO moves one pin after review."""
     from tracker.pins.lockfile import check_lock_target, read_lock, write_lock
+    from tracker.pins.outdated import behaviour_since
     from tracker.pins.recorded_files import head_pin, locked
 
     if sum(map(bool, (repos, update, scan_path))) > 1:
@@ -100,6 +101,10 @@ def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tu
             old = by_key.get((repo_id, branch))
             by_key[(repo_id, branch)] = new
             click.echo(f"{repo_id}@{branch}: {old.sha[:12] if old else 'not pinned'} -> {new.sha[:12]}")
+            if old is not None and old.sha != new.sha:
+                for change in behaviour_since(app.store, repo_id, old.sha, new.sha) or []:
+                    click.echo(f"warning: {change.sha[:12]} changes what the model does: [{change.severity}] {change.kind}: "
+                               f"{change.summary}", err=True)
         write_lock(lock_file, list(by_key.values()))
         return
     if repos:

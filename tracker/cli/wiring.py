@@ -15,6 +15,7 @@ from feeds.http.app import ServerOptions, ServerThread, create_app
 from feeds.webhooks import Links
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from tracker.app import App
+from tracker.behaviour_store import extras_reader
 from tracker.differs import diff_snapshots
 from tracker.errors import ConfigError
 from tracker.snapshot_io import load_snapshot
@@ -48,6 +49,7 @@ def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[
         trigger=trigger,
         subscriptions=app.store.subscriptions,
         diff=differ,
+        extras=extras_reader(app.store),
         storage_state=app.poller.gate.state,
         poll_state=poll_state,
     )

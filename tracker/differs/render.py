@@ -1,7 +1,7 @@
 """Everything that touches Jinja: render chat templates in a sandboxed, killable worker; lex them here.
 
-Rendering untrusted templates happens in one child process per batch (`render_worker.py`, started with
-`subprocess`, never `fork` in this multi-threaded daemon): Jinja's ImmutableSandboxedEnvironment inside,
+Rendering untrusted templates happens in a child process (`render_worker.py`, started with `subprocess`,
+never `fork` in this multi-threaded daemon, and kept warm between batches by `WorkerPool`): Jinja's ImmutableSandboxedEnvironment inside,
 an address-space limit, a wall-clock limit per render, and an output cap. Whatever a template does
 (loop forever, allocate gigabytes, reach for `__globals__`), each render comes back as a prompt or a
 readable error, and the caller never hangs: a render stuck in C code is killed from here and the rest
@@ -13,6 +13,7 @@ executes nothing.
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -20,6 +21,7 @@ import selectors
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -144,55 +146,141 @@ def _render_batch(requests: Sequence[RenderRequest], now: datetime, limits: Rend
     return [r if r is not None else Rendered(error="the render worker stopped before this render") for r in results]
 
 
+class _Worker:
+    """A started worker process, kept warm between batches by `WorkerPool`."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            command,
+            env={**os.environ, "TZ": "UTC"} if command[0] != sys.executable else None,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            os.set_blocking(pipe.fileno(), False)
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.requests = 0
+        self.idle_since = time.monotonic()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+class WorkerPool:
+    """Idle workers by (command, limits): one batch after another reuses a started worker instead of paying
+    an interpreter start and `import jinja2` (or Node's start) each time; a revision's render, engine matrix
+    and end-of-turn check, and the revisions of a poll, share them. A worker is handed back only after a
+    batch it finished cleanly without hitting a limit; one that was killed, exceeded a limit, served
+    `max_requests` batches or sat idle `idle_s` is closed. `keep` 0 starts a fresh worker per batch."""
+
+    def __init__(self, keep: int = 2, idle_s: float = 60.0, max_requests: int = 200) -> None:
+        self.keep, self.idle_s, self.max_requests = keep, idle_s, max_requests
+        self._idle: dict[tuple[Any, ...], list[_Worker]] = {}
+        self._lock = threading.Lock()
+        self.started = 0  # workers started (the benchmarks and tests count them)
+
+    def acquire(self, key: tuple[Any, ...], command: list[str]) -> _Worker:
+        stale: list[_Worker] = []
+        found = None
+        with self._lock:
+            idle = self._idle.get(key, [])
+            while idle and found is None:
+                worker = idle.pop()
+                fresh = time.monotonic() - worker.idle_since < self.idle_s and worker.proc.poll() is None
+                found, stale = (worker, stale) if fresh else (None, [*stale, worker])
+            if found is None:
+                self.started += 1
+        for worker in stale:
+            worker.close()
+        return found or _Worker(command)
+
+    def release(self, key: tuple[Any, ...], worker: _Worker, reusable: bool) -> None:
+        worker.requests += 1
+        worker.idle_since = time.monotonic()
+        if reusable and worker.requests < self.max_requests and worker.proc.poll() is None:
+            with self._lock:
+                idle = self._idle.setdefault(key, [])
+                if len(idle) < self.keep:
+                    idle.append(worker)
+                    return
+        worker.close()
+
+    def close(self) -> None:
+        """Stop every idle worker (at exit, or when a caller wants none left running)."""
+        with self._lock:
+            workers = [w for idle in self._idle.values() for w in idle]
+            self._idle.clear()
+        for worker in workers:
+            worker.close()
+
+
+POOL = WorkerPool()
+atexit.register(POOL.close)
+
+
 def _run_worker(payload: bytes, limits: RenderLimits, command: list[str]) -> tuple[list[dict[str, Any]], str | None]:
-    """Feed one request to a fresh worker; the lines it wrote, and why it stopped early (None if it didn't).
+    """Feed one request to a worker (warm from the pool, or started now); the lines it wrote, and why it
+    stopped early (None if it didn't).
 
     The worker gets `startup_s` to report ready, then `time_s + kill_grace_s` per result line. Past that
     deadline it is killed: a render the alarm could not interrupt (a C-level computation).
     """
-    proc = subprocess.Popen(
-        command,
-        env={**os.environ, "TZ": "UTC"} if command[0] != sys.executable else None,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        close_fds=True,
-    )
+    key = (tuple(command), limits)
+    while True:
+        worker = POOL.acquire(key, command)
+        reused = worker.requests > 0
+        lines, failure, done = _serve(worker, payload, limits)
+        hit_limit = any("exceeded" in line.get("error", "") for line in lines)  # a worker near a limit is not reused
+        POOL.release(key, worker, reusable=done and failure is None and not hit_limit)
+        if not (reused and failure is not None and not lines):
+            return lines, failure
+        # a warm worker that died while idle (killed from outside) answered nothing: the batch goes to another
+
+
+def _serve(worker: _Worker, payload: bytes, limits: RenderLimits) -> tuple[list[dict[str, Any]], str | None, bool]:
+    """One request to one worker: its lines, why it stopped early, and whether it finished the request."""
     lines: list[dict[str, Any]] = []
-    stderr = bytearray()
     failure: str | None = None
+    done = False
     try:
-        for line in _read_lines(proc, payload, limits, stderr):
+        for line in _read_lines(worker, payload + b"\n", limits):
+            if "done" in line:
+                done = True
+                break
             lines.append(line)
     except TimeoutError:
         if lines:
             failure = f"exceeded the time limit ({limits.time_s:g} s) in code that could not be interrupted; the worker was stopped"
         else:
             failure = f"the render worker did not start within {limits.startup_s:g} s and was stopped"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-    if failure is None and proc.returncode != 0:
-        tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-        failure = f"the render worker exited with code {proc.returncode} {tail[0]}".strip()
-    return lines, failure
+    if failure is None and not done:
+        worker.close()
+        tail = worker.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        failure = f"the render worker exited with code {worker.proc.returncode} {tail[0]}".strip()
+    return lines, failure, done
 
 
-def _read_lines(proc: subprocess.Popen[bytes], payload: bytes, limits: RenderLimits, stderr: bytearray) -> Iterator[dict[str, Any]]:
-    """Write `payload` to the worker while reading its JSON lines, enforcing the progress deadline."""
+def _read_lines(worker: _Worker, payload: bytes, limits: RenderLimits) -> Iterator[dict[str, Any]]:
+    """Write `payload` to the worker while reading its JSON lines, enforcing the progress deadline; ends
+    when the worker closes its output (the caller stops reading at the request's "done" line)."""
+    proc = worker.proc
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     to_send = memoryview(payload)
-    buffer = bytearray()
     deadline = time.monotonic() + limits.startup_s
     with selectors.DefaultSelector() as selector:
-        for pipe, events in ((proc.stdin, selectors.EVENT_WRITE), (proc.stdout, selectors.EVENT_READ), (proc.stderr, selectors.EVENT_READ)):
-            os.set_blocking(pipe.fileno(), False)
-            selector.register(pipe, events)
-        while selector.get_map():
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        selector.register(proc.stderr, selectors.EVENT_READ)
+        selector.register(proc.stdin, selectors.EVENT_WRITE)
+        while proc.stdout in (k.fileobj for k in selector.get_map().values()):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
@@ -207,18 +295,20 @@ def _read_lines(proc: subprocess.Popen[bytes], payload: bytes, limits: RenderLim
                     to_send = to_send[sent:]
                     if not to_send:
                         selector.unregister(proc.stdin)
-                        proc.stdin.close()
                     continue
-                chunk = os.read(key.fd, 65536)
+                try:
+                    chunk = os.read(key.fd, 65536)
+                except BlockingIOError:
+                    continue
                 if not chunk:
                     selector.unregister(key.fileobj)
                 elif key.fileobj is proc.stderr:
-                    stderr.extend(chunk)
-                    del stderr[:-8192]  # the tail holds the last line of a traceback
+                    worker.stderr.extend(chunk)
+                    del worker.stderr[:-8192]  # the tail holds the last line of a traceback
                 else:
-                    buffer.extend(chunk)
-                    *complete, rest = buffer.split(b"\n")
-                    buffer = bytearray(rest)
+                    worker.stdout.extend(chunk)
+                    *complete, rest = worker.stdout.split(b"\n")
+                    worker.stdout = bytearray(rest)
                     for raw in complete:
                         deadline = time.monotonic() + limits.time_s + limits.kill_grace_s
                         yield json.loads(raw)

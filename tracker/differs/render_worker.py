@@ -4,12 +4,15 @@ Started as `python -I render_worker.py` (isolated: no PYTHON* variables, no scri
 current directory on sys.path), so it imports only the standard library and jinja2 and starts the
 same way however hubwatch is installed. Protocol, all JSON:
 
-  stdin   one request: {"templates": [str], "jobs": [{"template": int, "context": {...} | null, "engine": str}],
-          "now": ISO datetime, "time_s": float, "memory_bytes": int, "output_chars": int,
-          "cpu_s": int}
-  stdout  {"ready": true} once the limits are set and jinja2 is imported, then one line per job,
-          in order: {"job": i, "prompt": str} or {"job": i, "error": str}; a job whose context is null
-          only compiles its template (its prompt is "")
+  stdin   requests, one a line: {"templates": [str], "jobs": [{"template": int, "context": {...} | null,
+          "engine": str}], "now": ISO datetime, "time_s": float, "memory_bytes": int, "output_chars": int,
+          "cpu_s": int}; the worker serves them in turn until stdin closes (the parent keeps it warm)
+  stdout  per request: {"ready": true} once the limits are set and jinja2 is imported, then one line per
+          job, in order: {"job": i, "prompt": str} or {"job": i, "error": str} (a job whose context is
+          null only compiles its template: its prompt is ""), then {"done": true}
+
+The address space is capped at the first request (a worker serves one set of limits); each request
+gets `cpu_s` seconds of CPU on top of what the worker used before it.
 
 Engines: "jinja2" (the default) and "minijinja" (the Rust engine text-generation-inference renders
 with, through the `minijinja` package, configured as TGI's router/src/infer/chat_template.rs does:
@@ -17,15 +20,19 @@ with, through the `minijinja` package, configured as TGI's router/src/infer/chat
 methods, `raise_exception` and `strftime_now`; its fuel bounds the work a render may do, since the alarm
 cannot interrupt Rust code).
 
-The Jinja environment mirrors transformers 5.x `_compile_jinja_template`: ImmutableSandboxedEnvironment
-with trim_blocks, lstrip_blocks, loopcontrols and the `{% generation %}` tag; its own `tojson` (no HTML
-escaping), `raise_exception` and `strftime_now` (here a fixed clock, from the request). One deliberate
-difference: an access the sandbox refuses (`''.__class__`) raises instead of rendering as empty text.
+The Jinja environment mirrors transformers 5.x `_compile_jinja_template` (checked against transformers
+5.24's `utils/chat_template_utils.py`): ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks,
+loopcontrols and the `{% generation %}` tag; its own `tojson` (no HTML escaping; ensure_ascii, indent,
+separators, sort_keys), `raise_exception`, `strftime_now` (here a fixed clock, from the request), a `dict`
+global with only call and `fromkeys`, and a `namespace` that refuses underscore-prefixed names. Two
+deliberate differences: an access the sandbox refuses (`''.__class__`) raises instead of rendering as
+empty text (the chat template differ reports it), and the clock is fixed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import resource
 import signal
@@ -51,9 +58,11 @@ def _on_alarm(signum: int, frame: Any) -> None:
         raise RenderTimeout
 
 
-def _set_limits(memory_bytes: int, cpu_s: int) -> None:
+def _set_limits(memory_bytes: int, cpu_s: int | None) -> None:
     """Cap the address space (huge strings fail with MemoryError) and, as a backstop, CPU time."""
     for which, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_CPU, cpu_s)):
+        if value is None:
+            continue
         try:
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):  # not lowerable on this platform: the parent's deadline still holds
@@ -102,10 +111,43 @@ def _environment(now: datetime) -> tuple[Any, type[Exception]]:
     def strftime_now(format: str) -> str:  # noqa: A002 - transformers' name; a template may pass `format=` by keyword
         return now.strftime(format)
 
+    class TemplateDict:
+        """transformers' `dict` global: callable and `fromkeys`, nothing else of the type (no `dict.copy`)."""
+
+        def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+            return dict(*args, **kwargs)
+
+        def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+            return dict.fromkeys(*args, **kwargs)
+
+    class TemplateNamespace(jinja2.utils.Namespace):
+        """transformers' `namespace` global: underscore-prefixed attributes refused, at creation and on `set`."""
+
+        def __init__(*args: Any, **kwargs: Any) -> None:  # jinja2's Namespace signature: namespace(self=...) works
+            self, args = args[0], args[1:]
+            attrs = dict(*args, **kwargs)
+            for name in attrs:
+                TemplateNamespace._check_name(name)
+            jinja2.utils.Namespace.__init__(self, attrs)
+
+        def __setitem__(self, name: str, value: Any) -> None:
+            TemplateNamespace._check_name(name)
+            jinja2.utils.Namespace.__setitem__(self, name, value)
+
+        @staticmethod
+        def _check_name(name: Any) -> None:
+            if isinstance(name, str) and name.startswith("_"):
+                raise jinja2.exceptions.SecurityError(
+                    f"Chat templates cannot store underscore-prefixed attributes on a namespace, but got {name!r}. "
+                    "Please rename the attribute."
+                )
+
     env = StrictSandbox(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, "jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
+    env.globals["dict"] = TemplateDict()
+    env.globals["namespace"] = TemplateNamespace
     return env, TemplateRaised
 
 
@@ -200,11 +242,38 @@ def _emit(line: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    request = json.load(sys.stdin)
-    _set_limits(request["memory_bytes"], request["cpu_s"])
+    """Serve requests, one JSON line each, until stdin closes: the parent keeps a worker warm between batches."""
     signal.signal(signal.SIGALRM, _on_alarm)
+    limited = False
+    for raw in sys.stdin:
+        if not raw.strip():
+            continue
+        request = json.loads(raw)
+        if not limited:  # the address space once: a worker serves one set of limits (the parent's pool key)
+            _set_limits(request["memory_bytes"], None)
+            limited = True
+        _set_cpu_budget(request["cpu_s"])
+        serve(request)
+        _emit({"done": True})
+
+
+def _set_cpu_budget(cpu_s: int) -> None:
+    """This request's CPU time on top of what the worker has used (SIGXCPU kills it past that)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = math.ceil(usage.ru_utime + usage.ru_stime)
+    try:
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        soft = used + cpu_s if hard == resource.RLIM_INFINITY else min(used + cpu_s, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    except (ValueError, OSError):  # not settable here: the parent's deadline still holds
+        pass
+
+
+def serve(request: dict[str, Any]) -> None:
+    """One request: its environments (fresh: the clock is the request's), then one line per job."""
     now = datetime.fromisoformat(request["now"])
     env, raised = _environment(now)
+    _mini_compiled.clear()
     _emit({"ready": True})
     compiled: dict[int, Any] = {}
     mini: Any = None

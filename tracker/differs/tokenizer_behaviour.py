@@ -4,8 +4,9 @@ The tokenizer (tokenizer.json through `tokenizers`, else tokenizer.model through
 transformers) runs in a child process (`tokenize_worker.py`) under an address-space, CPU and wall-clock
 limit, so a 50 MB or malformed file costs a note, never the revision. A behaviour is computed once per
 tokenizer blob set (the oids of the tokenizer file and of the configs naming its special tokens) and
-kept in a small in-process cache: consecutive revisions share their middle one, and a revision whose
-tokenizer blobs did not change is not run at all.
+kept in a small in-process cache (consecutive revisions share their middle one, and a revision whose
+tokenizer blobs did not change is not run at all), which `tracker.behaviour_store` fills from and writes to
+the history, so a restart does not run an unchanged tokenizer again.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ SPECIAL_NAMES = ("bos", "eos", "pad", "unk")
 CHANGED_IDS_LISTED = 200  # sample ids named in the detail; the count is always exact
 EXAMPLES = 3
 EXAMPLE_TOKENS = 48
+BEHAVIOUR_VERSION = "1"  # bump when the worker's output changes: stored behaviours are then computed again
+UNCHANGED_NOTE = "checked, unchanged: every corpus sample gets the same ids, special ids and round trips"
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,7 @@ def compare_behaviour(before: dict[str, Any], after: dict[str, Any]) -> dict[str
     categories = _categories()
     return {
         "compared": True,
+        "changed": True,
         "corpus": {"version": load_corpus()["version"], "samples": len(new_samples)},
         "backend": {"old": before["backend"], "new": after["backend"], "version": after["version"]},
         "chat_format": {"old": before["chat_format"], "new": after["chat_format"]},
@@ -204,6 +208,17 @@ def compare_behaviour(before: dict[str, Any], after: dict[str, Any]) -> dict[str
         "special_ids_changed": special,
         "added_ids": added_ids,
     }
+
+
+def unchanged_value(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """`tokenizer_behaviour` of a revision whose tokenizer blobs changed but whose corpus ids did not."""
+    total, by_category = _totals(after["samples"])
+    return {"compared": True, "changed": False, "note": UNCHANGED_NOTE,
+            "corpus": {"version": load_corpus()["version"], "samples": len(after["samples"])},
+            "backend": {"old": before.get("backend"), "new": after.get("backend"), "version": after.get("version")},
+            "ids_changed": {"count": 0, "samples": [], "by_category": {}},
+            "tokens": {"old": total, "new": total, "by_category": {c: {"old": n, "new": n} for c, n in by_category.items()}},
+            "special_ids": {n: after["special"][n] for n in SPECIAL_NAMES}}
 
 
 def _count_by(ids: list[str], categories: dict[str, str]) -> dict[str, int]:

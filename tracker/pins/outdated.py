@@ -36,6 +36,38 @@ class SinceChange:
     summary: str
     severity: str
     security: bool = False
+    behaviour: bool = False  # what the model does changed (tokenizer ids, stop set, a runtime's template): at least warning
+
+
+def behaviour_changing(kind: str, detail: Any) -> bool:
+    """A change of what the model does, not only of its files: corpus ids (or special ids) that changed, the
+    stop-token set or the template's end of turn, or a runtime the chat template broke in or now renders in."""
+    detail = detail if isinstance(detail, dict) else {}
+    tokenizer = detail.get("tokenizer_behaviour")
+    if kind == "tokenizer" and isinstance(tokenizer, dict):
+        return tokenizer.get("compared") is True and tokenizer.get("changed") is not False
+    return kind == "stop_tokens" or (kind == "chat_template" and detail.get("change") in ("engine_broken", "engine_fixed"))
+
+
+def since_change(sha: str, change: Any) -> SinceChange:
+    """A stored change after a pin; a behaviour-changing one is at least `warning` there, whatever its own severity."""
+    behaviour = behaviour_changing(change.kind, change.detail)
+    severity = change.severity
+    if behaviour and SEVERITY_RANK[severity] < SEVERITY_RANK["warning"]:
+        severity = "warning"
+    return SinceChange(sha, change.kind, change.path, change.summary, severity, change.security, behaviour)
+
+
+def behaviour_since(store: Storage, repo_id: str, pinned_sha: str, head_sha: str) -> list[SinceChange] | None:
+    """The behaviour-changing changes after `pinned_sha` up to `head_sha` as stored (None when the stored
+    history does not join them)."""
+    chain = stored_chain(store.history.list_revisions(repo_id), head_sha, pinned_sha)
+    if chain is None:
+        return None
+    found: list[SinceChange] = []
+    for revision, changes in _changes_of(store, chain):
+        found += [c for c in (since_change(revision.sha, x) for x in changes) if c.behaviour]
+    return found
 
 
 @dataclass
@@ -115,7 +147,7 @@ class OutdatedCheck:
         if chain is None:
             return self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
         records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
-        changes = [SinceChange(r.sha, c.kind, c.path, c.summary, c.severity, c.security) for r, c in records]
+        changes = [since_change(r.sha, c) for r, c in records]
         changes += _advisories_of(self.store, chain)
         rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
         message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tracker.differs import render
 from tracker.differs.chat_samples import SAMPLE_CONVERSATIONS
-from tracker.differs.render import Rendered, RenderLimits, RenderRequest, render_all, template_tokens
+from tracker.differs.render import POOL, Rendered, RenderLimits, RenderRequest, WorkerPool, render_all, template_tokens
 
 from .chat_fixtures import LLAMA3_TOKENS, LLAMA32, LLAMA33, QWEN25, template
 
@@ -27,7 +28,15 @@ PARITY = [
     ("strftime_now reads the given clock", "{{ strftime_now('%d %b %Y') }}", {}, "15 Jan 2025"),
     ("the generation tag renders its body", "a{% generation %}b{% endgeneration %}c", {}, "abc"),
     ("undefined values print as nothing", "[{{ missing }}]", {}, "[]"),
+    # transformers' own globals: `dict` is only a call and `fromkeys`, `namespace` keeps `self=` working
+    ("dict is only a call and fromkeys", "{{ dict.copy is defined }}|{{ dict(a=1)|tojson }}|{{ dict.fromkeys(['a'], 0)|tojson }}",
+     {}, 'False|{"a": 1}|{"a": 0}'),
+    ("namespace takes self=", "{% set ns = namespace(self=1) %}{{ ns.self }}", {}, "1"),
+    ("tojson's sort_keys and separators", "{{ {'b': 1, 'a': [1, 2]}|tojson(sort_keys=true, separators=(',', ':')) }}",
+     {}, '{"a":[1,2],"b":1}'),
 ]
+# Cases transformers renders differently on purpose: its strftime_now reads the real clock.
+LIVE_CLOCK = {"strftime_now reads the given clock"}
 
 # (id, template, words the error must contain): each rendered in a batch before a benign template.
 HOSTILE = [
@@ -45,6 +54,10 @@ HOSTILE = [
     ("endless recursion", "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", ["recursion limit"]),
     ("raise_exception", "{{ raise_exception('Conversation roles must alternate') }}", ["the template raised an error: Conversation roles"]),
     ("a syntax error", "{% if %}", ["template syntax error on line 1"]),
+    ("an underscore name set on a namespace", "{% set ns = namespace(a=1) %}{% set ns._b = 2 %}{{ ns.a }}",
+     ["blocked by the sandbox", "underscore-prefixed"]),
+    ("an underscore name given to namespace()", "{% set ns = namespace(_x=1) %}{{ ns }}",
+     ["blocked by the sandbox", "underscore-prefixed"]),
 ]
 
 
@@ -59,6 +72,27 @@ def parity() -> dict[str, Rendered]:
 def test_environment_renders_like_transformers(parity: dict[str, Rendered], case: str, expected: str) -> None:
     """The worker's Jinja environment has the options and helpers transformers' has."""
     assert parity[case] == Rendered(prompt=expected)
+
+
+@pytest.mark.groundtruth
+@pytest.mark.parametrize(("case", "source", "variables", "expected"), [c for c in PARITY if c[0] not in LIVE_CLOCK],
+                         ids=[c[0] for c in PARITY if c[0] not in LIVE_CLOCK])
+def test_transformers_renders_the_parity_cases_alike(case: str, source: str, variables: dict, expected: str) -> None:
+    """Live: transformers' own compiled template (utils/chat_template_utils.py) renders each case as the worker does."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    assert _compile_jinja_template(source).render(**variables) == expected
+
+
+@pytest.mark.groundtruth
+def test_transformers_refuses_underscore_namespace_names_as_the_worker_does() -> None:
+    """Live: the namespace cases of HOSTILE fail in transformers with the same SecurityError."""
+    import jinja2
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    for case in (c for c in HOSTILE if "namespace" in c[0]):
+        with pytest.raises(jinja2.exceptions.SecurityError, match="underscore-prefixed"):
+            _compile_jinja_template(case[1]).render()
 
 
 @pytest.mark.parametrize(("source", "words"), [c[1:] for c in HOSTILE], ids=[c[0] for c in HOSTILE])
@@ -123,3 +157,50 @@ def test_template_tokens_keep_code_and_drop_text() -> None:
         ("__b__", ["string"]),
     ]
     assert template_tokens("{{ 'unterminated }}") is None
+
+
+def test_consecutive_batches_reuse_one_warm_worker() -> None:
+    """Batches one after another (a revision's render, engine matrix and end-of-turn check; the revisions of
+    a poll) are served by one started worker, each with its own clock."""
+    POOL.close()
+    started = POOL.started
+    first = render_all([RenderRequest("{{ strftime_now('%Y') }}", {})], now=NOW, limits=FAST)
+    second = render_all([RenderRequest("{{ strftime_now('%Y') }}", {}), BENIGN], now=datetime(2031, 1, 1, tzinfo=UTC), limits=FAST)
+    assert first == [Rendered(prompt="2025")] and second == [Rendered(prompt="2031"), Rendered(prompt="still fine")]
+    assert POOL.started - started == 1
+
+
+def test_a_worker_that_hit_a_limit_is_not_reused() -> None:
+    """A worker that ran past a limit (killed, or interrupted near it) is closed: the next batch starts afresh."""
+    POOL.close()
+    started = POOL.started
+    hostile = RenderRequest("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", {})
+    assert "time limit" in (render_all([hostile, BENIGN], now=NOW, limits=FAST)[0].error or "")
+    assert render_all([BENIGN], now=NOW, limits=FAST) == [Rendered(prompt="still fine")]
+    assert POOL.started - started == 2
+
+
+def test_without_warm_workers_each_batch_starts_its_own() -> None:
+    """`keep` 0 (the benchmark's baseline) starts a worker per batch and leaves none running."""
+    pool = WorkerPool(keep=0)
+    POOL.close()
+    original = render.POOL
+    render.POOL = pool
+    try:
+        for _ in range(2):
+            assert render_all([BENIGN], now=NOW, limits=FAST) == [Rendered(prompt="still fine")]
+    finally:
+        render.POOL = original
+    assert pool.started == 2 and not any(pool._idle.values())
+
+
+def test_a_warm_worker_killed_while_idle_is_replaced_without_losing_the_batch() -> None:
+    """A kept worker that died between batches (killed from outside) costs nothing: the batch is served by a new one."""
+    POOL.close()
+    assert render_all([BENIGN], now=NOW, limits=FAST) == [Rendered(prompt="still fine")]
+    [idle] = [w for workers in POOL._idle.values() for w in workers]
+    idle.proc.kill()
+    idle.proc.wait()
+    started = POOL.started
+    assert render_all([BENIGN], now=NOW, limits=FAST) == [Rendered(prompt="still fine")]
+    assert POOL.started - started == 1

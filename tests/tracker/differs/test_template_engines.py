@@ -82,6 +82,18 @@ def test_a_revision_breaking_minijinja_is_a_warning_naming_engine_and_error() ->
     assert "text-generation-inference" in change.summary and "unknown statement generation" in change.summary
 
 
+def test_glm_45s_real_template_breaks_tool_calls_in_minijinja_only() -> None:
+    """zai-org/GLM-4.5-Air's template (SOURCES.md) passes `ensure_ascii=False` to `tojson`: transformers' jinja2 renders
+    every sample, minijinja (TGI) parses it but fails each tool-call sample on the keyword, with its line."""
+    matrix = _matrix(template("zai-org-GLM-4.5-Air/chat_template.jinja"))
+    assert all(s["renders"] for s in _engine(matrix, "jinja2")["samples"])
+    mini = _engine(matrix, "minijinja")
+    assert mini["parses"] is True
+    failed = {s["id"]: s["error"] for s in mini["samples"] if not s["renders"]}
+    assert sorted(failed) == ["default/tool_call_round_trip/generation", "default/tool_call_round_trip/no_generation"]
+    assert set(failed.values()) == {"too many arguments: unknown keyword argument 'ensure_ascii' (line 11)"}
+
+
 def test_the_revision_that_fixes_it_is_reported_too() -> None:
     """Removing the markers again fixes minijinja, with the error it used to fail with."""
     [change] = [c for c in template_engines.compare(_matrix(GENERATION), _matrix(PLAIN)) if c.detail["engine"] == "minijinja"]
@@ -123,3 +135,20 @@ def test_without_node_the_js_engine_says_not_checked(monkeypatch: pytest.MonkeyP
     engine = _engine(_matrix(PLAIN), JS_ENGINE)
     assert (engine["checked"], engine["parses"], engine["samples"]) == (False, None, [])
     assert engine["error"].startswith("not checked: Node.js is not installed")
+
+
+def test_a_1_mb_template_is_bounded_in_every_engine() -> None:
+    """A 1 MB template (the real Qwen2 template after 1 MB of literal text) parses, and every engine stops each
+    render at the output cap with a readable error; the revision that grows it is an engine break per engine."""
+    huge = "x" * 2**20 + PLAIN
+    matrix = _matrix(huge)
+    plain = {e["engine"]: {s["id"]: s["renders"] for s in e["samples"]} for e in _matrix(PLAIN)["template_engines"]}
+    checked = [e for e in matrix["template_engines"] if e["checked"]]
+    assert {e["engine"] for e in checked} >= {"jinja2", "minijinja"}
+    for engine in checked:
+        assert engine["parses"] is True, engine["error"]
+        assert not any(s["renders"] for s in engine["samples"])
+        capped = [s for s in engine["samples"] if plain[engine["engine"]][s["id"]]]  # those that render at normal size
+        assert capped and all(s["error"] == "output exceeded the limit of 65536 characters" for s in capped)
+    broken = {c.detail["engine"] for c in template_engines.compare(_matrix(PLAIN), matrix) if c.detail["change"] == "engine_broken"}
+    assert broken == {e["engine"] for e in checked}

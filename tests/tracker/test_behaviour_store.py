@@ -1,0 +1,63 @@
+"""Tokenizer behaviours kept in the history: a restart does not run an unchanged tokenizer again, and a
+tokenizer that changed without changing any sample's ids says "checked, unchanged" (no change row)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from storage.front import Storage
+from tests.support.cli import cli_json, run_cli, write_config
+from tracker.behaviour_store import FORMAT, BehaviourStore, store_key
+from tracker.differs.tokenizer_behaviour import UNCHANGED_NOTE, BehaviourCache, behaviour_key, diff_behaviour
+from tracker.snapshot_io import load_snapshot
+
+pytestmark = pytest.mark.postgres
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+TOKENIZER_COMMIT = "Update tokenizer files"  # padding/truncation dropped, added tokens listed: same ids
+
+
+@pytest.fixture
+def polled(replay, tmp_path: Path, database_url: str) -> Path:
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
+    assert run_cli("watch", "add", MINILM, "--backfill", "20", config=config).returncode == 0
+    assert run_cli("poll", config=config).returncode == 0
+    return config
+
+
+def test_stored_behaviours_mean_no_tokenizer_run_after_a_restart(polled: Path, database_url: str) -> None:
+    """The poll (another process) stored both sides' behaviours; a fresh cache, as after a restart, is filled
+    from the database and the diff runs no tokenizer."""
+    history = cli_json("history", MINILM, config=polled)
+    rev = next(r for r in history if r["title"] == TOKENIZER_COMMIT)
+    store = Storage.open(database_url)
+    try:
+        new_rev = store.history.find_revision(MINILM, rev["sha"])
+        old, new = load_snapshot(store, store.history.find_revision(MINILM, rev["parent_sha"])), load_snapshot(store, new_rev)
+        keys = [behaviour_key(old), behaviour_key(new)]
+        assert keys[0] != keys[1]
+        rows = store.history.read_file_scans(store_key(k) for k in keys)  # type: ignore[arg-type]
+        assert {row.format for row in rows.values()} == {FORMAT} and len(rows) == 2
+        cache = BehaviourCache()
+        assert BehaviourStore(store, cache).load(old, new) == 2
+        assert diff_behaviour(old, new, cache) == []
+        assert cache.runs == 0
+    finally:
+        store.engine.dispose()
+
+
+def test_a_tokenizer_change_without_id_changes_says_checked_unchanged(polled: Path) -> None:
+    """history, show and diff --json give the "checked, unchanged" value, no tokenizer_behaviour change row;
+    revisions whose tokenizer did not change still say null."""
+    history = cli_json("history", MINILM, config=polled)
+    rev = next(r for r in history if r["title"] == TOKENIZER_COMMIT)
+    value = rev["tokenizer_behaviour"]
+    assert value["compared"] is True and value["changed"] is False and value["note"] == UNCHANGED_NOTE
+    assert value["ids_changed"]["count"] == 0 and value["corpus"]["samples"] == 1000
+    assert value["tokens"]["old"] == value["tokens"]["new"] > 0
+    assert not any("tokenizer_behaviour" in (c["detail"] or {}) for c in rev["changes"])
+    assert [r["title"] for r in history if r["tokenizer_behaviour"] is not None] == [TOKENIZER_COMMIT]
+    assert cli_json("show", MINILM, rev["sha"], config=polled)["tokenizer_behaviour"] == value
+    assert cli_json("diff", MINILM, rev["parent_sha"], rev["sha"], config=polled)["tokenizer_behaviour"] == value
