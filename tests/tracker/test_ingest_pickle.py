@@ -244,3 +244,85 @@ def test_advisories_recheck_judges_stored_scans_again(pickle_app, served, databa
     assert "1 verdict(s) changed, 1 advisory event(s)" in first.stdout
     again = run_cli("advisories", "recheck", config=config)
     assert again.returncode == 0 and "judged" not in again.stdout
+
+
+def test_a_verdict_judged_safe_again_withdraws_its_own_record_once(pickle_app, served, database_url, tmp_path):
+    """somepkg.thing listed safe: the unknown record is withdrawn (OSV `withdrawn`), one notice event and one
+    delivery announce it, it is no longer open; the same rules again announce nothing."""
+    _poll_to(pickle_app, served, 1)
+    _poll_to(pickle_app, served, 2)  # the changed pytorch_model.bin: an unknown record
+    [record] = [r for r in pickle_app.store.advisories.own(REPO) if r.class_id == "pickle-unknown-import"]
+    pickle_app.store.subscriptions.add_subscription("https://hooks.example.com/x", "slack", min_severity="notice")
+    rules = tmp_path / "rules.toml"
+    rules.write_text('safe = ["somepkg.thing"]\n')
+    events_before = {e.event_id for e in pickle_app.store.history.list_events(limit=1000)}
+    lenient = _app(served, database_url, scan={"pickle_rules": str(rules)})
+    outcome = lenient.advisories.rejudge_pickles()
+    assert (len(outcome.changed), outcome.records, outcome.withdrawn) == (2, [], [record.id])  # both revisions
+    [new_event] = [e for e in lenient.store.history.list_events(limit=1000) if e.event_id not in events_before]
+    assert new_event.severity == "notice" and "withdrawn: judged again under pickle rules 1+" in new_event.title
+    assert "pytorch_model.bin: safe" in new_event.title
+    [delivery] = lenient.store.outbox.list_deliveries()
+    assert delivery.event.event_id == new_event.event_id
+    [withdrawn] = [r for r in lenient.store.advisories.own(REPO) if r.id == record.id]
+    assert withdrawn.record["withdrawn"] == withdrawn.record["modified"] and "Withdrawn" in withdrawn.record["details"]
+    assert record.id not in {r.id for r in lenient.store.advisories.open_own(REPO)}
+    again = _app(served, database_url, scan={"pickle_rules": str(rules)}).advisories.rejudge_pickles()
+    assert (again.scans, again.events, again.withdrawn) == (0, [], [])
+    assert len(lenient.store.outbox.list_deliveries()) == 1
+    lenient.store.engine.dispose()
+
+
+def test_a_dangerous_verdict_judged_only_unknown_withdraws_the_dangerous_record(pickle_app, served, database_url,
+                                                                                tmp_path):
+    """Rules that made somepkg dangerous, then forgot it: the dangerous record is withdrawn, an unknown one stays."""
+    _poll_to(pickle_app, served, 1)
+    _poll_to(pickle_app, served, 2)  # the changed pytorch_model.bin: an unknown record
+    strict, plain = tmp_path / "strict.toml", tmp_path / "plain.toml"
+    strict.write_text('dangerous = ["somepkg"]\n')
+    plain.write_text('dangerous = ["otherpkg"]\n')
+    first = _app(served, database_url, scan={"pickle_rules": str(strict)}).advisories.rejudge_pickles()
+    [dangerous] = first.records
+    second_app = _app(served, database_url, scan={"pickle_rules": str(plain)})
+    second = second_app.advisories.rejudge_pickles()
+    assert dangerous in second.withdrawn
+    open_classes = {r.class_id for r in second_app.store.advisories.open_own(REPO)}
+    assert "pickle-dangerous-import" not in open_classes and "pickle-unknown-import" in open_classes
+    second_app.store.engine.dispose()
+
+
+def test_run_judges_again_at_start_and_when_the_rules_file_changes(pickle_app, served, database_url, tmp_path):
+    """`hubwatch run`: stored verdicts judged at start under the operator's file (dangerous, one record); the file
+    saved again lists the callable safe, and the periodic job reads it and withdraws the records, no restart."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.osv import osv_endpoint
+    from tests.support.waiting import read_stderr_until
+
+    _poll_to(pickle_app, served, 1)
+    _poll_to(pickle_app, served, 2)  # the changed pytorch_model.bin: an unknown record
+    rules = tmp_path / "rules.toml"
+    rules.write_text('dangerous = ["somepkg"]\n')
+    config = tmp_path / "hubwatch.toml"
+    config.write_text(f'[hub]\nendpoint = "{served.endpoint}"\n[storage]\nurl = "{database_url}"\n'
+                      f'[osv]\napi_url = "{osv_endpoint()}"\n[scan]\npickle_rules = "{rules}"\nrejudge_interval = "1s"\n')
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "run"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "HUBWATCH_SERVER_PORT": "0"})
+    try:
+        started = read_stderr_until(proc, '"pickle_scans_rejudged"', timeout_s=60)
+        first = next(json.loads(line) for line in started.splitlines() if '"pickle_scans_rejudged"' in line)
+        assert (first["scans"], first["changed"], first["events"], first["withdrawn"]) == (2, 2, 1, 0)
+        rules.write_text('safe = ["somepkg.thing"]  # saved again: reviewed, harmless\n')
+        later = read_stderr_until(proc, '"withdrawn": 2', timeout_s=60)
+        assert '"pickle_scans_rejudged"' in later
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    own = pickle_app.store.advisories.own(REPO)
+    assert {r.class_id for r in own} == {"pickle-unknown-import", "pickle-dangerous-import"}
+    assert all(r.record.get("withdrawn") for r in own) and not pickle_app.store.advisories.open_own(REPO)

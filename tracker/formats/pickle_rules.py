@@ -112,6 +112,37 @@ def load_rules(path: Path | None) -> Rules:
     return rules_from_toml(raw, str(path))
 
 
+class RulesFile:
+    """The operator's rules file as it is now: read again when its modification time or size moves (and its
+    rules replaced when its digest, so its version, changed), so a running daemon judges by the file the operator
+    last saved. A file that can no longer be used (removed, not TOML) keeps the last good rules; `problem` says why."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.problem: str | None = None
+        self._stamp = self._stat()
+        self._rules = load_rules(path)  # a bad file at start is the caller's config error
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            info = self.path.stat()
+        except OSError:
+            return None
+        return info.st_mtime_ns, info.st_size
+
+    def current(self) -> Rules:
+        """The rules of the file as last saved (one stat per call; the file is read only when it moved)."""
+        stamp = self._stat()
+        if stamp == self._stamp:
+            return self._rules
+        self._stamp = stamp
+        try:
+            self._rules, self.problem = load_rules(self.path), None
+        except RulesFileError as err:
+            self.problem = f"{err}; judging by the rules of version {self._rules.version} until it is fixed"
+        return self._rules
+
+
 def rules_from_toml(raw: bytes, label: str = "rules file") -> Rules:
     """Rules from the TOML text of an operator's file: version `<built-in>+<sha256 prefix of the file>`."""
     try:

@@ -141,3 +141,26 @@ def test_rejudging_keeps_unreadable_and_uncertain() -> None:
     assert rejudge(unreadable, BUILTIN)["verdict"] == "unreadable"
     uncertain = scan_result([("mymodels", "Net")], BUILTIN, 0, "cap", certain=False)
     assert rejudge(uncertain, rules_from_toml(b'safe = ["mymodels.Net"]'))["verdict"] == "unknown"
+
+
+def test_the_rules_file_is_read_again_when_it_changes_and_a_bad_save_keeps_the_last_good_rules(tmp_path) -> None:
+    """A saved change moves the version; a save that is not TOML keeps the rules and says why; a fix is read."""
+    import os
+
+    from tracker.formats.pickle_rules import RulesFile
+
+    path = tmp_path / "rules.toml"
+    path.write_text('dangerous = ["somepkg"]\n')
+    watched = RulesFile(path)
+    first = watched.current()
+    assert watched.current() is first and judge_import("somepkg", "x", first) == "dangerous"
+    path.write_text('safe = ["somepkg.x"]\n')
+    os.utime(path, ns=(1, 1))  # a different modification time, whatever the clock's resolution
+    second = watched.current()
+    assert second.version != first.version and judge_import("somepkg", "x", second) == "safe"
+    path.write_text("dangerous = [\n")
+    os.utime(path, ns=(2, 2))
+    assert watched.current() is second and "not TOML" in watched.problem and second.version in watched.problem
+    path.write_text('dangerous = ["otherpkg"]\n')
+    os.utime(path, ns=(3, 3))
+    assert watched.current().version not in (first.version, second.version) and watched.problem is None
