@@ -13,6 +13,7 @@ from tests.support.pickle_bytes import Member, zip_bytes
 from tests.support.pickle_repos import calling_fragment, sparse, tensor_pickle, torch_zip, whole, write_pickle_repo
 from tests.support.settings import settings_for
 from tracker.app import App
+from tracker.formats.pickle_rules import RULES_VERSION
 from tracker.standins.replay.control import ReplayServer
 
 pytestmark = pytest.mark.postgres
@@ -77,7 +78,7 @@ def test_a_pickle_only_repo_gets_an_estimate_and_tensor_diffs(pickle_app, served
     assert reads and all(r.range and r.status == 206 for r in reads)
     files = {f.path: f for f in pickle_app.hub.list_files(REPO, served.head_sha(REPO))}
     scan = pickle_app.store.history.read_file_scans([files["pytorch_model.bin"].content_id])[files["pytorch_model.bin"].content_id]
-    assert scan.format == "pickle" and scan.result["verdict"] == "unknown" and scan.rules_version == "1"
+    assert scan.format == "pickle" and scan.result["verdict"] == "unknown" and scan.rules_version == str(RULES_VERSION)
     assert scan.bytes_read < files["pytorch_model.bin"].lfs_size / 100
     [baseline] = [c for c in _changes(pickle_app, served.head_sha(REPO)) if c.detail.get("baseline")]
     assert "pickle files: pytorch_model.bin (unknown: somepkg.thing)" in baseline.summary and baseline.security
@@ -147,7 +148,7 @@ def test_show_json_carries_pickle_scans(pickle_app, served, database_url, tmp_pa
     files = {f["path"]: f for f in json.loads(result.stdout)["files"]}
     scan = files["extra/evil.bin"]["pickle_scan"]
     assert set(scan) == {"verdict", "imports", "rules_version", "bytes_read", "note"}
-    assert scan["verdict"] == "dangerous" and scan["rules_version"] == "1" and scan["bytes_read"] > 0
+    assert scan["verdict"] == "dangerous" and scan["rules_version"] == str(RULES_VERSION) and scan["bytes_read"] > 0
     assert {"module": "os", "name": "system", "verdict": "dangerous"} in scan["imports"]
     assert files["original/consolidated.00.pth"]["pickle_scan"]["verdict"] == "safe"
     assert "pickle_scan" not in files["config.json"]
@@ -240,7 +241,7 @@ def test_advisories_recheck_judges_stored_scans_again(pickle_app, served, databa
                       f'[osv]\napi_url = "{osv_endpoint()}"\n[scan]\npickle_rules = "{rules}"\n')
     first = run_cli("advisories", "recheck", config=config)
     assert first.returncode == 0, first.stderr
-    assert "judged 1 stored pickle scan(s) again under rules 1+" in first.stdout
+    assert f"judged 1 stored pickle scan(s) again under rules {RULES_VERSION}+" in first.stdout
     assert "1 verdict(s) changed, 1 advisory event(s)" in first.stdout
     again = run_cli("advisories", "recheck", config=config)
     assert again.returncode == 0 and "judged" not in again.stdout
@@ -260,7 +261,7 @@ def test_a_verdict_judged_safe_again_withdraws_its_own_record_once(pickle_app, s
     outcome = lenient.advisories.rejudge_pickles()
     assert (len(outcome.changed), outcome.records, outcome.withdrawn) == (2, [], [record.id])  # both revisions
     [new_event] = [e for e in lenient.store.history.list_events(limit=1000) if e.event_id not in events_before]
-    assert new_event.severity == "notice" and "withdrawn: judged again under pickle rules 1+" in new_event.title
+    assert new_event.severity == "notice" and f"withdrawn: judged again under pickle rules {RULES_VERSION}+" in new_event.title
     assert "pytorch_model.bin: safe" in new_event.title
     [delivery] = lenient.store.outbox.list_deliveries()
     assert delivery.event.event_id == new_event.event_id

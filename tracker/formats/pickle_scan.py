@@ -280,12 +280,12 @@ def _op_reduce(m: _Machine, arg: Any, pos: int) -> None:
 
 def _op_newobj(m: _Machine, arg: Any, pos: int) -> None:
     args = m.pop()
-    m.push(m.call(m.pop(), args, pos))
+    m.push(m.call(m.pop(), args, pos, use="new"))  # cls.__new__(cls, *args): __init__ does not run
 
 
 def _op_newobj_ex(m: _Machine, arg: Any, pos: int) -> None:
     kwargs, args = m.pop(), m.pop()
-    m.push(m.call(m.pop(), (args, kwargs), pos))
+    m.push(m.call(m.pop(), (args, kwargs), pos, use="new"))
 
 
 def _op_build(m: _Machine, arg: Any, pos: int) -> None:
