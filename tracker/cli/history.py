@@ -48,7 +48,8 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
         scans = app.store.history.read_file_scans(f.lfs_sha256 or f.oid for f in files if f.kind == "weights")
         matrix = MatrixStore(app.store).get(load_snapshot(app.store, rev))[0]  # stored by key, else rendered now
         emit_json({**output.revision_dict(rev, changes),
-                   "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files], **json_fields(matrix)})
+                   "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files],
+                   "gguf_models": output.gguf_models(files, scans), **json_fields(matrix)})
         return
     for line in output.revision_text(rev, changes):
         click.echo(line)
