@@ -11,6 +11,7 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.pickle_bytes import Member, zip_bytes
 from tests.support.pickle_repos import calling_fragment, sparse, tensor_pickle, torch_zip, whole, write_pickle_repo
+from tests.support.served import serve
 from tests.support.settings import settings_for
 from tracker.app import App
 from tracker.formats.pickle_rules import RULES_VERSION
@@ -268,6 +269,9 @@ def test_a_verdict_judged_safe_again_withdraws_its_own_record_once(pickle_app, s
     [withdrawn] = [r for r in lenient.store.advisories.own(REPO) if r.id == record.id]
     assert withdrawn.record["withdrawn"] == withdrawn.record["modified"] and "Withdrawn" in withdrawn.record["details"]
     assert record.id not in {r.id for r in lenient.store.advisories.open_own(REPO)}
+    with serve(lenient.store) as server, server.client() as client:
+        page = client.get(f"/repos/{REPO}/revisions/{served.head_sha(REPO)}").text
+    assert record.id in page and f"(withdrawn {withdrawn.record['withdrawn']})" in page
     again = _app(served, database_url, scan={"pickle_rules": str(rules)}).advisories.rejudge_pickles()
     assert (again.scans, again.events, again.withdrawn) == (0, [], [])
     assert len(lenient.store.outbox.list_deliveries()) == 1

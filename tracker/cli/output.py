@@ -287,6 +287,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     for record in own:
         ours = record["database_specific"]["hubwatch"]
         state = f"fixed at {ours['fixed_sha'][:12]}" if ours.get("fixed_sha") else "open"
+        state = f"withdrawn {record['withdrawn']}" if record.get("withdrawn") else state
         lines.append(f"    {record['id']}  {ours['severity']:<11} {record['summary'][len(report['repo_id']) + 2:][:80]}"
                      f"  introduced {ours['introduced_sha'][:12]}, {state}")
     facts = report.get("facts") or {}
