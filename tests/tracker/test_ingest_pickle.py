@@ -231,7 +231,8 @@ def test_llamas_original_checkpoint_is_a_notice_in_the_bundled_history(app, repl
 
 
 def test_advisories_recheck_judges_stored_scans_again(pickle_app, served, database_url, tmp_path):
-    """`hubwatch advisories recheck` with a changed rules file re-judges and says so; a second run says nothing."""
+    """`hubwatch advisories recheck` with a changed rules file re-judges and says so; a second run says nothing; the
+    file saved again with the callable safe withdraws the record and says so."""
     from tests.support.osv import osv_endpoint
 
     _poll_to(pickle_app, served, 1)
@@ -246,6 +247,10 @@ def test_advisories_recheck_judges_stored_scans_again(pickle_app, served, databa
     assert "1 verdict(s) changed, 1 advisory event(s)" in first.stdout
     again = run_cli("advisories", "recheck", config=config)
     assert again.returncode == 0 and "judged" not in again.stdout
+    rules.write_text('safe = ["somepkg.thing"]\n')  # saved again: the callable reviewed and found harmless
+    lenient = run_cli("advisories", "recheck", config=config)
+    assert lenient.returncode == 0, lenient.stderr
+    assert "1 verdict(s) changed" in lenient.stdout and "1 own record(s) withdrawn" in lenient.stdout
 
 
 def test_a_verdict_judged_safe_again_withdraws_its_own_record_once(pickle_app, served, database_url, tmp_path):
