@@ -332,7 +332,7 @@ class AdvisoryStore(EngineStore):
             return list(s.exec(query))
 
     def open_own(self, repo_id: str) -> list[OwnAdvisory]:
-        return [o for o in self.own(repo_id) if o.fixed_sha is None]
+        return [o for o in self.own(repo_id) if o.fixed_sha is None and not (o.record or {}).get("withdrawn")]
 
     def told(self, repo_ids: Iterable[str]) -> dict[tuple[str, str], Told]:
         """(repo, advisory key) -> the `modified` (and substance digest) the repo was last told about."""

@@ -136,7 +136,8 @@ def _advisory_section(store: Any, revision: Any, hub_url: str) -> dict[str, Any]
         "advice": [str(advice[k]) for k in ("sentence", "package_sentence") if advice.get(k)]
         + [str(n) for n in advice.get("notes") or [] if isinstance(n, str)],
         "own": [{"id": o.id, "severity": o.severity, "summary": str((o.record or {}).get("summary") or o.class_id),
-                 "fixed": o.fixed_sha, "url": _first_reference(o.record) or f"{hub_url}/{o.repo_id}/commit/{o.sha}"} for o in own],
+                 "fixed": o.fixed_sha, "withdrawn": (o.record or {}).get("withdrawn"),
+                 "url": _first_reference(o.record) or f"{hub_url}/{o.repo_id}/commit/{o.sha}"} for o in own],
     }
 
 

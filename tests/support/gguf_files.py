@@ -179,3 +179,10 @@ def write_gguf_repo(root: Path, repo_id: str, commits: list[dict[str, Any]]) -> 
             target = root / repo_id / "commits" / f"{n:04d}-commit" / "gguf" / f"{i}.bin"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(spec.head)
+
+
+def split_headers(spec: GgufSpec, stem: str) -> dict[str, bytes]:
+    """The header bytes of each part of a split (`spec.split_max_tensors` tensors a part), named as
+    GGUFWriter names them (`<stem>-00001-of-0000N.gguf`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return {path.name: path.read_bytes() for path in write_gguf(spec, Path(tmp), stem)}

@@ -28,7 +28,7 @@ def _write(path: Path, data: object) -> None:
 
 
 def write_repo(root: Path, repo_id: str, commits: list[dict[str, object]]) -> None:
-    """commits: [{"title": ..., "files": {path: json-or-text}, "lfs": {...}}], oldest first."""
+    """commits: [{"title": ..., "files": {path: json-or-text}, "lfs": {...}, "delete": [path]}], oldest first."""
     base = root / repo_id
     names = []
     for i, commit in enumerate(commits, start=1):
@@ -42,6 +42,8 @@ def write_repo(root: Path, repo_id: str, commits: list[dict[str, object]]) -> No
         }
         if commit.get("lfs"):
             meta["lfs"] = commit["lfs"]
+        if commit.get("delete"):  # paths this commit removes (FORMAT.md)
+            meta["delete"] = commit["delete"]
         _write(base / "commits" / name / "commit.json", meta)
         for path, data in dict(commit.get("files", {})).items():  # type: ignore[arg-type]
             _write(base / "commits" / name / "files" / path, data)

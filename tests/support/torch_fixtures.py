@@ -27,6 +27,8 @@ STATE_DICT: dict[str, tuple[str, str, tuple[int, ...]]] = {
 }
 # the files and the dict their manifest comes from ("" for the top level)
 FILES = {"state_dict.pt": "", "training_checkpoint.ckpt": "model", "legacy.bin": ""}
+# what transformers' Trainer saves beside a checkpoint: no tensors (write_training_args, transformers 5.24)
+TRAINING_ARGS = "training_args.bin"
 
 
 def state_dict() -> dict[str, Any]:
@@ -58,6 +60,19 @@ def write_all(folder: Path) -> dict[str, Path]:
     legacy = {k: v for k, v in state_dict().items() if STATE_DICT[k][0] not in ("F8_E4M3",)}
     torch.save(legacy, paths["legacy.bin"], _use_new_zipfile_serialization=False)
     return paths
+
+
+def write_training_args(folder: Path) -> Path:
+    """`training_args.bin` as transformers' Trainer writes it: torch.save of a TrainingArguments (accelerate's
+    state, the strategy enums and an AcceleratorConfig inside)."""
+    import torch
+    from transformers import TrainingArguments
+
+    path = folder / TRAINING_ARGS
+    args = TrainingArguments(output_dir="out", report_to="none", learning_rate=2e-5, num_train_epochs=3,
+                             eval_strategy="steps", save_strategy="epoch", lr_scheduler_type="cosine")  # fmt: skip
+    torch.save(args, path)
+    return path
 
 
 def expected_manifest(name: str) -> list[tuple[str, str, tuple[int, ...]]]:

@@ -10,6 +10,7 @@ import pytest
 from tests.support.cli import run_cli
 from tracker.config import PUBLIC_HUB, load_settings, parse_interval, settings_from_mapping
 from tracker.errors import ConfigError
+from tracker.formats.pickle_rules import RULES_VERSION
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.toml"
 
@@ -179,5 +180,5 @@ def test_the_pickle_rules_file_is_read_once_into_the_settings(tmp_path):
     rules.write_text('dangerous = ["somepkg.thing"]\nsafe = ["mymodels.Net"]\n')
     settings = settings_from_mapping({}, {"HUBWATCH_SCAN_PICKLE_RULES": str(rules)})
     assert "somepkg.thing" in settings.scan.rules.dangerous and "mymodels.Net" in settings.scan.rules.safe
-    assert settings.scan.rules.version.startswith("1+")
-    assert settings_from_mapping({}, {}).scan.rules.version == "1"
+    assert settings.scan.rules.version.startswith(f"{RULES_VERSION}+")
+    assert settings_from_mapping({}, {}).scan.rules.version == str(RULES_VERSION)

@@ -11,8 +11,10 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.pickle_bytes import Member, zip_bytes
 from tests.support.pickle_repos import calling_fragment, sparse, tensor_pickle, torch_zip, whole, write_pickle_repo
+from tests.support.served import serve
 from tests.support.settings import settings_for
 from tracker.app import App
+from tracker.formats.pickle_rules import RULES_VERSION
 from tracker.standins.replay.control import ReplayServer
 
 pytestmark = pytest.mark.postgres
@@ -77,7 +79,7 @@ def test_a_pickle_only_repo_gets_an_estimate_and_tensor_diffs(pickle_app, served
     assert reads and all(r.range and r.status == 206 for r in reads)
     files = {f.path: f for f in pickle_app.hub.list_files(REPO, served.head_sha(REPO))}
     scan = pickle_app.store.history.read_file_scans([files["pytorch_model.bin"].content_id])[files["pytorch_model.bin"].content_id]
-    assert scan.format == "pickle" and scan.result["verdict"] == "unknown" and scan.rules_version == "1"
+    assert scan.format == "pickle" and scan.result["verdict"] == "unknown" and scan.rules_version == str(RULES_VERSION)
     assert scan.bytes_read < files["pytorch_model.bin"].lfs_size / 100
     [baseline] = [c for c in _changes(pickle_app, served.head_sha(REPO)) if c.detail.get("baseline")]
     assert "pickle files: pytorch_model.bin (unknown: somepkg.thing)" in baseline.summary and baseline.security
@@ -147,7 +149,7 @@ def test_show_json_carries_pickle_scans(pickle_app, served, database_url, tmp_pa
     files = {f["path"]: f for f in json.loads(result.stdout)["files"]}
     scan = files["extra/evil.bin"]["pickle_scan"]
     assert set(scan) == {"verdict", "imports", "rules_version", "bytes_read", "note"}
-    assert scan["verdict"] == "dangerous" and scan["rules_version"] == "1" and scan["bytes_read"] > 0
+    assert scan["verdict"] == "dangerous" and scan["rules_version"] == str(RULES_VERSION) and scan["bytes_read"] > 0
     assert {"module": "os", "name": "system", "verdict": "dangerous"} in scan["imports"]
     assert files["original/consolidated.00.pth"]["pickle_scan"]["verdict"] == "safe"
     assert "pickle_scan" not in files["config.json"]
@@ -229,7 +231,8 @@ def test_llamas_original_checkpoint_is_a_notice_in_the_bundled_history(app, repl
 
 
 def test_advisories_recheck_judges_stored_scans_again(pickle_app, served, database_url, tmp_path):
-    """`hubwatch advisories recheck` with a changed rules file re-judges and says so; a second run says nothing."""
+    """`hubwatch advisories recheck` with a changed rules file re-judges and says so; a second run says nothing; the
+    file saved again with the callable safe withdraws the record and says so."""
     from tests.support.osv import osv_endpoint
 
     _poll_to(pickle_app, served, 1)
@@ -240,7 +243,96 @@ def test_advisories_recheck_judges_stored_scans_again(pickle_app, served, databa
                       f'[osv]\napi_url = "{osv_endpoint()}"\n[scan]\npickle_rules = "{rules}"\n')
     first = run_cli("advisories", "recheck", config=config)
     assert first.returncode == 0, first.stderr
-    assert "judged 1 stored pickle scan(s) again under rules 1+" in first.stdout
+    assert f"judged 1 stored pickle scan(s) again under rules {RULES_VERSION}+" in first.stdout
     assert "1 verdict(s) changed, 1 advisory event(s)" in first.stdout
     again = run_cli("advisories", "recheck", config=config)
     assert again.returncode == 0 and "judged" not in again.stdout
+    rules.write_text('safe = ["somepkg.thing"]\n')  # saved again: the callable reviewed and found harmless
+    lenient = run_cli("advisories", "recheck", config=config)
+    assert lenient.returncode == 0, lenient.stderr
+    assert "1 verdict(s) changed" in lenient.stdout and "1 own record(s) withdrawn" in lenient.stdout
+
+
+def test_a_verdict_judged_safe_again_withdraws_its_own_record_once(pickle_app, served, database_url, tmp_path):
+    """somepkg.thing listed safe: the unknown record is withdrawn (OSV `withdrawn`), one notice event and one
+    delivery announce it, it is no longer open; the same rules again announce nothing."""
+    _poll_to(pickle_app, served, 1)
+    _poll_to(pickle_app, served, 2)  # the changed pytorch_model.bin: an unknown record
+    [record] = [r for r in pickle_app.store.advisories.own(REPO) if r.class_id == "pickle-unknown-import"]
+    pickle_app.store.subscriptions.add_subscription("https://hooks.example.com/x", "slack", min_severity="notice")
+    rules = tmp_path / "rules.toml"
+    rules.write_text('safe = ["somepkg.thing"]\n')
+    events_before = {e.event_id for e in pickle_app.store.history.list_events(limit=1000)}
+    lenient = _app(served, database_url, scan={"pickle_rules": str(rules)})
+    outcome = lenient.advisories.rejudge_pickles()
+    assert (len(outcome.changed), outcome.records, outcome.withdrawn) == (2, [], [record.id])  # both revisions
+    [new_event] = [e for e in lenient.store.history.list_events(limit=1000) if e.event_id not in events_before]
+    assert new_event.severity == "notice" and f"withdrawn: judged again under pickle rules {RULES_VERSION}+" in new_event.title
+    assert "pytorch_model.bin: safe" in new_event.title
+    [delivery] = lenient.store.outbox.list_deliveries()
+    assert delivery.event.event_id == new_event.event_id
+    [withdrawn] = [r for r in lenient.store.advisories.own(REPO) if r.id == record.id]
+    assert withdrawn.record["withdrawn"] == withdrawn.record["modified"] and "Withdrawn" in withdrawn.record["details"]
+    assert record.id not in {r.id for r in lenient.store.advisories.open_own(REPO)}
+    with serve(lenient.store) as server, server.client() as client:
+        page = client.get(f"/repos/{REPO}/revisions/{served.head_sha(REPO)}").text
+    assert record.id in page and f"(withdrawn {withdrawn.record['withdrawn']})" in page
+    again = _app(served, database_url, scan={"pickle_rules": str(rules)}).advisories.rejudge_pickles()
+    assert (again.scans, again.events, again.withdrawn) == (0, [], [])
+    assert len(lenient.store.outbox.list_deliveries()) == 1
+    lenient.store.engine.dispose()
+
+
+def test_a_dangerous_verdict_judged_only_unknown_withdraws_the_dangerous_record(pickle_app, served, database_url,
+                                                                                tmp_path):
+    """Rules that made somepkg dangerous, then forgot it: the dangerous record is withdrawn, an unknown one stays."""
+    _poll_to(pickle_app, served, 1)
+    _poll_to(pickle_app, served, 2)  # the changed pytorch_model.bin: an unknown record
+    strict, plain = tmp_path / "strict.toml", tmp_path / "plain.toml"
+    strict.write_text('dangerous = ["somepkg"]\n')
+    plain.write_text('dangerous = ["otherpkg"]\n')
+    first = _app(served, database_url, scan={"pickle_rules": str(strict)}).advisories.rejudge_pickles()
+    [dangerous] = first.records
+    second_app = _app(served, database_url, scan={"pickle_rules": str(plain)})
+    second = second_app.advisories.rejudge_pickles()
+    assert dangerous in second.withdrawn
+    open_classes = {r.class_id for r in second_app.store.advisories.open_own(REPO)}
+    assert "pickle-dangerous-import" not in open_classes and "pickle-unknown-import" in open_classes
+    second_app.store.engine.dispose()
+
+
+def test_run_judges_again_at_start_and_when_the_rules_file_changes(pickle_app, served, database_url, tmp_path):
+    """`hubwatch run`: stored verdicts judged at start under the operator's file (dangerous, one record); the file
+    saved again lists the callable safe, and the periodic job reads it and withdraws the records, no restart."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.osv import osv_endpoint
+    from tests.support.waiting import read_stderr_until
+
+    _poll_to(pickle_app, served, 1)
+    _poll_to(pickle_app, served, 2)  # the changed pytorch_model.bin: an unknown record
+    rules = tmp_path / "rules.toml"
+    rules.write_text('dangerous = ["somepkg"]\n')
+    config = tmp_path / "hubwatch.toml"
+    config.write_text(f'[hub]\nendpoint = "{served.endpoint}"\n[storage]\nurl = "{database_url}"\n'
+                      f'[osv]\napi_url = "{osv_endpoint()}"\n[scan]\npickle_rules = "{rules}"\nrejudge_interval = "1s"\n')
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "run"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "HUBWATCH_SERVER_PORT": "0"})
+    try:
+        started = read_stderr_until(proc, '"pickle_scans_rejudged"', timeout_s=60)
+        first = next(json.loads(line) for line in started.splitlines() if '"pickle_scans_rejudged"' in line)
+        assert (first["scans"], first["changed"], first["events"], first["withdrawn"]) == (2, 2, 1, 0)
+        rules.write_text('safe = ["somepkg.thing"]  # saved again: reviewed, harmless\n')
+        later = read_stderr_until(proc, '"withdrawn": 2', timeout_s=60)
+        assert '"pickle_scans_rejudged"' in later
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    own = pickle_app.store.advisories.own(REPO)
+    assert {r.class_id for r in own} == {"pickle-unknown-import", "pickle-dangerous-import"}
+    assert all(r.record.get("withdrawn") for r in own) and not pickle_app.store.advisories.open_own(REPO)

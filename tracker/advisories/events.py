@@ -37,12 +37,17 @@ def osv_advisory_event(
 
 
 def own_advisory_event(repo_id: str, sha: str, record: Mapping[str, Any]) -> NewEvent:
-    """One of hubwatch's own records, published or fixed at this revision (a fix is a notice)."""
+    """One of hubwatch's own records, published, fixed or withdrawn at this revision (a fix or a withdrawal is a
+    notice)."""
     ours = record["database_specific"]["hubwatch"]
     name = repo_id.split("/", 1)[-1]
     fixed = f" (fixed at {ours['fixed_sha'][:12]})" if ours.get("fixed_sha") else ""
+    if record.get("withdrawn"):  # the rules that gave it were wrong: rejudging.py
+        fixed = f" (withdrawn: {ours.get('withdrawn_reason', 'judged again')})"
     return NewEvent(
-        event_id=event_id(repo_id, sha, ADVISORY_PUBLISHED, f"{record['id']}@{record['modified']}"),
+        # a withdrawal is its own event, even within the second the record was published in
+        event_id=event_id(repo_id, sha, ADVISORY_PUBLISHED,
+                          f"{record['id']}@{record['modified']}" + (" withdrawn" if record.get("withdrawn") else "")),
         kind=ADVISORY_PUBLISHED,
         title=f"{name}: {record['id']}: {own_classes()[ours['class']].title}{_about(ours)}{fixed}",
         severity=(Severity.NOTICE if fixed else OWN_EVENT_SEVERITY.get(ours["severity"], Severity.WARNING)).value,

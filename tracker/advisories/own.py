@@ -155,6 +155,9 @@ def _silent_swap(c: ChangeView) -> list[str]:
 
 def _gguf(c: ChangeView) -> list[str]:
     ok = c.kind == "weights" and c.detail.get("format") == "gguf" and _status(c) in ("added", "changed")
+    split = c.detail.get("split")
+    if ok and isinstance(split, Mapping) and split.get("paths"):
+        return [str(p) for p in split["paths"]]  # a split's parts: the record closes when they are all gone
     return [c.path] if ok else []
 
 

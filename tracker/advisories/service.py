@@ -66,7 +66,7 @@ class AdvisoryService:
         hub_url: str,
         clock: Callable[[], datetime] | None = None,
         rules: Sequence[Rule] | None = None,
-        pickle_rules: PickleRules = BUILTIN,
+        pickle_rules: PickleRules | Callable[[], PickleRules] = BUILTIN,
     ) -> None:
         self.store = store
         self.pickle_rules = pickle_rules
@@ -91,7 +91,7 @@ class AdvisoryService:
                                backoff_s=osv.backoff_s, max_backoff_s=osv.max_backoff_s, max_pages=osv.max_pages,
                                sleep=sleep)
         return cls(store, client, hub_url=settings.hub.endpoint, clock=clock or store.clock,
-                   pickle_rules=settings.scan.rules)
+                   pickle_rules=lambda: settings.scan.rules)  # the operator's file as last saved
 
     def close(self) -> None:
         if self.client is not None:
@@ -178,7 +178,8 @@ class AdvisoryService:
 
     def rejudge_pickles(self) -> RejudgeOutcome:
         """Judge stored pickle scans again under today's rules; announce verdicts that changed (rejudging.py)."""
-        return rejudge_stored(self.store, self.pickle_rules, hub_url=self.hub_url, clock=self.clock)
+        rules = self.pickle_rules() if callable(self.pickle_rules) else self.pickle_rules
+        return rejudge_stored(self.store, rules, hub_url=self.hub_url, clock=self.clock)
 
     def report(self, repo_id: str, revision: Revision) -> dict[str, Any]:
         """Everything known about one stored revision (see report.report)."""

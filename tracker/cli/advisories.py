@@ -68,7 +68,8 @@ def recheck(ctx: click.Context, repos: tuple[str, ...]) -> None:
     judged = service.rejudge_pickles()
     if judged.scans:
         click.echo(f"judged {judged.scans} stored pickle scan(s) again under rules {judged.rules_version}: "
-                   f"{len(judged.changed)} verdict(s) changed, {len(judged.events)} advisory event(s)")
+                   f"{len(judged.changed)} verdict(s) changed, {len(judged.events)} advisory event(s)"
+                   + (f", {len(judged.withdrawn)} own record(s) withdrawn" if judged.withdrawn else ""))
     outcome = service.recheck([repo_arg(r) for r in repos] or None)
     click.echo(
         f"re-checked {outcome.repos} repo(s), {outcome.revisions} revision(s): {outcome.queries} queries in "

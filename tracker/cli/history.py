@@ -58,7 +58,8 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
         data = output.revision_dict(rev, changes)
         if data["tokenizer_behaviour"] is None:
             data["tokenizer_behaviour"] = checked_revision(app.store, rev)
-        emit_json({**data, "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files], **json_fields(matrix)})
+        emit_json({**data, "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files],
+                   "gguf_models": output.gguf_models(files, scans), **json_fields(matrix)})
         return
     for line in output.revision_text(rev, changes):
         click.echo(line)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -129,13 +129,32 @@ def gguf_facts(scan: FileScan) -> dict[str, Any]:
     }
 
 
+def gguf_models(files: Sequence[RevisionFile], scans: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`show --json`'s `gguf_models`: each GGUF model of a revision, a file or a split's parts as one (their tensors
+    and bytes summed, the first part's facts), with the parts present and the parts missing named."""
+    from tracker.differs.gguf_splits import merged_scan, splits
+
+    by_path = {f.path: scans[f.lfs_sha256 or f.oid] for f in files if scans.get(f.lfs_sha256 or f.oid) is not None
+               and scans[f.lfs_sha256 or f.oid].format == "gguf"}  # fmt: skip
+    grouped = splits(f.path for f in files if f.path.lower().endswith(".gguf"))
+    in_splits = {p for model in grouped.values() for p in model.paths}
+    out = [{"model": path, "paths": [path], "parts": 1, "missing": [], **gguf_facts(scan)}
+           for path, scan in sorted(by_path.items()) if path not in in_splits]
+    for name, model in sorted(grouped.items()):
+        merged = merged_scan(model, by_path)
+        facts = gguf_facts(merged) if merged is not None else {}
+        out.append({"model": name, "paths": model.paths, "parts": model.parts, "missing": model.missing, **facts})
+    return out
+
+
 def pickle_scan_facts(scan: FileScan) -> dict[str, Any]:
     """`show --json`'s `pickle_scan` of a pickle-bearing file: its verdict, each import judged, the rules that
     judged them, what was read and what could not be."""
     r = scan.result
     return {
         "verdict": r.get("verdict", "unreadable"),
-        "imports": [{"module": i.get("module"), "name": i.get("name"), "verdict": i.get("verdict")}
+        "imports": [{"module": i.get("module"), "name": i.get("name"), "verdict": i.get("verdict"),
+                     **({"class": i["class"]} if i.get("class") else {})}  # a named class (training arguments)
                     for i in r.get("imports") or ()],
         "rules_version": scan.rules_version,
         "bytes_read": scan.bytes_read,
@@ -268,6 +287,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     for record in own:
         ours = record["database_specific"]["hubwatch"]
         state = f"fixed at {ours['fixed_sha'][:12]}" if ours.get("fixed_sha") else "open"
+        state = f"withdrawn {record['withdrawn']}" if record.get("withdrawn") else state
         lines.append(f"    {record['id']}  {ours['severity']:<11} {record['summary'][len(report['repo_id']) + 2:][:80]}"
                      f"  introduced {ours['introduced_sha'][:12]}, {state}")
     facts = report.get("facts") or {}

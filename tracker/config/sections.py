@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_
 from tracker.config.durations import parse_interval
 from tracker.config.problems import problem, seconds, wrong_type
 from tracker.errors import ConfigError
-from tracker.formats.pickle_rules import BUILTIN, Rules, RulesFileError, load_rules
+from tracker.formats.pickle_rules import BUILTIN, Rules, RulesFile, RulesFileError
 
 PUBLIC_HUB = "https://huggingface.co"
 _HTTP = re.compile(r"^https?://")
@@ -357,26 +357,40 @@ def _retry_delay_s(i: int, delay: object) -> int:
 
 
 class ScanSettings(Section):
-    """How weight files are scanned: the operator's pickle rules file, read once at load (tracker/formats)."""
+    """How weight files are scanned: the operator's pickle rules file, read at load and again whenever it changes
+    (tracker/formats/pickle_rules.RulesFile), and how often stored verdicts are judged again by `run`."""
 
     table: ClassVar[str] = "scan"
     # a TOML file of extra `dangerous` and `safe` callables for the pickle scan; "" for the built-in rules only
     pickle_rules: str = ""
-    _rules: Rules = PrivateAttr(default=BUILTIN)
+    rejudge_interval: str = "10m"  # `run`: stored pickle verdicts judged again when the rules changed
+    _file: RulesFile | None = PrivateAttr(default=None)
+    _rejudge_s: int = PrivateAttr(default=600)
 
     @model_validator(mode="after")
     def _load_rules(self) -> Self:
+        self._rejudge_s = seconds(self.rejudge_interval, "[scan] rejudge_interval")
         if self.pickle_rules:
             try:
-                self._rules = load_rules(Path(self.pickle_rules).expanduser())
+                self._file = RulesFile(Path(self.pickle_rules).expanduser())
             except RulesFileError as err:
                 raise problem(f"[scan] pickle_rules: {err}") from None
         return self
 
     @property
     def rules(self) -> Rules:
-        """The pickle rules every scan and re-judgement uses: built-in, merged with the operator's file."""
-        return self._rules
+        """The pickle rules every scan and re-judgement uses: built-in, merged with the operator's file as last
+        saved (a file that became unusable keeps the last good rules: `rules_problem`)."""
+        return BUILTIN if self._file is None else self._file.current()
+
+    @property
+    def rules_problem(self) -> str | None:
+        """Why the operator's rules file, changed since it was last read, could not be used; None when it could."""
+        return None if self._file is None else self._file.problem
+
+    @property
+    def rejudge_interval_s(self) -> int:
+        return self._rejudge_s
 
 
 SECTIONS: dict[str, type[Section]] = {

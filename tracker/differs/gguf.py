@@ -2,8 +2,9 @@
 length and architecture, special tokens and vocabulary, the embedded chat templates (through the chat
 template differ: rendered prompts before and after), and an embedded template that is not the repo's own.
 
-A file is compared with the file of the same path in the parent revision; a file whose content did not change
-is not compared again (its scan is the same row). The file-level change itself (added, changed, sizes) is the
+A file is compared with the file of the same path in the parent revision, and the parts of a split
+(`-00001-of-0000N.gguf`) as one model (gguf_splits.py); a model whose content did not change is not compared
+again (its scan is the same row). The file-level change itself (added, changed, sizes) is the
 weights differ's."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.differs import chat_template
 from tracker.differs.chat_sources import effective_templates
+from tracker.differs.gguf_splits import merged_scan, splits
 from tracker.differs.weights import compare_tensors
 from tracker.formats import FileScan
 from tracker.snapshot import FileEntry, Snapshot
@@ -26,29 +28,39 @@ _TEMPLATE_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def diff(old: Snapshot | None, new: Snapshot) -> list[Change]:
-    """Per GGUF file of `new`: what changed in its header against the same path in `old`; [] for a first revision."""
+    """Per GGUF model of `new` (a file, or a split's parts as one: gguf_splits.py): what changed in its header
+    against the same model in `old`; [] for a first revision."""
     if old is None:
         return []
     out: list[Change] = []
     repo_changed = _repo_templates(old) != _repo_templates(new)
-    for path in sorted(new.scans):
-        after = new.scans[path]
-        if after.format != "gguf":
-            continue
-        before = old.scans.get(path) if path in old.files else None
-        same = _same_content(old.files.get(path), new.files.get(path))
+    before_models = _models(old)
+    for path, (after, ids) in sorted(_models(new).items()):
+        before, before_ids = before_models.get(path, (None, None))
+        same = before_ids == ids
         if not same:
-            if before is not None and before.format == "gguf":
+            if before is not None:
                 out += compare(path, before, after)
             elif after.note:
                 out.append(_unreadable(path, after))
         if not same or repo_changed:
-            out += _mismatch(path, old, new, before if path in old.files else None, after)
+            out += _mismatch(path, old, new, before, after)
     return out
 
 
-def _same_content(a: FileEntry | None, b: FileEntry | None) -> bool:
-    return a is not None and b is not None and a.content_id == b.content_id
+def _models(snapshot: Snapshot) -> dict[str, tuple[FileScan, tuple[str, ...]]]:
+    """{path or split name: (its scan, the content ids it is made of)} for the GGUF models of a snapshot."""
+    out: dict[str, tuple[FileScan, tuple[str, ...]]] = {}
+    grouped = splits(p for p in snapshot.scans if p in snapshot.files)
+    in_splits = {p for model in grouped.values() for p in model.paths}
+    for path, scan in snapshot.scans.items():
+        if scan.format == "gguf" and path in snapshot.files and path not in in_splits:
+            out[path] = (scan, (snapshot.files[path].content_id,))
+    for name, model in grouped.items():
+        merged = merged_scan(model, snapshot.scans)
+        if merged is not None:
+            out[name] = (merged, tuple(snapshot.files[p].content_id for p in model.paths))
+    return out
 
 
 def compare(path: str, before: FileScan, after: FileScan) -> list[Change]:

@@ -3,7 +3,8 @@ its severity and whether it is security-relevant (tracker/formats/pickle_rules.p
 
 - dangerous: `critical`, naming each dangerous callable and where it occurs (zip member, byte offset);
 - unknown: `warning`, naming the callables no rule knows (or what could not be read), for review;
-- safe: `notice`, "pickle format, imports only tensor rebuilds" (not a security change);
+- safe: `notice`, "pickle format, imports only tensor rebuilds" (not a security change); a pickle of training
+  arguments (pickle_rules.TRAINING_ARGUMENTS) says so instead;
 - unreadable, or no scan: `warning`, "pickle format, could not be checked", with the scan's note.
 """
 
@@ -14,10 +15,11 @@ from typing import Any
 
 from tracker.changes import Severity
 from tracker.formats import FileScan
-from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
+from tracker.formats.pickle_rules import DANGEROUS, SAFE, TRAINING_ARGUMENTS, UNKNOWN, UNREADABLE
 
 SHOWN = 3  # callables named in a summary; the detail lists them all
 SAFE_TEXT = "pickle format, imports only tensor rebuilds"
+TRAINING_TEXT = f"pickle format, {TRAINING_ARGUMENTS}"
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,9 @@ def pickle_verdict(scan: FileScan | None) -> PickleVerdict:
         return PickleVerdict(f"pickle format, could not be checked ({scan.note or 'nothing readable'})",
                              Severity.WARNING, True, detail)
     if verdict == SAFE:
-        return PickleVerdict(SAFE_TEXT, Severity.NOTICE, False, detail)
+        named = any(i.get("class") == TRAINING_ARGUMENTS for i in result.get("imports", []))
+        return PickleVerdict(TRAINING_TEXT if named else SAFE_TEXT, Severity.NOTICE, False,
+                             detail | ({"class": TRAINING_ARGUMENTS} if named else {}))
     wanted = DANGEROUS if verdict == DANGEROUS else UNKNOWN
     found = [f"{i['module']}.{i['name']}" for i in result.get("imports", []) if i.get("verdict") == wanted]
     places = where(result, found)

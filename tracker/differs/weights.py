@@ -1,6 +1,7 @@
 """Weight files: added, removed or changed by LFS sha256 and size; tensor-level changes from the
 safetensors headers and torch checkpoints' pickles (names, shapes, dtypes, renames, parameter counts);
-shard indexes; pickles judged by what they import (pickle_verdicts.py) and silent weight swaps flagged."""
+shard indexes; pickles judged by what they import (pickle_verdicts.py) and silent weight swaps flagged; the
+parts of a GGUF split as one change (gguf_splits.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.classify import TRAINING_STATE, WEIGHT_INDEX_NAMES, is_gguf, is_pickle, is_safetensors, kind_of
 from tracker.differs.files import ADDED, CHANGED, REMOVED, FileDelta, file_deltas
+from tracker.differs.gguf_splits import merged_scan, split_name, splits
 from tracker.differs.pickle_verdicts import pickle_verdict
 from tracker.snapshot import FileEntry, Snapshot, WeightManifest
 
@@ -27,7 +29,12 @@ def diff(old: Snapshot | None, new: Snapshot) -> list[Change]:
         return []
     deltas = file_deltas(old, new, lambda p: kind_of(p) is ChangeKind.WEIGHTS)
     files = [d for d in deltas if not _is_index(d.path)]
-    out = [_file_change(old, new, d) for d in files]
+    grouped: dict[str, list[FileDelta]] = {}
+    for d in files:
+        if (named := split_name(d.path)) is not None:
+            grouped.setdefault(named[0], []).append(d)
+    out = [_file_change(old, new, d) for d in files if split_name(d.path) is None]
+    out += [_split_change(old, new, name, parts) for name, parts in sorted(grouped.items())]
     out += _new_header_errors(old, new, {d.path for d in files})
     out += _checkpoint_changes(old, new, deltas)
     return out
@@ -100,6 +107,37 @@ def _file_change(old: Snapshot, new: Snapshot, delta: FileDelta) -> Change:
         structural = True
     summary = f"{path} {delta.status} ({_size_text(delta)})" + "".join(f"; {n}" for n in notes)
     return Change(ChangeKind.WEIGHTS, path, summary, severity, detail, structural, security)
+
+
+def _split_change(old: Snapshot, new: Snapshot, name: str, deltas: list[FileDelta]) -> Change:
+    """The parts of one GGUF split that differ, as one change named for the split: its parts' own changes in the
+    detail, their sizes summed, the model's header facts merged, and every part missing from it named."""
+    parts = [_file_change(old, new, d) for d in deltas]
+    before, after = splits(old.files).get(name), splits(new.files).get(name)
+    status = ADDED if before is None else REMOVED if after is None else CHANGED
+    model = after or before
+    assert model is not None  # a delta has a side
+    sizes = [sum(_size(snapshot.files[p]) or 0 for p in m.paths) if m else None
+             for snapshot, m in ((old, before), (new, after))]
+    size_text = _bytes(sizes[1]) if status == ADDED else _bytes(sizes[0]) if status == REMOVED else \
+        f"{_bytes(sizes[0])} -> {_bytes(sizes[1])}"
+    changed = Counter(d.status for d in deltas)
+    notes = [f"{len(model.paths)} of {model.parts} parts present, " + ", ".join(f"{n} {s}" for s, n in sorted(changed.items()))]
+    detail: dict[str, Any] = {"status": status, "format": "gguf", "split": model.facts(),
+                              "parts": [{"path": c.path, **c.detail} for c in parts]}
+    severity = max((c.severity for c in parts), key=lambda x: x.rank)
+    security, structural = any(c.security for c in parts), any(c.structural for c in parts)
+    merged = merged_scan(after, new.scans) if after is not None else None
+    if merged is not None and merged.result.get("tensors"):
+        notes.append(_gguf_text(merged.result))
+        detail["gguf"] = {k: merged.result.get(k) for k in ("architecture", "file_type", "parameters", "tensor_bytes")}
+    if after is not None and after.missing:
+        notes.append(f"missing part{'s' if len(after.missing) > 1 else ''}: {', '.join(after.missing)}")
+        severity, security = max(severity, Severity.WARNING, key=lambda x: x.rank), True
+    if any(c.detail.get("header_changed") for c in parts):
+        detail["header_changed"] = True
+    summary = f"{name} {status} (split GGUF, {size_text})" + "".join(f"; {n}" for n in notes)
+    return Change(ChangeKind.WEIGHTS, name, summary, severity, detail, structural, security)
 
 
 def _header_changed(old: Snapshot, new: Snapshot, path: str) -> bool:

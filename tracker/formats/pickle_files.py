@@ -36,6 +36,7 @@ TORCH_SUFFIXES = {".bin", ".pt", ".pth", ".ckpt"}
 PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib"}
 SCANNED_SUFFIXES = TORCH_SUFFIXES | PICKLE_SUFFIXES | {".npy", ".npz", ".keras"}
 HEAD_CAP = 16 * 2**20
+FIRST_CHUNK = 64 * 2**10  # a plain pickle's first read; each further read doubles what was read
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PICKLES = 5  # magic number, protocol version, sys info, the data, the storage keys
 NPY_MAGIC = b"\x93NUMPY"
@@ -118,13 +119,18 @@ def _collected(scan: PickleScan, member: str) -> tuple[list[tuple[str, str]], li
 
 
 def _scan_head(source: RangeSource, rules: Rules, legacy: bool = False) -> Scanned:
-    """The first bytes of a pickle file (inflated when compressed), walked up to the cap."""
-    head = source.read(0, min(source.size, HEAD_CAP))
-    data, notes = _inflated(head, source.size)
-    if not data:
-        note = "empty file"
-        return scan_result([], rules, source.bytes_read, note, readable=False), b"", note
-    scan = scan_pickle(data, max_pickles=LEGACY_PICKLES if legacy else None)
+    """The first bytes of a pickle file (inflated when compressed), walked up to the cap: read in growing chunks
+    (64 KiB, doubling), and no further than the walk needs (bytes that are not a pickle stop it at once)."""
+    head = b""
+    while True:
+        head = _read_more(source, head)
+        data, notes = _inflated(head, source.size)
+        if not data:
+            note = "empty file" if not head else "; ".join(notes) or "empty file"
+            return scan_result([], rules, source.bytes_read, note, readable=False), b"", note
+        scan = scan_pickle(data, max_pickles=LEGACY_PICKLES if legacy else None)
+        if not (scan.exhausted and len(head) < min(source.size, HEAD_CAP) and len(data) < HEAD_CAP):
+            break
     notes += scan.notes
     certain = scan.complete
     if legacy and scan.results and scan.results[0] != LEGACY_MAGIC:
@@ -136,7 +142,15 @@ def _scan_head(source: RangeSource, rules: Rules, legacy: bool = False) -> Scann
     note = "; ".join(notes) or None
     result = scan_result(imports, rules, source.bytes_read, note, certain=certain, readable=scan.opcodes > 0,
                          occurrences=occurrences, tensors=tensors)  # fmt: skip
-    return result, data[: scan.end] if scan.complete else data, note
+    kept = data[: scan.end] if scan.complete else data if scan.opcodes else b""  # bytes that are no pickle: none
+    return result, kept, note
+
+
+def _read_more(source: RangeSource, head: bytes) -> bytes:
+    """`head` with the next chunk of the file after it: the first FIRST_CHUNK bytes, then as many again, up to
+    HEAD_CAP (a file that is not a pickle costs one small read, a long one a few reads and walks)."""
+    want = min(source.size, HEAD_CAP, max(FIRST_CHUNK, 2 * len(head)))
+    return head + source.read(len(head), want - len(head)) if want > len(head) else head
 
 
 def _inflated(head: bytes, size: int) -> tuple[bytes, list[str]]:
@@ -159,18 +173,24 @@ def _inflated(head: bytes, size: int) -> tuple[bytes, list[str]]:
 
 
 def _scan_npy(source: RangeSource, rules: Rules) -> Scanned:
-    head = source.read(0, min(source.size, HEAD_CAP))
-    return _judge_npy(head, source.size, rules, source.bytes_read, "")
+    head = b""
+    while True:
+        head = _read_more(source, head)
+        scanned, more = _judge_npy(head, source.size, rules, source.bytes_read, "")
+        if not (more and len(head) < min(source.size, HEAD_CAP)):
+            return scanned
 
 
-def _judge_npy(head: bytes, size: int, rules: Rules, bytes_read: int, member: str) -> Scanned:
+def _judge_npy(head: bytes, size: int, rules: Rules, bytes_read: int, member: str) -> tuple[Scanned, bool]:
+    """A .npy's first bytes judged, and whether more of them could change the judgement."""
     descr, start, problem = npy_header(head)
     if problem:
         note = f"{member + ': ' if member else ''}{problem}"
-        return scan_result([], rules, bytes_read, note, readable=False), b"", note
+        more = head[:6] == NPY_MAGIC and len(head) <= NPY_HEADER_CAP + 12  # the header may go on
+        return (scan_result([], rules, bytes_read, note, readable=False), b"", note), more
     if "O" not in str(descr):
         note = f"{member + ': ' if member else ''}numpy array of {descr}, no pickle"
-        return scan_result([], rules, bytes_read, note), head[:start], note
+        return (scan_result([], rules, bytes_read, note), head[:start], note), False
     scan = scan_pickle(head[start:], max_pickles=1)
     notes = [f"object array: a pickle from byte {start}"] + scan.notes
     if not scan.complete and len(head) < size:
@@ -179,7 +199,7 @@ def _judge_npy(head: bytes, size: int, rules: Rules, bytes_read: int, member: st
     note = "; ".join(notes)
     result = scan_result(imports, rules, bytes_read, note, certain=scan.complete, readable=scan.opcodes > 0,
                          occurrences=occurrences)  # fmt: skip
-    return result, head, note
+    return (result, head, note), scan.exhausted
 
 
 def npy_header(head: bytes) -> tuple[Any, int, str | None]:
@@ -213,7 +233,7 @@ def _scan_npz(source: RangeSource, rules: Rules) -> Scanned:
             notes.append(f"{entry.name}: not a .npy member")
             continue
         head = read_entry_head(source, entry, HEAD_CAP)
-        result, data, note = _judge_npy(head, entry.size, rules, source.bytes_read, entry.name)
+        (result, data, note), _ = _judge_npy(head, entry.size, rules, source.bytes_read, entry.name)
         imports += [(i["module"], i["name"]) for i in result["imports"]]
         occurrences += result["occurrences"]
         certain = certain and result["verdict"] != "unreadable" and result["certain"]

@@ -23,7 +23,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-RULES_VERSION = 1
+RULES_VERSION = 2  # 2: training arguments (TRAINING_DATACLASSES, TRAINING_ENUMS) as a named class
 SAFE, UNKNOWN, DANGEROUS, UNREADABLE = "safe", "unknown", "dangerous", "unreadable"
 ORDER = {UNREADABLE: -1, SAFE: 0, UNKNOWN: 1, DANGEROUS: 2}
 MAX_RULES_FILE = 1 << 20
@@ -83,6 +83,64 @@ BUILTIN_DANGEROUS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+# Training arguments as torch.save writes them (`training_args.bin`, saved by transformers' Trainer and trl's
+# trainers, with accelerate's state inside): a named class, not a verdict of its own. Unpickling builds these
+# dataclasses and state objects with `cls.__new__` (NEWOBJ; none defines `__new__`, so object's) and fills
+# their `__dict__` (BUILD; none defines `__setstate__`, PartialState's `__getattr__` only raises), so neither
+# `__init__` nor `__post_init__` runs; the enums are looked up by value (`Enum(value)`; ExplicitEnum's
+# `_missing_` only raises). Checked on transformers 5.24, accelerate 1.15 and trl 1.16. Called any other way
+# (REDUCE, INST, OBJ on a dataclass), `__init__` and `__post_init__` would run: they read the JSON files the
+# arguments name (deepspeed, fsdp_config, accelerator_config), set environment variables and set up devices
+# (torch.distributed through accelerate): such a use is not this class, and stays unknown.
+TRAINING_ARGUMENTS = "training arguments (runs no code beyond constructing transformers classes)"
+TRAINING_DATACLASSES: frozenset[str] = frozenset({
+    "transformers.training_args.TrainingArguments", "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+    "transformers.trainer_pt_utils.AcceleratorConfig", "accelerate.state.PartialState",
+    "accelerate.state.AcceleratorState", "trl.trainer.base_config._BaseConfig", "trl.trainer.sft_config.SFTConfig",
+    "trl.trainer.dpo_config.DPOConfig", "trl.trainer.grpo_config.GRPOConfig", "trl.trainer.kto_config.KTOConfig",
+    "trl.trainer.reward_config.RewardConfig", "trl.trainer.rloo_config.RLOOConfig",
+    "trl.trainer.distillation_config.DistillationConfig",
+})  # fmt: skip
+TRAINING_ENUMS: frozenset[str] = frozenset({
+    *(f"transformers.trainer_utils.{e}" for e in ("IntervalStrategy", "SaveStrategy", "HubStrategy", "SchedulerType",
+                                                 "FSDPOption", "HPSearchBackend", "EvaluationStrategy")),
+    "transformers.training_args.OptimizerNames", "transformers.training_args.ParallelMode",
+    "transformers.debug_utils.DebugOption", "accelerate.utils.dataclasses.DistributedType",
+})  # fmt: skip
+_BUILT_USES = frozenset({"imported", "new", "__setstate__"})  # NEWOBJ + BUILD: no __init__
+_LOOKUP_USES = frozenset({"imported", "called"})  # Enum(value)
+
+
+def named_class(module: str, name: str, uses: set[str] | frozenset[str] | None) -> str | None:
+    """TRAINING_ARGUMENTS for a training-argument class used only as torch.save writes it; None otherwise."""
+    dotted = f"{module}.{name}"
+    if uses is None:
+        return None
+    if dotted in TRAINING_DATACLASSES and set(uses) <= _BUILT_USES:
+        return TRAINING_ARGUMENTS
+    if dotted in TRAINING_ENUMS and set(uses) <= _LOOKUP_USES:
+        return TRAINING_ARGUMENTS
+    return None
+
+
+def uses_by_callable(occurrences: list[dict[str, Any]] | None) -> dict[str, set[str]]:
+    """{module.name: every use of it} from a scan's occurrences."""
+    out: dict[str, set[str]] = {}
+    for o in occurrences or ():
+        out.setdefault(str(o.get("callable")), set()).update(o.get("uses") or ())
+    return out
+
+
+def _judged(module: str, name: str, rules: Rules, uses: dict[str, set[str]]) -> dict[str, Any]:
+    """One import's entry: {module, name, verdict}, plus `class` when a named class made an unknown one safe."""
+    verdict = judge_import(module, name, rules)
+    if verdict == UNKNOWN:
+        named = named_class(module, name, uses.get(f"{module}.{name}"))
+        if named:
+            return {"module": module, "name": name, "verdict": SAFE, "class": named}
+    return {"module": module, "name": name, "verdict": verdict}
+
+
 @dataclass(frozen=True)
 class Rules:
     """The lists one judgement uses, and the version stored with every verdict they give."""
@@ -110,6 +168,37 @@ def load_rules(path: Path | None) -> Rules:
     if len(raw) > MAX_RULES_FILE:
         raise RulesFileError(f"{path}: over {MAX_RULES_FILE:,} bytes")
     return rules_from_toml(raw, str(path))
+
+
+class RulesFile:
+    """The operator's rules file as it is now: read again when its modification time or size moves (and its
+    rules replaced when its digest, so its version, changed), so a running daemon judges by the file the operator
+    last saved. A file that can no longer be used (removed, not TOML) keeps the last good rules; `problem` says why."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.problem: str | None = None
+        self._stamp = self._stat()
+        self._rules = load_rules(path)  # a bad file at start is the caller's config error
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            info = self.path.stat()
+        except OSError:
+            return None
+        return info.st_mtime_ns, info.st_size
+
+    def current(self) -> Rules:
+        """The rules of the file as last saved (one stat per call; the file is read only when it moved)."""
+        stamp = self._stat()
+        if stamp == self._stamp:
+            return self._rules
+        self._stamp = stamp
+        try:
+            self._rules, self.problem = load_rules(self.path), None
+        except RulesFileError as err:
+            self.problem = f"{err}; judging by the rules of version {self._rules.version} until it is fixed"
+        return self._rules
 
 
 def rules_from_toml(raw: bytes, label: str = "rules file") -> Rules:
@@ -204,7 +293,8 @@ def scan_result(
     as torch never writes one; the verdict is then at least unknown) and `tensors` for torch checkpoints.
     `readable=False` with no imports is `unreadable`: nothing could be judged."""
     unique = list(dict.fromkeys(imports))
-    judged = [{"module": m, "name": n, "verdict": judge_import(m, n, rules)} for m, n in unique]
+    uses = uses_by_callable(occurrences)
+    judged = [_judged(m, n, rules, uses) for m, n in unique]
     result: dict[str, Any] = {
         "verdict": _file_verdict(judged, certain and readable, readable or bool(judged)),
         "imports": judged,
@@ -228,7 +318,9 @@ def _file_verdict(judged: list[dict[str, Any]], certain: bool, readable: bool) -
 
 def rejudge(result: dict[str, Any], rules: Rules) -> dict[str, Any]:
     """The same scan under other rules, from its stored import list alone (no bytes needed)."""
-    judged = [{**i, "verdict": judge_import(i["module"], i["name"], rules)} for i in result["imports"]]
+    uses = uses_by_callable(result.get("occurrences"))
+    judged = [{k: v for k, v in i.items() if k not in ("verdict", "class")} | _judged(i["module"], i["name"], rules, uses)
+              for i in result["imports"]]
     readable = result.get("verdict") != UNREADABLE or bool(judged)
     verdict = _file_verdict(judged, result.get("certain", True), readable)
     return {**result, "imports": judged, "rules_version": rules.version, "verdict": verdict}

@@ -104,6 +104,7 @@ class PickleScan:
     end: int = 0  # where the walk stopped: after the last STOP, or where it failed
     complete: bool = True
     notes: list[str] = field(default_factory=list)
+    exhausted: bool = False  # the walk used up the bytes it was given: more of the file could say more
 
 
 def scan_pickle(data: bytes, limits: Limits = Limits(), max_pickles: int | None = None) -> PickleScan:
@@ -128,11 +129,14 @@ def scan_pickle(data: bytes, limits: Limits = Limits(), max_pickles: int | None 
             return scan
         except Exception as err:  # noqa: BLE001 - genops raises ValueError, struct.error, UnicodeDecodeError...: all "not a pickle here"
             scan.complete = False
+            scan.exhausted = stream.tell() >= len(data)  # cut short by the end of the bytes, not by a bad opcode
             scan.notes.append(f"not a pickle from byte {machine.position:,}: {err}")
             scan.end = machine.position
             return scan
         count += 1
         scan.end = stream.tell()
+    else:
+        scan.exhausted = True  # every byte walked: a longer read could hold another pickle
     return scan
 
 
@@ -276,12 +280,12 @@ def _op_reduce(m: _Machine, arg: Any, pos: int) -> None:
 
 def _op_newobj(m: _Machine, arg: Any, pos: int) -> None:
     args = m.pop()
-    m.push(m.call(m.pop(), args, pos))
+    m.push(m.call(m.pop(), args, pos, use="new"))  # cls.__new__(cls, *args): __init__ does not run
 
 
 def _op_newobj_ex(m: _Machine, arg: Any, pos: int) -> None:
     kwargs, args = m.pop(), m.pop()
-    m.push(m.call(m.pop(), (args, kwargs), pos))
+    m.push(m.call(m.pop(), (args, kwargs), pos, use="new"))
 
 
 def _op_build(m: _Machine, arg: Any, pos: int) -> None:

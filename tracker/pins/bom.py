@@ -53,7 +53,7 @@ def stored_model(store: Storage, revision: Revision) -> BomModel:
         model.packages.append((str(dep["package"]), str(dep["version"]), ", ".join(dep.get("sources") or [])))
     ancestors = _ancestors(store, revision)
     for own in store.advisories.own(revision.repo_id):
-        if own.sha in ancestors and own.fixed_sha not in ancestors:
+        if own.sha in ancestors and own.fixed_sha not in ancestors and not own.record.get("withdrawn"):
             model.own.append(own.record)
     for link in store.advisories.links(revision.id):
         if link.status == "affected":

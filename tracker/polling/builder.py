@@ -1,6 +1,6 @@
 """`hubwatch run`'s polling, wired in one place: the request budget on the Hub client, the listing pass,
 this process's scheduler (one process, or a worker leasing watches beside others) and the periodic jobs
-(listing, OSV re-check and retries). The CLI starts the HTTP server and the dispatcher beside it."""
+(listing, OSV re-check and retries, pickle verdicts judged again). The CLI starts the HTTP server and the dispatcher beside it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tracker.advisories.rejudging import rejudge_job
 from tracker.hub import install_budget
 from tracker.polling.budget import RequestBudget, budget_state, set_process_budget
 from tracker.polling.listing import ListingJob
@@ -37,7 +38,8 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     """Everything `run` polls with. `on_revisions` is called after a scheduled poll stored revisions
     (the server renders their feed entries before anyone asks)."""
     jitter_s = app.settings.poll.jitter_s
-    app.advisories.rejudge_pickles()  # rules that changed since the last start: stored verdicts judged again
+    rejudge = rejudge_job(app.advisories.rejudge_pickles, lambda: app.settings.scan.rules_problem)
+    rejudge()  # rules that changed since the last start: stored verdicts judged again
 
     poll = watch_poll(app, on_revisions)
     triggers: list[Any] = []  # the listing triggers polls through the scheduler, built next
@@ -46,6 +48,7 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     scheduler = build_scheduler(app, poll, jitter_s, plan=listing.plan)
     triggers.append(scheduler.trigger)
     scheduler.add_periodic("__listing__", listing, listing.interval_s)
+    scheduler.add_periodic("__pickle_rejudge__", rejudge, app.settings.scan.rejudge_interval_s)
     osv = app.settings.osv
     if osv.enabled:
         every = osv.recheck_interval_s

@@ -61,3 +61,16 @@ def test_torch_checkpoints_diff_at_tensor_level(kit):
     checkpoint = next(c for c in changes if "tensors added" in c.summary)
     assert "1 tensors added (layers.2.weight)" in checkpoint.summary and checkpoint.structural
     assert "parameters +32 (64 -> 96)" in checkpoint.summary
+
+
+def test_training_args_bin_reads_as_training_arguments_at_notice(kit):
+    """Trainer's training_args.bin added: a notice naming training arguments, not a security change."""
+    from tests.support.torch_fixtures import FIXTURES, TRAINING_ARGS
+
+    data = (FIXTURES / TRAINING_ARGS).read_bytes()
+    old = kit.build(lfs_files={})
+    new = kit.build(lfs_files={TRAINING_ARGS: kit.lfs("args", len(data))})
+    new.scans[TRAINING_ARGS] = scanned(TRAINING_ARGS, data)
+    [change] = [c for c in weights.diff(old, new) if c.path == TRAINING_ARGS and "status" in c.detail]
+    assert "pickle format, training arguments (runs no code beyond constructing transformers classes)" in change.summary
+    assert (change.severity, change.security) == (Severity.NOTICE, False)

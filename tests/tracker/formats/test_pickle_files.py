@@ -137,3 +137,34 @@ def test_scan_file_names_the_suffixes_it_reads() -> None:
     assert not scans("a.safetensors")
     with pytest.raises(ValueError, match="not a file scan_file reads"):
         scan_file("a.safetensors", BytesSource(b""), BUILTIN)
+
+
+@pytest.mark.parametrize("path", ["zeros.bin", "zeros.pkl", "zeros.npy"])
+def test_bytes_that_are_not_a_pickle_stop_the_read_at_the_first_chunk(path: str) -> None:
+    """A 20 MB file of zeros (the replay's stand-in weights) costs one first chunk, not the 16 MiB cap."""
+    source = BytesSource(bytes(20 * 2**20))
+    result, kept, note = scan_file(path, source)
+    assert source.bytes_read <= pickle_files.FIRST_CHUNK + 4  # a torch suffix first reads the zip magic
+    assert (result["verdict"], kept) == ("unreadable", b"")
+    assert "not a pickle from byte 0" in note or "not a .npy file" in note
+
+
+class _Calls:
+    """Pickles as a call of `os.system` (written with pickle.dumps, never loaded)."""
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import os
+
+        return os.system, ("true",)
+
+
+def test_a_long_pickle_is_read_in_growing_chunks_as_far_as_it_goes() -> None:
+    """A 300 KB pickle whose dangerous call sits past the first chunk is found; the zeros after it are not read."""
+    body = pickle.dumps([list(range(100_000)), _Calls()], protocol=4)
+    assert len(body) > 4 * pickle_files.FIRST_CHUNK
+    source = BytesSource(body + bytes(20 * 2**20))
+    result, kept, _ = scan_file("model.pkl", source)
+    assert result["verdict"] == "dangerous"
+    assert {(i["module"], i["name"]) for i in result["imports"]} == {(_Calls().__reduce__()[0].__module__, "system")}
+    assert len(body) < source.bytes_read <= 2 * len(body)
+    assert kept.startswith(body)  # the bytes walked (the zeros after the STOP are noted, not a pickle)

@@ -112,7 +112,7 @@ def test_the_result_has_the_issue_shape() -> None:
     """verdict, imports [{module, name, verdict}], rules_version, bytes_read, note; duplicates listed once."""
     result = scan_result([("torch", "Size"), ("torch", "Size"), ("os", "system")], BUILTIN, 123, None)
     assert {"verdict", "imports", "rules_version", "bytes_read", "note"} <= set(result)
-    assert result["verdict"] == "dangerous" and result["bytes_read"] == 123 and result["rules_version"] == "1"
+    assert result["verdict"] == "dangerous" and result["bytes_read"] == 123 and result["rules_version"] == str(RULES_VERSION)
     assert result["imports"] == [{"module": "torch", "name": "Size", "verdict": "safe"},
                                  {"module": "os", "name": "system", "verdict": "dangerous"}]  # fmt: skip
 
@@ -141,3 +141,78 @@ def test_rejudging_keeps_unreadable_and_uncertain() -> None:
     assert rejudge(unreadable, BUILTIN)["verdict"] == "unreadable"
     uncertain = scan_result([("mymodels", "Net")], BUILTIN, 0, "cap", certain=False)
     assert rejudge(uncertain, rules_from_toml(b'safe = ["mymodels.Net"]'))["verdict"] == "unknown"
+
+
+def test_the_rules_file_is_read_again_when_it_changes_and_a_bad_save_keeps_the_last_good_rules(tmp_path) -> None:
+    """A saved change moves the version; a save that is not TOML keeps the rules and says why; a fix is read."""
+    import os
+
+    from tracker.formats.pickle_rules import RulesFile
+
+    path = tmp_path / "rules.toml"
+    path.write_text('dangerous = ["somepkg"]\n')
+    watched = RulesFile(path)
+    first = watched.current()
+    assert watched.current() is first and judge_import("somepkg", "x", first) == "dangerous"
+    path.write_text('safe = ["somepkg.x"]\n')
+    os.utime(path, ns=(1, 1))  # a different modification time, whatever the clock's resolution
+    second = watched.current()
+    assert second.version != first.version and judge_import("somepkg", "x", second) == "safe"
+    path.write_text("dangerous = [\n")
+    os.utime(path, ns=(2, 2))
+    assert watched.current() is second and "not TOML" in watched.problem and second.version in watched.problem
+    path.write_text('dangerous = ["otherpkg"]\n')
+    os.utime(path, ns=(3, 3))
+    assert watched.current().version not in (first.version, second.version) and watched.problem is None
+
+
+def _training_args_scan(rules=BUILTIN):
+    from tests.support.torch_fixtures import FIXTURES, TRAINING_ARGS
+    from tracker.formats.pickle_files import scan_file
+    from tracker.formats.ranged import BytesSource
+
+    return scan_file(TRAINING_ARGS, BytesSource((FIXTURES / TRAINING_ARGS).read_bytes()), rules)[0]
+
+
+def test_transformers_training_args_bin_is_safe_as_training_arguments() -> None:
+    """Trainer's training_args.bin (torch.save of TrainingArguments): every transformers/accelerate import is the
+    named class, built by NEWOBJ+BUILD or looked up by value, so the file is safe; torch.device stays plainly safe."""
+    from tracker.formats.pickle_rules import TRAINING_ARGUMENTS
+
+    result = _training_args_scan()
+    assert result["verdict"] == "safe" and result["rules_version"] == str(RULES_VERSION)
+    named = {f"{i['module']}.{i['name']}" for i in result["imports"] if i.get("class") == TRAINING_ARGUMENTS}
+    assert {"transformers.training_args.TrainingArguments", "accelerate.state.PartialState",
+            "transformers.trainer_utils.IntervalStrategy"} <= named  # fmt: skip
+    assert {f"{i['module']}.{i['name']}" for i in result["imports"]} - named == {"torch.device"}
+
+
+def test_training_arguments_called_as_a_function_stay_unknown() -> None:
+    """TrainingArguments(...) by REDUCE (or INST) runs __init__/__post_init__: not the named class, unknown."""
+    from tests.support.pickle_bytes import Ops
+    from tracker.formats.pickle_scan import scan_pickle
+
+    for data in (Ops().glob("transformers.training_args", "TrainingArguments").mark.string("ds.json").tuple_
+                 .reduce.stop.bytes(),
+                 Ops().mark.string("x").inst("accelerate.state", "PartialState").stop.bytes()):  # fmt: skip
+        scan = scan_pickle(data)
+        occurrences = [{"callable": g.dotted, "uses": sorted(g.uses)} for g in scan.imports]
+        result = scan_result([(g.module, g.name) for g in scan.imports], BUILTIN, len(data), None,
+                             occurrences=occurrences)  # fmt: skip
+        assert result["verdict"] == "unknown" and "class" not in result["imports"][0]
+
+
+def test_an_operator_dangerous_entry_beats_the_training_arguments_class() -> None:
+    """Dangerous always wins: an operator listing accelerate makes the same file dangerous."""
+    assert _training_args_scan(rules_from_toml(b'dangerous = ["accelerate"]'))["verdict"] == "dangerous"
+
+
+def test_a_training_args_scan_judged_by_rules_1_is_safe_when_judged_again() -> None:
+    """A scan stored as unknown under rules 1 (no named class then) is safe under today's, from its stored uses."""
+    stored = _training_args_scan()
+    stored = {**stored, "verdict": "unknown", "rules_version": "1",
+              "imports": [{k: v for k, v in i.items() if k != "class"} | ({"verdict": "unknown"} if "class" in i else {})
+                          for i in stored["imports"]]}  # fmt: skip
+    again = rejudge(stored, BUILTIN)
+    assert again["verdict"] == "safe" and all(i["verdict"] == "safe" for i in again["imports"])
+    assert sum("class" in i for i in again["imports"]) == len(again["imports"]) - 1
