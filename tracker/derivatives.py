@@ -52,6 +52,9 @@ DEFAULT_LIMIT = 100
 GGUF_FIRST_BLOCK = 16 * 2**20  # a Llama 3 header (128k tokens and 280k merges) is some 8 MiB: one request
 GGUF_BUDGET = 64 * 2**20
 GATED = "gated:"
+# The change kind each part belongs to: a webhook filtered on `chat_template` hears who carries a template fix.
+PART_CHANGE_KINDS = {"chat_template": "chat_template", "special_tokens": "tokenizer", "stop_tokens": "tokenizer",
+                     "vocabulary": "tokenizer", "generation": "config"}
 History = list[tuple[str, dict[str, PartValue]]]
 
 
@@ -273,11 +276,26 @@ def _reached(follow: DerivativeFollow, revisions: list[Revision], history: Histo
         words = ", ".join(PART_WORDS[p] for p in changed)
         title = f"{follow.base_repo_id}@{sha[:12]} ({words}) reached {carries} of {total} derivatives; {behind} still behind"
         payload = {"base_repo_id": follow.base_repo_id, "sha": sha, "parts": changed, "carries": carries,
-                   "behind": behind, "total": total, "derivatives": rows}
+                   "behind": behind, "total": total, "derivatives": rows, "summaries": _reach_lines(rows),
+                   "kinds": sorted({PART_CHANGE_KINDS[p] for p in changed})}
         event = NewEvent(f"derivatives-reached:{follow.base_repo_id}:{sha}", DERIVATIVES_REACHED, title, "notice",
                          payload=payload)
         events.append((event, revisions[index].id, sha))
     return events
+
+
+def _reach_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The reach event's list, one line per derivative, the behind first: what feeds and webhooks show."""
+    lines = []
+    for row in sorted(rows, key=lambda r: (r["status"] != "behind", r["repo_id"])):
+        words = []
+        for part, state in row["parts"].items():
+            if state["status"] == "behind":
+                words.append(f"{PART_WORDS[part]} behind by {state['behind']} (matches {str(state['matched_sha'])[:12]})")
+            elif state["status"] != "absent":
+                words.append(f"{PART_WORDS[part]} {state['status']}")
+        lines.append(f"{row['repo_id']} ({row['relation']}): {row['status']}" + (f": {'; '.join(words)}" if words else ""))
+    return lines
 
 
 def _caught_up(base: str, checked: list[CheckedDerivative], prior: dict[str, Derivative],
