@@ -29,6 +29,9 @@ EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VIS
 
 # How a derivative relates to its base (a card's `base_model_relation`; the Hub's `base_model:<relation>:<id>` tags).
 DERIVATIVE_RELATIONS = ("quantized", "finetune", "adapter", "merge")
+# The parts of a model that decide how it talks, compared between a base and its derivatives, with their words.
+BEHAVIOUR_PARTS = {"chat_template": "chat template", "special_tokens": "special tokens", "stop_tokens": "stop set",
+                   "vocabulary": "vocabulary", "generation": "generation defaults"}
 
 # The plain words a `kind` filter takes: a change kind, or `advisory` for every `advisory.*` event.
 FILTER_WORDS = (*CHANGE_KINDS, "advisory")

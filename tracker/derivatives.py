@@ -52,6 +52,9 @@ DEFAULT_LIMIT = 100
 GGUF_FIRST_BLOCK = 16 * 2**20  # a Llama 3 header (128k tokens and 280k merges) is some 8 MiB: one request
 GGUF_BUDGET = 64 * 2**20
 GATED = "gated:"
+# The change kind each part belongs to: a webhook filtered on `chat_template` hears who carries a template fix.
+PART_CHANGE_KINDS = {"chat_template": "chat_template", "special_tokens": "tokenizer", "stop_tokens": "tokenizer",
+                     "vocabulary": "tokenizer", "generation": "config"}
 History = list[tuple[str, dict[str, PartValue]]]
 
 
@@ -86,6 +89,8 @@ def run_follow(store: Storage, hub: HubClient, base_repo_id: str, max_file_bytes
     prior = {d.repo_id: d for d in store.derivatives.derivatives(base_repo_id, listed_only=False)}
     checker = _Checker(store, hub, base_repo_id, history, max_file_bytes, report)
     checked = [checker.check(item, prior.get(item.repo_id), ancestors) for item in listed]
+    if error is None:
+        report.problems += _dropped(follow, listed, prior)
     report.checked = sum(1 for c in checked if c.parts)
     events = _caught_up(base_repo_id, checked, prior, history) + _reached(follow, revisions, history, checked)
     report.events = [event.title for event, _, _ in events]
@@ -120,6 +125,16 @@ def _discover(hub: HubClient, follow: DerivativeFollow, report: PassReport) -> t
     return kept, error
 
 
+def _dropped(follow: DerivativeFollow, listed: list[ListedDerivative], prior: dict[str, Derivative]) -> list[str]:
+    """The derivatives listed last pass and not now, named: gone from the listing (deleted, made private, or a card
+    that names another base now), or, at the cap, overtaken in downloads. Their last check is kept."""
+    names = {item.repo_id for item in listed}
+    why = (f"no longer among the {follow.max_derivatives} most downloaded" if len(names) >= follow.max_derivatives
+           else f"no longer listed under {follow.base_repo_id} (deleted, made private, or its card names another base now)")
+    return [f"{d.repo_id}: {why}; its last check is kept, it is not followed"
+            for d in prior.values() if d.listed and d.repo_id not in names]
+
+
 def _ancestors(snapshot: Snapshot) -> set[str]:
     """The repos the base's own card names as its base_model (a derivative among them is a cycle)."""
     return set(card_bases(snapshot.text("README.md") or ""))
@@ -133,6 +148,7 @@ class _Checker:
     history: History
     max_file_bytes: int
     report: PassReport
+    exists: dict[str, bool] = field(default_factory=dict)  # other named bases asked about this pass
 
     def check(self, item: ListedDerivative, prior: Derivative | None, ancestors: set[str]) -> CheckedDerivative:
         """One derivative: its head and card, then its parts unless its head did not move."""
@@ -146,14 +162,15 @@ class _Checker:
         try:
             self.report.requests += 1
             head = self.hub.card_head(item.repo_id)
-            notes = _card_notes(head, self.base)
             unmoved = prior is not None and prior.head_sha == head.sha
             if unmoved and prior is not None and (prior.parts or (prior.problem or "").startswith(GATED)):
                 if not prior.parts:  # gated at this head: its files stay refused until it moves
                     return failed(str(prior.problem), head.sha)
                 parts = {k: PartValue.from_dict(v) for k, v in prior.parts.items()}
                 sources = dict(prior.sources)
+                notes = [prior.problem] if prior.problem else []  # the same head: the same card and files
             else:
+                notes = _card_notes(head, self.base) + self._missing_bases(head)
                 parts, sources, read_notes = self._read_parts(item.repo_id, head.sha, prior)
                 notes += read_notes
         except RepoGone as err:
@@ -168,6 +185,21 @@ class _Checker:
         return CheckedDerivative(item.repo_id, item.relation, head.downloads or item.downloads, head.sha, sources,
                                  {k: v.to_dict() for k, v in parts.items()}, {k: v.to_dict() for k, v in found.items()},
                                  problem="; ".join(notes) or None)
+
+    def _missing_bases(self, head: CardHead) -> list[str]:
+        """The other repos the card names as base_model that the Hub does not have (each asked once a pass)."""
+        names = head.base_model if isinstance(head.base_model, list) else [head.base_model]
+        notes = []
+        for name in dict.fromkeys(n for n in names if isinstance(n, str) and is_repo_id(n) and n != self.base):
+            if name not in self.exists:
+                self.report.requests += 1
+                try:
+                    self.exists[name] = self.hub.repo_exists(name)
+                except HubwatchError:
+                    continue  # not known either way: not named
+            if not self.exists[name]:
+                notes.append(f"the card's base_model names {name}, which does not exist on the Hub")
+        return notes
 
     def _read_parts(self, repo_id: str, sha: str, prior: Derivative | None) -> tuple[dict[str, PartValue], dict[str, str], list[str]]:
         """The derivative's parts at `sha`: its file list, then the bytes it does not share with what is stored."""
@@ -273,11 +305,26 @@ def _reached(follow: DerivativeFollow, revisions: list[Revision], history: Histo
         words = ", ".join(PART_WORDS[p] for p in changed)
         title = f"{follow.base_repo_id}@{sha[:12]} ({words}) reached {carries} of {total} derivatives; {behind} still behind"
         payload = {"base_repo_id": follow.base_repo_id, "sha": sha, "parts": changed, "carries": carries,
-                   "behind": behind, "total": total, "derivatives": rows}
+                   "behind": behind, "total": total, "derivatives": rows, "summaries": _reach_lines(rows),
+                   "kinds": sorted({PART_CHANGE_KINDS[p] for p in changed})}
         event = NewEvent(f"derivatives-reached:{follow.base_repo_id}:{sha}", DERIVATIVES_REACHED, title, "notice",
                          payload=payload)
         events.append((event, revisions[index].id, sha))
     return events
+
+
+def _reach_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The reach event's list, one line per derivative, the behind first: what feeds and webhooks show."""
+    lines = []
+    for row in sorted(rows, key=lambda r: (r["status"] != "behind", r["repo_id"])):
+        words = []
+        for part, state in row["parts"].items():
+            if state["status"] == "behind":
+                words.append(f"{PART_WORDS[part]} behind by {state['behind']} (matches {str(state['matched_sha'])[:12]})")
+            elif state["status"] != "absent":
+                words.append(f"{PART_WORDS[part]} {state['status']}")
+        lines.append(f"{row['repo_id']} ({row['relation']}): {row['status']}" + (f": {'; '.join(words)}" if words else ""))
+    return lines
 
 
 def _caught_up(base: str, checked: list[CheckedDerivative], prior: dict[str, Derivative],

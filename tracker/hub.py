@@ -232,6 +232,13 @@ class HubClient:
         return CardHead(info.sha, info.gated, int(info.downloads or 0), getattr(card, "base_model", None),
                         getattr(card, "base_model_relation", None))
 
+    def repo_exists(self, repo_id: str) -> bool:
+        """Whether the Hub has the model (a gated or private one it refuses to show counts as there): one request."""
+        try:
+            return bool(self.api.repo_exists(repo_id, token=self._token))
+        except Exception as err:  # noqa: BLE001 - every library error is translated in one place
+            _translate(err, repo_id, "check it exists")
+
     def walk_commits(
         self, repo_id: str, head_sha: str, stop_at: set[str], limit: int | None = None, until: str | None = None
     ) -> CommitWalk:

@@ -16,13 +16,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from storage.kinds import BEHAVIOUR_PARTS
 from tracker.differs.chat_sources import effective_templates, special_tokens
 from tracker.differs.stop_tokens import GENERATION_CONFIG, stop_set
 from tracker.snapshot import Snapshot
 
-PARTS = ("chat_template", "special_tokens", "stop_tokens", "vocabulary", "generation")
-PART_WORDS = {"chat_template": "chat template", "special_tokens": "special tokens", "stop_tokens": "stop set",
-              "vocabulary": "vocabulary", "generation": "generation defaults"}
+PARTS = tuple(BEHAVIOUR_PARTS)
+PART_WORDS = BEHAVIOUR_PARTS
 # The files a part is read from (transformers layout); a GGUF's header is the other source.
 PART_FILES = frozenset({"tokenizer_config.json", "chat_template.jinja", "chat_template.json", "special_tokens_map.json",
                         "generation_config.json", "config.json", "tokenizer.json", "processor_config.json"})

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 
 from feeds.http.api_models import (
     ChangeOut,
+    DerivativeTreeOut,
     DiffOut,
     ErrorOut,
     EstimateOut,
@@ -235,6 +236,17 @@ def list_advisories(request: Request, org: str = OrgPath, name: str = NamePath,
     services = _services(request)
     repo_id = known_repo(services.queries, org, name)
     return [_event(e) for e in services.queries.events(EventFilter(repo_id=repo_id, kinds=("advisory",)), limit)]
+
+
+@router.get("/repos/{org}/{name}/derivatives", response_model=DerivativeTreeOut, dependencies=read, responses=_errors(401, 404),
+            summary="A followed base's derivatives, and which carry each behaviour part of the base")
+def list_derivatives(request: Request, org: str = OrgPath, name: str = NamePath) -> DerivativeTreeOut:
+    services = _services(request)
+    repo_id = known_repo(services.queries, org, name)
+    tree = services.store.derivatives.tree(repo_id)
+    if tree is None:
+        raise HTTPException(404, f"{repo_id}'s derivatives are not followed")
+    return DerivativeTreeOut.model_validate(tree)
 
 
 # -- Renovate -------------------------------------------------------------------------------------

@@ -106,6 +106,29 @@ class EstimatePage(BaseModel):
     next_offset: int | None
 
 
+class DerivativeOut(BaseModel):
+    repo_id: str
+    relation: str
+    publisher: str
+    downloads: int
+    head_sha: str | None
+    problem: str | None = Field(description="What could not be checked (gone, gated, a malformed card, a cycle)")
+    checked_at: datetime | None
+    parts: dict[str, dict[str, Any]] = Field(
+        description="Per behaviour part: status (carries, behind, diverged, absent), matched_sha (the base revision it "
+                    "matches), exact, behind (how many base changes it lacks) and missing (those base revisions)")
+
+
+class DerivativeTreeOut(BaseModel):
+    base_repo_id: str
+    relations: list[str]
+    limit: int
+    last_pass_at: datetime | None
+    last_error: str | None
+    report: dict[str, Any] = Field(description="The last pass: listed, followed, checked, requests, problems, events")
+    derivatives: list[DerivativeOut]
+
+
 class DiffOut(BaseModel):
     repo_id: str
     from_sha: str

@@ -1,5 +1,6 @@
 """HTML pages: home, a repo's timeline (filtered by change kind, severity, security), one revision
-(with its advisories), any two revisions compared, and a repo's estimates over time.
+(with its advisories and, for a followed base, which derivatives carry its changes), any two revisions compared,
+a repo's estimates over time, and a base's followed derivatives.
 
 Rendered by Jinja with autoescape (feeds.views.view_models); a strict Content-Security-Policy forbids scripts
 outright, so even a template mistake could not run upstream text as code.
@@ -18,9 +19,10 @@ from feeds.http.auth import require_read
 from feeds.http.params import NamePath, OrgPath, base_url, known_repo
 from feeds.views.behaviour_view import behaviour_view
 from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
+from feeds.views.family_view import PART_COLUMNS, family_rows, reach_view
 from feeds.views.serving_view import serving_view
 from feeds.views.view_models import PAGE_LIMITS, advisories_of, change_view, render
-from storage.kinds import CHANGE_KINDS, SEVERITIES
+from storage.kinds import CHANGE_KINDS, DERIVATIVES_REACHED, SEVERITIES
 from storage.read_model import EventFilter, RevisionFilter
 
 PAGE_SIZE = 50
@@ -175,7 +177,17 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
                  changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=estimate,
                  serving=serving_view(estimate.result if estimate is not None else None),
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
-                 checks=_advisory_section(services.store, revision, hub), files=services.store.history.revision_files(revision.id))
+                 checks=_advisory_section(services.store, revision, hub), files=services.store.history.revision_files(revision.id),
+                 reaches=[reach_view(e.title, e.payload or {}) for e in events if e.kind == DERIVATIVES_REACHED])
+
+
+@router.get("/repos/{org}/{name}/derivatives", response_class=HTMLResponse)
+def derivatives_page(request: Request, org: str = OrgPath, name: str = NamePath) -> HTMLResponse:
+    repo_id = _known(request, org, name)
+    if isinstance(repo_id, HTMLResponse):
+        return repo_id
+    tree = request.app.state.services.store.derivatives.tree(repo_id)
+    return _page("derivatives.html", repo_id=repo_id, tree=tree, rows=family_rows(tree) if tree else [], columns=PART_COLUMNS)
 
 
 @router.get("/repos/{org}/{name}/estimates", response_class=HTMLResponse)

@@ -72,3 +72,24 @@ def write_family(root: Path) -> None:
     write_repo(root, ELSEWHERE, [{"title": "other", "files": {**copied, "README.md": card(BASE, "finetune")}}])
     for downloads, repo_id in enumerate((ELSEWHERE, MALFORMED, GATED, FINETUNE, AWQ, GGUF)):
         _set_repo(root, repo_id, downloads=1000 * (downloads + 1))
+
+
+CYCLE_BASE = "loop/Model-B"
+CYCLE_DERIVED = "loop/Model-A"
+CYCLE_QUANT = "loop/Model-B-AWQ"
+GHOST_NAMED = "ghosts/Llama-3.1-8B-Instruct-merge"
+MISSING_BASE = "nobody/does-not-exist"
+
+
+def write_bad_family(root: Path) -> None:
+    """The bad input the first pass must name while checking the rest: a cycle (B's card names A as its base,
+    A's names B) beside a good quantization of B, and a Llama derivative whose card's base_model is a list
+    naming, beside the base, a repo the Hub does not have."""
+    copied = {p: base_file("0002-upload-folder-using-huggingface-hub", p)
+              for p in ("tokenizer_config.json", "generation_config.json", "special_tokens_map.json")}
+    write_repo(root, CYCLE_BASE, [{"title": "B", "files": {**copied, "README.md": card(CYCLE_DERIVED, "finetune")}}])
+    write_repo(root, CYCLE_DERIVED, [{"title": "A", "files": {**copied, "README.md": card(CYCLE_BASE, "finetune")}}])
+    write_repo(root, CYCLE_QUANT, [{"title": "B quantized", "files": {**copied, "README.md": card(CYCLE_BASE, "quantized")}}])
+    write_repo(root, GHOST_NAMED, [{"title": "merge", "files": {**copied, "README.md": card([BASE, MISSING_BASE], "quantized")}}])
+    for downloads, repo_id in enumerate((CYCLE_DERIVED, CYCLE_QUANT, GHOST_NAMED)):
+        _set_repo(root, repo_id, downloads=500 + downloads)
