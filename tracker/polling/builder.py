@@ -98,4 +98,4 @@ def start_listing(app: App, trigger: Callable[[str, str], object]) -> ListingJob
     budget = RequestBudget(hub_settings.api_requests_per_5min, hub_settings.resolve_requests_per_5min, shared=shared.claim)
     install_budget(budget, hub_settings.endpoint)
     set_process_budget(budget)
-    return ListingJob(app.settings, app.store.listing, app.hub, trigger, budget, app.clock)
+    return ListingJob(app.settings, app.store.listing, app.hub, trigger, budget, app.clock, app.store.derivatives)

@@ -33,6 +33,7 @@ from tracker.polling.budget import WINDOW_S
 from tracker.polling.pass_choice import AuthorCost, HubCost, choose_passes, pages_of, quiet_cadence_s
 
 if TYPE_CHECKING:
+    from storage.derivatives import DerivativeStore
     from tracker.polling.budget import RequestBudget
 
 log = structlog.get_logger(__name__)
@@ -299,6 +300,7 @@ class ListingJob:
         trigger: Callable[[str, str], object],
         budget: RequestBudget | None = None,
         clock: Clock = utc_now,
+        derivatives: DerivativeStore | None = None,
     ) -> None:
         poll = settings.poll
         self.mode, self.min_watches = poll.listing, poll.listing_min_watches
@@ -306,6 +308,7 @@ class ListingJob:
         # None: auto, from the number of watches the listing covers (`reconcile_interval_s`)
         self.reconcile_s = poll.reconcile_interval_s
         self._listings, self._trigger, self._budget = listings, trigger, budget
+        self._derivatives = derivatives  # followed families: their passes are planned with their base's polls
         self._pass = ListingPass(listings, hub, clock)
         self._clock = clock
         self.stretch = 1.0  # the request budget's stretch of every interval, the listing's included (`plan`)
@@ -385,6 +388,19 @@ class ListingJob:
             for cost in author_costs
         )
 
+    def family_requests_per_window(self, own: dict[str, int]) -> float:
+        """The Hub requests a window of derivative passes is expected to cost: each followed family's last pass
+        (its report's request count) once per poll of its base, at the base's shortest interval in `own`. A
+        family not passed yet, or whose base is not polled, costs nothing yet."""
+        if self._derivatives is None:
+            return 0.0
+        try:
+            follows = self._derivatives.follows()
+        except Exception as err:  # noqa: BLE001 - a failing database leaves the plan to the watches alone
+            log.error("family_plan_failed", error=f"{type(err).__name__}: {err}")
+            return 0.0
+        return sum(family_need(f.base_repo_id, (f.last_report or {}).get("requests"), own) for f in follows)
+
     def _poll_moved(self, moved: list[tuple[str, str]]) -> None:
         """Hand moved watches to the scheduler (with several workers: made due in the database, so they are
         polled even if this worker dies next)."""
@@ -421,10 +437,19 @@ class ListingJob:
         except Exception as err:  # noqa: BLE001 - as above: a pass a round for each scope, as a guess
             log.error("listing_plan_failed", error=f"{type(err).__name__}: {err}")
             listing_requests = (len(followed) + (1 if listing else 0)) * WINDOW_S / self.interval_s
-        needed = sum(WINDOW_S / s for s in own.values()) + listing_requests
+        needed = sum(WINDOW_S / s for s in own.values()) + listing_requests + self.family_requests_per_window(own)
         factor = self._budget.stretch_factor(needed) if self._budget is not None else 1.0
         self.stretch = factor  # the listing rounds stretch alike (`round_due`)
         return {job_id: math.ceil(s * factor) for job_id, s in own.items()}
+
+
+def family_need(base_repo_id: str, requests: Any, own: dict[str, int]) -> float:
+    """One family's requests a window: its last pass's `requests` every poll of its base (the shortest interval
+    of the base's watches in `own`, "repo@branch" -> seconds); nothing when the base is not polled."""
+    intervals = [s for job_id, s in own.items() if job_id.rpartition("@")[0] == base_repo_id]
+    if not intervals or not isinstance(requests, int) or requests <= 0:
+        return 0.0
+    return requests * WINDOW_S / min(intervals)
 
 
 def _pages(state: ListingState | None) -> int:
