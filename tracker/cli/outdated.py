@@ -34,9 +34,12 @@ MAX_ERROR_LINES = 20  # a lock file of bad entries gets this many lines, then a 
 @click.option("--format", "output_format", type=FORMAT_CHOICE, default="text", show_default=True,
               help="markdown: a pull-request body or CI job summary.")
 @click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
+@click.option("--gguf", "gguf_path", type=click.Path(path_type=Path),
+              help="A local .gguf file: which change of its base's chat template, bos/eos or vocabulary it does not carry.")
+@click.option("--base", "base", metavar="REPO", help="With --gguf: the base to compare with when the header names none.")
 @click.pass_context
 def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None, write: bool, cache_dir: Path | None,
-             fail_on: str | None, output_format: str, as_json: bool) -> None:
+             fail_on: str | None, output_format: str, as_json: bool, gguf_path: Path | None, base: str | None) -> None:
     """What changed upstream since the revisions you have: every model of the local HF cache, or of a
     lock file. Exit 1 when a model could not be checked, or with --fail-on when a change reached it."""
     from tracker.pins.outdated import OutdatedCheck
@@ -46,6 +49,12 @@ def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None,
     if write and scan_path is None:
         raise click.UsageError("--write moves pins found by --scan PATH")
     output_format = "json" if as_json else output_format
+    if gguf_path is not None:
+        if lock_file is not None or scan_path is not None or write:
+            raise click.UsageError("--gguf PATH checks one file: not with --lock, --scan or --write")
+        ctx.exit(_outdated_gguf(ctx, gguf_path, repo_arg(base, "--base") if base else None, output_format))
+    if base is not None:
+        raise click.UsageError("--base REPO goes with --gguf PATH")
     scan = _scan(scan_path) if scan_path is not None else None
     pins, bad = scan_pins(scan) if scan is not None else _read_pins(lock_file, cache_dir)
     app = app_of(ctx)
@@ -122,6 +131,33 @@ def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tu
     click.echo(f"wrote {lock_file}: {len(pins)} model(s) pinned")
     if bad:
         ctx.exit(1)
+
+
+def _outdated_gguf(ctx: click.Context, path: Path, base: str | None, output_format: str) -> int:
+    """One local GGUF against its base's stored history; 1 when it could not be compared."""
+    from tracker.errors import BadInput
+    from tracker.pins.gguf_lineage import check_gguf, read_gguf_header
+
+    try:
+        facts, note = read_gguf_header(path)
+    except BadInput as err:  # RefusedFile included: one line naming the path and why
+        raise click.ClickException(str(err)) from err
+    if note:
+        click.echo(f"note: {path}: {note}", err=True)
+    report = check_gguf(app_of(ctx).store, path, facts, base)
+    if output_format == "json":
+        emit_json({"gguf": report.to_dict()})
+    elif output_format == "markdown":
+        base_words = f"against `{report.base_repo_id}`" if report.base_repo_id else "(base unknown)"
+        click.echo(f"### `{path.name}` {base_words}: {report.status.replace('_', ' ')}\n")
+        for line in report.lines:
+            click.echo(f"- {line}")
+    else:
+        where = f" (base {report.base_repo_id}, from {report.base_from})" if report.base_repo_id else ""
+        click.echo(f"{path}{where}  {report.status.replace('_', ' ')}")
+        for line in report.lines:
+            click.echo(f"    {line}")
+    return 0 if report.checked else 1
 
 
 def _repo_at(value: str) -> tuple[str, str]:

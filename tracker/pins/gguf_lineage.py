@@ -1,0 +1,152 @@
+"""`hubwatch outdated --gguf PATH`: which base behaviour change a local GGUF file does not carry.
+
+The file is hostile input (tracker/local_files.py): only a regular file is opened (a FIFO without blocking),
+its header read through a RangeSource over the file under the same byte budget a Hub GGUF gets. Its parts
+(the embedded chat template, bos/eos, the vocabulary digest) are compared with the base's stored history by
+tracker/lineage.py. The base is the one the header's `general.base_model.*` keys name, else the one given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storage.front import Storage
+from storage.kinds import is_repo_id
+from tracker.errors import BadInput, RefusedFile
+from tracker.formats import FileScan
+from tracker.formats.ranged import DEFAULT_BUDGET, charge, check_range
+from tracker.formats.registry import run_scan, scanner_for
+from tracker.lineage import PART_WORDS, PARTS, PartLineage, lineage, parts_of
+from tracker.local_files import _KINDS
+from tracker.snapshot import Snapshot
+from tracker.snapshot_io import load_snapshot
+
+GGUF_BUDGET = DEFAULT_BUDGET  # header bytes a local file may make us read (a Hub GGUF gets the same)
+HUB_URL = re.compile(r"^https?://(?:www\.)?huggingface\.co/([\w.-]+/[\w.-]+?)/?$")
+
+
+class LocalFileSource:
+    """A RangeSource over a local regular file opened once (pread, never past the budget)."""
+
+    def __init__(self, fd: int, size: int, budget: int = GGUF_BUDGET) -> None:
+        self._fd, self._size, self.budget, self._read = fd, size, budget, 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def bytes_read(self) -> int:
+        return self._read
+
+    def read(self, offset: int, length: int) -> bytes:
+        check_range(self.size, offset, length)
+        stop = min(offset + length, self.size)
+        charge(self, stop - offset)
+        data = os.pread(self._fd, stop - offset, offset)
+        self._read += len(data)
+        return data
+
+
+def read_gguf_header(path: Path) -> tuple[dict[str, Any], str | None]:
+    """The header facts of a local GGUF file (tracker/formats/gguf.py) and the scanner's note on it (a file
+    cut short after its header is read, and noted). Raises RefusedFile for anything but a
+    readable regular file and BadInput for a file that is not a GGUF header hubwatch can read."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        raise BadInput(f"cannot read the GGUF file {path}: {err.strerror or err}") from err
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _KINDS if test(info.st_mode)), "a special file")
+            raise RefusedFile(str(path), f"{kind}, not a regular file", "the GGUF file")
+        spec = scanner_for("model.gguf")
+        assert spec is not None
+        scan, _ = run_scan(spec, LocalFileSource(fd, info.st_size), str(path))
+    finally:
+        os.close(fd)
+    if not scan.result.get("version"):  # the magic and version were not read: not a GGUF header
+        raise BadInput(f"{path}: not a GGUF header hubwatch can read: {scan.note or 'nothing found'}")
+    return scan.result, scan.note
+
+
+def named_bases(facts: dict[str, Any]) -> list[str]:
+    """The repo ids the header's `general.base_model.N.*` keys name (repo_url on the Hub, else organization/name)."""
+    meta = facts.get("metadata") or {}
+    found = []
+    for index in range(int(meta.get("general.base_model.count") or 0) if isinstance(meta.get("general.base_model.count"), int) else 0):
+        prefix = f"general.base_model.{index}."
+        url, org, name = (meta.get(prefix + k) for k in ("repo_url", "organization", "name"))
+        match = HUB_URL.match(url) if isinstance(url, str) else None
+        repo_id = match[1] if match else f"{org}/{name}" if isinstance(org, str) and isinstance(name, str) else None
+        if repo_id and is_repo_id(repo_id):
+            found.append(repo_id)
+    return list(dict.fromkeys(found))
+
+
+@dataclass
+class GgufReport:
+    """Where a local GGUF stands against its base. `status`: carries | behind | diverged | no_base | not_watched."""
+
+    path: str
+    base_repo_id: str | None
+    base_from: str | None  # "metadata" | "--base" | None
+    status: str
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def checked(self) -> bool:
+        return self.status in ("carries", "behind", "diverged")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "base_repo_id": self.base_repo_id, "base_from": self.base_from, "status": self.status,
+                "parts": self.parts, "lines": self.lines}
+
+
+def check_gguf(store: Storage, path: Path, facts: dict[str, Any], base: str | None) -> GgufReport:
+    """The file's parts against the base's stored history: per part carries, behind (the changes it misses) or diverged."""
+    named = named_bases(facts)
+    base_repo_id, base_from = (named[0], "metadata") if named else (base, "--base") if base else (None, None)
+    if base_repo_id is None:
+        return GgufReport(str(path), None, None, "no_base", lines=[
+            "could not tell which base this file derives from: its header has no general.base_model keys; give --base REPO"])
+    revisions = list(reversed(store.history.list_revisions(base_repo_id)))
+    if not revisions:
+        return GgufReport(str(path), base_repo_id, base_from, "not_watched", lines=[
+            f"hubwatch has no history of {base_repo_id}: watch it (hubwatch watch add {base_repo_id}) and poll it first"])
+    history = [(s.sha, parts_of(s)) for s in (load_snapshot(store, r) for r in revisions)]
+    titles = {r.sha: r.title for r in revisions}
+    mine = parts_of(Snapshot(repo_id=str(path), sha="local", scans={path.name: _scan_of(facts)}))
+    found = lineage(history, mine)
+    parts = {p: found[p].to_dict() for p in PARTS if found[p].status != "absent"}
+    lines = [_line(base_repo_id, p, found[p], titles) for p in PARTS if found[p].status != "absent"]
+    statuses = {found[p].status for p in parts}
+    status = "behind" if "behind" in statuses else "diverged" if "diverged" in statuses else "carries"
+    if not parts:
+        lines = [f"none of this file's parts (chat template, bos/eos, vocabulary) are in {base_repo_id}'s history to compare"]
+        status = "diverged"
+    return GgufReport(str(path), base_repo_id, base_from, status, parts, lines)
+
+
+def _scan_of(facts: dict[str, Any]) -> FileScan:
+    return FileScan("gguf", facts, 0, None, None)
+
+
+def _line(base: str, part: str, state: PartLineage, titles: dict[str, str]) -> str:
+    words = PART_WORDS[part]
+    loose = "" if state.exact else " (after whitespace normalisation)"
+    if state.status == "carries":
+        return f"{words}: carries the newest of {base} (as at {str(state.matched_sha)[:12]}){loose}"
+    if state.status == "diverged":
+        return f"{words}: diverged: matches no revision of {base}"
+    missing = ", ".join(f"{sha[:12]} ({titles.get(sha, '')})" for sha in state.missing)
+    return (f"{words}: the base {base} changed its {words} at {missing}; this file carries the one from "
+            f"{str(state.matched_sha)[:12]}{loose} ({state.behind} change(s) behind)")
