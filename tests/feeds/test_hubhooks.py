@@ -84,6 +84,28 @@ def test_good_secret_ingests_the_new_commit_at_once(hooked, replay, app: App) ->
     assert app.store.history.has_revision(BROKEN, new)
 
 
+def test_the_poll_is_asked_for_before_the_answer(app: App, replay) -> None:
+    """The watch's poll is handed to the trigger before the 202 leaves: the poll need not wait for the answer,
+    and a move the Hub is told was taken has been asked for."""
+    replay.set_head(BROKEN, 1)
+    app.store.watches.add_watch(BROKEN, "main", 3600)
+    app.poller.poll()
+    answered = threading.Event()
+    asked: list[tuple[str, str | None, bool]] = []
+
+    def trigger(repo_id: str, branch: str | None) -> bool:
+        asked.append((repo_id, branch, answered.is_set()))
+        return True
+
+    old = replay.head_sha(BROKEN)
+    replay.set_head(BROKEN, 2)
+    with serve(app.store, hub_webhook_secret=HOOK_SECRET, trigger=trigger) as served:
+        response = _post(served, payload(BROKEN, old, replay.head_sha(BROKEN)))
+        answered.set()
+        assert response.status_code == 202, response.text
+        assert asked == [(BROKEN, "main", False)]
+
+
 def test_replayed_payload_is_a_no_op(hooked, replay, app: App) -> None:
     """The same webhook again, once its commit is stored, triggers nothing and stores nothing twice."""
     served, ingests = hooked
