@@ -201,9 +201,12 @@ class Dispatcher:
                 if not claims:
                     break
                 tried = report.attempts
-                futures = [pool.submit(self._deliver_claim, claim, at, report, stop) for claim in claims]
-                for future in futures:
-                    future.result()
+                if len(claims) == 1:  # one endpoint (a commit's usual round): sent from this thread, no hop to a pool's
+                    self._deliver_claim(claims[0], at, report, stop)
+                else:
+                    futures = [pool.submit(self._deliver_claim, claim, at, report, stop) for claim in claims]
+                    for future in futures:
+                        future.result()
                 if report.attempts == tried:
                     break  # every claim was lost before its first attempt: leave the rest to their holders
         return report

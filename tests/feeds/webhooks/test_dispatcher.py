@@ -16,7 +16,7 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from feeds.webhooks import subscribe as subscribe_checked
-from feeds.webhooks.dispatcher import Dispatcher
+from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S
 from storage.delivery_queue import delivery_id
 from storage.front import Storage
@@ -339,6 +339,30 @@ def test_endpoints_are_delivered_in_parallel_and_independently(
     emit(store, n=5)
     make_dispatcher().run_once(T0)
     assert len(up.accepted) == 5 and len(down.requests) == 1
+
+
+def test_one_endpoint_is_delivered_from_the_rounds_own_thread(
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver
+) -> None:
+    """A round with one endpoint due sends from the thread running it, in event order: no hand-off to a
+    pool thread stands between a commit's wake-up and its delivery."""
+    subscribe(subscriptions, receiver.url)
+    emit(store, n=3)
+    signed_on: list[str] = []
+
+    def secret_for(sub: object) -> str:
+        signed_on.append(threading.current_thread().name)
+        return SECRET
+
+    dispatcher = Dispatcher(outbox, DeliveryOptions(allow_private_targets=True, timeout_s=5.0), secret_for=secret_for)
+    try:
+        report = threading.Thread(target=dispatcher.run_once, args=(T0,), name="dispatch-round")
+        report.start()
+        report.join(timeout=60)
+    finally:
+        dispatcher.close()
+    assert signed_on == ["dispatch-round"] * 3
+    assert [json.loads(r.body)["data"]["seq"] for r in receiver.accepted] == [1, 2, 3]
 
 
 def test_run_forever_delivers_until_stopped(
