@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ def create_db_engine(url: str) -> sa.Engine:
         if database and database != ":memory:":
             _make_directory(Path(database).parent)
         sa.event.listen(engine, "connect", _sqlite_pragmas)
+        WriterTurns().attach(engine)
     sa.event.listen(engine, "handle_error", _missing_table)
     return engine
 
@@ -72,6 +74,49 @@ def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+# The statements before which the sqlite3 module opens a write transaction (it BEGINs before no others).
+_SQLITE_WRITE = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+_TURN_KEY = "hubwatch_writer_turn"
+BUSY_TIMEOUT_S = 30.0  # PRAGMA busy_timeout above, in seconds
+
+
+class WriterTurns:
+    """The writers of one SQLite engine take turns on a lock, each woken the moment the previous one ends.
+
+    SQLite has one writer at a time; one that finds the file locked sleeps in SQLite's busy handler in steps
+    (1, 2, 5, 10, 15, 20, 25 ms...) and wakes up to a step after the lock was freed. A revision's commit, the
+    dispatcher's claim and the polls' updates met there on every Hub webhook, each wait adding up to a step.
+    A connection takes the turn before its first write statement (where the sqlite3 module begins its
+    transaction) and hands it on when it goes back to the pool (a session does at its commit or rollback, a
+    `with engine.begin()` at its end). A thread that holds the turn on another connection does not wait
+    for itself: it meets SQLite's own wait, as every writer did before; so does one past the busy timeout,
+    and so do other processes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holder: int | None = None  # the thread holding the turn
+
+    def attach(self, engine: sa.Engine) -> None:
+        sa.event.listen(engine, "before_cursor_execute", self._before_execute)
+        sa.event.listen(engine.pool, "checkin", self._returned)
+        sa.event.listen(engine.pool, "invalidate", self._returned)
+
+    def _before_execute(self, conn: sa.Connection, _cursor: object, statement: str, *_args: object) -> None:
+        if conn.info.get(_TURN_KEY) or not _SQLITE_WRITE.match(statement):
+            return
+        me = threading.get_ident()
+        if self._holder == me:
+            return
+        if self._lock.acquire(timeout=BUSY_TIMEOUT_S):
+            self._holder = me
+            conn.info[_TURN_KEY] = True
+
+    def _returned(self, _dbapi_connection: object, record: object, *_args: object) -> None:
+        if getattr(record, "info", {}).pop(_TURN_KEY, False):
+            self._holder = None
+            self._lock.release()
 
 
 def alembic_config(engine: sa.Engine) -> AlembicConfig:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import structlog
 
@@ -94,6 +94,7 @@ class Ingestor:
         caller's copy from an earlier poll, trusted only to tell an unchanged head (one UPDATE, guarded by
         what the copy saw); a moved head reads the stored watch first."""
         started = time.monotonic()
+        started_at = datetime.now(UTC)  # on the line: where a Hub webhook's path to delivery spent its time
         outcome = PollOutcome(watch.repo_id, watch.branch, "unchanged")
         try:
             self._poll(watch, outcome, watch.backfill if backfill is None else backfill, head, reach, cached)
@@ -107,6 +108,7 @@ class Ingestor:
             sha=outcome.head_sha,
             revisions=len(outcome.revisions),
             duration_ms=outcome.duration_ms,
+            started_at=started_at.isoformat(),
         )
         if outcome.failed:
             log.warning("repo_poll_failed", error=outcome.error, **log_fields)

@@ -11,13 +11,13 @@ watches.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from feeds.http.auth import same_secret
@@ -98,6 +98,7 @@ def _moved_branches(payload: dict[str, Any]) -> dict[str, str | None] | None:
     },
 )
 async def hub_webhook(request: Request) -> JSONResponse:
+    received_at = datetime.now(UTC)  # the start of a delivery's path, on the hub_webhook_accepted line
     services = request.app.state.services
     secret = services.options.hub_webhook_secret
     if not secret or services.trigger is None:
@@ -120,19 +121,28 @@ async def hub_webhook(request: Request) -> JSONResponse:
         return _answer(request, 200, "ignored", f"not a model: {repo.get('type')} repos are not tracked", repo_id)
     if scope not in CONTENT_SCOPES:
         return _answer(request, 200, "ignored", f"other scope: {scope} does not change the repo's files", repo_id)
-    # Storage calls are synchronous SQL: off the event loop, in one hop (each hop waits for a thread).
-    code, status, detail, branches = await run_in_threadpool(_due_branches, services, repo_id, payload)
-    response = _answer(request, code, status, detail, repo_id, branches)
-    if code == 202:  # the ingest starts once the answer is sent: its work never holds the answer up
-        response.background = BackgroundTask(_trigger, services.trigger, repo_id, branches, payload)
-    return response
+    # Storage calls are synchronous SQL: off the event loop, in one hop (each hop waits for a thread). The polls
+    # are asked for in that hop, before the answer: a trigger only queues a poll (its own threads run it), so
+    # no ingest holds the answer up, the poll starts without waiting for the answer to be written and for a
+    # second hop, and a move the Hub is told was taken (202) has been handed to the scheduler.
+    code, status, detail, branches = await run_in_threadpool(_accept, services, repo_id, payload, received_at)
+    return _answer(request, code, status, detail, repo_id, branches)
 
 
-def _trigger(trigger: Any, repo_id: str, branches: list[str], payload: dict[str, Any]) -> None:
+def _accept(services: Any, repo_id: str, payload: dict[str, Any], received_at: datetime) -> tuple[int, str, str, list[str]]:
+    """The branches due (see `_due_branches`), each of their polls asked for when there are some."""
+    answer = _due_branches(services, repo_id, payload)
+    if answer[0] == 202:
+        _trigger(services.trigger, repo_id, answer[3], payload, received_at)
+    return answer
+
+
+def _trigger(trigger: Any, repo_id: str, branches: list[str], payload: dict[str, Any], received_at: datetime) -> None:
     for branch in branches:
         trigger(repo_id, branch)
     head_sha = payload["repo"].get("headSha")
-    log.info("hub_webhook_accepted", repo_id=repo_id, branches=branches, sha=head_sha if isinstance(head_sha, str) else None)
+    log.info("hub_webhook_accepted", repo_id=repo_id, branches=branches, sha=head_sha if isinstance(head_sha, str) else None,
+             received_at=received_at.isoformat(), triggered_ms=round((datetime.now(UTC) - received_at).total_seconds() * 1000, 1))
 
 
 def _due_branches(services: Any, repo_id: str, payload: dict[str, Any]) -> tuple[int, str, str, list[str]]:

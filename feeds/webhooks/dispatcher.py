@@ -166,6 +166,8 @@ class Dispatcher:
         self.outage = DatabaseOutage(self.worker_id, max(options.poll_interval_s, 0.5), OUTAGE_PAUSE_MAX_S,
                                      on_database_failed, on_database_back)
         self._wake = threading.Event()
+        self._woken_at: datetime | None = None  # the first wake-up since the last round began
+        self._round_woken_at: datetime | None = None  # the wake-up the round in progress answers (None: its tick)
         self._retry_lock = threading.Lock()
         self._next_retry_at: datetime | None = None  # the earliest retry this worker scheduled in its round
         self._client = httpx.Client(
@@ -199,9 +201,12 @@ class Dispatcher:
                 if not claims:
                     break
                 tried = report.attempts
-                futures = [pool.submit(self._deliver_claim, claim, at, report, stop) for claim in claims]
-                for future in futures:
-                    future.result()
+                if len(claims) == 1:  # one endpoint (a commit's usual round): sent from this thread, no hop to a pool's
+                    self._deliver_claim(claims[0], at, report, stop)
+                else:
+                    futures = [pool.submit(self._deliver_claim, claim, at, report, stop) for claim in claims]
+                    for future in futures:
+                        future.result()
                 if report.attempts == tried:
                     break  # every claim was lost before its first attempt: leave the rest to their holders
         return report
@@ -222,6 +227,7 @@ class Dispatcher:
             with self._heartbeat():
                 while not stop.is_set():
                     self._wake.clear()  # a commit from now on wakes the next wait
+                    self._round_woken_at, self._woken_at = self._woken_at, None
                     with self._retry_lock:  # a retry not yet due is kept: an early wake-up (on PostgreSQL, the
                         # NOTIFY of a commit this worker was already woken for) must not make it wait for the tick
                         if self._next_retry_at is not None and self._next_retry_at <= self.clock():
@@ -249,6 +255,8 @@ class Dispatcher:
 
     def wake(self) -> None:
         """Start the next round now (deliveries were queued). Thread-safe and quick: writers call it."""
+        if self._woken_at is None:  # a race between two writers keeps either time: both are the same wake-up
+            self._woken_at = self.clock()
         self._wake.set()
 
     def _idle(self, stop: threading.Event, wait_s: float | None = None) -> None:
@@ -403,8 +411,12 @@ class Dispatcher:
         deliveries now wait (it is down, or disabled)."""
         d, sub = item.delivery, item.subscription
         attempts = d.attempts + 1
+        woken_at = self._round_woken_at
         fields = {"delivery_id": d.id, "subscription_id": sub.id, "event_id": d.event_id, "attempt": attempts,
-                  "status_code": attempt.status_code, "duration_ms": attempt.duration_ms, "worker_id": self.worker_id}
+                  "status_code": attempt.status_code, "duration_ms": attempt.duration_ms, "worker_id": self.worker_id,
+                  # where the path from a Hub webhook spent its time: read with the ingest's lines by repo_id and sha
+                  "repo_id": item.event.repo_id, "sha": item.event.sha, "attempt_at": now.isoformat(),
+                  "woken_at": woken_at.isoformat() if woken_at is not None else None}
         if attempt.outcome == "delivered":
             self.outbox.mark_delivered(attempt_id, now, attempt.status_code, attempt.duration_ms)  # None: apprise (no HTTP status)
             log.info("webhook_delivered", **fields)

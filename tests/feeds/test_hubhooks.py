@@ -10,11 +10,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from tests.support.cli import write_config
 from tests.support.served import HOOK_SECRET, Served, serve
@@ -82,6 +84,32 @@ def test_good_secret_ingests_the_new_commit_at_once(hooked, replay, app: App) ->
     outcome = ingests.outcomes.get(timeout=60)
     assert outcome.status == "ingested"
     assert app.store.history.has_revision(BROKEN, new)
+
+
+def test_the_poll_is_asked_for_before_the_answer(app: App, replay) -> None:
+    """The watch's poll is handed to the trigger before the 202 leaves: the poll need not wait for the answer,
+    and a move the Hub is told was taken has been asked for."""
+    replay.set_head(BROKEN, 1)
+    app.store.watches.add_watch(BROKEN, "main", 3600)
+    app.poller.poll()
+    answered = threading.Event()
+    asked: list[tuple[str, str | None, bool]] = []
+
+    def trigger(repo_id: str, branch: str | None) -> bool:
+        asked.append((repo_id, branch, answered.is_set()))
+        return True
+
+    old = replay.head_sha(BROKEN)
+    replay.set_head(BROKEN, 2)
+    new = replay.head_sha(BROKEN)
+    with capture_logs() as logs, serve(app.store, hub_webhook_secret=HOOK_SECRET, trigger=trigger) as served:
+        response = _post(served, payload(BROKEN, old, new))
+        answered.set()
+        assert response.status_code == 202, response.text
+        assert asked == [(BROKEN, "main", False)]
+    [line] = [entry for entry in logs if entry["event"] == "hub_webhook_accepted"]  # the path's first stamp
+    assert (line["repo_id"], line["sha"]) == (BROKEN, new) and line["triggered_ms"] >= 0
+    assert datetime.fromisoformat(line["received_at"]).tzinfo is not None
 
 
 def test_replayed_payload_is_a_no_op(hooked, replay, app: App) -> None:

@@ -14,9 +14,10 @@ from email.utils import format_datetime
 import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
+from structlog.testing import capture_logs
 
 from feeds.webhooks import subscribe as subscribe_checked
-from feeds.webhooks.dispatcher import Dispatcher
+from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from feeds.webhooks.schedule import DEFAULT_DELAYS_S
 from storage.delivery_queue import delivery_id
 from storage.front import Storage
@@ -339,6 +340,59 @@ def test_endpoints_are_delivered_in_parallel_and_independently(
     emit(store, n=5)
     make_dispatcher().run_once(T0)
     assert len(up.accepted) == 5 and len(down.requests) == 1
+
+
+def test_one_endpoint_is_delivered_from_the_rounds_own_thread(
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver
+) -> None:
+    """A round with one endpoint due sends from the thread running it, in event order: no hand-off to a
+    pool thread stands between a commit's wake-up and its delivery."""
+    subscribe(subscriptions, receiver.url)
+    emit(store, n=3)
+    signed_on: list[str] = []
+
+    def secret_for(sub: object) -> str:
+        signed_on.append(threading.current_thread().name)
+        return SECRET
+
+    dispatcher = Dispatcher(outbox, DeliveryOptions(allow_private_targets=True, timeout_s=5.0), secret_for=secret_for)
+    try:
+        report = threading.Thread(target=dispatcher.run_once, args=(T0,), name="dispatch-round")
+        report.start()
+        report.join(timeout=60)
+    finally:
+        dispatcher.close()
+    assert signed_on == ["dispatch-round"] * 3
+    assert [json.loads(r.body)["data"]["seq"] for r in receiver.accepted] == [1, 2, 3]
+
+
+def test_the_delivered_line_names_the_revision_and_the_wake_up_that_sent_it(
+    store: Storage, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+) -> None:
+    """webhook_delivered carries the event's repo_id and sha (to be joined with the ingest's lines), when the
+    send began, and the wake-up its round answered: none on a round of its own, the wake-up's time after one."""
+    subscribe(subscriptions, receiver.url)
+    emit(store, n=1, repo_id="org/first")
+    with capture_logs() as logs:
+        make_dispatcher().run_once(T0)
+    [line] = [entry for entry in logs if entry["event"] == "webhook_delivered"]
+    assert (line["repo_id"], line["woken_at"], line["attempt_at"]) == ("org/first", None, T0.isoformat())
+    assert line["sha"] is not None and len(line["sha"]) == 40
+
+    emit(store, n=1, repo_id="org/second")
+    dispatcher = make_dispatcher(poll_interval_s=3600)
+    dispatcher.wake()  # as a commit does; the round that follows answers it
+    stop = threading.Event()
+    with capture_logs() as logs:
+        thread = threading.Thread(target=dispatcher.run_forever, args=(stop,))
+        thread.start()
+        try:
+            receiver.wait_for_accepted(2, timeout_s=30)
+        finally:
+            stop.set()
+            thread.join(timeout=30)
+    [line] = [entry for entry in logs if entry["event"] == "webhook_delivered"]
+    assert line["repo_id"] == "org/second" and datetime.fromisoformat(line["woken_at"]) <= datetime.fromisoformat(line["attempt_at"])
 
 
 def test_run_forever_delivers_until_stopped(

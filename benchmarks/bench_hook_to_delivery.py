@@ -1,0 +1,326 @@
+"""Figure: Hub webhook to webhook delivery at 1,000 watches, idle and with the daemon polling, stage by stage.
+
+`hubwatch run` (its own process, SQLite, per-repo polling, jitter 0) watches `--watches` repos on the Hub replay
+(`--synthetic`-style repos written by tests/support/synthetic_repos); `--hooks` of them are ingested for real
+first. Each Hub webhook moves one hook repo a commit ahead at the replay and is POSTed to /hooks/hub; its
+delivery is awaited at a recording receiver (generic format). Phase "idle": nothing else is due; phase "busy":
+every other watch is due once within `--interval` seconds (N / interval unchanged polls a second) while the
+webhooks go on. The dispatcher's safety tick is 30 s: a delivery that waited for it would show.
+
+Printed: p50/p90/max webhook-to-delivery per phase beside the baseline of issue 27 (p90 307 ms idle,
+257-684 ms busy), the acknowledgement time, and the per-stage breakdown read from the daemon's JSON log
+(the lines a delivery passes through, joined by repo_id and sha): HTTP in (sent -> received_at on
+hub_webhook_accepted), to poll start (-> repo_polled.started_at), ingest (-> revision_stored), wake-up
+(-> webhook_delivered.woken_at), claim (-> attempt_at), send (-> arrival at the receiver). The machine's load
+average and the daemon's CPU share are printed too: the figures depend on them.
+Run: .venv/bin/python benchmarks/bench_hook_to_delivery.py [--watches 1000] [--interval 20] [--hooks 10] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+from sqlmodel import Session
+
+from storage.models import Watch
+from tests.support.synthetic_repos import CONFIG, write_repo
+from tracker.app import App
+from tracker.config import load_settings
+from tracker.logs import configure_logging
+from tracker.standins.receiver import Receiver
+from tracker.standins.replay.history import load_roots
+
+ROOT = Path(__file__).resolve().parent.parent
+HOOK_SECRET = "bench-hub-secret"
+WEBHOOK_SECRET = "whsec_YmVuY2gtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ=="
+BEFORE = {"idle_p90_ms": 307.0, "busy_p90_ms_low": 257.0, "busy_p90_ms_high": 684.0}
+GOAL_P90_MS = 150.0
+STAGES = ("http in", "to poll start", "ingest", "wake-up", "claim", "send")
+
+
+@dataclass
+class Hook:
+    repo_id: str
+    sha: str
+    phase: str
+    sent_wall: float  # time.time() when the POST left
+    ack_ms: float
+    arrived_wall: float | None = None
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def latency_ms(self) -> float | None:
+        return None if self.arrived_wall is None else (self.arrived_wall - self.sent_wall) * 1000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(path: Path, endpoint: str, db: Path, port: int, receiver_url: str) -> Path:
+    path.write_text(f"""
+[hub]
+endpoint = "{endpoint}"
+api_requests_per_5min = 0
+resolve_requests_per_5min = 0
+[storage]
+url = "sqlite:///{db}"
+[osv]
+enabled = false
+[server]
+port = {port}
+hub_webhook_secret_env = "BENCH_HUB_SECRET"
+[poll]
+jitter = "0"
+listing = "off"
+[log]
+level = "info"
+format = "json"
+[delivery]
+allow_private_targets = true
+poll_interval_s = 30.0
+[[webhooks]]
+url = "{receiver_url}"
+format = "generic"
+secret_env = "BENCH_WEBHOOK_SECRET"
+repos = ["*"]
+kinds = []
+min_severity = "info"
+""", encoding="utf-8")
+    return path
+
+
+class Replay:
+    """The Hub replay server in its own process, moved by its admin routes."""
+
+    def __init__(self, root: Path) -> None:
+        command = [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--root", str(root)]
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.endpoint = (self.process.stdout.readline() if self.process.stdout else "").strip()
+        if not self.endpoint.startswith("http"):
+            raise SystemExit("the replay server did not start")
+
+    def set_head(self, repo_id: str, n: int) -> None:
+        httpx.post(f"{self.endpoint}/_replay/head/{repo_id}", params={"n": n}, trust_env=False).raise_for_status()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+def _seed(app: App, heads: dict[str, str], interval_s: int, first_due: datetime) -> None:
+    """Every plain watch at its repo's head, due once within [first_due, first_due + interval)."""
+    rng = random.Random(27)
+    rows = []
+    for repo_id, sha in heads.items():
+        due = first_due + timedelta(seconds=rng.random() * interval_s)
+        rows.append(Watch(repo_id=repo_id, branch="main", interval_s=interval_s, source="cli", created_at=first_due,
+                          last_sha=sha, repo_meta={"private": False, "gated": False},
+                          last_polled_at=due - timedelta(seconds=interval_s), last_ok_at=due - timedelta(seconds=interval_s)))
+    with Session(app.store.engine) as s:
+        s.add_all(rows)
+        s.commit()
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _wall(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+class Sender:
+    """Hub webhooks that each move a hook repo one commit ahead; each delivery awaited before the next."""
+
+    def __init__(self, client: httpx.Client, replay: Replay, receiver: Receiver, shas: dict[str, list[str]]) -> None:
+        self.client, self.replay, self.receiver, self.shas = client, replay, receiver, shas
+        self.step = dict.fromkeys(shas, 1)
+        self.hooks: list[Hook] = []
+
+    def send(self, phase: str, rounds: int, until: float | None = None) -> None:
+        for _ in range(rounds):
+            for repo_id, shas in self.shas.items():
+                n = self.step[repo_id]
+                if n >= len(shas) or (until is not None and time.monotonic() > until):
+                    return
+                self.replay.set_head(repo_id, n + 1)
+                self.step[repo_id] = n + 1
+                body = {"event": {"action": "update", "scope": "repo.content"},
+                        "repo": {"type": "model", "name": repo_id, "headSha": shas[n]},
+                        "updatedRefs": [{"ref": "refs/heads/main", "oldSha": shas[n - 1], "newSha": shas[n]}]}
+                sent_wall, sent = time.time(), time.monotonic()
+                answer = self.client.post("/hooks/hub", json=body, headers={"x-webhook-secret": HOOK_SECRET})
+                hook = Hook(repo_id, shas[n], phase, sent_wall, (time.monotonic() - sent) * 1000)
+                assert answer.status_code == 202, answer.text
+                hit = self.receiver.first(lambda r, sha=shas[n]: json.loads(r.body).get("data", {}).get("sha") == sha, 30)
+                if hit is not None:
+                    hook.arrived_wall = sent_wall + (hit.at - sent)
+                self.hooks.append(hook)
+                time.sleep(0.1)  # not a measurement: the webhooks are spread a little, as the Hub's are
+
+
+def read_stages(log_path: Path, hooks: list[Hook]) -> None:
+    """Each hook's stage durations (ms) from the daemon's JSON log lines, joined by (repo_id, sha)."""
+    accepted, polled, stored, delivered = {}, {}, {}, {}
+    for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        rec = json.loads(line)
+        key = (rec.get("repo_id"), rec.get("sha"))
+        name = rec.get("event")
+        if name == "hub_webhook_accepted":
+            accepted.setdefault(key, rec)
+        elif name == "repo_polled" and rec.get("revisions"):
+            polled.setdefault(key, rec)
+        elif name == "revision_stored":
+            stored.setdefault(key, rec)
+        elif name == "webhook_delivered":
+            delivered.setdefault(key, rec)
+    for hook in hooks:
+        key = (hook.repo_id, hook.sha)
+        if hook.arrived_wall is None or not all(key in d for d in (accepted, polled, stored, delivered)):
+            continue
+        d = delivered[key]
+        points = [hook.sent_wall, _wall(accepted[key]["received_at"]), _wall(polled[key]["started_at"]),
+                  _wall(stored[key]["timestamp"]), _wall(d["woken_at"]) if d.get("woken_at") else None,
+                  _wall(d["attempt_at"]), hook.arrived_wall]
+        if points[4] is None:  # sent on the safety tick, not on a wake-up: the wait counts as the wake-up's
+            points[4] = points[5]
+        hook.stages = {stage: (b - a) * 1000 for stage, a, b in zip(STAGES, points[:-1], points[1:], strict=True)}
+
+
+def report(hooks: list[Hook], phase: str, baseline: str) -> None:
+    mine = [h for h in hooks if h.phase == phase]
+    latencies = [h.latency_ms for h in mine if h.latency_ms is not None]
+    if not latencies:
+        print(f"{phase}: no delivery arrived ({len(mine)} webhooks)")
+        return
+    p50, p90 = statistics.median(latencies), _pct(latencies, 0.9)
+    acks = [h.ack_ms for h in mine]
+    print(f"Hub webhook to delivery, {phase + ':':<6} p50 {p50:.0f} ms, p90 {p90:.0f} ms, max {max(latencies):.0f} ms "
+          f"over {len(latencies)} ({len(mine) - len(latencies)} missing); goal p90 < {GOAL_P90_MS:.0f} ms; {baseline}; "
+          f"ack p50 {statistics.median(acks):.1f} ms")
+    staged = [h for h in mine if h.stages]
+    if staged:
+        parts = ", ".join(f"{s} {statistics.median([h.stages[s] for h in staged]):.0f}/{_pct([h.stages[s] for h in staged], 0.9):.0f}"
+                          for s in STAGES)
+        print(f"  stages p50/p90 ms over {len(staged)}: {parts}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--watches", type=int, default=1000)
+    parser.add_argument("--interval", type=int, default=20, help="every other watch's poll interval, seconds")
+    parser.add_argument("--idle", type=int, default=30, help="seconds after seeding before the first poll is due")
+    parser.add_argument("--hooks", type=int, default=10, help="repos moved by Hub webhooks")
+    parser.add_argument("--rounds", type=int, default=3, help="moves of each hook repo while polling (one more idle)")
+    parser.add_argument("--log", type=Path, default=None, help="keep the daemon's log here")
+    args = parser.parse_args()
+    hook_ids = [f"bench/hook-{i:02d}" for i in range(args.hooks)]
+    plain_ids = [f"bench/model-{i:05d}" for i in range(args.watches - args.hooks)]
+    commits = args.rounds + 2
+    receiver = Receiver().start()
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "histories"
+        for repo_id in plain_ids:
+            write_repo(root, repo_id, [{"files": {"config.json": CONFIG}}])
+        for repo_id in hook_ids:
+            write_repo(root, repo_id, [{"files": {"config.json": {**CONFIG, "rope_theta": 10000.0 * (i + 1)}}}
+                                       for i in range(commits)])
+        histories = load_roots([root])
+        heads = {repo_id: histories[repo_id].commits[-1].sha for repo_id in plain_ids}
+        hook_shas = {repo_id: [c.sha for c in histories[repo_id].commits] for repo_id in hook_ids}
+        del histories
+        replay = Replay(root)
+        log_path = args.log or Path(tmp) / "daemon.log"
+        try:
+            port = _free_port()
+            config = _config(Path(tmp) / "hubwatch.toml", replay.endpoint, Path(tmp) / "h.db", port, receiver.url)
+            env = {**os.environ, "BENCH_HUB_SECRET": HOOK_SECRET, "BENCH_WEBHOOK_SECRET": WEBHOOK_SECRET,
+                   "HUBWATCH_CONFIG": str(config)}
+            settings = load_settings(str(config), env=env)
+            configure_logging(settings.log.model_copy(update={"level": "warning"}))  # the daemon's log is read
+            app = App(settings)
+            for repo_id in hook_ids:
+                replay.set_head(repo_id, 1)
+                app.store.watches.add_watch(repo_id, "main", 86400)
+            app.poller.poll(hook_ids)  # their baselines, for real
+            first_due = datetime.now(UTC) + timedelta(seconds=args.idle)
+            _seed(app, heads, args.interval, first_due)
+            app.store.engine.dispose()
+            with log_path.open("w") as log:
+                daemon = subprocess.Popen([sys.executable, "-m", "tracker", "run"], cwd=ROOT, env=env,
+                                          stdout=log, stderr=subprocess.STDOUT)
+                try:
+                    sender = _measure(args, daemon, port, replay, receiver, hook_shas, first_due)
+                finally:
+                    daemon.send_signal(signal.SIGTERM)
+                    daemon.wait(60)
+            read_stages(log_path, sender.hooks)
+        finally:
+            replay.stop()
+    receiver.stop()
+    print(f"watches: {args.watches} (hook repos {args.hooks}), busy phase: {args.watches - args.hooks} watches every "
+          f"{args.interval} s ({(args.watches - args.hooks) / args.interval:.0f} unchanged polls/s), SQLite, delivery tick 30 s")
+    report(sender.hooks, "idle", f"before p90 {BEFORE['idle_p90_ms']:.0f} ms")
+    report(sender.hooks, "busy", f"before p90 {BEFORE['busy_p90_ms_low']:.0f}-{BEFORE['busy_p90_ms_high']:.0f} ms")
+    for phase, before in (("idle", BEFORE["idle_p90_ms"]), ("busy", BEFORE["busy_p90_ms_low"])):
+        latencies = [h.latency_ms for h in sender.hooks if h.phase == phase and h.latency_ms is not None]
+        if latencies:
+            print(f"ratio p90 {phase} against before ({before:.0f} ms): {_pct(latencies, 0.9) / before:.2f}x")
+
+
+def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, replay: Replay, receiver: Receiver,
+             hook_shas: dict[str, list[str]], first_due: datetime) -> Sender:
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as client:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                client.get("/healthz")
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or daemon.poll() is not None:
+                    raise SystemExit("the daemon did not start") from None
+                time.sleep(0.2)
+        sender = Sender(client, replay, receiver, hook_shas)
+        time.sleep(2)  # the start-up work (first sync, feed warm-up) is not idling
+        if datetime.now(UTC) > first_due - timedelta(seconds=2 + args.hooks * 0.5):
+            print("warning: the daemon started late: the idle phase overlaps the polling", flush=True)
+        sender.send("idle", 1)
+        time.sleep(max(0.0, (first_due - datetime.now(UTC)).total_seconds()) + 1)
+        cpu, wall = _cpu_s(daemon.pid), time.monotonic()
+        sender.send("busy", args.rounds, until=time.monotonic() + args.interval - 1)
+        share = (_cpu_s(daemon.pid) - cpu) / (time.monotonic() - wall)
+        print(f"daemon CPU while busy: {100 * share:.0f}% of one core; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    return sender
+
+
+if __name__ == "__main__":
+    main()
