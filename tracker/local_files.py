@@ -30,6 +30,11 @@ _KINDS = (
 )
 
 
+def file_kind(mode: int) -> str:
+    """What a file that is not regular is, in words ("a named pipe (FIFO)"), from its `st_mode`."""
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
 def read_regular_file(path: str | Path, limit_bytes: int, within: str | Path | None = None, what: str = "file") -> bytes:
     """The bytes of `path`, a regular file of at most `limit_bytes`. With `within`, `path` must resolve
     (symlinks followed) to a place inside that directory. Raises RefusedFile otherwise, or when the file
@@ -50,8 +55,7 @@ def read_regular_file(path: str | Path, limit_bytes: int, within: str | Path | N
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-            raise RefusedFile(str(path), f"{kind}, not a regular file", what)
+            raise RefusedFile(str(path), f"{file_kind(mode)}, not a regular file", what)
         data = _read_at_most(fd, limit_bytes + 1)
     except OSError as err:
         raise RefusedFile(str(path), err.strerror or str(err), what) from err

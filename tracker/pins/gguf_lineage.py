@@ -22,7 +22,7 @@ from tracker.formats import FileScan
 from tracker.formats.ranged import DEFAULT_BUDGET, charge, check_range
 from tracker.formats.registry import run_scan, scanner_for
 from tracker.lineage import PART_WORDS, PARTS, PartLineage, lineage, parts_of
-from tracker.local_files import _KINDS
+from tracker.local_files import file_kind
 from tracker.snapshot import Snapshot
 from tracker.snapshot_io import load_snapshot
 
@@ -65,7 +65,7 @@ def read_gguf_header(path: Path) -> tuple[dict[str, Any], str | None]:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = next((name for test, name in _KINDS if test(info.st_mode)), "a special file")
+            kind = file_kind(info.st_mode)
             raise RefusedFile(str(path), f"{kind}, not a regular file", "the GGUF file")
         spec = scanner_for("model.gguf")
         assert spec is not None
