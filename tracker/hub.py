@@ -35,7 +35,7 @@ from huggingface_hub.utils import build_hf_headers, disable_progress_bars, pagin
 from storage.backoff import retry_after_s
 from tracker.errors import HubUnavailable, RateLimited, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
-from tracker.formats.ranged import DEFAULT_BUDGET, OverBudget, RangeError, check_range
+from tracker.formats.ranged import DEFAULT_BUDGET, CountedSource, OverBudget, RangeError
 from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
 
 if TYPE_CHECKING:
@@ -337,7 +337,7 @@ FIRST_BLOCK = 2**20  # the first read-ahead; each further fetch doubles it (up t
 MAX_BLOCK = 4 * 2**20  # a header past it costs one request per 4 MiB; the overshoot stays under 4 MiB
 
 
-class HubRangeSource:
+class HubRangeSource(CountedSource):
     """A Hub file read by HTTP Range (see `HubClient.open_range`). Fetched bytes are kept as segments; a read
     they do not cover fetches from its offset a block at least as long as asked (1 MiB, doubling). A server
     that ignores Range (200 with the whole body) is streamed from the start and cut once the bytes asked
@@ -345,24 +345,14 @@ class HubRangeSource:
 
     def __init__(self, url: str, size: int, budget: int, headers: Any, what: str, repo_id: str, timeout_s: float,
                  first_block: int = 0) -> None:
-        self.url, self._size, self.budget = url, size, budget
+        super().__init__(size, budget)
+        self.url = url
         self._headers, self._what, self._repo_id, self._timeout_s = headers, what, repo_id, timeout_s
-        self._read = 0
         self._block = max(first_block, FIRST_BLOCK)
         self._segments: list[tuple[int, bytes]] = []  # (offset, bytes), sorted, not overlapping
         self.requests = 0
 
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @property
-    def bytes_read(self) -> int:
-        return self._read
-
-    def read(self, offset: int, length: int) -> bytes:
-        check_range(self._size, offset, length)
-        stop = min(offset + length, self._size)
+    def _take(self, offset: int, stop: int) -> bytes:
         out = bytearray()
         at = offset
         while at < stop:

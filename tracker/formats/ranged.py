@@ -8,6 +8,7 @@ file ("header over the 64 MiB cap"), never a failed poll.
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 DEFAULT_BUDGET = 64 * 2**20
@@ -44,28 +45,54 @@ class RangeSource(Protocol):
         ...
 
 
-class BytesSource:
-    """A RangeSource over bytes in memory: tests, and bytes already held in the blob store."""
+class CountedSource:
+    """What the sources share: a size, the bytes fetched so far, and reads checked against the file; a
+    subclass fetches the bytes of [offset, stop), charging them to the budget (`_take`)."""
 
-    def __init__(self, data: bytes, budget: int = DEFAULT_BUDGET) -> None:
-        self._data = data
-        self.budget = budget
-        self._read = 0
+    def __init__(self, size: int, budget: int = DEFAULT_BUDGET) -> None:
+        self._size, self.budget, self._read = size, budget, 0
 
     @property
     def size(self) -> int:
-        return len(self._data)
+        return self._size
 
     @property
     def bytes_read(self) -> int:
         return self._read
 
     def read(self, offset: int, length: int) -> bytes:
-        check_range(self.size, offset, length)
-        stop = min(offset + length, self.size)
+        check_range(self._size, offset, length)
+        return self._take(offset, min(offset + length, self._size))
+
+    def _take(self, offset: int, stop: int) -> bytes:
+        raise NotImplementedError
+
+
+class BytesSource(CountedSource):
+    """A RangeSource over bytes in memory: tests, and bytes already held in the blob store."""
+
+    def __init__(self, data: bytes, budget: int = DEFAULT_BUDGET) -> None:
+        super().__init__(len(data), budget)
+        self._data = data
+
+    def _take(self, offset: int, stop: int) -> bytes:
         charge(self, stop - offset)
         self._read += stop - offset
         return self._data[offset:stop]
+
+
+class LocalFileSource(CountedSource):
+    """A RangeSource over a local regular file opened once by the caller (pread, never past the budget)."""
+
+    def __init__(self, fd: int, size: int, budget: int = DEFAULT_BUDGET) -> None:
+        super().__init__(size, budget)
+        self._fd = fd
+
+    def _take(self, offset: int, stop: int) -> bytes:
+        charge(self, stop - offset)
+        data = os.pread(self._fd, stop - offset, offset)
+        self._read += len(data)
+        return data
 
 
 def check_range(size: int, offset: int, length: int) -> None:
@@ -74,7 +101,7 @@ def check_range(size: int, offset: int, length: int) -> None:
         raise RangeError(f"bytes {offset:,}+{length:,} are outside the file's {size:,} bytes")
 
 
-def charge(source: BytesSource | RangeSource, length: int) -> None:
+def charge(source: CountedSource | RangeSource, length: int) -> None:
     """Raise OverBudget when fetching `length` more bytes would pass the source's budget."""
     budget = getattr(source, "budget", DEFAULT_BUDGET)
     if source.bytes_read + length > budget:

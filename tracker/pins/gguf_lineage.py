@@ -19,7 +19,7 @@ from storage.front import Storage
 from storage.kinds import is_repo_id
 from tracker.errors import BadInput, RefusedFile
 from tracker.formats import FileScan
-from tracker.formats.ranged import DEFAULT_BUDGET, charge, check_range
+from tracker.formats.ranged import DEFAULT_BUDGET, LocalFileSource
 from tracker.formats.registry import run_scan, scanner_for
 from tracker.lineage import PART_WORDS, PARTS, PartLineage, lineage, parts_of
 from tracker.local_files import file_kind
@@ -28,29 +28,6 @@ from tracker.snapshot_io import load_snapshot
 
 GGUF_BUDGET = DEFAULT_BUDGET  # header bytes a local file may make us read (a Hub GGUF gets the same)
 HUB_URL = re.compile(r"^https?://(?:www\.)?huggingface\.co/([\w.-]+/[\w.-]+?)/?$")
-
-
-class LocalFileSource:
-    """A RangeSource over a local regular file opened once (pread, never past the budget)."""
-
-    def __init__(self, fd: int, size: int, budget: int = GGUF_BUDGET) -> None:
-        self._fd, self._size, self.budget, self._read = fd, size, budget, 0
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    @property
-    def bytes_read(self) -> int:
-        return self._read
-
-    def read(self, offset: int, length: int) -> bytes:
-        check_range(self.size, offset, length)
-        stop = min(offset + length, self.size)
-        charge(self, stop - offset)
-        data = os.pread(self._fd, stop - offset, offset)
-        self._read += len(data)
-        return data
 
 
 def read_gguf_header(path: Path) -> tuple[dict[str, Any], str | None]:
@@ -69,7 +46,7 @@ def read_gguf_header(path: Path) -> tuple[dict[str, Any], str | None]:
             raise RefusedFile(str(path), f"{kind}, not a regular file", "the GGUF file")
         spec = scanner_for("model.gguf")
         assert spec is not None
-        scan, _ = run_scan(spec, LocalFileSource(fd, info.st_size), str(path))
+        scan, _ = run_scan(spec, LocalFileSource(fd, info.st_size, GGUF_BUDGET), str(path))
     finally:
         os.close(fd)
     if not scan.result.get("version"):  # the magic and version were not read: not a GGUF header
