@@ -20,6 +20,16 @@ def write_config(path: Path, endpoint: str, db_path: Path | str, extra: str = ""
     return path
 
 
+def signed_webhook_section(url: str, kinds: tuple[str, ...] = (), secret_env: str = "TEST_HOOK_SECRET") -> str:
+    """Config text: deliveries to loopback allowed, and one signed generic [[webhooks]] entry to `url` taking
+    every severity (of `kinds` only, when named)."""
+    kinds_line = f"kinds = {json.dumps(list(kinds))}\n" if kinds else ""
+    return (
+        f'\n[delivery]\nallow_private_targets = true\ntimeout_s = 5.0\n\n[[webhooks]]\nurl = "{url}"\n'
+        f'format = "generic"\nsecret_env = "{secret_env}"\n{kinds_line}min_severity = "info"\n'
+    )
+
+
 def run_cli(*args: str, config: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120):
     """Run `hubwatch ARGS` in a subprocess, as a user or a script would."""
     full_env = {**os.environ, **(env or {})}

@@ -12,7 +12,7 @@ import feedparser
 import pytest
 from standardwebhooks import Webhook
 
-from tests.support.cli import cli_json, run_cli, write_config
+from tests.support.cli import cli_json, run_cli, signed_webhook_section, write_config
 from tests.support.served import serve
 from tests.support.settings import settings_for
 from tests.support.synthetic_repos import write_repo
@@ -58,27 +58,9 @@ def replay(tmp_path: Path) -> Iterator[ReplayServer]:
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    hook = Receiver().start()
-    yield hook
-    hook.stop()
-
-
-@pytest.fixture
 def config(replay: ReplayServer, receiver: Receiver, database_url: str, tmp_path: Path) -> Path:
-    extra = f"""
-[delivery]
-allow_private_targets = true
-timeout_s = 5.0
-
-[[webhooks]]
-url = "{receiver.url}"
-format = "generic"
-secret_env = "TEST_HOOK_SECRET"
-kinds = ["chat_template", "stop_tokens"]
-min_severity = "info"
-"""
-    return write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url, extra)
+    return write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url,
+                        signed_webhook_section(receiver.url, ("chat_template", "stop_tokens")))
 
 
 def _ok(result) -> str:

@@ -12,7 +12,7 @@ import feedparser
 import pytest
 from standardwebhooks import Webhook
 
-from tests.support.cli import cli_json, run_cli, write_config
+from tests.support.cli import cli_json, run_cli, signed_webhook_section, write_config
 from tests.support.gguf_files import GgufFile, GgufSpec, gguf_header, real_template, real_vocab, write_gguf_repo
 from tests.support.pickle_repos import calling_fragment, sparse, tensor_pickle, torch_zip, whole, write_pickle_repo
 from tests.support.served import serve
@@ -60,26 +60,9 @@ def replay(tmp_path: Path) -> Iterator[ReplayServer]:
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    hook = Receiver().start()
-    yield hook
-    hook.stop()
-
-
-@pytest.fixture
 def config(replay: ReplayServer, receiver: Receiver, database_url: str, tmp_path: Path) -> Path:
-    extra = f"""
-[delivery]
-allow_private_targets = true
-timeout_s = 5.0
-
-[[webhooks]]
-url = "{receiver.url}"
-format = "generic"
-secret_env = "TEST_HOOK_SECRET"
-min_severity = "info"
-"""
-    return write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url, extra)
+    return write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url,
+                        signed_webhook_section(receiver.url))
 
 
 def _ok(result) -> str:
