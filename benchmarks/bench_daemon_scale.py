@@ -25,7 +25,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ import httpx
 import sqlalchemy as sa
 from sqlmodel import Session
 
+from benchmarks._daemons import free_port
 from storage.models import Watch
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.app import App
@@ -60,12 +60,6 @@ def _arrival(receiver: Receiver, sha: str, timeout_s: float) -> float | None:
     """When the delivery of the revision ``sha`` reached the receiver (time.monotonic()), or None."""
     hit = receiver.first(lambda r: json.loads(r.body).get("data", {}).get("sha") == sha, timeout_s)
     return hit.at if hit else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _config(path: Path, endpoint: str, db: Path, port: int, receiver_url: str) -> Path:
@@ -202,7 +196,7 @@ def main() -> None:
         replay = Replay(root)
         try:
             print(f"setup: {args.watches} repos written and served in {time.perf_counter() - t:.0f} s", flush=True)
-            port = _free_port()
+            port = free_port()
             config = _config(Path(tmp) / "hubwatch.toml", replay.endpoint, Path(tmp) / "h.db", port, receiver.url)
             env = {**os.environ, "BENCH_HUB_SECRET": HOOK_SECRET, "BENCH_WEBHOOK_SECRET": WEBHOOK_SECRET,
                    "HUBWATCH_CONFIG": str(config)}

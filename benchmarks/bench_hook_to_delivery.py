@@ -23,7 +23,6 @@ import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 from sqlmodel import Session
 
+from benchmarks._daemons import free_port
 from storage.models import Watch
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.app import App
@@ -67,12 +67,6 @@ class Hook:
     @property
     def latency_ms(self) -> float | None:
         return None if self.arrived_wall is None else (self.arrived_wall - self.sent_wall) * 1000
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _config(path: Path, endpoint: str, db: Path, port: int, receiver_url: str) -> Path:
@@ -260,7 +254,7 @@ def main() -> None:
         replay = Replay(root)
         log_path = args.log or Path(tmp) / "daemon.log"
         try:
-            port = _free_port()
+            port = free_port()
             config = _config(Path(tmp) / "hubwatch.toml", replay.endpoint, Path(tmp) / "h.db", port, receiver.url)
             env = {**os.environ, "BENCH_HUB_SECRET": HOOK_SECRET, "BENCH_WEBHOOK_SECRET": WEBHOOK_SECRET,
                    "HUBWATCH_CONFIG": str(config)}
