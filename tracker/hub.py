@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -92,6 +93,7 @@ class CardHead:
     downloads: int
     base_model: Any
     relation: Any
+    last_modified: datetime | None = None  # when the repo last moved: the head's date, without a commits request
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,32 @@ def install_budget(budget: RequestBudget, endpoint: str) -> None:
     before._hubwatch_budget = after._hubwatch_budget = True  # type: ignore[attr-defined]
     kept = _hooks_without_budget()
     get_session().event_hooks = {"request": [*kept["request"], before], "response": [*kept["response"], after]}
+
+
+_COUNTED: ContextVar[list[int] | None] = ContextVar("hubwatch_counted_requests", default=None)
+
+
+def _count_request(request: httpx2.Request) -> None:
+    counted = _COUNTED.get()
+    if counted is not None:
+        counted[0] += 1
+
+
+@contextmanager
+def counting_requests() -> Iterator[list[int]]:
+    """Count the library's HTTP requests sent from this thread (this context) while inside: `[n]`, read after.
+    A hook on the library's shared client, added once; requests of other threads are not counted."""
+    from huggingface_hub.utils import get_session
+
+    session = get_session()
+    if _count_request not in session.event_hooks.get("request", []):
+        session.event_hooks = {**session.event_hooks, "request": [*session.event_hooks.get("request", []), _count_request]}
+    counted = [0]
+    token = _COUNTED.set(counted)
+    try:
+        yield counted
+    finally:
+        _COUNTED.reset(token)
 
 
 def ratelimit_of(headers: Mapping[str, str]) -> HubRateLimit | None:
@@ -223,14 +251,15 @@ class HubClient:
     def card_head(self, repo_id: str) -> CardHead:
         """The default branch's head with the card's family tree: exactly one request."""
         try:
-            info = self.api.model_info(repo_id, expand=["sha", "gated", "downloads", "cardData"], timeout=self.timeout_s)
+            info = self.api.model_info(repo_id, expand=["sha", "gated", "downloads", "cardData", "lastModified"],
+                                       timeout=self.timeout_s)
         except Exception as err:  # noqa: BLE001 - every library error is translated in one place
             _translate(err, repo_id, "head and card")
         if not info.sha:
             raise HubUnavailable(f"{repo_id}: the Hub returned no commit")
         card = info.card_data
         return CardHead(info.sha, info.gated, int(info.downloads or 0), getattr(card, "base_model", None),
-                        getattr(card, "base_model_relation", None))
+                        getattr(card, "base_model_relation", None), info.last_modified)
 
     def repo_exists(self, repo_id: str) -> bool:
         """Whether the Hub has the model (a gated or private one it refuses to show counts as there): one request."""

@@ -70,6 +70,17 @@ class PollOutcome:
         return self.status == "failed"
 
 
+@dataclass(frozen=True)
+class IngestTarget:
+    """A repo ingested without a watch row (a followed derivative, tracker/derivative_history.py): its progress
+    is its stored revisions alone. `_ingest` takes it where it takes a Watch (`id` None: no row to move)."""
+
+    repo_id: str
+    branch: str = "main"
+    id: None = None
+    repo_meta: None = None
+
+
 class Ingestor:
     def __init__(
         self, store: Storage, hub: HubClient, settings: Settings, advisories: AdvisoryService | None = None
@@ -189,6 +200,36 @@ class Ingestor:
         outcome.status = "ingested" if outcome.revisions else "unchanged"
         self.store.watches.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
 
+    def ingest_since(self, target: IngestTarget, head: RepoHead) -> tuple[PollOutcome, Snapshot | None]:
+        """Bring a repo without a watch row up to `head`: its commits after the stored revision they descend
+        from, oldest first, one write each; the head's snapshot comes back (None: stored already). The repo must
+        have a stored revision (the caller stores its baseline with `ingest_commit`). Raises what fails: the
+        revisions written before it stay, and the next call resumes after them."""
+        outcome = PollOutcome(target.repo_id, target.branch, "unchanged", head.sha)
+        revisions = self.store.history.list_revisions(target.repo_id)
+        stored = {r.sha for r in revisions}
+        if not revisions or head.sha in stored:
+            return outcome, None
+        walk = self.hub.walk_commits(target.repo_id, head.sha, stop_at=stored)
+        newest_first, parent = walk.commits, walk.stopped_at
+        dropped = [] if parent is not None else _dropped(target, None, revisions)  # type: ignore[arg-type]
+        if parent is None:  # nothing stored is reachable any more: the new head alone, against what we saw
+            newest_first, parent = walk.commits[:1], revisions[0].sha
+        repo_facts = _repo_facts(target, head, dropped)  # type: ignore[arg-type]
+        snapshot: Snapshot | None = None
+        for commit in reversed(newest_first):
+            snapshot = self._ingest(target, head, commit, parent, snapshot, repo_facts, outcome)  # type: ignore[arg-type]
+            parent, repo_facts = commit.sha, []
+        outcome.status = "ingested" if outcome.revisions else "unchanged"
+        return outcome, snapshot
+
+    def ingest_commit(self, target: IngestTarget, head: RepoHead, commit: CommitInfo, fetched: FetchedSnapshot) -> PollOutcome:
+        """Store `commit` as the baseline of a repo without a watch row, from a snapshot the caller fetched."""
+        outcome = PollOutcome(target.repo_id, target.branch, "unchanged", head.sha)
+        self._ingest(target, head, commit, None, None, [], outcome, fetched)  # type: ignore[arg-type]
+        outcome.status = "ingested" if outcome.revisions else "unchanged"
+        return outcome
+
     def _ingest(
         self,
         watch: Watch,
@@ -198,12 +239,15 @@ class Ingestor:
         previous: Snapshot | None,
         repo_facts: list[Change],
         outcome: PollOutcome,
+        fetched: FetchedSnapshot | None = None,
     ) -> Snapshot | None:
-        """Ingest one commit; returns its snapshot (None when it was stored already)."""
+        """Ingest one commit (from `fetched` when the caller fetched it); returns its snapshot (None when it was
+        stored already)."""
         if self.store.history.has_revision(watch.repo_id, commit.sha):
-            self.store.watches.move_watch(watch.id, commit.sha)  # type: ignore[arg-type]
+            if watch.id is not None:
+                self.store.watches.move_watch(watch.id, commit.sha)
             return None
-        fetched = fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes,
+        fetched = fetched or fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes,
                                  self.settings.scan.rules)
         if previous is not None and previous.sha == parent_sha:
             parent_snapshot: Snapshot | None = previous  # not read back from the database
