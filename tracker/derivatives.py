@@ -8,8 +8,12 @@ nothing), each read in one ranged GET; a GGUF repo's header in one ranged GET of
 whose head did not move costs its head check alone. Requests go through the library's session, so the
 process's request budget (tracker/polling/budget.py) holds them back rather than let them exceed it.
 
-One derivative's failure (gone, gated, a malformed card, a cycle) is named in its row and the pass report; the
-others are still checked.
+Each derivative also has its own history (tracker/derivative_history.py): its baseline is stored from what the
+first check read, at no extra request, and once its head moves its new commits are ingested by the watch's
+pipeline before its parts are read from the ingested head; those requests count in the pass's report.
+
+One derivative's failure (gone, gated, a malformed card, a cycle, an ingest that failed) is named in its row and
+the pass report; the others are still checked.
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ import structlog
 from storage.blobs import git_blob_oid
 from storage.derivatives import CheckedDerivative
 from storage.event_log import NewEvent
+from storage.history import NewFileScan
 from storage.kinds import DERIVATIVE_CAUGHT_UP, DERIVATIVES_REACHED, is_repo_id
+from tracker.derivative_history import NotIngested, catch_up, counted, has_history, owned_by_watch, store_baseline
 from tracker.errors import HubwatchError, RepoGated, RepoGone
+from tracker.formats import FileScan
 from tracker.formats.ranged import RangeError
 from tracker.formats.registry import run_scan, scanner_for
 from tracker.lineage import (
@@ -40,12 +47,13 @@ from tracker.lineage import (
     status_at,
 )
 from tracker.snapshot import Snapshot
-from tracker.snapshot_io import load_snapshot
+from tracker.snapshot_io import FetchedSnapshot, load_snapshot
 
 if TYPE_CHECKING:
     from storage.front import Storage
     from storage.models import Derivative, DerivativeFollow, Revision
     from tracker.hub import CardHead, HubClient, ListedDerivative
+    from tracker.ingest import Ingestor
 
 DEFAULT_RELATIONS = ("quantized", "finetune")
 DEFAULT_LIMIT = 100
@@ -75,8 +83,9 @@ class PassReport:
                 "problems": self.problems, "events": self.events}
 
 
-def run_follow(store: Storage, hub: HubClient, base_repo_id: str, max_file_bytes: int) -> PassReport | None:
+def run_follow(store: Storage, ingestor: Ingestor, base_repo_id: str) -> PassReport | None:
     """One pass over the base's followed derivatives (None when the base's family is not followed)."""
+    hub = ingestor.hub
     follow = store.derivatives.get_follow(base_repo_id)
     if follow is None:
         return None
@@ -87,7 +96,7 @@ def run_follow(store: Storage, hub: HubClient, base_repo_id: str, max_file_bytes
     listed, error = _discover(hub, follow, report)
     ancestors = _ancestors(snapshots[-1]) if snapshots else set()
     prior = {d.repo_id: d for d in store.derivatives.derivatives(base_repo_id, listed_only=False)}
-    checker = _Checker(store, hub, base_repo_id, history, max_file_bytes, report)
+    checker = _Checker(store, hub, base_repo_id, history, ingestor.max_file_bytes, report, ingestor)
     checked = [checker.check(item, prior.get(item.repo_id), ancestors) for item in listed]
     if error is None:
         report.problems += _dropped(follow, listed, prior)
@@ -148,6 +157,7 @@ class _Checker:
     history: History
     max_file_bytes: int
     report: PassReport
+    ingestor: Ingestor
     exists: dict[str, bool] = field(default_factory=dict)  # other named bases asked about this pass
 
     def check(self, item: ListedDerivative, prior: Derivative | None, ancestors: set[str]) -> CheckedDerivative:
@@ -171,8 +181,10 @@ class _Checker:
                 notes = [prior.problem] if prior.problem else []  # the same head: the same card and files
             else:
                 notes = _card_notes(head, self.base) + self._missing_bases(head)
-                parts, sources, read_notes = self._read_parts(item.repo_id, head.sha, prior)
+                parts, sources, read_notes = self._moved(item.repo_id, head, prior)
                 notes += read_notes
+        except NotIngested as err:  # its last head is kept: the next pass tries again from the last revision stored
+            return failed(f"not ingested: {err}")
         except RepoGone as err:
             return failed(f"gone: {err}")
         except RepoGated as err:
@@ -201,15 +213,33 @@ class _Checker:
                 notes.append(f"the card's base_model names {name}, which does not exist on the Hub")
         return notes
 
-    def _read_parts(self, repo_id: str, sha: str, prior: Derivative | None) -> tuple[dict[str, PartValue], dict[str, str], list[str]]:
-        """The derivative's parts at `sha`: its file list, then the bytes it does not share with what is stored."""
+    def _moved(self, repo_id: str, head: CardHead, prior: Derivative | None) -> tuple[dict[str, PartValue], dict[str, str], list[str]]:
+        """A head not checked before: its new commits ingested and its parts read from the head ingested, or, with
+        no history stored yet, its parts read and its baseline stored from them. A watched derivative's history
+        is its watch's: only its parts are read."""
+        kept = not owned_by_watch(self.ingestor, repo_id)
+        if kept and has_history(self.ingestor, repo_id):
+            snapshot = counted(self._count, lambda: catch_up(self.ingestor, repo_id, head))
+            return _parts_at(snapshot)
+        parts, sources, notes, read = self._read_parts(repo_id, head.sha, prior)
+        if kept:
+            counted(self._count, lambda: store_baseline(self.ingestor, repo_id, head, read))
+        return parts, sources, notes
+
+    def _count(self, requests: int) -> None:
+        self.report.requests += requests
+
+    def _read_parts(self, repo_id: str, sha: str, prior: Derivative | None
+                    ) -> tuple[dict[str, PartValue], dict[str, str], list[str], FetchedSnapshot]:
+        """The derivative's parts at `sha`: its file list, then the bytes it does not share with what is stored;
+        with the whole tree and what was read (contents, the GGUF scan, the bytes and scans new to the store)."""
         self.report.requests += 1
         files = {f.path: f for f in self.hub.list_files(repo_id, sha)}
-        wanted = part_paths(list(files))
-        ggufs = [] if any(p in files for p in ("tokenizer_config.json", "chat_template.jinja")) else gguf_paths(list(files))[:1]
+        read = FetchedSnapshot(Snapshot(repo_id=repo_id, sha=sha, files=dict(files)))
+        wanted, ggufs = _part_files(list(files))
         sources = {p: files[p].content_id for p in [*wanted, *ggufs]}
         if prior is not None and prior.parts and prior.sources == sources and not prior.problem:
-            return {k: PartValue.from_dict(v) for k, v in prior.parts.items()}, sources, []
+            return {k: PartValue.from_dict(v) for k, v in prior.parts.items()}, sources, [], read
         snapshot = Snapshot(repo_id=repo_id, sha=sha, files={p: files[p] for p in [*wanted, *ggufs]})
         held = self.store.history.read_blobs(files[p].oid for p in wanted)
         notes = []
@@ -222,12 +252,14 @@ class _Checker:
             else:
                 data = self._read_whole(repo_id, sha, path, entry.size)
                 if git_blob_oid(data) == entry.oid:
-                    snapshot.contents[path] = data
+                    snapshot.contents[path] = read.new_blobs[entry.oid] = data
                 else:
                     notes.append(f"{path}: the bytes read do not match the tree's oid")
         for path in ggufs:
-            notes += self._scan_gguf(repo_id, sha, snapshot, path)
-        return parts_of(snapshot), sources, notes
+            notes += self._scan_gguf(repo_id, sha, snapshot, path, read)
+        read.snapshot.contents.update(snapshot.contents)
+        read.snapshot.scans.update(snapshot.scans)
+        return parts_of(snapshot), sources, notes, read
 
     def _read_whole(self, repo_id: str, sha: str, path: str, size: int) -> bytes:
         source = self.hub.open_range(repo_id, sha, path, size, budget=max(size, 1), first_block=size)
@@ -236,7 +268,7 @@ class _Checker:
         finally:
             self.report.requests += source.requests
 
-    def _scan_gguf(self, repo_id: str, sha: str, snapshot: Snapshot, path: str) -> list[str]:
+    def _scan_gguf(self, repo_id: str, sha: str, snapshot: Snapshot, path: str, read: FetchedSnapshot) -> list[str]:
         entry = snapshot.files[path]
         stored = self.store.history.read_file_scans([entry.content_id])
         if entry.content_id in stored:
@@ -248,13 +280,40 @@ class _Checker:
         assert spec is not None
         source = self.hub.open_range(repo_id, sha, path, entry.size, budget=GGUF_BUDGET, first_block=GGUF_FIRST_BLOCK)
         try:
-            scan, _ = run_scan(spec, source, path)
+            scan, data = run_scan(spec, source, path)
         except RangeError as err:
             return [f"{path}: header not read ({err})"]
         finally:
             self.report.requests += source.requests
+        if data:  # the header's bytes, kept as a watch's ingest keeps them (the GGUF differ reads them)
+            oid = git_blob_oid(data)
+            read.new_blobs[oid] = data
+            scan = FileScan(scan.format, scan.result, scan.bytes_read, scan.note, scan.rules_version, oid)
         snapshot.scans[path] = scan
+        read.new_file_scans.append(_new_scan(entry.content_id, scan))
         return [f"{path}: {scan.note}"] if scan.note else []
+
+
+def _part_files(paths: list[str]) -> tuple[list[str], list[str]]:
+    """The files the parts are read from, and the one GGUF whose header is read when no transformers file has a template."""
+    ggufs = [] if any(p in paths for p in ("tokenizer_config.json", "chat_template.jinja")) else gguf_paths(paths)[:1]
+    return part_paths(paths), ggufs
+
+
+def _parts_at(snapshot: Snapshot) -> tuple[dict[str, PartValue], dict[str, str], list[str]]:
+    """The parts of an ingested head, read as a check reads them (the same files, the same GGUF)."""
+    wanted, ggufs = _part_files(list(snapshot.files))
+    chosen = [*wanted, *ggufs]
+    part = Snapshot(repo_id=snapshot.repo_id, sha=snapshot.sha, files={p: snapshot.files[p] for p in chosen},
+                    contents={p: snapshot.contents[p] for p in wanted if p in snapshot.contents},
+                    scans={p: snapshot.scans[p] for p in ggufs if p in snapshot.scans})
+    notes = [f"{p}: {snapshot.unavailable.get(p, 'not read')}" for p in wanted if p not in snapshot.contents]
+    notes += [f"{p}: {snapshot.scans[p].note}" for p in ggufs if p in snapshot.scans and snapshot.scans[p].note]
+    return parts_of(part), {p: snapshot.files[p].content_id for p in chosen}, notes
+
+
+def _new_scan(content_id: str, scan: FileScan) -> NewFileScan:
+    return NewFileScan(content_id, scan.format, scan.result, scan.bytes_read, scan.note, scan.rules_version, scan.scanned_oid)
 
 
 def _card_notes(head: CardHead, base: str) -> list[str]:

@@ -93,3 +93,20 @@ def write_bad_family(root: Path) -> None:
     write_repo(root, GHOST_NAMED, [{"title": "merge", "files": {**copied, "README.md": card([BASE, MISSING_BASE], "quantized")}}])
     for downloads, repo_id in enumerate((CYCLE_DERIVED, CYCLE_QUANT, GHOST_NAMED)):
         _set_repo(root, repo_id, downloads=500 + downloads)
+
+
+REUPLOADED = "fixer/Llama-3.1-8B-Instruct-AWQ-reuploaded"
+
+
+def write_reuploads(root: Path) -> None:
+    """A quantization whose publisher keeps re-uploading, for the derivatives' own histories: the base's old
+    template first, then two commits (a card touch-up, then the base's fixed template in tokenizer_config.json)."""
+    old = {p: base_file("0002-upload-folder-using-huggingface-hub", p)
+           for p in ("tokenizer_config.json", "generation_config.json", "special_tokens_map.json", "config.json")}
+    fixed = base_file("0003-update-tokenizer-config-json", "tokenizer_config.json")
+    write_repo(root, REUPLOADED, [
+        {"title": "AWQ INT4", "files": {**old, "README.md": card(BASE, "quantized")}},
+        {"title": "Card: how to serve it", "files": {"README.md": card(BASE, "quantized") + "Serve it with vLLM.\n"}},
+        {"title": "Re-upload with the fixed chat template", "files": {"tokenizer_config.json": fixed}},
+    ])
+    _set_repo(root, REUPLOADED, downloads=500)

@@ -162,7 +162,7 @@ class Poller:
 
         ingestor = self._app.ingestor
         try:
-            run_follow(self._app.store, ingestor.hub, repo_id, ingestor.max_file_bytes)
+            run_follow(self._app.store, ingestor, repo_id)
         except Exception as err:  # noqa: BLE001 - a failed family pass never fails the base's own poll
             _log().warning("derivatives_failed", repo_id=repo_id, error=f"{type(err).__name__}: {err}"[:300])
 
