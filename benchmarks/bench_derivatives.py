@@ -6,9 +6,14 @@ template, a real 30,522-token vocabulary and merges: one ranged read each), 40 t
 base's tokenizer and generation files (blobs the store holds: no download), 20 fine-tunes with their own
 tokenizer_config.json and generation_config.json (two small reads). Figures, beside the goals:
 
-1. first pass: requests per derivative (goal: at most 4) and the listing requests;
+1. first pass: requests per derivative (goal: at most 4) and the listing requests; each derivative's baseline
+   revision is stored from what its check read, at no extra request;
 2. a later pass where no derivative moved (goal: 1 per derivative: its head);
-3. a later pass after the base's template fix (no derivative moved: still 1 each), and the reach it reports.
+3. a later pass after the base's template fix (no derivative moved: still 1 each), and the reach it reports;
+4. a pass where 20 derivatives moved (10 GGUF repos re-uploaded with the fixed template, 10 fine-tunes with a new
+   template of their own): each moved one's commits ingested by the watch's pipeline, as its own revisions;
+   requests per moved derivative (no goal in the issue; a watch's ingest of the same commit is the reference),
+   and per unmoved one (goal: still 1).
 
     .venv/bin/python benchmarks/bench_derivatives.py
 """
@@ -34,16 +39,24 @@ from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
 FIRST_GOAL, LATER_GOAL = 4.0, 1.0
 OLD = "0002-upload-folder-using-huggingface-hub"
+FIXED = "0003-update-tokenizer-config-json"
+MOVING = 10  # GGUF repos and fine-tunes each that publish a second commit in the last pass
 
 
-def _family(root: Path) -> list[str]:
-    names = []
-    template = base_template(OLD)
+def _family(root: Path) -> tuple[list[str], list[str]]:
+    """The 100 derivatives, and the 20 of them with a second commit (hidden until the last pass)."""
+    names, moving = [], []
+    template, fixed = base_template(OLD), base_template(FIXED)
     for i in range(40):
         repo = f"quant{i:02d}/Llama-3.1-8B-Instruct-GGUF"
-        header = gguf_header(GgufSpec(name=f"Llama {i}", templates={"default": template}, context_length=8192 + i))
-        write_gguf_repo(root, repo, [{"files": {"README.md": card(BASE, "quantized")},
-                                      "gguf": {"model-Q4_K_M.gguf": GgufFile(header)}}])
+        spec = GgufSpec(name=f"Llama {i}", templates={"default": template}, context_length=8192 + i)
+        commits: list[dict[str, object]] = [{"files": {"README.md": card(BASE, "quantized")},
+                                             "gguf": {"model-Q4_K_M.gguf": GgufFile(gguf_header(spec))}}]
+        if i < MOVING:
+            again = GgufSpec(name=f"Llama {i}", templates={"default": fixed}, context_length=8192 + i)
+            commits.append({"title": "Re-upload with the fixed template", "gguf": {"model-Q4_K_M.gguf": GgufFile(gguf_header(again))}})
+            moving.append(repo)
+        write_gguf_repo(root, repo, commits)
         names.append(repo)
     copied = {p: base_file(OLD, p) for p in ("tokenizer_config.json", "generation_config.json", "special_tokens_map.json")}
     for i in range(40):
@@ -55,16 +68,23 @@ def _family(root: Path) -> list[str]:
         repo = f"tune{i:02d}/Llama-3.1-8B-Instruct-tuned"
         own = json.loads(copied["tokenizer_config.json"])
         own["chat_template"] = template + f"\n{{# tune {i} #}}"
-        write_repo(root, repo, [{"files": {"tokenizer_config.json": own, "generation_config.json": {"temperature": i / 20},
-                                           "README.md": card(BASE, "finetune")}}])
+        tune_commits: list[dict[str, object]] = [{"files": {
+            "tokenizer_config.json": own, "generation_config.json": {"temperature": i / 20}, "README.md": card(BASE, "finetune")}}]
+        if i < MOVING:
+            tune_commits.append({"title": "New template", "files": {
+                "tokenizer_config.json": {**own, "chat_template": fixed + f"\n{{# tune {i}, again #}}"}}})
+            moving.append(repo)
+        write_repo(root, repo, tune_commits)
         names.append(repo)
     for n, repo in enumerate(names):
         path = root / repo / "repo.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "downloads": 10_000 - n}))
-    return names
+    return names, moving
 
 
-def _pass(app: App, server: ReplayServer) -> tuple[int, int, float]:
+def _pass(app: App, server: ReplayServer, moving: list[str] = ()) -> tuple[int, int, float, int]:
+    """Requests of the family (the base's own left out), listing requests, seconds, and the requests that name a
+    repo of `moving`."""
     server.reset_requests()
     started = time.perf_counter()
     [outcome] = app.poller.poll()
@@ -72,33 +92,49 @@ def _pass(app: App, server: ReplayServer) -> tuple[int, int, float]:
     elapsed = time.perf_counter() - started
     requests = [r for r in server.requests if not r.path.startswith(f"/api/models/{BASE}") and f"/{BASE}/" not in r.path]
     listing = sum(r.path == "/api/models" for r in requests)
-    return len(requests) - listing, listing, elapsed
+    moved = sum(any(f"/{repo}/" in r.path or r.path.endswith(f"/{repo}") for repo in moving) for r in requests)
+    return len(requests) - listing, listing, elapsed, moved
 
 
 def main() -> None:
     configure_logging(LogSettings(level="warning"))
     with tempfile.TemporaryDirectory() as tmp:
-        names = _family(Path(tmp) / "family")
+        names, moving = _family(Path(tmp) / "family")
         server = ReplayServer(roots=[BUNDLED_ROOT, Path(tmp) / "family"])
         server.set_head(BASE, 2)
+        for repo in moving:
+            server.set_head(repo, 1)
         with server:
             app = App(settings_for(server.endpoint, Path(tmp) / "h.db"))  # type: ignore[arg-type]
             app.store.watches.add_watch(BASE, "main", 900)
             app.store.derivatives.follow(BASE, ("quantized", "finetune"), 100)
             n = len(names)
-            first, listing, elapsed = _pass(app, server)
+            first, listing, elapsed, _ = _pass(app, server)
             print(f"first pass: {first} requests for {n} derivatives = {first / n:.2f} per derivative "
                   f"(goal <= {FIRST_GOAL:.0f}; ratio {first / n / FIRST_GOAL:.2f}), plus {listing} listing requests; {elapsed:.1f} s")
-            later, listing, elapsed = _pass(app, server)
+            stored = sum(bool(app.store.history.list_revisions(repo, limit=1)) for repo in names)
+            print(f"  baselines stored from the check's reads: {stored} of {n} derivatives")
+            later, listing, elapsed, _ = _pass(app, server)
             print(f"later pass, nothing moved: {later / n:.2f} requests per derivative (goal {LATER_GOAL:.0f}; "
                   f"ratio {later / n / LATER_GOAL:.2f}), plus {listing} listing requests; {elapsed:.1f} s")
             server.set_head(BASE, 3)
-            fixed, listing, elapsed = _pass(app, server)
+            fixed, listing, elapsed, _ = _pass(app, server)
             report = app.store.derivatives.get_follow(BASE).last_report or {}
             print(f"after the base's template fix: {fixed / n:.2f} requests per derivative (goal {LATER_GOAL:.0f}), "
                   f"plus {listing} listing requests; {elapsed:.1f} s")
             for line in report.get("events", []):
                 print(f"  event: {line}")
+            for repo in moving:
+                server.advance(repo)
+            total, listing, elapsed, moved = _pass(app, server, moving)
+            m, still = len(moving), n - len(moving)
+            revisions = sum(len(app.store.history.list_revisions(repo)) for repo in moving)
+            print(f"pass where {m} derivatives moved: {moved} requests for the {m} moved = {moved / m:.2f} per moved "
+                  f"derivative ({revisions} revisions stored for them, each its own); the {still} unmoved "
+                  f"{(total - moved) / still:.2f} each (goal {LATER_GOAL:.0f}; ratio {(total - moved) / still / LATER_GOAL:.2f}); "
+                  f"plus {listing} listing requests; {elapsed:.1f} s")
+            print(f"  the pass's report counts {(app.store.derivatives.get_follow(BASE).last_report or {}).get('requests')} "
+                  f"requests; the replay counted {total + listing}")
             app.store.engine.dispose()
 
 
