@@ -40,9 +40,10 @@ class NotIngested(Exception):
     """A derivative's revisions could not be stored this pass (what was stored before stays)."""
 
 
-def counted(add: Callable[[int], None], run: Callable[[], T]) -> T:
-    """`run()`, its Hub requests given to `add`; a failure other than gone or gated becomes NotIngested."""
-    with counting_requests() as requests:
+def counted(endpoint: str, add: Callable[[int], None], run: Callable[[], T]) -> T:
+    """`run()`, its requests to the Hub at `endpoint` given to `add`; a failure other than gone or gated becomes
+    NotIngested."""
+    with counting_requests(endpoint) as requests:
         try:
             return run()
         except (RepoGone, RepoGated, NotIngested):

@@ -219,11 +219,11 @@ class _Checker:
         is its watch's: only its parts are read."""
         kept = not owned_by_watch(self.ingestor, repo_id)
         if kept and has_history(self.ingestor, repo_id):
-            snapshot = counted(self._count, lambda: catch_up(self.ingestor, repo_id, head))
+            snapshot = counted(self.hub.endpoint, self._count, lambda: catch_up(self.ingestor, repo_id, head))
             return _parts_at(snapshot)
         parts, sources, notes, read = self._read_parts(repo_id, head.sha, prior)
         if kept:
-            counted(self._count, lambda: store_baseline(self.ingestor, repo_id, head, read))
+            counted(self.hub.endpoint, self._count, lambda: store_baseline(self.ingestor, repo_id, head, read))
         return parts, sources, notes
 
     def _count(self, requests: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -145,26 +146,29 @@ def install_budget(budget: RequestBudget, endpoint: str) -> None:
     get_session().event_hooks = {"request": [*kept["request"], before], "response": [*kept["response"], after]}
 
 
-_COUNTED: ContextVar[list[int] | None] = ContextVar("hubwatch_counted_requests", default=None)
+_COUNTED: ContextVar[tuple[str, list[int]] | None] = ContextVar("hubwatch_counted_requests", default=None)
+_COUNTING_LOCK = threading.Lock()
 
 
 def _count_request(request: httpx2.Request) -> None:
-    counted = _COUNTED.get()
-    if counted is not None:
-        counted[0] += 1
+    counting = _COUNTED.get()
+    if counting is not None and request.url.host == counting[0]:
+        counting[1][0] += 1
 
 
 @contextmanager
-def counting_requests() -> Iterator[list[int]]:
-    """Count the library's HTTP requests sent from this thread (this context) while inside: `[n]`, read after.
-    A hook on the library's shared client, added once; requests of other threads are not counted."""
+def counting_requests(endpoint: str) -> Iterator[list[int]]:
+    """Count the library's HTTP requests to `endpoint`'s host (what the request budget counts; not a CDN's) sent
+    from this thread (this context) while inside: `[n]`, read after. A hook on the library's shared client, added
+    once; requests of other threads are not counted."""
     from huggingface_hub.utils import get_session
 
     session = get_session()
-    if _count_request not in session.event_hooks.get("request", []):
-        session.event_hooks = {**session.event_hooks, "request": [*session.event_hooks.get("request", []), _count_request]}
+    with _COUNTING_LOCK:  # added once, whichever thread comes first
+        if _count_request not in session.event_hooks.get("request", []):
+            session.event_hooks = {**session.event_hooks, "request": [*session.event_hooks.get("request", []), _count_request]}
     counted = [0]
-    token = _COUNTED.set(counted)
+    token = _COUNTED.set((httpx2.URL(endpoint).host, counted))
     try:
         yield counted
     finally:

@@ -14,6 +14,7 @@ from standardwebhooks import Webhook
 
 from tests.support.cli import cli_json, run_cli, signed_webhook_section, write_config
 from tests.support.derivative_repos import AWQ, BASE, FINETUNE, GGUF, REUPLOADED, write_family, write_reuploads
+from tests.support.served import serve
 from tests.support.settings import settings_for
 from tests.support.webhooks import SECRET, Receiver
 from tracker.app import App
@@ -131,6 +132,22 @@ def test_the_requests_of_a_moved_derivatives_ingest_count_in_the_pass_report(app
     moved = [r for r in family if REUPLOADED in r.path]
     assert any("/commits/" in r.path for r in moved) and sum("/tree/" in r.path for r in moved) == 2
     assert app.store.derivatives.get_follow(BASE).last_report["requests"] == len(family)
+
+
+def test_the_api_and_diff_serve_a_derivatives_revisions(app: App, served: ReplayServer) -> None:
+    """The API lists the derivative's revisions and compares its baseline with its re-upload, as for a watch."""
+    _poll(app)
+    served.set_head(REUPLOADED, 3)
+    _poll(app)
+    first, _, fixed = (c.sha for c in served.commits(REUPLOADED))
+    with serve(app.store) as server, server.client() as client:
+        page = client.get(f"/api/v1/repos/{REUPLOADED}/revisions").json()
+        diff = client.get(f"/api/v1/repos/{REUPLOADED}/diff", params={"from": first, "to": fixed})
+        missing = client.get(f"/api/v1/repos/{REUPLOADED}-not-followed/revisions")
+    assert [r["sha"] for r in page["items"]] == [c.sha for c in reversed(served.commits(REUPLOADED))]
+    assert diff.status_code == 200, diff.text
+    assert "chat_template" in {c["kind"] for c in diff.json()["changes"]}
+    assert missing.status_code == 404
 
 
 def test_a_watched_derivative_is_left_to_its_watch(app: App, served: ReplayServer) -> None:
