@@ -28,7 +28,24 @@ from storage.models import (
     WeightTensor,
 )
 from storage.sessions import EngineStore, insert_new
+from storage.types import scrub_nul
 from storage.watches import point_watch
+
+
+def _insert_rows(s: Session, table: sa.Table, rows: list[dict[str, Any]]) -> None:
+    """One INSERT for many rows (executemany), each value NUL-free (see storage.types.scrub_nul)."""
+    if rows:
+        s.execute(sa.insert(table), [scrub_nul(row) for row in rows])
+
+
+@dataclass(frozen=True)
+class StoredManifest:
+    """One stored weight file's header: its metadata, error and (name, dtype, shape) per tensor, by name."""
+
+    metadata: dict[str, Any] | None
+    error: str | None
+    tensors: list[tuple[str, str, tuple[int, ...]]]
+
 
 # Rows another storage module adds to a revision's transaction (given the session and the new revision).
 ExtraWrite = Callable[[Session, "Revision"], None]
@@ -172,34 +189,15 @@ class HistoryStore(EngineStore):
             blobs.add_blobs(s, new.blobs)
             self._add_weight_files(s, new.weight_files, now)
             self._add_file_scans(s, new.file_scans, now)
-            s.add_all(
-                RevisionFile(
-                    revision_id=revision.id,
-                    path=f.path,
-                    oid=f.oid,
-                    size=f.size,
-                    lfs_sha256=f.lfs_sha256,
-                    lfs_size=f.lfs_size,
-                    kind=f.kind,
-                    held=f.held,
-                    note=f.note,
-                )
-                for f in new.files
-            )
-            s.add_all(
-                ChangeRecord(
-                    revision_id=revision.id,
-                    ordinal=i,
-                    kind=c.kind,
-                    path=c.path,
-                    summary=c.summary,
-                    severity=c.severity,
-                    structural=c.structural,
-                    security=c.security,
-                    detail=c.detail,
-                )
-                for i, c in enumerate(new.changes)
-            )
+            # Core executemany, not ORM objects: a revision's files and changes are written, never read back
+            # here (NULs scrubbed as the ORM's flush does for every row: PostgreSQL text cannot hold them).
+            _insert_rows(s, RevisionFile.__table__, [  # type: ignore[attr-defined]
+                {"revision_id": revision.id, "path": f.path, "oid": f.oid, "size": f.size, "lfs_sha256": f.lfs_sha256,
+                 "lfs_size": f.lfs_size, "kind": f.kind, "held": f.held, "note": f.note} for f in new.files])
+            _insert_rows(s, ChangeRecord.__table__, [  # type: ignore[attr-defined]
+                {"revision_id": revision.id, "ordinal": i, "kind": c.kind, "path": c.path, "summary": c.summary,
+                 "severity": c.severity, "structural": c.structural, "security": c.security, "detail": c.detail}
+                for i, c in enumerate(new.changes)])
             summaries.add_revision(s, revision, len(new.changes))
             write_events(s, new.repo_id, new.events, now, revision_id=revision.id, sha=new.sha, skip_stored=False)
             if new.estimate is not None:
@@ -387,3 +385,20 @@ class HistoryStore(EngineStore):
             for tensor in s.exec(query):
                 tensors[tensor.weight_sha256].append(tensor)
             return {sha: (files[sha], tensors[sha]) for sha in files}
+
+    def read_manifests(self, sha256s: Iterable[str]) -> dict[str, StoredManifest]:
+        """The stored manifests of these weight files, as plain values (what `read_weight_files` gives, read by
+        two Core selects: a large model's hundreds of tensors build no ORM objects)."""
+        wanted = set(sha256s)
+        if not wanted:
+            return {}
+        files, tensors = WeightFile.__table__.c, WeightTensor.__table__.c  # type: ignore[attr-defined]
+        with self.engine.connect() as conn:
+            found = conn.execute(sa.select(files.sha256, files.file_metadata, files.error).where(files.sha256.in_(wanted)))
+            out = {sha: StoredManifest(metadata, error, []) for sha, metadata, error in found}
+            query = (sa.select(tensors.weight_sha256, tensors.name, tensors.dtype, tensors.shape)
+                     .where(tensors.weight_sha256.in_(wanted)).order_by(tensors.weight_sha256, tensors.name))
+            for sha, name, dtype, shape in conn.execute(query):
+                if sha in out:
+                    out[sha].tensors.append((name, dtype, tuple(shape)))
+        return out

@@ -247,12 +247,12 @@ class Ingestor:
             if watch.id is not None:
                 self.store.watches.move_watch(watch.id, commit.sha)
             return None
-        fetched = fetched or fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes,
-                                 self.settings.scan.rules)
         if previous is not None and previous.sha == parent_sha:
             parent_snapshot: Snapshot | None = previous  # not read back from the database
         else:
             parent_snapshot = self._stored_snapshot(watch.repo_id, parent_sha)
+        fetched = fetched or fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes,
+                                            self.settings.scan.rules, parent_snapshot)  # what the parent holds is not read again
         is_baseline = parent_snapshot is None
         if is_baseline:
             changes = [_baseline_change(fetched.snapshot)]

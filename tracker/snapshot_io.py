@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from storage.blobs import git_blob_oid
 from storage.front import Storage
@@ -17,6 +18,8 @@ from tracker.formats.torch_manifest import to_weight_manifest
 from tracker.hub import HubClient, MissingFile
 from tracker.snapshot import FileEntry, Snapshot, TensorInfo, WeightManifest
 
+T = TypeVar("T")
+
 
 @dataclass
 class FetchedSnapshot:
@@ -29,10 +32,14 @@ class FetchedSnapshot:
 
 
 def fetch_snapshot(
-    hub: HubClient, store: Storage, repo_id: str, sha: str, max_file_bytes: int, rules: Rules = BUILTIN
+    hub: HubClient, store: Storage, repo_id: str, sha: str, max_file_bytes: int, rules: Rules = BUILTIN,
+    parent: Snapshot | None = None,
 ) -> FetchedSnapshot:
     """List the commit's files, download tracked files whose oid is new, read new safetensors headers,
     scan new GGUF headers and pickles (judged by `rules`).
+
+    `parent`: a snapshot in hand (judged by the same `rules`) whose contents, manifests and scans stand for
+    the store's wherever a file is the same content: they are not read back from the database again.
 
     Raises HubError subclasses for failures that should abort the revision (retry later); files that
     are too large or missing upstream are recorded in `snapshot.unavailable` instead."""
@@ -46,8 +53,9 @@ def fetch_snapshot(
                 f"{entry.path} is {_mb(entry.size)}, over the {_mb(max_file_bytes)} limit: "
                 "not downloaded, compared by content id only"
             )
-    held = store.history.known_blobs(f.oid for f in wanted if f.path not in snapshot.unavailable)
-    stored = store.history.read_blobs(held)
+    stored = _held_contents(parent)
+    held = store.history.known_blobs(f.oid for f in wanted if f.path not in snapshot.unavailable and f.oid not in stored)
+    stored.update(store.history.read_blobs(held))
     for entry in wanted:
         if entry.path in snapshot.unavailable:
             continue
@@ -69,15 +77,37 @@ def fetch_snapshot(
             continue
         fetched.new_blobs[entry.oid] = data
         snapshot.contents[entry.path] = data
-    _fill_manifests(hub, store, fetched)
-    _fill_scans(hub, store, fetched, rules)
+    _fill_manifests(hub, store, fetched, parent)
+    _fill_scans(hub, store, fetched, rules, parent)
     return fetched
 
 
-def _fill_manifests(hub: HubClient, store: Storage, fetched: FetchedSnapshot) -> None:
+def _held_contents(parent: Snapshot | None) -> dict[str, bytes]:
+    """The parent's file bytes by oid (the blob store's key)."""
+    if parent is None:
+        return {}
+    return {parent.files[path].oid: data for path, data in parent.contents.items() if path in parent.files}
+
+
+def _by_content(parent: Snapshot | None, held: dict[str, T], wanted: set[str]) -> dict[str, T]:
+    """What the parent holds by path (`held`: its manifests or scans), by content id, for the `wanted` ones."""
+    if parent is None:
+        return {}
+    out = {}
+    for path, value in held.items():
+        entry = parent.files.get(path)
+        if entry is not None and entry.content_id in wanted:
+            out[entry.content_id] = value
+    return out
+
+
+def _fill_manifests(hub: HubClient, store: Storage, fetched: FetchedSnapshot, parent: Snapshot | None) -> None:
     snapshot = fetched.snapshot
     weights = [f for f in snapshot.files.values() if is_safetensors(f.path)]
-    known = load_manifests(store, {f.content_id for f in weights})
+    wanted = {f.content_id for f in weights}
+    held = {p: m for p, m in parent.manifests.items() if is_safetensors(p)} if parent is not None else {}
+    known = _by_content(parent, held, wanted)
+    known.update(load_manifests(store, wanted - set(known)))
     for entry in weights:
         manifest = known.get(entry.content_id)
         if manifest is None:
@@ -87,13 +117,15 @@ def _fill_manifests(hub: HubClient, store: Storage, fetched: FetchedSnapshot) ->
         snapshot.manifests[entry.path] = manifest
 
 
-def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot, rules: Rules) -> None:
+def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot, rules: Rules, parent: Snapshot | None) -> None:
     """Scan each file a scanner reads whose content was never scanned (read once per content id, however
-    many revisions or repos carry it); load the stored scans of the others. A file's own failure is its
-    scan's note; Hub errors propagate (the revision is retried)."""
+    many revisions or repos carry it); take the parent's or load the stored scans of the others. A file's
+    own failure is its scan's note; Hub errors propagate (the revision is retried)."""
     snapshot = fetched.snapshot
     scanned = [f for f in snapshot.files.values() if scanner_for(f.path) is not None]
-    known = load_scans(store, {f.content_id for f in scanned}, rules)
+    wanted = {f.content_id for f in scanned}
+    known = _by_content(parent, parent.scans if parent is not None else {}, wanted)
+    known.update(load_scans(store, wanted - set(known), rules))
     for entry in scanned:
         scan = known.get(entry.content_id)
         if scan is None:
@@ -153,14 +185,11 @@ def to_new_weight_file(content_id: str, manifest: WeightManifest) -> NewWeightFi
 
 
 def load_manifests(store: Storage, content_ids: set[str]) -> dict[str, WeightManifest]:
-    out = {}
-    for sha, (row, tensors) in store.history.read_weight_files(content_ids).items():
-        out[sha] = WeightManifest(
-            tensors=tuple(TensorInfo(t.name, t.dtype, tuple(t.shape)) for t in tensors),
-            metadata=dict(row.file_metadata or {}),
-            error=row.error,
-        )
-    return out
+    return {
+        sha: WeightManifest(tensors=tuple(TensorInfo(name, dtype, shape) for name, dtype, shape in row.tensors),
+                            metadata=dict(row.metadata or {}), error=row.error)
+        for sha, row in store.history.read_manifests(content_ids).items()
+    }
 
 
 def load_snapshot(store: Storage, revision: Revision, rules: Rules | None = None) -> Snapshot:

@@ -3,7 +3,8 @@
 The first line on stdout is the endpoint (useful with `--port 0`). Control it from another process with
 the admin routes: `POST /_replay/advance/{org}/{name}`, `POST /_replay/head/{org}/{name}?n=N`,
 `GET /_replay/requests`, `POST /_replay/reset-requests`, `GET /_replay/repos`. `--synthetic N` adds N
-small in-memory repos (benchmarks/bench_listing.py serves 10,000 this way).
+small in-memory repos (benchmarks/bench_listing.py serves 10,000 this way); `--synthetic-move config|template`
+makes them copies of a real repo (`realistic.py`, benchmarks/bench_ingest_cpu.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 from tracker.standins.replay.history import synthetic_history
+from tracker.standins.replay.realistic import MOVES, realistic_history
 
 SYNTHETIC_START = datetime(2024, 1, 1, tzinfo=UTC)  # repo i was last modified i minutes after this
 
@@ -35,12 +37,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synthetic", type=int, default=0, metavar="N",
                         help="also serve N small in-memory repos, synth-ORG/model-I with 100 orgs (benchmarks)")
     parser.add_argument("--synthetic-orgs", type=int, default=100, metavar="K", help="the synthetic repos' orgs (default 100)")
+    parser.add_argument("--synthetic-move", choices=("plain", *MOVES), default="plain",
+                        help="plain: a one-line config.json each (default); config or template: copies of a real"
+                             " repo whose second commit rewrites config.json, or the chat template and tokenizer.json")
     args = parser.parse_args(argv)
 
     roots = ([] if args.no_bundled else [BUNDLED_ROOT]) + args.root
     server = ReplayServer(roots=roots, host=args.host, port=args.port, token=args.token)
     for i, repo_id in enumerate(synthetic_ids(args.synthetic, args.synthetic_orgs)):
-        server.add_repo(synthetic_history(repo_id, commits=2, start=SYNTHETIC_START + timedelta(minutes=i)))
+        start = SYNTHETIC_START + timedelta(minutes=i)
+        server.add_repo(synthetic_history(repo_id, commits=2, start=start) if args.synthetic_move == "plain"
+                        else realistic_history(repo_id, args.synthetic_move, start))
         server.set_head(repo_id, 1)  # the second commit is there for `POST /_replay/advance/...`
     server.start()
     print(server.endpoint, flush=True)
