@@ -1,0 +1,125 @@
+"""`hubwatch outdated` names the base change a copy misses: a local model directory (`--local DIR`), and a lock
+file's pin of a followed derivative; bad local input (malformed files, nothing to compare, a base not in the
+history, a symlink out of the directory) is named, never a crash."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_cli, write_config
+from tests.support.derivative_repos import AWQ, BASE, base_file, base_template, card, write_family
+from tests.support.gguf_files import GgufSpec, gguf_header
+from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
+
+OLD = "0002-upload-folder-using-huggingface-hub"
+FIXED = "0003-update-tokenizer-config-json"
+
+
+@pytest.fixture
+def family(tmp_path: Path, database_url: str) -> Iterator[tuple[ReplayServer, Path]]:
+    """The base watched with its family followed, polled before and after its template fix."""
+    write_family(tmp_path / "family")
+    server = ReplayServer(roots=[BUNDLED_ROOT, tmp_path / "family"])
+    server.set_head(BASE, 2)
+    with server:
+        path = write_config(tmp_path / "hubwatch.toml", server.endpoint, database_url)
+        assert run_cli("watch", "add", BASE, "--derivatives", "quantized", config=path).returncode == 0
+        assert run_cli("poll", config=path).returncode == 0
+        server.set_head(BASE, 4)  # the template fix, then the eom stop
+        polled = run_cli("poll", config=path)
+        assert polled.returncode == 0, polled.stderr
+        yield server, path
+
+
+def copy_dir(root: Path, template_commit: str, readme: bool = True) -> Path:
+    """A fine-tune or quantization copied to disk: the base's files of `template_commit`, and a card naming the base."""
+    root.mkdir()
+    (root / "tokenizer_config.json").write_text(base_file(template_commit, "tokenizer_config.json"))
+    (root / "special_tokens_map.json").write_text(base_file(OLD, "special_tokens_map.json"))
+    if readme:
+        (root / "README.md").write_text(card(BASE, "finetune"))
+    return root
+
+
+def test_a_local_directory_with_the_old_template_names_the_fix_it_misses(family, tmp_path: Path) -> None:
+    """Text, --json and markdown say the template is behind the fix; --fail-on warning fails on it."""
+    _, config = family
+    local = copy_dir(tmp_path / "tuned", OLD)
+    text = run_cli("outdated", "--local", str(local), config=config)
+    assert text.returncode == 0, text.stderr
+    assert f"(base {BASE}, from card)  behind" in text.stdout
+    assert "(Update tokenizer_config.json)" in text.stdout and "this copy carries the one from" in text.stdout
+    data = json.loads(run_cli("outdated", "--local", str(local), "--json", config=config).stdout)["local"]
+    assert (data["base_repo_id"], data["base_from"], data["status"]) == (BASE, "card", "behind")
+    assert data["parts"]["chat_template"]["behind"] == 1 and data["parts"]["special_tokens"]["status"] == "carries"
+    markdown = run_cli("outdated", "--local", str(local), "--format", "markdown", config=config).stdout
+    assert markdown.startswith(f"### `tuned` against `{BASE}`: behind")
+    assert run_cli("outdated", "--local", str(local), "--fail-on", "warning", config=config).returncode == 1
+    assert run_cli("outdated", "--local", str(local), "--fail-on", "critical", config=config).returncode == 0
+
+
+def test_a_local_gguf_directory_shows_generation_defaults_not_in_this_format(family, tmp_path: Path) -> None:
+    """A directory of GGUF files is compared through the header; generation defaults are `not_in_format`."""
+    _, config = family
+    local = tmp_path / "quants"
+    local.mkdir()
+    (local / "model-Q4_K_M.gguf").write_bytes(gguf_header(GgufSpec(templates={"default": base_template(FIXED)})))
+    data = json.loads(run_cli("outdated", "--local", str(local), "--base", BASE, "--json", config=config).stdout)["local"]
+    assert data["base_from"] == "--base" and data["parts"]["chat_template"]["status"] == "carries"
+    assert data["parts"]["generation"]["status"] == "not_in_format"
+    text = run_cli("outdated", "--local", str(local), "--base", BASE, config=config).stdout
+    assert "generation defaults: not in this format" in text
+
+
+def test_bad_local_input_is_named(family, tmp_path: Path) -> None:
+    """Malformed JSON is a note and the rest is read; a symlink out of the directory is refused; an empty
+    directory, a base hubwatch has no history of, and a file for a directory each get a clear answer."""
+    _, config = family
+    local = copy_dir(tmp_path / "odd", FIXED)
+    (local / "generation_config.json").write_text("{not json")
+    secret = tmp_path / "secret.json"
+    secret.write_text("{}")
+    (local / "config.json").symlink_to(secret)
+    result = run_cli("outdated", "--local", str(local), "--json", config=config)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)["local"]
+    assert data["parts"]["chat_template"]["status"] == "carries"
+    notes = "\n".join(data["notes"])
+    assert "generation_config.json: not a JSON object" in notes
+    assert f"refused the local file {local / 'config.json'}: a symlink out of" in notes
+    assert "note: generation_config.json: not a JSON object" in run_cli("outdated", "--local", str(local), config=config).stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = run_cli("outdated", "--local", str(empty), "--base", BASE, config=config)
+    assert nothing.returncode == 1 and "no parts" in nothing.stdout and "no behaviour part found" in nothing.stdout
+    unknown = run_cli("outdated", "--local", str(copy_dir(tmp_path / "nocard", OLD, readme=False)), config=config)
+    assert unknown.returncode == 1 and "could not tell which base" in unknown.stdout
+    stranger = run_cli("outdated", "--local", str(local), "--base", "nobody/unwatched", config=config)
+    assert stranger.returncode == 0  # the card names the base; --base is only a fallback
+    orphan = copy_dir(tmp_path / "orphan", OLD, readme=False)
+    missing = run_cli("outdated", "--local", str(orphan), "--base", "nobody/unwatched", config=config)
+    assert missing.returncode == 1 and "hubwatch has no history of nobody/unwatched" in missing.stdout
+    not_dir = run_cli("outdated", "--local", str(secret), config=config)
+    assert not_dir.returncode == 1 and "is not a directory" in not_dir.stderr
+
+
+def test_a_lock_pin_of_a_followed_derivative_names_the_base_change_it_misses(family, tmp_path: Path) -> None:
+    """The AWQ copy pinned at its checked head: its stored parts say the template is behind the base's fix;
+    --fail-on warning counts that as a finding."""
+    server, config = family
+    lock = tmp_path / "hubwatch.lock"
+    lock.write_text(f'version = 1\n\n[[model]]\nrepo = "{AWQ}"\nbranch = "main"\nrevision = "{server.head_sha(AWQ)}"\n')
+    data = json.loads(run_cli("outdated", "--lock", str(lock), "--json", config=config).stdout)
+    [model] = data["models"]
+    lineage = model["base_lineage"]
+    assert (model["status"], lineage["base_repo_id"], lineage["status"]) == ("up_to_date", BASE, "behind")
+    assert lineage["parts"]["chat_template"]["behind"] == 1 and lineage["base_from"] == f"derivative of {BASE} (quantized)"
+    text = run_cli("outdated", "--lock", str(lock), config=config)
+    assert text.returncode == 0 and "the pinned copy carries the one from" in text.stdout
+    assert run_cli("outdated", "--lock", str(lock), "--fail-on", "warning", config=config).returncode == 1
+    markdown = run_cli("outdated", "--lock", str(lock), "--format", "markdown", config=config).stdout
+    assert "**Against its base**" in markdown and "chat template: the base" in markdown
