@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli, write_config
-from tests.support.derivative_repos import AWQ, BASE, base_file, base_template, card, write_family
+from tests.support.derivative_repos import AWQ, BASE, GGUF, base_file, base_template, card, write_family
 from tests.support.gguf_files import GgufSpec, gguf_header
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
@@ -123,3 +123,41 @@ def test_a_lock_pin_of_a_followed_derivative_names_the_base_change_it_misses(fam
     assert run_cli("outdated", "--lock", str(lock), "--fail-on", "warning", config=config).returncode == 1
     markdown = run_cli("outdated", "--lock", str(lock), "--format", "markdown", config=config).stdout
     assert "**Against its base**" in markdown and "chat template: the base" in markdown
+
+
+def cache_snapshot(cache: Path, repo_id: str, sha: str, files: dict[str, bytes]) -> Path:
+    """An HF cache entry laid out as huggingface_hub lays it: refs/main, snapshot files as symlinks into blobs/."""
+    folder = cache / ("models--" + repo_id.replace("/", "--"))
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text(sha)
+    (folder / "blobs").mkdir()
+    snapshot = folder / "snapshots" / sha
+    snapshot.mkdir(parents=True)
+    for i, (name, data) in enumerate(files.items()):
+        (folder / "blobs" / f"blob{i}").write_bytes(data)
+        (snapshot / name).symlink_to(Path("../../blobs") / f"blob{i}")
+    return snapshot
+
+
+def test_an_hf_cache_pin_of_a_derivative_is_read_from_the_cached_snapshot(family, tmp_path: Path) -> None:
+    """The GGUF repo cached at its first upload (old template), behind its head: the cached header's parts are
+    compared (generation defaults not in this format); a cached file linking out of the repo folder is refused."""
+    server, config = family
+    server.set_head(GGUF, 1)
+    first = server.head_sha(GGUF)
+    server.set_head(GGUF, 2)
+    cache = tmp_path / "hub-cache"
+    header = gguf_header(GgufSpec(name="Llama 3.1 8B Instruct", templates={"default": base_template(OLD)}))
+    snapshot = cache_snapshot(cache, GGUF, first, {"Llama-Q4_K_M.gguf": header})
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    (snapshot / "config.json").symlink_to(outside)
+    result = run_cli("outdated", "--cache-dir", str(cache), "--json", config=config)
+    data = json.loads(result.stdout)
+    [model] = data["models"]
+    lineage = model["base_lineage"]
+    assert (model["status"], model["pinned_sha"], lineage["status"]) == ("behind", first, "behind")
+    assert lineage["parts"]["chat_template"]["behind"] == 1 and lineage["parts"]["generation"]["status"] == "not_in_format"
+    assert any("a symlink out of" in line for line in lineage["lines"])
+    text = run_cli("outdated", "--cache-dir", str(cache), config=config).stdout
+    assert f"derivative of {BASE} (quantized): behind" in text and "generation defaults: not in this format" in text
