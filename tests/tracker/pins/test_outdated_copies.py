@@ -125,6 +125,22 @@ def test_a_lock_pin_of_a_followed_derivative_names_the_base_change_it_misses(fam
     assert "**Against its base**" in markdown and "chat template: the base" in markdown
 
 
+def test_a_lock_pin_whose_copy_is_not_known_here_says_so(family, tmp_path: Path) -> None:
+    """A derivative pinned before its checked head, with no recorded files and no cached snapshot: `not_compared`, named."""
+    server, config = family
+    server.set_head(GGUF, 1)
+    first = server.head_sha(GGUF)
+    server.set_head(GGUF, 2)
+    lock = tmp_path / "hubwatch.lock"
+    lock.write_text(f'version = 1\n\n[[model]]\nrepo = "{GGUF}"\nbranch = "main"\nrevision = "{first}"\n')
+    empty_cache = tmp_path / "no-cache"
+    empty_cache.mkdir()
+    result = run_cli("outdated", "--lock", str(lock), "--json", config=config, env={"HF_HUB_CACHE": str(empty_cache)})
+    [model] = json.loads(result.stdout)["models"]
+    assert model["status"] == "behind" and model["base_lineage"]["status"] == "not_compared"
+    assert f"the files of {GGUF}@{first[:12]} are not known here" in model["base_lineage"]["lines"][0]
+
+
 def cache_snapshot(cache: Path, repo_id: str, sha: str, files: dict[str, bytes]) -> Path:
     """An HF cache entry laid out as huggingface_hub lays it: refs/main, snapshot files as symlinks into blobs/."""
     folder = cache / ("models--" + repo_id.replace("/", "--"))
