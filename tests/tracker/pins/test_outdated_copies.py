@@ -73,6 +73,8 @@ def test_a_local_gguf_directory_shows_generation_defaults_not_in_this_format(fam
     assert data["parts"]["generation"]["status"] == "not_in_format"
     text = run_cli("outdated", "--local", str(local), "--base", BASE, config=config).stdout
     assert "generation defaults: not in this format" in text
+    tree = run_cli("tree", BASE, config=config).stdout  # the followed GGUF repo, likewise
+    assert f"{'generation':15} not in this format" in tree
 
 
 def test_bad_local_input_is_named(family, tmp_path: Path) -> None:
