@@ -155,3 +155,25 @@ def test_parts_stored_by_an_older_version_are_stale(stored: dict[str, Any], stal
     value = PartValue("d", "d", "s", {"bos_token": "<s>"})
     assert PartValue.from_dict(value.to_dict()) == value and PartValue.from_dict(value.to_dict()).items == value.items
 
+
+
+@pytest.mark.groundtruth
+@pytest.mark.parametrize("folder", [FIRST, ADDED])
+def test_vocabulary_digest_matches_tokens_as_transformers_gives_them_to_the_converter(folder: Path, tmp_path: Path) -> None:
+    """convert_hf_to_gguf.py's `get_vocab_base` reads the vocabulary through transformers' AutoTokenizer (with
+    the added tokens, `[PAD<id>]` for gaps, BERT's phantom spaces after): the same digest as tokenizer.json's."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "config.json"):
+        if (folder / name).exists():
+            shutil.copy(folder / name, tmp_path / name)
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path))
+    reverse = {i: t for t, i in tokenizer.vocab.items()}
+    size = max(reverse) + 1
+    tokens = [reverse.get(i, f"[PAD{i}]") for i in range(size)]
+    tokens = [t if t.startswith("[") and t.endswith("]") else t[2:] if t.startswith("##") else "\u2581" + t for t in tokens]
+    facts = gguf_facts(tokens=tokens, merges=[])
+    files: dict[str, Any] = {"tokenizer.json": (folder / "tokenizer.json").read_bytes(), "config.json": {"vocab_size": size}}
+    assert parts_of(snapshot_of(files))["vocabulary"].digest == parts_of(snapshot_of({}, {"m.gguf": facts}))["vocabulary"].digest
