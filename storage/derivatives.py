@@ -72,6 +72,13 @@ class DerivativeStore(EngineStore):
                 query = query.where(col(Derivative.listed).is_(True))
             return list(s.exec(query.order_by(col(Derivative.downloads).desc(), col(Derivative.repo_id))))
 
+    def rows_of(self, repo_id: str) -> list[Derivative]:
+        """The rows that follow `repo_id` as a derivative (one per base whose family lists it), listed first."""
+        with self.session() as s:
+            query = select(Derivative).where(Derivative.repo_id == repo_id)
+            rows = list(s.exec(query.order_by(col(Derivative.base_repo_id))))
+        return sorted(rows, key=lambda r: not r.listed)
+
     def record_pass(
         self,
         base_repo_id: str,

@@ -34,6 +34,7 @@ from tracker.formats import FileScan
 from tracker.formats.ranged import RangeError
 from tracker.formats.registry import run_scan, scanner_for
 from tracker.lineage import (
+    NOT_IN_FORMAT,
     PART_WORDS,
     PARTS,
     PartLineage,
@@ -41,12 +42,14 @@ from tracker.lineage import (
     card_bases,
     changes_of,
     gguf_paths,
+    lacking_parts,
     lineage,
     part_paths,
     parts_of,
+    parts_stale,
     status_at,
 )
-from tracker.snapshot import Snapshot
+from tracker.snapshot import FileEntry, Snapshot
 from tracker.snapshot_io import FetchedSnapshot, load_snapshot
 
 if TYPE_CHECKING:
@@ -179,6 +182,9 @@ class _Checker:
                 parts = {k: PartValue.from_dict(v) for k, v in prior.parts.items()}
                 sources = dict(prior.sources)
                 notes = [prior.problem] if prior.problem else []  # the same head: the same card and files
+                if parts_stale(prior.parts):  # computed by an older PARTS_VERSION: again, from stored bytes if held
+                    stored = self._stored_parts(item.repo_id, head.sha, sources)
+                    parts = stored if stored is not None else self._read_parts(item.repo_id, head.sha, None)[0]
             else:
                 notes = _card_notes(head, self.base) + self._missing_bases(head)
                 parts, sources, read_notes = self._moved(item.repo_id, head, prior)
@@ -193,7 +199,7 @@ class _Checker:
             return failed(f"not checked: {err}")
         for note in notes:
             self.report.problems.append(f"{item.repo_id}: {note}")
-        found = lineage(self.history, parts)
+        found = lineage(self.history, parts, lacking_parts(sources))
         return CheckedDerivative(item.repo_id, item.relation, head.downloads or item.downloads, head.sha, sources,
                                  {k: v.to_dict() for k, v in parts.items()}, {k: v.to_dict() for k, v in found.items()},
                                  problem="; ".join(notes) or None)
@@ -260,6 +266,24 @@ class _Checker:
         read.snapshot.contents.update(snapshot.contents)
         read.snapshot.scans.update(snapshot.scans)
         return parts_of(snapshot), sources, notes, read
+
+    def _stored_parts(self, repo_id: str, sha: str, sources: dict[str, str]) -> dict[str, PartValue] | None:
+        """The parts of the files `sources` names (path -> content id) from the blob and file-scan stores,
+        with no Hub request; None when any of them is not stored."""
+        ggufs = [p for p in sources if p.endswith(".gguf")]
+        plain = [p for p in sources if p not in ggufs]
+        held = self.store.history.read_blobs(sources[p] for p in plain)
+        scans = self.store.history.read_file_scans(sources[p] for p in ggufs)
+        if any(sources[p] not in held for p in plain) or any(sources[p] not in scans for p in ggufs):
+            return None
+        snapshot = Snapshot(repo_id=repo_id, sha=sha)
+        for path in plain:
+            snapshot.files[path] = FileEntry(path, sources[path], len(held[sources[path]]))
+            snapshot.contents[path] = held[sources[path]]
+        for path in ggufs:
+            snapshot.files[path] = FileEntry(path, sources[path], 0)
+            snapshot.scans[path] = scans[sources[path]]
+        return parts_of(snapshot)
 
     def _read_whole(self, repo_id: str, sha: str, path: str, size: int) -> bytes:
         source = self.hub.open_range(repo_id, sha, path, size, budget=max(size, 1), first_block=size)
@@ -355,7 +379,8 @@ def _reached(follow: DerivativeFollow, revisions: list[Revision], history: Histo
             states = {p: status_at(history, p, PartLineage.from_dict(item.lineage[p]), sha) for p in changed}
             statuses = {s.status for s in states.values()}
             verdict = ("behind" if "behind" in statuses else "carries" if statuses == {"carries"}
-                       else "diverged" if "diverged" in statuses else "absent")
+                       else "diverged" if "diverged" in statuses else NOT_IN_FORMAT if statuses == {NOT_IN_FORMAT}
+                       else "absent")
             carries += verdict == "carries"
             behind += verdict == "behind"
             rows.append({"repo_id": item.repo_id, "relation": item.relation, "status": verdict,
@@ -380,6 +405,8 @@ def _reach_lines(rows: list[dict[str, Any]]) -> list[str]:
         for part, state in row["parts"].items():
             if state["status"] == "behind":
                 words.append(f"{PART_WORDS[part]} behind by {state['behind']} (matches {str(state['matched_sha'])[:12]})")
+            elif state["status"] == NOT_IN_FORMAT:
+                words.append(f"{PART_WORDS[part]} not in this format")
             elif state["status"] != "absent":
                 words.append(f"{PART_WORDS[part]} {state['status']}")
         lines.append(f"{row['repo_id']} ({row['relation']}): {row['status']}" + (f": {'; '.join(words)}" if words else ""))

@@ -115,8 +115,10 @@ class DerivativeOut(BaseModel):
     problem: str | None = Field(description="What could not be checked (gone, gated, a malformed card, a cycle)")
     checked_at: datetime | None
     parts: dict[str, dict[str, Any]] = Field(
-        description="Per behaviour part: status (carries, behind, diverged, absent), matched_sha (the base revision it "
-                    "matches), exact, behind (how many base changes it lacks) and missing (those base revisions)")
+        description="Per behaviour part: status (carries, behind, diverged, absent, not_in_format: the copy's format "
+                    "has no place for the part, as a GGUF for generation defaults), matched_sha (the base revision it "
+                    "matches), exact, behind (how many base changes it lacks), missing (those base revisions) and, for "
+                    "special tokens matched on the names both sides give, compared (those names)")
 
 
 class DerivativeTreeOut(BaseModel):

@@ -39,8 +39,12 @@ def part_cell(state: dict[str, Any] | None) -> PartCell:
     matched = matched if isinstance(matched, str) else None
     if status == "behind":
         words = f"behind by {int((state or {}).get('behind') or 0)}"
+    elif status == "carries" and (state or {}).get("compared"):
+        words = f"carries (compared on {', '.join(map(str, (state or {})['compared']))})"
     elif status == "carries" and not (state or {}).get("exact", True):
         words = "carries (after whitespace normalisation)"
+    elif status == "not_in_format":
+        words = "not in this format"
     elif status in ("carries", "diverged"):
         words = status
     else:

@@ -69,6 +69,8 @@ def test_derivatives_page_shows_the_tree_table(site: Served, family) -> None:
     assert fix.sha not in rows[GGUF]
     assert "carries (after whitespace normalisation)" in rows[FINETUNE] and "diverged" in rows[FINETUNE]
     assert "gated" in rows[GATED]
+    assert '<td class="part-not_in_format">not in this format</td>' in rows[GGUF]  # a GGUF has no generation defaults
+    assert '<td class="part-not_in_format">' not in rows[AWQ]
 
 
 def test_derivatives_page_of_an_unfollowed_repo_says_how_to_follow(site: Served, family) -> None:

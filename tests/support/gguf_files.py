@@ -186,3 +186,20 @@ def split_headers(spec: GgufSpec, stem: str) -> dict[str, bytes]:
     GGUFWriter names them (`<stem>-00001-of-0000N.gguf`)."""
     with tempfile.TemporaryDirectory() as tmp:
         return {path.name: path.read_bytes() for path in write_gguf(spec, Path(tmp), stem)}
+
+
+def converter_tokens(tokenizer_json: Path, vocab_size: int | None = None) -> list[str]:
+    """`tokenizer.ggml.tokens` as llama.cpp's convert_hf_to_gguf.py writes them (`get_vocab_base`, and for
+    WordPiece `BertModel.set_vocab`'s phantom spaces), read through the `tokenizers` library rather than
+    tokenizer.json's text: every id below the model's `vocab_size`, `[PAD<id>]` for an id no token has."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    reverse = {i: t for t, i in tokenizer.get_vocab(with_added_tokens=True).items()}
+    size = vocab_size if vocab_size is not None else max(reverse) + 1
+    assert max(reverse) < size  # the converter asserts the same
+    tokens = [reverse.get(i, f"[PAD{i}]") for i in range(size)]
+    if json.loads(tokenizer.to_str())["model"]["type"] == "WordPiece":
+        tokens = [t if t.startswith("[") and t.endswith("]") else t[2:] if t.startswith("##") else "\u2581" + t
+                  for t in tokens]
+    return tokens

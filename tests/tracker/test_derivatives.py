@@ -145,3 +145,27 @@ def test_a_family_followed_after_the_first_poll_is_checked_once_the_cached_list_
         assert GGUF in _parts(app)
     finally:
         app.store.engine.dispose()
+
+
+def test_parts_stored_by_an_older_parts_version_are_recomputed_without_hub_requests(app, served):
+    """After an upgrade, an unmoved derivative whose files are in the blob store gets its parts computed
+    again from them (its head check only), so the tree does not turn `diverged`."""
+    from sqlmodel import select
+
+    from storage.models.derivatives import Derivative
+    from tracker.lineage import PARTS_VERSION
+
+    _poll(app)
+    before = _parts(app)[AWQ]
+    with app.store.derivatives.session() as s:
+        row = s.exec(select(Derivative).where(Derivative.repo_id == AWQ)).one()
+        row.parts = {k: {**v, "version": 1, "digest": "old-form", "loose": "old-form"} for k, v in row.parts.items()}
+        s.add(row)
+        s.commit()
+    served.reset_requests()
+    _poll(app)
+    assert _parts(app)[AWQ] == before
+    stored = next(d for d in app.store.derivatives.derivatives(BASE) if d.repo_id == AWQ).parts
+    assert {v["version"] for v in stored.values()} == {PARTS_VERSION} and "old-form" not in str(stored)
+    mine = [r for r in served.requests if AWQ in r.path]
+    assert mine and all("/tree/" not in r.path and "/resolve/" not in r.path for r in mine)

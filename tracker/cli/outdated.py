@@ -36,12 +36,18 @@ MAX_ERROR_LINES = 20  # a lock file of bad entries gets this many lines, then a 
 @click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @click.option("--gguf", "gguf_path", type=click.Path(path_type=Path),
               help="A local .gguf file: which change of its base's chat template, bos/eos or vocabulary it does not carry.")
-@click.option("--base", "base", metavar="REPO", help="With --gguf: the base to compare with when the header names none.")
+@click.option("--local", "local_path", type=click.Path(path_type=Path),
+              help="A model directory on disk (a quantization or fine-tune): which base change its chat template, "
+                   "special tokens, stop set, vocabulary or generation defaults do not carry.")
+@click.option("--base", "base", metavar="REPO",
+              help="With --gguf or --local: the base to compare with when the header or card names none.")
 @click.pass_context
 def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None, write: bool, cache_dir: Path | None,
-             fail_on: str | None, output_format: str, as_json: bool, gguf_path: Path | None, base: str | None) -> None:
+             fail_on: str | None, output_format: str, as_json: bool, gguf_path: Path | None, local_path: Path | None,
+             base: str | None) -> None:
     """What changed upstream since the revisions you have: every model of the local HF cache, or of a
-    lock file. Exit 1 when a model could not be checked, or with --fail-on when a change reached it."""
+    lock file. Exit 1 when a model could not be checked, or with --fail-on when a change reached it; a
+    followed derivative's pin behind its base on a behaviour part counts as a `warning`."""
     from tracker.pins.outdated import OutdatedCheck
 
     if lock_file is not None and scan_path is not None:
@@ -53,13 +59,18 @@ def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None,
         if lock_file is not None or scan_path is not None or write:
             raise click.UsageError("--gguf PATH checks one file: not with --lock, --scan or --write")
         ctx.exit(_outdated_gguf(ctx, gguf_path, repo_arg(base, "--base") if base else None, output_format))
+    if local_path is not None:
+        if lock_file is not None or scan_path is not None or write:
+            raise click.UsageError("--local DIR checks one directory: not with --lock, --scan or --write")
+        ctx.exit(_outdated_local(ctx, local_path, repo_arg(base, "--base") if base else None, output_format, fail_on))
     if base is not None:
-        raise click.UsageError("--base REPO goes with --gguf PATH")
+        raise click.UsageError("--base REPO goes with --gguf PATH or --local DIR")
     scan = _scan(scan_path) if scan_path is not None else None
     pins, bad = scan_pins(scan) if scan is not None else _read_pins(lock_file, cache_dir)
     app = app_of(ctx)
     check = OutdatedCheck(app.store, app.hub, app.ingestor, app.settings.default_interval_s)
     reports = [check.check(pin) for pin in pins]
+    _attach_lineage(app, reports, cache_dir)
     moved = _write_moves(scan, reports) if scan is not None and write else None
     if output_format == "json":
         data: dict[str, Any] = {"models": [r.to_dict() for r in reports], "bad_entries": [b.__dict__ for b in bad]}
@@ -160,6 +171,76 @@ def _outdated_gguf(ctx: click.Context, path: Path, base: str | None, output_form
     return 0 if report.checked else 1
 
 
+def _outdated_local(ctx: click.Context, path: Path, base: str | None, output_format: str, fail_on: str | None) -> int:
+    """One model directory against its base's stored history; 1 when it could not be compared (or, with
+    --fail-on warning or lower, when a part is behind)."""
+    from storage.kinds import SEVERITY_RANK
+    from tracker.errors import BadInput
+    from tracker.lineage import lacking_parts, parts_of
+    from tracker.pins.base_lineage import BaseComparison, compare_with_base
+    from tracker.pins.local_copy import read_copy
+
+    cached = _cache_repo_id(path)
+    try:
+        copy = read_copy(path, within=path.resolve().parent.parent if cached else None)
+    except BadInput as err:
+        raise click.ClickException(str(err)) from err
+    for note in copy.notes:
+        click.echo(f"note: {note}", err=True)
+    app = app_of(ctx)
+    followed = [r.base_repo_id for r in app.store.derivatives.rows_of(cached)] if cached else []
+    base_repo_id, base_from = ((copy.bases[0], "card") if copy.bases else (base, "--base") if base
+                               else (followed[0], "derivatives") if followed else (None, None))
+    mine = parts_of(copy.snapshot)
+    if base_repo_id is None:
+        report = BaseComparison(None, None, "no_base", lines=[
+            "could not tell which base this directory derives from: no README.md base_model, no GGUF "
+            "general.base_model keys; give --base REPO"])
+    elif not mine:
+        report = BaseComparison(base_repo_id, base_from, "no_parts", lines=[
+            "no behaviour part found: no tokenizer_config.json, chat_template.jinja, tokenizer.json, "
+            "generation_config.json, config.json or GGUF file hubwatch could read"])
+    else:
+        report = compare_with_base(app.store, base_repo_id, base_from, mine, lacking_parts(copy.paths), "this copy")
+    if output_format == "json":
+        emit_json({"local": {"path": str(path), **report.to_dict(), "notes": copy.notes}})
+    elif output_format == "markdown":
+        base_words = f"against `{report.base_repo_id}`" if report.base_repo_id else "(base unknown)"
+        click.echo(f"### `{path.name}` {base_words}: {report.status.replace('_', ' ')}\n")
+        for line in report.lines:
+            click.echo(f"- {line}")
+    else:
+        where = f" (base {report.base_repo_id}, from {report.base_from})" if report.base_repo_id else ""
+        click.echo(f"{path}{where}  {report.status.replace('_', ' ')}")
+        for line in report.lines:
+            click.echo(f"    {line}")
+    if not report.checked:
+        return 1
+    return 1 if fail_on is not None and report.behind and SEVERITY_RANK["warning"] >= SEVERITY_RANK[fail_on] else 0
+
+
+def _cache_repo_id(path: Path) -> str | None:
+    """The repo id of an HF cache snapshot directory (`models--org--name/snapshots/<sha>`), else None."""
+    from storage.kinds import is_repo_id
+
+    real = path.resolve()
+    folder = real.parent.parent.name
+    if real.parent.name != "snapshots" or not folder.startswith("models--"):
+        return None
+    repo_id = folder[len("models--"):].replace("--", "/", 1)
+    return repo_id if is_repo_id(repo_id) else None
+
+
+def _attach_lineage(app: App, reports: list[ModelReport], cache_dir: Path | None) -> None:
+    """For each pin of a followed derivative, where its copy stands against the base (tracker/pins/pin_lineage.py)."""
+    from tracker.hub import default_cache_dir
+    from tracker.pins.pin_lineage import check_pin_lineage
+
+    where = str(cache_dir) if cache_dir is not None else default_cache_dir()
+    for report in reports:
+        report.lineage = check_pin_lineage(app.store, report.pin, where, app.hub, app.settings.poll.max_file_mb * 2**20)
+
+
 def _repo_at(value: str) -> tuple[str, str]:
     """`org/name` or `org/name@branch` as (repo id, branch)."""
     repo, _, branch = value.partition("@")
@@ -217,6 +298,9 @@ def _report_lines(report: ModelReport) -> list[str]:
     for change in report.changes:
         if change.severity != "info":
             lines.append(f"    {change.sha[:12]}  [{change.severity}] {change.kind}: {change.summary}")
+    if report.lineage is not None:
+        lines.append(f"    {report.lineage.base_from}: {report.lineage.status.replace('_', ' ')}")
+        lines += [f"      {line}" for line in report.lineage.lines]
     return lines
 
 

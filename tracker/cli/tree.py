@@ -8,7 +8,8 @@ from storage.errors import NotStored
 from tracker.cli.root import app_of, emit_json, repo_arg
 from tracker.lineage import PARTS
 
-MARKS = {"carries": "carries", "behind": "behind", "diverged": "diverged", "absent": "-"}
+MARKS = {"carries": "carries", "behind": "behind", "diverged": "diverged", "absent": "-",
+         "not_in_format": "not in this format"}
 
 
 @click.command()
@@ -38,6 +39,8 @@ def tree(ctx: click.Context, repo: str, as_json: bool) -> None:
             words = MARKS[state["status"]]
             if state["status"] == "behind":
                 words += f" by {state['behind']} (matches {str(state['matched_sha'])[:12]})"
+            elif state["status"] == "carries" and state.get("compared"):
+                words += f" (compared on {', '.join(state['compared'])})"
             elif state["status"] == "carries" and not state.get("exact", True):
                 words += " (after whitespace normalisation)"
             click.echo(f"      {part:15} {words}")

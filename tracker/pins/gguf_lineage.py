@@ -2,7 +2,7 @@
 
 The file is hostile input (tracker/local_files.py): only a regular file is opened (a FIFO without blocking),
 its header read through a RangeSource over the file under the same byte budget a Hub GGUF gets. Its parts
-(the embedded chat template, bos/eos, the vocabulary digest) are compared with the base's stored history by
+(the embedded chat template, its special tokens and stop set by text, the vocabulary digest) are compared with the base's stored history by
 tracker/lineage.py. The base is the one the header's `general.base_model.*` keys name, else the one given.
 """
 
@@ -21,10 +21,10 @@ from tracker.errors import BadInput, RefusedFile
 from tracker.formats import FileScan
 from tracker.formats.ranged import DEFAULT_BUDGET, LocalFileSource
 from tracker.formats.registry import run_scan, scanner_for
-from tracker.lineage import PART_WORDS, PARTS, PartLineage, lineage, parts_of
+from tracker.lineage import lacking_parts, parts_of
 from tracker.local_files import file_kind
+from tracker.pins.base_lineage import compare_with_base
 from tracker.snapshot import Snapshot
-from tracker.snapshot_io import load_snapshot
 
 GGUF_BUDGET = DEFAULT_BUDGET  # header bytes a local file may make us read (a Hub GGUF gets the same)
 HUB_URL = re.compile(r"^https?://(?:www\.)?huggingface\.co/([\w.-]+/[\w.-]+?)/?$")
@@ -89,41 +89,17 @@ class GgufReport:
 
 
 def check_gguf(store: Storage, path: Path, facts: dict[str, Any], base: str | None) -> GgufReport:
-    """The file's parts against the base's stored history: per part carries, behind (the changes it misses) or diverged."""
+    """The file's parts against the base's stored history: per part carries, behind (the changes it misses),
+    diverged, or not in this format (generation defaults: a GGUF holds none)."""
     named = named_bases(facts)
     base_repo_id, base_from = (named[0], "metadata") if named else (base, "--base") if base else (None, None)
-    if base_repo_id is None:
+    if base_repo_id is None or base_from is None:
         return GgufReport(str(path), None, None, "no_base", lines=[
             "could not tell which base this file derives from: its header has no general.base_model keys; give --base REPO"])
-    revisions = list(reversed(store.history.list_revisions(base_repo_id)))
-    if not revisions:
-        return GgufReport(str(path), base_repo_id, base_from, "not_watched", lines=[
-            f"hubwatch has no history of {base_repo_id}: watch it (hubwatch watch add {base_repo_id}) and poll it first"])
-    history = [(s.sha, parts_of(s)) for s in (load_snapshot(store, r) for r in revisions)]
-    titles = {r.sha: r.title for r in revisions}
     mine = parts_of(Snapshot(repo_id=str(path), sha="local", scans={path.name: _scan_of(facts)}))
-    found = lineage(history, mine)
-    parts = {p: found[p].to_dict() for p in PARTS if found[p].status != "absent"}
-    lines = [_line(base_repo_id, p, found[p], titles) for p in PARTS if found[p].status != "absent"]
-    statuses = {found[p].status for p in parts}
-    status = "behind" if "behind" in statuses else "diverged" if "diverged" in statuses else "carries"
-    if not parts:
-        lines = [f"none of this file's parts (chat template, bos/eos, vocabulary) are in {base_repo_id}'s history to compare"]
-        status = "diverged"
-    return GgufReport(str(path), base_repo_id, base_from, status, parts, lines)
+    found = compare_with_base(store, base_repo_id, base_from, mine, lacking_parts([path.name]))
+    return GgufReport(str(path), base_repo_id, base_from, found.status, found.parts, found.lines)
 
 
 def _scan_of(facts: dict[str, Any]) -> FileScan:
     return FileScan("gguf", facts, 0, None, None)
-
-
-def _line(base: str, part: str, state: PartLineage, titles: dict[str, str]) -> str:
-    words = PART_WORDS[part]
-    loose = "" if state.exact else " (after whitespace normalisation)"
-    if state.status == "carries":
-        return f"{words}: carries the newest of {base} (as at {str(state.matched_sha)[:12]}){loose}"
-    if state.status == "diverged":
-        return f"{words}: diverged: matches no revision of {base}"
-    missing = ", ".join(f"{sha[:12]} ({titles.get(sha, '')})" for sha in state.missing)
-    return (f"{words}: the base {base} changed its {words} at {missing}; this file carries the one from "
-            f"{str(state.matched_sha)[:12]}{loose} ({state.behind} change(s) behind)")

@@ -65,6 +65,9 @@ def _section(report: ModelReport, hub_url: str, public_url: str, where: list[str
     lines += _changes("Behaviour changes", [c for c in report.changes if c.kind in BEHAVIOUR_KINDS])
     lines += _changes("Memory changes", [c for c in report.changes if c.kind == MEMORY_KIND])
     lines += _changes("New advisories", [c for c in report.changes if c.kind == ADVISORIES])
+    if report.lineage is not None:
+        lines += ["", f"**Against its base** ({_text(str(report.lineage.base_from))}): {report.lineage.status.replace('_', ' ')}", ""]
+        lines += [f"- {_text(line)}" for line in report.lineage.lines]
     return [*lines, ""]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storage.errors import WatchExists
 from storage.front import Storage
@@ -20,6 +20,9 @@ from tracker.errors import HubError, RepoGated, RepoGone, RevisionNotFound
 from tracker.hub import HubClient
 from tracker.ingest import Ingestor
 from tracker.pins.cache import Pin
+
+if TYPE_CHECKING:
+    from tracker.pins.base_lineage import BaseComparison
 
 WATCH_SOURCE = "outdated"
 ADVISORIES = "advisories"  # the kind advisory events are counted under in a report
@@ -73,7 +76,7 @@ def behaviour_since(store: Storage, repo_id: str, pinned_sha: str, head_sha: str
 @dataclass
 class ModelReport:
     """Where one pin stands. `status`: up_to_date | behind | rewritten | not_in_history | gone | gated |
-    unavailable."""
+    unavailable. `lineage`: for a followed derivative, the base changes its pinned copy misses."""
 
     pin: Pin
     status: str
@@ -81,6 +84,7 @@ class ModelReport:
     commits_behind: int | None = None
     changes: list[SinceChange] = field(default_factory=list)
     message: str | None = None
+    lineage: BaseComparison | None = None
 
     @property
     def checked(self) -> bool:
@@ -99,8 +103,10 @@ class ModelReport:
         return {kind: dict(sorted(counts.items(), key=lambda kv: SEVERITY_RANK[kv[0]])) for kind, counts in sorted(out.items())}
 
     def reaches(self, severity: str) -> bool:
-        """Whether any change since the pin is at or above `severity`."""
-        return any(SEVERITY_RANK[c.severity] >= SEVERITY_RANK[severity] for c in self.changes)
+        """Whether any change since the pin is at or above `severity`; a derivative's copy behind its base on
+        a behaviour part is a `warning`-level finding."""
+        behind = self.lineage is not None and self.lineage.behind and SEVERITY_RANK["warning"] >= SEVERITY_RANK[severity]
+        return behind or any(SEVERITY_RANK[c.severity] >= SEVERITY_RANK[severity] for c in self.changes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,7 +122,7 @@ class ModelReport:
             "summary": self.summary(),
             "changes": [c.__dict__ for c in self.changes],
             "message": self.message,
-        }
+        } | ({"base_lineage": self.lineage.to_dict()} if self.lineage is not None else {})
 
 
 class OutdatedCheck:
