@@ -54,12 +54,12 @@ def serve(ctx: click.Context) -> None:
     pending = PendingPolls()  # a burst of Hub webhooks: the ingest running and one more, not one each
 
     def ingest(repo_id: str, branch: str) -> None:
-        pending.start(f"{repo_id}@{branch}")
-        app.poller.poll_if_due(repo_id, branch)
+        _, head_sha = pending.begin(f"{repo_id}@{branch}")
+        app.poller.poll_if_due(repo_id, branch, head_sha)
 
-    def ingest_now(repo_id: str, branch: str | None) -> bool:
+    def ingest_now(repo_id: str, branch: str | None, head_sha: str | None = None) -> bool:
         branch = branch or "main"
-        if pending.ask(f"{repo_id}@{branch}"):
+        if pending.ask(f"{repo_id}@{branch}", head_sha):
             ingests.submit(ingest, repo_id, branch)
         return True
 
