@@ -11,8 +11,11 @@ Printed: p50/p90/max webhook-to-delivery per phase beside the baseline of issue 
 257-684 ms busy), the acknowledgement time, and the per-stage breakdown read from the daemon's JSON log
 (the lines a delivery passes through, joined by repo_id and sha): HTTP in (sent -> received_at on
 hub_webhook_accepted), to poll start (-> repo_polled.started_at), ingest (-> revision_stored), wake-up
-(-> webhook_delivered.woken_at), claim (-> attempt_at), send (-> arrival at the receiver). The machine's load
-average and the daemon's CPU share are printed too: the figures depend on them.
+(-> webhook_delivered.woken_at), to claim (-> attempt_at: the dispatcher's round starts its claim, which begins
+the first attempt in the same transaction), claim+send (-> arrival at the receiver: the claim's one write, the
+POST). The polls that used the webhook's head (no head request) and those that fell back to asking the Hub
+(`head_hint_unverified` lines) are counted. The machine's load average and the daemon's CPU share are printed
+too: the figures depend on them.
 Run: .venv/bin/python benchmarks/bench_hook_to_delivery.py [--watches 1000] [--interval 20] [--hooks 10] [--rounds 3]
 """
 
@@ -51,7 +54,7 @@ HOOK_SECRET = "bench-hub-secret"
 WEBHOOK_SECRET = "whsec_YmVuY2gtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ=="
 BEFORE = {"idle_p90_ms": 307.0, "busy_p90_ms_low": 257.0, "busy_p90_ms_high": 684.0}
 GOAL_P90_MS = 150.0
-STAGES = ("http in", "to poll start", "ingest", "wake-up", "claim", "send")
+STAGES = ("http in", "to poll start", "ingest", "wake-up", "to claim", "claim+send")
 
 
 @dataclass
@@ -178,9 +181,11 @@ class Sender:
                 time.sleep(0.1)  # not a measurement: the webhooks are spread a little, as the Hub's are
 
 
-def read_stages(log_path: Path, hooks: list[Hook]) -> None:
-    """Each hook's stage durations (ms) from the daemon's JSON log lines, joined by (repo_id, sha)."""
+def read_stages(log_path: Path, hooks: list[Hook]) -> int:
+    """Each hook's stage durations (ms) from the daemon's JSON log lines, joined by (repo_id, sha); returns
+    how many polls found the webhook's head unusable and asked the Hub for it (`head_hint_unverified`)."""
     accepted, polled, stored, delivered = {}, {}, {}, {}
+    unverified = 0
     for line in log_path.read_text(encoding="utf-8", errors="replace").splitlines():
         if not line.startswith("{"):
             continue
@@ -195,6 +200,8 @@ def read_stages(log_path: Path, hooks: list[Hook]) -> None:
             stored.setdefault(key, rec)
         elif name == "webhook_delivered":
             delivered.setdefault(key, rec)
+        elif name == "head_hint_unverified":
+            unverified += 1
     for hook in hooks:
         key = (hook.repo_id, hook.sha)
         if hook.arrived_wall is None or not all(key in d for d in (accepted, polled, stored, delivered)):
@@ -206,6 +213,7 @@ def read_stages(log_path: Path, hooks: list[Hook]) -> None:
         if points[4] is None:  # sent on the safety tick, not on a wake-up: the wait counts as the wake-up's
             points[4] = points[5]
         hook.stages = {stage: (b - a) * 1000 for stage, a, b in zip(STAGES, points[:-1], points[1:], strict=True)}
+    return unverified
 
 
 def report(hooks: list[Hook], phase: str, baseline: str) -> None:
@@ -276,12 +284,14 @@ def main() -> None:
                 finally:
                     daemon.send_signal(signal.SIGTERM)
                     daemon.wait(60)
-            read_stages(log_path, sender.hooks)
+            unverified = read_stages(log_path, sender.hooks)
         finally:
             replay.stop()
     receiver.stop()
     print(f"watches: {args.watches} (hook repos {args.hooks}), busy phase: {args.watches - args.hooks} watches every "
           f"{args.interval} s ({(args.watches - args.hooks) / args.interval:.0f} unchanged polls/s), SQLite, delivery tick 30 s")
+    print(f"polls that took the webhook's head (no head request): {len(sender.hooks) - unverified} of "
+          f"{len(sender.hooks)}; fell back to asking the Hub: {unverified}")
     report(sender.hooks, "idle", f"before p90 {BEFORE['idle_p90_ms']:.0f} ms")
     report(sender.hooks, "busy", f"before p90 {BEFORE['busy_p90_ms_low']:.0f}-{BEFORE['busy_p90_ms_high']:.0f} ms")
     for phase, before in (("idle", BEFORE["idle_p90_ms"]), ("busy", BEFORE["busy_p90_ms_low"])):

@@ -68,6 +68,7 @@ class Claim:
     items: list[OutboxItem]
     taken_from: str | None = None
     interrupted: int = 0
+    first_attempt_id: int | None = None  # the first item's attempt, begun with the claim (`claim_due(start_first=True)`)
 
 
 class OutboxStore(EngineStore):
@@ -96,10 +97,13 @@ class OutboxStore(EngineStore):
             return [OutboxItem(*row) for row in s.exec(query)]
 
     def claim_due(
-        self, worker_id: str, now: datetime, lease_s: float, endpoints: int = 16, per_endpoint: int = 25
+        self, worker_id: str, now: datetime, lease_s: float, endpoints: int = 16, per_endpoint: int = 25,
+        start_first: bool = False,
     ) -> list[Claim]:
         """Claim up to `endpoints` endpoints with deliveries due at `now` that no other live worker holds;
-        each comes with its first `per_endpoint` due deliveries in event order."""
+        each comes with its first `per_endpoint` due deliveries in event order. `start_first`: the first
+        delivery's attempt is begun (as `begin_attempt` would) in the claim's own transaction, one write
+        fewer on a delivery's path; its id is the claim's `first_attempt_id`."""
         candidates = (
             select(Delivery.subscription_id)
             .join(Subscription, col(Subscription.id) == col(Delivery.subscription_id))
@@ -112,7 +116,7 @@ class OutboxStore(EngineStore):
             subscription_ids = list(s.exec(candidates))
         claims = []
         for subscription_id in subscription_ids:
-            claim = self._claim(subscription_id, worker_id, now, lease_s, per_endpoint)
+            claim = self._claim(subscription_id, worker_id, now, lease_s, per_endpoint, start_first)
             if claim is not None:
                 claims.append(claim)
         return claims
@@ -162,23 +166,12 @@ class OutboxStore(EngineStore):
                 .where(col(Subscription.id) == delivery.subscription_id, col(Subscription.claimed_by) == worker_id)
                 .values(claimed_until=now + timedelta(seconds=lease_s))
             ).rowcount
-            row = conn.execute(
-                sa.update(Delivery)
-                .where(col(Delivery.id) == delivery.id, Delivery.status == "pending")
-                .values(attempts=col(Delivery.attempts) + 1, last_attempt_at=now,
-                        first_attempt_at=sa.func.coalesce(col(Delivery.first_attempt_at), now))
-                .returning(col(Delivery.attempts))
-            ).first() if held == 1 else None
-            if row is None:
+            attempt_id = _start_attempt(conn, delivery.id, worker_id, now) if held == 1 else None
+            if attempt_id is None:
                 s.rollback()
                 return None
-            attempt_id = conn.execute(
-                sa.insert(DeliveryAttempt).values(
-                    delivery_id=delivery.id, attempt=row[0], attempted_at=now, outcome="started", worker_id=worker_id,
-                ).returning(col(DeliveryAttempt.id))
-            ).scalar_one()
             s.commit()
-            return int(attempt_id)
+            return attempt_id
 
     def mark_delivered(self, attempt_id: int, now: datetime, status_code: int, duration_ms: int = 0) -> None:
         """The receiver answered 2xx: done. The endpoint works, so its back-off ends."""
@@ -296,11 +289,13 @@ class OutboxStore(EngineStore):
     # -- internals -----------------------------------------------------------------------------------
 
     def _claim(
-        self, subscription_id: int, worker_id: str, now: datetime, lease_s: float, per_endpoint: int
+        self, subscription_id: int, worker_id: str, now: datetime, lease_s: float, per_endpoint: int,
+        start_first: bool = False,
     ) -> Claim | None:
         """Take the endpoint if it is free, ours, or its holder's claim ran out (compare-and-set on the
         holder seen, so two workers cannot both win); attempts a lapsed holder left `started` become
-        `interrupted`. With `per_endpoint`, None when nothing of it is due any more."""
+        `interrupted`. With `per_endpoint`, None when nothing of it is due any more; with `start_first`
+        too, the first due delivery's attempt is begun in the same transaction."""
         with self.session() as s:
             conn = s.connection()
             held = conn.execute(
@@ -323,16 +318,19 @@ class OutboxStore(EngineStore):
                 return None
             taken_from = holder if holder not in (None, worker_id) else None
             interrupted = _interrupt_orphans(conn, subscription_id, worker_id, now) if taken_from else 0
-            s.commit()
             if not per_endpoint:
+                s.commit()
                 return Claim(subscription_id, [], taken_from, interrupted)
+            # read in the claim's transaction (the endpoint is ours now: nobody else starts its attempts)
             query = (_items_query().where(Delivery.subscription_id == subscription_id, *_due(now))
                      .order_by(col(Delivery.event_seq)).limit(per_endpoint))
             items = [OutboxItem(*row) for row in s.exec(query)]
+            first_attempt_id = _start_attempt(conn, items[0].delivery.id, worker_id, now) if items and start_first else None
+            s.commit()
         if not items:
             self.release_claims(worker_id, [subscription_id])
             return None
-        return Claim(subscription_id, items, taken_from, interrupted)
+        return Claim(subscription_id, items, taken_from, interrupted, first_attempt_id)
 
     @staticmethod
     def _finish(
@@ -384,6 +382,26 @@ def _claimable(worker_id: str, now: datetime) -> Any:
 
 def _same(column: Any, value: object) -> Any:
     return column.is_(None) if value is None else column == value
+
+
+def _start_attempt(conn: sa.Connection, delivery_id: str, worker_id: str, now: datetime) -> int | None:
+    """Count an attempt on the pending delivery and log it `started`; its id, or None when the delivery is
+    no longer pending (nothing written)."""
+    row = conn.execute(
+        sa.update(Delivery)
+        .where(col(Delivery.id) == delivery_id, Delivery.status == "pending")
+        .values(attempts=col(Delivery.attempts) + 1, last_attempt_at=now,
+                first_attempt_at=sa.func.coalesce(col(Delivery.first_attempt_at), now))
+        .returning(col(Delivery.attempts))
+    ).first()
+    if row is None:
+        return None
+    attempt_id = conn.execute(
+        sa.insert(DeliveryAttempt).values(
+            delivery_id=delivery_id, attempt=row[0], attempted_at=now, outcome="started", worker_id=worker_id,
+        ).returning(col(DeliveryAttempt.id))
+    ).scalar_one()
+    return int(attempt_id)
 
 
 def _interrupt_orphans(conn: sa.Connection, subscription_id: int, worker_id: str, now: datetime) -> int:

@@ -137,7 +137,7 @@ def test_cli_watches_a_pr_ref(database_url: str) -> None:
 
 
 class Triggers(list):
-    def __call__(self, repo_id: str, branch: str | None) -> bool:
+    def __call__(self, repo_id: str, branch: str | None, head_sha: str | None = None) -> bool:
         self.append((repo_id, branch))
         return True
 

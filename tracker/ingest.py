@@ -33,7 +33,7 @@ from tracker.errors import HubwatchError, RateLimited
 from tracker.estimate_change import estimate_change, estimate_snapshot, should_estimate
 from tracker.events import change_event, revision_event, revision_title
 from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
-from tracker.hub import CommitInfo, HubClient, RepoHead
+from tracker.hub import CommitInfo, CommitWalk, HubClient, RepoHead
 from tracker.snapshot import Snapshot
 from tracker.snapshot_io import FetchedSnapshot, fetch_snapshot, load_snapshot
 from tracker.template_matrix import MatrixStore
@@ -95,7 +95,7 @@ class Ingestor:
 
     def poll(
         self, watch: Watch, backfill: int | None = None, head: RepoHead | None = None, reach: str | None = None,
-        cached: bool = False,
+        cached: bool = False, head_sha: str | None = None,
     ) -> PollOutcome:
         """Bring one watch up to date with its branch. Never raises for a repo's own failure.
 
@@ -103,12 +103,15 @@ class Ingestor:
         backfill as far as this commit (stored as the baseline) instead of `backfill` commits; when it is
         not on the branch, the head alone is stored and `reach_missed` says so. `cached`: `watch` is the
         caller's copy from an earlier poll, trusted only to tell an unchanged head (one UPDATE, guarded by
-        what the copy saw); a moved head reads the stored watch first."""
+        what the copy saw); a moved head reads the stored watch first. `head_sha`: the branch's head as a
+        Hub webhook named it, taken in place of the head request only when the walk from it leads straight
+        back to the watch's last commit; otherwise (another branch's commit, an old or unknown sha, a
+        rewrite) the Hub is asked for the head as on any poll (`_walk_from_hint`)."""
         started = time.monotonic()
         started_at = datetime.now(UTC)  # on the line: where a Hub webhook's path to delivery spent its time
         outcome = PollOutcome(watch.repo_id, watch.branch, "unchanged")
         try:
-            self._poll(watch, outcome, watch.backfill if backfill is None else backfill, head, reach, cached)
+            self._poll(watch, outcome, watch.backfill if backfill is None else backfill, head, reach, cached, head_sha)
         except Exception as err:  # noqa: BLE001 - one watch's failure, whatever it is, is recorded on that watch
             self._fail(watch, outcome, err)
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
@@ -148,15 +151,18 @@ class Ingestor:
 
     def _poll(
         self, watch: Watch, outcome: PollOutcome, backfill: int, head: RepoHead | None, reach: str | None,
-        cached: bool = False,
+        cached: bool = False, head_sha: str | None = None,
     ) -> None:
-        head = head or self.hub.head(watch.repo_id, watch.branch)
+        hinted = head is None and _hint_applies(watch, head_sha)
+        head = head or (_hinted_head(watch, head_sha) if hinted else self.hub.head(watch.repo_id, watch.branch))  # type: ignore[arg-type]
         outcome.head_sha = head.sha
         if cached and head.sha != watch.last_sha:
             stored_watch = self.store.watches.get_watch(watch.repo_id, watch.branch)  # the copy may be behind another worker
             if stored_watch is None:
                 return  # removed meanwhile
             watch = stored_watch
+            if hinted and not _hint_applies(watch, head_sha):  # moved meanwhile: the Hub says where the head is
+                return self._poll(watch, outcome, backfill, None, reach)
         if head.sha == watch.last_sha:
             # A repo-level fact seen without a new commit (made private, gated) becomes its own event,
             # written with the watch's new meta: the same transition at the same head is one event.
@@ -181,7 +187,10 @@ class Ingestor:
             parent = walk.stopped_at
             dropped: list[str] = []
         else:
-            walk = self.hub.walk_commits(watch.repo_id, head.sha, stop_at=stored)
+            walk = self._walk_from_hint(watch, head.sha, stored) if hinted else self.hub.walk_commits(
+                watch.repo_id, head.sha, stop_at=stored)
+            if walk is None:  # the webhook's head is not a fast-forward of what is stored: poll as usual
+                return self._poll(watch, outcome, backfill, None, reach)
             newest_first = walk.commits
             parent = watch.last_sha
             dropped = [] if walk.stopped_at == watch.last_sha else _dropped(watch, walk.stopped_at, revisions)
@@ -229,6 +238,19 @@ class Ingestor:
         self._ingest(target, head, commit, None, None, [], outcome, fetched)  # type: ignore[arg-type]
         outcome.status = "ingested" if outcome.revisions else "unchanged"
         return outcome
+    def _walk_from_hint(self, watch: Watch, sha: str, stored: set[str]) -> CommitWalk | None:
+        """The walk from a Hub webhook's head when it leads straight back to the watch's last commit; None
+        (and one log line) when it does not or the Hub cannot walk it: nothing is written from it."""
+        try:
+            walk = self.hub.walk_commits(watch.repo_id, sha, stop_at=stored)
+        except HubwatchError as err:
+            reason = str(err)
+        else:
+            if walk.stopped_at == watch.last_sha:
+                return walk
+            reason = f"does not lead back to {watch.last_sha}: met {walk.stopped_at or 'no stored commit'}"
+        log.info("head_hint_unverified", repo_id=watch.repo_id, branch=watch.branch, sha=sha, reason=reason[:300])
+        return None
 
     def _ingest(
         self,
@@ -340,6 +362,19 @@ class Ingestor:
         base = max(float(poll.retry_min_s), told_s)
         wait_s = max(told_s, backoff_s(base, watch.error_count, float(poll.retry_max_s)))
         return self.store.clock() + timedelta(seconds=wait_s)
+
+
+def _hint_applies(watch: Watch, head_sha: str | None) -> bool:
+    """A Hub webhook's head stands in for the head request only on a watch past its first poll, with its
+    visibility known (the head carries it on unchanged), and only when it names another commit."""
+    meta = watch.repo_meta or {}
+    return head_sha is not None and watch.last_sha not in (None, head_sha) and "private" in meta and "gated" in meta
+
+
+def _hinted_head(watch: Watch, head_sha: str) -> RepoHead:
+    """The head a Hub webhook named, with the visibility last seen (a change of it is the next head request's)."""
+    meta = watch.repo_meta or {}
+    return RepoHead(sha=head_sha, private=meta["private"], gated=meta["gated"])
 
 
 def _repo_facts(watch: Watch, head: RepoHead, dropped: list[str]) -> list[Change]:

@@ -45,8 +45,9 @@ log = structlog.get_logger(__name__)
 WARM_PIECE = 50
 WARM_PAUSE_S = 0.02
 
-# (repo_id, branch) -> whether an ingest was started or queued.
-Trigger = Callable[[str, str | None], bool]
+# (repo_id, branch, head_sha) -> whether an ingest was started or queued; head_sha: the commit a Hub webhook
+# says the branch moved to (None when it names none), for the poll to verify and use in place of a head request.
+Trigger = Callable[[str, str | None, str | None], bool]
 # Two stored revisions -> their changes as dicts (kind, path, summary, severity, structural, security, detail).
 DiffFn = Callable[[Revision, Revision], list[dict[str, Any]]]
 # A stored revision -> what only the tracker can read of it: {template_engines, template_samples, tokenizer_behaviour}.

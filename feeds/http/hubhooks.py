@@ -11,6 +11,7 @@ watches.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +29,7 @@ from storage.kinds import is_branch_name, is_repo_id
 log = structlog.get_logger(__name__)
 
 CONTENT_SCOPES = ("repo", "repo.content", "repo.config")
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")  # what a payload's sha must be to be handed to the poll
 
 
 class HookAnswer(BaseModel):
@@ -138,11 +140,25 @@ def _accept(services: Any, repo_id: str, payload: dict[str, Any], received_at: d
 
 
 def _trigger(trigger: Any, repo_id: str, branches: list[str], payload: dict[str, Any], received_at: datetime) -> None:
+    """Each branch's poll, told the sha the payload says the branch moved to (a commit sha, else None): the
+    poll takes it in place of a head request once the walk from it leads back to the last commit stored."""
+    shas = _branch_shas(payload, branches)
     for branch in branches:
-        trigger(repo_id, branch)
+        sha = shas.get(branch)
+        trigger(repo_id, branch, sha if isinstance(sha, str) and COMMIT_SHA.fullmatch(sha) else None)
     head_sha = payload["repo"].get("headSha")
     log.info("hub_webhook_accepted", repo_id=repo_id, branches=branches, sha=head_sha if isinstance(head_sha, str) else None,
              received_at=received_at.isoformat(), triggered_ms=round((datetime.now(UTC) - received_at).total_seconds() * 1000, 1))
+
+
+def _branch_shas(payload: dict[str, Any], branches: list[str]) -> dict[str, str | None]:
+    """Of the watched `branches`, those the payload moved, each with the sha it names for it (a ref's
+    `newSha`; with no ref named, `repo.headSha` for every watched branch)."""
+    moved = _moved_branches(payload)
+    if moved is None:  # no refs named: the head moved, on whichever branch it is
+        head_sha = payload["repo"].get("headSha")
+        moved = dict.fromkeys(branches, head_sha if isinstance(head_sha, str) else None)
+    return {b: sha for b, sha in moved.items() if b in branches}
 
 
 def _due_branches(services: Any, repo_id: str, payload: dict[str, Any]) -> tuple[int, str, str, list[str]]:
@@ -153,13 +169,9 @@ def _due_branches(services: Any, repo_id: str, payload: dict[str, Any]) -> tuple
         log.info("hub_webhook_refused", repo_id=repo_id, reason="not watched")
         return 404, "refused", f"not watched: {repo_id} is not watched here", []
     moved = _moved_branches(payload)
-    repo = payload["repo"]
-    head_sha = repo.get("headSha") if isinstance(repo.get("headSha"), str) else None
-    if moved is None:  # no refs named: the head moved, on whichever branch it is
-        moved = dict.fromkeys(branches, head_sha)
-    wanted = {b: sha for b, sha in moved.items() if b in branches}
+    wanted = _branch_shas(payload, branches)
     if not wanted:
-        return 200, "ignored", f"other branch: none of {', '.join(sorted(moved)) or 'the refs'} is watched", []
+        return 200, "ignored", f"other branch: none of {', '.join(sorted(moved or {})) or 'the refs'} is watched", []
     due = [branch for branch, sha in sorted(wanted.items())
            if not (sha and services.store.history.has_revision(repo_id, sha))]  # stored: a replay, or the scheduler got there first
     if not due:

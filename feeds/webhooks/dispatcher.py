@@ -196,15 +196,17 @@ class Dispatcher:
         report = DispatchReport()
         with ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="webhook") as pool:
             while not (stop is not None and stop.is_set()):
-                claims = self.outbox.claim_due(self.worker_id, at(), self.lease_s,
-                                               self.options.endpoints_per_round, PER_SUBSCRIPTION)
+                claimed_at = at()
+                # each endpoint's first attempt is begun in its claim's transaction: one write fewer before the send
+                claims = self.outbox.claim_due(self.worker_id, claimed_at, self.lease_s,
+                                               self.options.endpoints_per_round, PER_SUBSCRIPTION, start_first=True)
                 if not claims:
                     break
                 tried = report.attempts
                 if len(claims) == 1:  # one endpoint (a commit's usual round): sent from this thread, no hop to a pool's
-                    self._deliver_claim(claims[0], at, report, stop)
+                    self._deliver_claim(claims[0], at, report, stop, claimed_at)
                 else:
-                    futures = [pool.submit(self._deliver_claim, claim, at, report, stop) for claim in claims]
+                    futures = [pool.submit(self._deliver_claim, claim, at, report, stop, claimed_at) for claim in claims]
                     for future in futures:
                         future.result()
                 if report.attempts == tried:
@@ -308,16 +310,20 @@ class Dispatcher:
     # -- one endpoint --------------------------------------------------------------------------------
 
     def _deliver_claim(
-        self, claim: Claim, at: Callable[[], datetime], report: DispatchReport, stop: threading.Event | None
+        self, claim: Claim, at: Callable[[], datetime], report: DispatchReport, stop: threading.Event | None,
+        claimed_at: datetime | None = None,
     ) -> None:
-        """The claimed endpoint's deliveries in event order, until one holds the endpoint back; then let go."""
+        """The claimed endpoint's deliveries in event order, until one holds the endpoint back; then let go.
+        The first one's attempt may have been begun with the claim (at `claimed_at`): it is sent whatever
+        `stop` says, so that no attempt is left started and never sent."""
         self._log_takeover(claim)
         try:
-            for item in claim.items:
-                if stop is not None and stop.is_set():
+            for n, item in enumerate(claim.items):
+                begun = claim.first_attempt_id if n == 0 else None
+                if begun is None and stop is not None and stop.is_set():
                     return
-                now = at()
-                attempt_id = self.outbox.begin_attempt(item.delivery, self.worker_id, now, self.lease_s)
+                now = claimed_at if begun is not None and claimed_at is not None else at()
+                attempt_id = begun if begun is not None else self.outbox.begin_attempt(item.delivery, self.worker_id, now, self.lease_s)
                 if attempt_id is None:
                     log.warning("webhook_claim_lost", subscription_id=claim.subscription_id, worker_id=self.worker_id)
                     return

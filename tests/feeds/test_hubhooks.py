@@ -46,11 +46,13 @@ class Ingests:
     def __init__(self, app: App) -> None:
         self.app = app
         self.calls: list[tuple[str, str | None]] = []
+        self.heads: list[str | None] = []  # the head each trigger named
         self.outcomes: queue.Queue[Any] = queue.Queue()
 
-    def __call__(self, repo_id: str, branch: str | None) -> bool:
+    def __call__(self, repo_id: str, branch: str | None, head_sha: str | None = None) -> bool:
         self.calls.append((repo_id, branch))
-        threading.Thread(target=lambda: self.outcomes.put(self.app.poller.poll_if_due(repo_id, branch or "main"))).start()
+        self.heads.append(head_sha)
+        threading.Thread(target=lambda: self.outcomes.put(self.app.poller.poll_if_due(repo_id, branch or "main", head_sha))).start()
         return True
 
 
@@ -95,7 +97,7 @@ def test_the_poll_is_asked_for_before_the_answer(app: App, replay) -> None:
     answered = threading.Event()
     asked: list[tuple[str, str | None, bool]] = []
 
-    def trigger(repo_id: str, branch: str | None) -> bool:
+    def trigger(repo_id: str, branch: str | None, head_sha: str | None = None) -> bool:
         asked.append((repo_id, branch, answered.is_set()))
         return True
 
@@ -253,3 +255,29 @@ def test_serve_answers_a_burst_of_hub_webhooks_with_one_ingest(replay, tmp_path:
     assert sum(e["revisions"] for e in polls) == 1
     head_checks = [r for r in replay.requests if r.path == f"/api/models/{burst}/revision/main"]
     assert 1 <= len(head_checks) <= 2
+
+
+def test_the_poll_is_handed_the_branch_new_sha_and_asks_the_hub_for_no_head(hooked, replay, app: App) -> None:
+    """The ref's `newSha` goes to the poll with the trigger; the poll stores the commit without a head request."""
+    served, ingests = hooked
+    old = replay.head_sha(BROKEN)
+    replay.set_head(BROKEN, 2)
+    new = replay.head_sha(BROKEN)
+    replay.reset_requests()
+    assert _post(served, payload(BROKEN, old, new)).status_code == 202
+    assert ingests.outcomes.get(timeout=60).status == "ingested"
+    assert ingests.heads == [new] and app.store.history.has_revision(BROKEN, new)
+    assert not [r for r in replay.requests if r.path.startswith(f"/api/models/{BROKEN}/revision/")]
+
+
+@pytest.mark.parametrize("sha", ["F" * 40, "abc123", 42])
+def test_a_sha_that_is_not_a_commit_id_is_not_handed_to_the_poll(hooked, replay, app: App, sha: object) -> None:
+    """A `newSha` that is not 40 lowercase hex digits is dropped: the poll asks the Hub for the head."""
+    served, ingests = hooked
+    old = replay.head_sha(BROKEN)
+    replay.set_head(BROKEN, 2)
+    body = payload(BROKEN, old, replay.head_sha(BROKEN))
+    body["updatedRefs"][0]["newSha"] = sha
+    assert _post(served, body).status_code == 202
+    assert ingests.outcomes.get(timeout=60).status == "ingested"
+    assert ingests.heads == [None] and app.store.history.has_revision(BROKEN, replay.head_sha(BROKEN))

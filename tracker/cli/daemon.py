@@ -8,18 +8,24 @@ import click
 
 from tracker.cli.root import app_of
 
+FEED_WARM_DELAY_S = 1.0  # after a poll stored revisions: their deliveries have left by then
+
 
 @click.command()
 @click.pass_context
 def run(ctx: click.Context) -> None:
     """The daemon: poll every watch at its interval, serve HTTP ([server]) and deliver webhooks,
     until Ctrl-C or SIGTERM. Hub webhooks to /hooks/hub poll their repo at once."""
+    from tracker.cli.deferred import DeferredCall
     from tracker.cli.wiring import start_dispatcher, start_http_server
     from tracker.polling.builder import build_polling
 
     app = app_of(ctx)
     server_holder: list[Any] = []
-    polling = build_polling(app, on_revisions=lambda: server_holder and server_holder[0].warm_feeds())
+    # New revisions' feed entries are rendered a moment after the poll, off its thread: their webhooks go first.
+    warm_feeds = DeferredCall(lambda: server_holder and server_holder[0].warm_feeds(), FEED_WARM_DELAY_S,
+                              "feed-warm-up").start()
+    polling = build_polling(app, on_revisions=warm_feeds.ask)
     app.ingestor  # noqa: B018 - the ingest stack is loaded before serving: no Hub webhook's ingest waits for its imports
     server = start_http_server(app, trigger=polling.trigger, poll_state=polling.state)
     server_holder.append(server)
@@ -27,6 +33,7 @@ def run(ctx: click.Context) -> None:
     try:
         polling.scheduler.run_until_signalled()
     finally:
+        warm_feeds.stop()
         server.stop()
         stop_deliveries()
 
@@ -47,12 +54,12 @@ def serve(ctx: click.Context) -> None:
     pending = PendingPolls()  # a burst of Hub webhooks: the ingest running and one more, not one each
 
     def ingest(repo_id: str, branch: str) -> None:
-        pending.start(f"{repo_id}@{branch}")
-        app.poller.poll_if_due(repo_id, branch)
+        _, head_sha = pending.begin(f"{repo_id}@{branch}")
+        app.poller.poll_if_due(repo_id, branch, head_sha)
 
-    def ingest_now(repo_id: str, branch: str | None) -> bool:
+    def ingest_now(repo_id: str, branch: str | None, head_sha: str | None = None) -> bool:
         branch = branch or "main"
-        if pending.ask(f"{repo_id}@{branch}"):
+        if pending.ask(f"{repo_id}@{branch}", head_sha):
             ingests.submit(ingest, repo_id, branch)
         return True
 

@@ -20,7 +20,7 @@ from tracker.differs import diff_snapshots
 from tracker.errors import ConfigError
 from tracker.snapshot_io import load_snapshot
 
-Trigger = Callable[[str, str | None], Any]
+Trigger = Callable[[str, str | None, str | None], Any]
 
 
 def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[str, Any]] | None = None) -> ServerThread:

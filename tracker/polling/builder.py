@@ -25,9 +25,10 @@ class Polling:
 
     scheduler: Scheduler
 
-    def trigger(self, repo_id: str, branch: str | None) -> bool:
-        """A Hub webhook's poll: at once, on the urgent threads."""
-        return self.scheduler.trigger(repo_id, branch or "main")
+    def trigger(self, repo_id: str, branch: str | None, head_sha: str | None = None) -> bool:
+        """A Hub webhook's poll: at once, on the urgent threads; `head_sha` the branch's new head as the
+        webhook named it (the poll takes it in place of a head request once it checks out)."""
+        return self.scheduler.trigger(repo_id, branch or "main", head_sha=head_sha)
 
     def state(self) -> dict[str, Any]:
         """Overdue polls and the Hub request budget, for /healthz and /metrics."""
@@ -60,13 +61,13 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
     return Polling(scheduler)
 
 
-def watch_poll(app: App, on_revisions: Callable[[], object]) -> Callable[[str, str], bool]:
+def watch_poll(app: App, on_revisions: Callable[[], object]) -> Callable[..., bool]:
     """The schedulers' poll of one watch: False when the database could not take it (polling paused, or the
     poll's write failed), so that the watch stays due and a poll asked for is not used up; else True (polled,
     or left alone while it backs off after errors, or no longer watched)."""
 
-    def poll(repo_id: str, branch: str) -> bool:
-        outcome = app.poller.poll_if_due(repo_id, branch)
+    def poll(repo_id: str, branch: str, head_sha: str | None = None) -> bool:
+        outcome = app.poller.poll_if_due(repo_id, branch, head_sha)
         if outcome is not None and outcome.revisions:
             on_revisions()
         stored = outcome is not None and outcome.storage_error is None
@@ -75,7 +76,7 @@ def watch_poll(app: App, on_revisions: Callable[[], object]) -> Callable[[str, s
     return poll
 
 
-def build_scheduler(app: App, poll: Callable[[str, str], bool | None], jitter_s: int, **options: Any) -> Scheduler:
+def build_scheduler(app: App, poll: Callable[..., bool | None], jitter_s: int, **options: Any) -> Scheduler:
     """This process's scheduler: timing every watch itself (one worker: SQLite's default), or leasing due
     watches from the database beside other workers ([poll] coordination; shared is PostgreSQL's default)."""
     mode = app.settings.poll.coordination

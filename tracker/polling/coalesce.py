@@ -14,30 +14,37 @@ import threading
 
 
 class PendingPolls:
-    """The watches ("repo@branch") with a poll asked for that has not started yet."""
+    """The watches ("repo@branch") with a poll asked for that has not started yet, each with the head its
+    triggers named (a Hub webhook's new sha for the branch), kept only while they all named the same one."""
 
     def __init__(self) -> None:
-        self._pending: set[str] = set()
+        self._pending: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
-    def ask(self, job_id: str) -> bool:
+    def ask(self, job_id: str, head_sha: str | None = None) -> bool:
         """A trigger for the watch: True when the caller queues a poll (none was waiting); False when one
-        already waits and will see what this trigger announced (the trigger is dropped)."""
+        already waits and will see what this trigger announced (the trigger is dropped). A trigger that names
+        no head, or another head than the waiting poll's, leaves that poll to ask the Hub for it."""
         with self._lock:
             if job_id in self._pending:
+                if self._pending[job_id] != head_sha:
+                    self._pending[job_id] = None
                 return False
-            self._pending.add(job_id)
+            self._pending[job_id] = head_sha
             return True
 
     def start(self, job_id: str) -> bool:
         """A poll of the watch starts: it covers every trigger so far. True when one was waiting."""
+        return self.begin(job_id)[0]
+
+    def begin(self, job_id: str) -> tuple[bool, str | None]:
+        """`start`, with the head the waiting poll's triggers named (None when none, or not all the same)."""
         with self._lock:
             if job_id not in self._pending:
-                return False
-            self._pending.discard(job_id)
-            return True
+                return False, None
+            return True, self._pending.pop(job_id)
 
     def forget(self, job_id: str) -> None:
         """The poll asked for will not run here (refused while stopping, or left to the database's request)."""
         with self._lock:
-            self._pending.discard(job_id)
+            self._pending.pop(job_id, None)

@@ -88,9 +88,10 @@ class Poller:
         )
         return outcomes
 
-    def poll_if_due(self, repo_id: str, branch: str) -> PollOutcome | None:
+    def poll_if_due(self, repo_id: str, branch: str, head_sha: str | None = None) -> PollOutcome | None:
         """The scheduler's job: poll unless the watch is backing off after errors or the database cannot
         be written (None: not polled). A fault of the world is recorded and logged, never raised.
+        `head_sha`: the branch's head as a Hub webhook named it (Ingestor.poll checks it before using it).
 
         After an unchanged poll the watch is kept here: the next one reads nothing and writes one guarded
         UPDATE (Ingestor.poll `cached`); any other outcome drops the copy, and the next poll reads the row."""
@@ -108,7 +109,7 @@ class Poller:
         if watch.next_retry_at is not None and watch.next_retry_at > self._clock():
             _log().info("repo_poll_deferred", repo_id=repo_id, branch=branch, until=watch.next_retry_at.isoformat())
             return None
-        outcome = self._poll_watch(watch, None, cached)
+        outcome = self._poll_watch(watch, None, cached, head_sha)
         if outcome is not None and outcome.stamped:
             self._unchanged_watches[key] = watch
         return outcome
@@ -131,12 +132,13 @@ class Poller:
             self.gate.failed(str(err))
             return None
 
-    def _poll_watch(self, watch: Watch, backfill: int | None, cached: bool = False) -> PollOutcome | None:
+    def _poll_watch(self, watch: Watch, backfill: int | None, cached: bool = False,
+                    head_sha: str | None = None) -> PollOutcome | None:
         """Poll one watch if the database takes writes (None when it does not: no Hub request made)."""
         gate = self.gate
         if not gate.allows_polling():
             return None
-        outcome = self._app.ingestor.poll(watch, backfill=backfill, cached=cached)
+        outcome = self._app.ingestor.poll(watch, backfill=backfill, cached=cached, head_sha=head_sha)
         if outcome.storage_error is not None:
             gate.failed(outcome.storage_error)
         elif not outcome.failed:

@@ -24,8 +24,9 @@ from tracker.polling.coalesce import PendingPolls
 log = structlog.get_logger(__name__)
 
 # A watch's poll: False when the database could not take it (the watch stays due, a request for it is kept);
-# anything else (True, None) when it was polled or needs no poll now.
-PollFn = Callable[[str, str], bool | None]
+# anything else (True, None) when it was polled or needs no poll now. Called (repo_id, branch), and with
+# `head_sha=` too when Hub webhooks named the branch's new head (the poll verifies it: tracker/ingest.py).
+PollFn = Callable[..., bool | None]
 # A watch as the scheduler needs it: repo_id, branch, interval_s, last_polled_at (a Watch row does too).
 Schedulable = Watch | ScheduledWatch
 
@@ -159,7 +160,8 @@ class Scheduler:
         with self._polling_lock:
             polling = self._polling.setdefault(job_id, threading.Lock())
         with polling:
-            if not self._pending.start(job_id) and asked:
+            waited, head_sha = self._pending.begin(job_id)
+            if not waited and asked:
                 return None
             started = self._clock()
             if moves_job:
@@ -168,7 +170,7 @@ class Scheduler:
             marked = job_id in self._marked
             self._marked.discard(job_id)
             self._due[job_id] = started + timedelta(seconds=self._intervals.get(job_id, 0))
-            polled = self._poll(repo_id, branch)
+            polled = self._poll(repo_id, branch) if head_sha is None else self._poll(repo_id, branch, head_sha=head_sha)
             if polled is False:
                 if marked:  # asked for: not used up by a poll that could not be stored
                     self._marked.add(job_id)
@@ -232,8 +234,9 @@ class Scheduler:
         timing = {} if first_at is None else {"next_run_time": first_at}  # None would pause the job
         self._scheduler.add_job(fn, IntervalTrigger(seconds=interval_s), id=job_id, replace_existing=True, **timing)
 
-    def trigger(self, repo_id: str, branch: str, urgent: bool = True) -> bool:
-        """Poll a watch at once (a Hub webhook, or the listing, said it moved). A watch added since the
+    def trigger(self, repo_id: str, branch: str, urgent: bool = True, head_sha: str | None = None) -> bool:
+        """Poll a watch at once (a Hub webhook, or the listing, said it moved). `head_sha`: the branch's new
+        head as a Hub webhook named it, handed to the poll (PendingPolls keeps it). A watch added since the
         last sync (through the API) is picked up first (a version check; the list is read only if it
         moved). `urgent` polls run on their own threads, never queued behind scheduled ones (a Hub
         webhook); others share the scheduled polls' threads (a listing pass that found many moved repos).
@@ -246,7 +249,7 @@ class Scheduler:
             self.sync()
         if self._scheduler.get_job(job_id) is None:
             return False
-        if not self._pending.ask(job_id):
+        if not self._pending.ask(job_id, head_sha):
             return True  # the poll waiting reads the head after this trigger: it sees the commit too
         if self._requests is not None:
             try:

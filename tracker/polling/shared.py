@@ -240,7 +240,7 @@ class SharedScheduler(Scheduler):
                 if watch_id in self._held:  # not released meanwhile
                     self._lost(held[watch_id])
 
-    def trigger(self, repo_id: str, branch: str, urgent: bool = True) -> bool:
+    def trigger(self, repo_id: str, branch: str, urgent: bool = True, head_sha: str | None = None) -> bool:
         """Poll a watch soon. `urgent` (a Hub webhook): claimed and polled here at once, on threads of its
         own; else, or when another worker holds it now, it is made due in the database (the holder keeps it
         due when it releases it). False when no such watch exists. A failing database: an urgent trigger
@@ -251,7 +251,7 @@ class SharedScheduler(Scheduler):
         now = self._clock()
         if urgent:
             job_id = f"{repo_id}@{branch}"
-            if not self._pending.ask(job_id):
+            if not self._pending.ask(job_id, head_sha):  # the head is used when this worker polls it
                 return True
             try:
                 with self._held_lock:

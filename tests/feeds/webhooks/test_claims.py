@@ -9,6 +9,7 @@ import time
 from datetime import datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from storage.front import Storage
 from storage.outbox import OutboxStore
@@ -143,3 +144,45 @@ def test_a_stopped_worker_lets_go_of_its_endpoints(
     outbox.release_claims("stopping")
     [claim] = outbox.claim_due("next", T0, lease_s=6)
     assert claim.taken_from is None and len(claim.items) == 1
+
+
+def test_the_claim_begins_the_first_attempt_in_its_own_transaction(
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+) -> None:
+    """`start_first`: one commit claims the endpoint and logs its oldest due delivery's attempt as started
+    (the dispatcher then sends it without a second write); the later ones are not begun."""
+    subscribe(subscriptions, receiver.url)
+    emit(store, n=2)
+    commits: list[object] = []
+
+    def counted(conn: object) -> None:
+        commits.append(conn)
+
+    sa.event.listen(store.engine, "commit", counted)
+    try:
+        [claim] = outbox.claim_due("w", T0, lease_s=6, start_first=True)
+    finally:
+        sa.event.remove(store.engine, "commit", counted)
+    assert len(commits) == 1
+    first, second = (item.delivery for item in claim.items)
+    [started] = outbox.attempts(first.id)
+    assert (started.id, started.attempt, started.outcome, started.worker_id) == (claim.first_attempt_id, 1, "started", "w")
+    assert outbox.attempts(second.id) == [] and outbox.get_delivery(second.id).delivery.attempts == 0
+    outbox.release_claims("w")
+    dispatcher = make_dispatcher()
+    assert dispatcher.run_once(_at(1)).delivered == 2 and _seqs(receiver) == [1, 2]
+    assert [(a.attempt, a.outcome) for a in outbox.attempts(second.id)] == [(1, "delivered")]
+
+
+def test_a_dispatcher_round_sends_the_begun_attempt_with_one_attempt_logged(
+    store: Storage, outbox: OutboxStore, subscriptions: SubscriptionStore, receiver: Receiver, make_dispatcher
+) -> None:
+    """The attempt begun with the claim is the one completed: each delivery has exactly one attempt, delivered."""
+    subscribe(subscriptions, receiver.url)
+    emit(store, n=3)
+    dispatcher = make_dispatcher()
+    assert dispatcher.run_once(T0).delivered == 3
+    assert _seqs(receiver) == [1, 2, 3]
+    for item in outbox.list_deliveries():
+        assert item.delivery.attempts == 1
+        assert [(a.attempt, a.outcome, a.attempted_at) for a in outbox.attempts(item.delivery.id)] == [(1, "delivered", T0)]

@@ -87,6 +87,48 @@ def test_pending_polls_let_one_trigger_through_until_its_poll_starts() -> None:
     assert pending.ask("a@main")
 
 
+@pytest.mark.parametrize(
+    ("heads", "kept"),
+    [
+        (["a" * 40], "a" * 40),  # one webhook: its head
+        (["a" * 40, "a" * 40], "a" * 40),  # the Hub's retry of it: the same head
+        (["a" * 40, "b" * 40], None),  # two moves, maybe out of order: the poll asks the Hub
+        (["a" * 40, None], None),  # a trigger naming no head (the listing's): the poll asks the Hub
+        ([None, "a" * 40], None),
+    ],
+)
+def test_a_waiting_poll_keeps_the_head_only_while_its_triggers_agree(heads: list[str | None], kept: str | None) -> None:
+    """The head the waiting poll is handed is the one every trigger before it named, else None."""
+    pending = PendingPolls()
+    asked = [pending.ask("a@main", head) for head in heads]
+    assert asked == [True] + [False] * (len(heads) - 1)
+    assert pending.begin("a@main") == (True, kept)
+    assert pending.begin("a@main") == (False, None)
+
+
+def test_a_triggered_poll_is_handed_the_webhook_head() -> None:
+    """Scheduler.trigger(head_sha=...) reaches the poll as `head_sha` (polls with no head named are called
+    with (repo_id, branch) alone: the other tests' two-argument polls)."""
+    from storage.watches import ScheduledWatch
+
+    calls: list[tuple[tuple[object, ...], dict[str, object]]] = []
+    done = threading.Event()
+
+    def poll(*args: object, **kwargs: object) -> bool:
+        calls.append((args, kwargs))
+        done.set()
+        return True
+
+    scheduler = Scheduler(lambda: [ScheduledWatch(REPO, "main", 3600, None)], poll, jitter_s=0)
+    scheduler.sync()
+    try:
+        assert scheduler.trigger(REPO, "main", head_sha="c" * 40)
+        assert done.wait(15)
+    finally:
+        scheduler.stop()
+    assert calls == [((REPO, "main"), {"head_sha": "c" * 40})]
+
+
 def test_a_burst_of_hub_webhooks_costs_one_poll_in_one_process(app: App, replay: ReplayServer) -> None:
     """50 triggers for one moved repo at once (nothing polling it): every one accepted, the Hub asked for
     one poll's requests, and at most one more head check (a trigger that came while the poll ran); the

@@ -94,7 +94,7 @@ def test_a_hub_webhook_reads_one_repos_watches_not_the_list(store: Storage) -> N
     store.watches.add_watch("org/m07", "dev", 900)
     triggered: list[tuple[str, str | None]] = []
 
-    def trigger(repo_id: str, branch: str | None) -> bool:
+    def trigger(repo_id: str, branch: str | None, head_sha: str | None = None) -> bool:
         triggered.append((repo_id, branch))
         return True
 
