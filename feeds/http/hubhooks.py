@@ -142,7 +142,10 @@ def _accept(services: Any, repo_id: str, payload: dict[str, Any], received_at: d
 def _trigger(trigger: Any, repo_id: str, branches: list[str], payload: dict[str, Any], received_at: datetime) -> None:
     """Each branch's poll, told the sha the payload says the branch moved to (a commit sha, else None): the
     poll takes it in place of a head request once the walk from it leads back to the last commit stored."""
-    shas = _branch_shas(payload, branches)
+    # With no ref named, `repo.headSha` is the default branch's head: taken for another watched branch whose
+    # last commit it descends from (a branch merged into the default one), it would move that branch where it
+    # never went. Only a ref's own `newSha` stands in for the head request.
+    shas = _branch_shas(payload, branches) if _moved_branches(payload) is not None else {}
     for branch in branches:
         sha = shas.get(branch)
         trigger(repo_id, branch, sha if isinstance(sha, str) and COMMIT_SHA.fullmatch(sha) else None)

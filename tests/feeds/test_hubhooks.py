@@ -281,3 +281,19 @@ def test_a_sha_that_is_not_a_commit_id_is_not_handed_to_the_poll(hooked, replay,
     assert _post(served, body).status_code == 202
     assert ingests.outcomes.get(timeout=60).status == "ingested"
     assert ingests.heads == [None] and app.store.history.has_revision(BROKEN, replay.head_sha(BROKEN))
+
+
+def test_a_payload_naming_no_ref_hands_the_poll_no_sha(hooked, replay, app: App) -> None:
+    """With no `updatedRefs`, `repo.headSha` is the default branch's head, not necessarily the watched branch's:
+    the poll asks the Hub for the head instead of taking it."""
+    served, ingests = hooked
+    old = replay.head_sha(BROKEN)
+    replay.set_head(BROKEN, 2)
+    new = replay.head_sha(BROKEN)
+    body = payload(BROKEN, old, new)
+    del body["updatedRefs"]
+    replay.reset_requests()
+    assert _post(served, body).status_code == 202
+    assert ingests.outcomes.get(timeout=60).status == "ingested"
+    assert ingests.heads == [None] and app.store.history.has_revision(BROKEN, new)
+    assert [r for r in replay.requests if r.path.startswith(f"/api/models/{BROKEN}/revision/")]
