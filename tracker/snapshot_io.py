@@ -66,7 +66,7 @@ def fetch_snapshot(
             snapshot.contents[entry.path] = fetched.new_blobs[entry.oid]
             continue
         try:
-            data = hub.download(repo_id, sha, entry.path)
+            data = hub.download(repo_id, sha, entry.path, entry.size)
         except MissingFile as err:
             snapshot.unavailable[entry.path] = str(err)
             continue
