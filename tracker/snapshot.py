@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from tracker.formats import FileScan
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class Snapshot:
     manifests: dict[str, WeightManifest] = field(default_factory=dict)
     scans: dict[str, FileScan] = field(default_factory=dict)
     _json_cache: dict[str, tuple[Any, str | None]] = field(default_factory=dict, repr=False, compare=False)
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def has(self, path: str) -> bool:
         return path in self.files
@@ -86,6 +90,14 @@ class Snapshot:
         if data is None:
             return None
         return data.decode("utf-8", errors="replace")
+
+    def derived(self, name: str, compute: Callable[[Snapshot], T]) -> T:
+        """`compute(self)`, once per snapshot and `name`: what is read from a snapshot's files (like `read_json`'s
+        documents) is worked out once, however many revisions' ingests look at it (a poll's chain of commits
+        passes each snapshot on as the next one's parent)."""
+        if name not in self._derived:
+            self._derived[name] = compute(self)
+        return self._derived[name]
 
     def read_json(self, path: str) -> tuple[Any, str | None]:
         """(value, None) for a parsed JSON file; (None, reason) when absent, unavailable or malformed."""
