@@ -1,4 +1,5 @@
-"""storage: what save_revision writes by Core inserts (files, changes) and read_manifests reads back, round trip."""
+"""storage: what save_revision writes by Core inserts (files, changes), with a new revision's advisory check, and
+read_manifests reads back, round trip."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from storage.advisories import NewAdvisoryCheck, NewLink, write_check
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.front import Storage
@@ -70,3 +72,27 @@ def test_nul_characters_are_scrubbed_from_files_and_changes(store: Storage) -> N
     [change] = store.history.changes_by_revision([saved.id])[saved.id]
     assert change.summary == f"model_type: 'a{NUL_REPLACEMENT}' -> 'b'"
     assert change.detail == {f"old{NUL_REPLACEMENT}key": [f"x{NUL_REPLACEMENT}", {"y": f"z{NUL_REPLACEMENT}"}], "n": 1}
+
+
+def _check(facts: dict, pending: str | None) -> NewAdvisoryCheck:
+    link = NewLink("GHSA-xxxx", "transformers", "4.30.0", "affected", None, "matched", None, ("CVE-1",), "2024-01-01",
+                   "a summary")
+    return NewAdvisoryCheck(repo_id="org/model", facts=facts, advice={"sentence": "upgrade"}, links=[link],
+                            pending_reason=pending)
+
+
+@pytest.mark.parametrize("pending", [None, "OSV unreachable"])
+def test_a_new_revisions_advisory_check_is_written_whole(store: Storage, pending: str | None) -> None:
+    """Written with the revision it belongs to (nothing to look up or replace), the check's facts, advice, links
+    and pending mark read back as written; a later re-check of the same revision replaces them."""
+    check = _check({"dependencies": ["transformers"]}, pending)
+    saved = store.history.save_revision(_revision([], []), extra_writes=[
+        lambda s, revision: write_check(s, revision.id, check, T0, new_revision=True)])
+    facts = store.advisories.facts([saved.id])[saved.id]
+    assert facts.facts == {"dependencies": ["transformers"]} and facts.advice == {"sentence": "upgrade"}
+    assert [link.advisory_key for link in store.advisories.links(saved.id)] == ["GHSA-xxxx"]
+    assert [p.reason for p in store.advisories.pending()] == ([pending] if pending else [])
+    store.advisories.write(saved.id, _check({"dependencies": []}, None))
+    assert store.advisories.facts([saved.id])[saved.id].facts == {"dependencies": []}
+    assert [link.advisory_key for link in store.advisories.links(saved.id)] == ["GHSA-xxxx"]
+    assert store.advisories.pending() == []
