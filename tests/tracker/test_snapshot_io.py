@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from storage.blobs import git_blob_oid
 from tracker.app import App
 from tracker.errors import HubUnavailable, RateLimited, RepoGated
 from tracker.hub import MissingFile, counting_requests
-from tracker.snapshot_io import fetch_snapshot, load_snapshot
+from tracker.snapshot_io import DEFER_BYTES, fetch_snapshot, load_snapshot
 from tracker.standins.replay.realistic import realistic_history
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
@@ -104,3 +105,20 @@ def test_a_body_longer_than_the_tree_says_is_cut(moved, replay) -> None:
     data = replay.repo(REPO).trees[second]["config.json"].blob.read()
     assert app.hub.download(REPO, second, "config.json", max_bytes=len(data)) == data
     assert app.hub.download(REPO, second, "config.json", max_bytes=100) == data[:101]
+
+
+def test_a_stored_snapshot_reads_a_large_file_when_first_asked_for(moved, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_snapshot reads the small files in one query and holds the large tokenizer.json without reading it;
+    asking for it reads that one blob, once, and the bytes are the stored ones."""
+    app, first, _ = moved
+    revision = app.store.history.find_revision(REPO, first)
+    asked = _count_reads(app, monkeypatch)
+    parent = load_snapshot(app.store, revision)
+    tokenizer = parent.files["tokenizer.json"]
+    assert tokenizer.size > DEFER_BYTES and "tokenizer.json" in parent.contents
+    assert parent.contents.is_deferred("tokenizer.json") and tokenizer.oid not in asked["read_blobs"]
+    assert asked["known_blobs"] == [tokenizer.oid]
+    assert not any(parent.contents.is_deferred(p) for p in ("config.json", "tokenizer_config.json", "README.md"))
+    data = parent.contents["tokenizer.json"]
+    assert git_blob_oid(data) == tokenizer.oid and asked["read_blobs"].count(tokenizer.oid) == 1
+    assert parent.contents["tokenizer.json"] is data and asked["read_blobs"].count(tokenizer.oid) == 1
