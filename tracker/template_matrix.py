@@ -80,10 +80,11 @@ class MatrixStore:
     def changes(self, old: Snapshot | None, new: Snapshot) -> tuple[list[Change], list[NewFileScan], dict[str, bytes]]:
         """The engines a revision breaks or fixes, and what to store for it (and for its parent, if missing)."""
         key = template_engines.matrix_key(new)
-        if old is not None and template_engines.matrix_key(old) == key and self._held(key):
+        same = old is not None and template_engines.matrix_key(old) == key
+        if same and self._held(key):
             return [], [], {}  # the parent's matrix is the new one's, stored already: not read back nor decoded
         after, scans, blobs = self.get(new)
-        if old is None or template_engines.matrix_key(old) == key:
+        if old is None or same:
             return [], scans, blobs
         before, old_scans, old_blobs = self.get(old)
         return template_engines.compare(before, after), scans + old_scans, {**blobs, **old_blobs}
