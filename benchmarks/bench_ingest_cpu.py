@@ -47,6 +47,9 @@ BASELINE_CPU_MS = 113.0  # the issue's figure
 # against. The 113 ms came from bench_workers.py: a whole `hubwatch run` worker's CPU (listing, leases,
 # webhook deliveries included) on PostgreSQL, divided by revisions; this benchmark measures the ingest alone.
 BEFORE_CPU_MS = {"plain": 20.8, "config": 118.3, "template": 790.5}
+# Hub requests per revision by move at the same commit (counted at the server): each file downloaded cost a HEAD
+# and a GET through hf_hub_download then; one GET now.
+BEFORE_REQUESTS = {"plain": 3.0, "config": 5.0, "template": 7.0}
 
 
 def _admin(endpoint: str, path: str, method: str = "GET") -> object:
@@ -159,8 +162,10 @@ def _run(move: str, n: int, endpoint: str, tmp: Path, args: argparse.Namespace, 
     print(f"{move:>8}: {per_rev:6.1f} ms CPU per revision over {revisions} ({1000 * kids / revisions:.1f} of it in"
           f" child processes){' under cProfile' if profile else ''}; {against}; the issue's ~{BASELINE_CPU_MS:.0f} ms:"
           f" {BASELINE_CPU_MS / per_rev:.2f}x less")
-    print(f"          {requests / revisions:.2f} requests per revision (counted at the server); wall"
-          f" {1000 * wall / revisions:.1f} ms per revision; {log_lines / revisions:.1f} log lines per revision")
+    print(f"          {requests / revisions:.2f} requests per revision (counted at the server; before"
+          f" {BEFORE_REQUESTS.get(move, 0.0):.2f}); wall {1000 * wall / revisions:.1f} ms per revision;"
+          f" {log_lines / revisions:.1f} log lines per revision; load average {os.getloadavg()[0]:.2f} at the end"
+          f" ({os.cpu_count()} CPUs)")
     if profile:
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(35)

@@ -100,21 +100,26 @@ class NewAdvisoryCheck:
     pending_reason: str | None = None
 
 
-def write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, now: datetime) -> None:
-    """Add one revision's advisory rows to `session` (the caller commits)."""
+def write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, now: datetime, *,
+                new_revision: bool = False) -> None:
+    """Add one revision's advisory rows to `session` (the caller commits). `new_revision`: the revision is being
+    inserted in this transaction, so it has no facts, links or pending mark to look up or replace."""
     with session.no_autoflush:
-        _write_check(session, revision_id, check, now)
+        _write_check(session, revision_id, check, now, new_revision)
 
 
-def _write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, now: datetime) -> None:
-    facts = session.get(RevisionFacts, revision_id) or RevisionFacts(revision_id=revision_id)
-    facts.facts_oid = blobs.put_json(session, check.facts)
-    facts.advice_oid = blobs.put_json(session, check.advice) if check.advice is not None else None
+def _write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, now: datetime, new_revision: bool) -> None:
+    facts = None if new_revision else session.get(RevisionFacts, revision_id)
+    facts = facts or RevisionFacts(revision_id=revision_id)
+    docs = [check.facts] if check.advice is None else [check.facts, check.advice]
+    oids = blobs.put_jsons(session, docs)  # both documents looked up in one query
+    facts.facts_oid, facts.advice_oid = oids[0], oids[1] if check.advice is not None else None
     facts.fact_changes, facts.checked_at = check.fact_changes, now
     session.add(facts)
     upsert_osv_records(session, check.osv_records, now)
     if check.links is not None:
-        session.execute(sa.delete(AdvisoryLink).where(col(AdvisoryLink.revision_id) == revision_id))
+        if not new_revision:
+            session.execute(sa.delete(AdvisoryLink).where(col(AdvisoryLink.revision_id) == revision_id))
         session.add_all(
             AdvisoryLink(revision_id=revision_id, checked_at=now, **{**link.__dict__, "ids": list(link.ids)})
             for link in {(lk.advisory_key, lk.package): lk for lk in check.links}.values()
@@ -122,7 +127,7 @@ def _write_check(session: Session, revision_id: int, check: NewAdvisoryCheck, no
     _write_own(session, revision_id, check.own, now)
     _told(session, check.repo_id, check.state, now)
     _add_events(session, check.repo_id, revision_id, check.events, now)
-    pending = session.get(AdvisoryPending, revision_id)
+    pending = None if new_revision else session.get(AdvisoryPending, revision_id)
     if check.pending_reason is None:
         if pending is not None:
             session.delete(pending)

@@ -58,10 +58,15 @@ def decode_blob(row: Blob) -> bytes:
 
 def put_json(session: Session, value: Any) -> str:
     """Store a JSON document by content (canonical form) and return its oid."""
-    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    oid = git_blob_oid(data)
-    add_blobs(session, {oid: data})
-    return oid
+    return put_jsons(session, [value])[0]
+
+
+def put_jsons(session: Session, values: list[Any]) -> list[str]:
+    """Store JSON documents by content (canonical form), looked up in one query; their oids, in order."""
+    docs = [json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8") for v in values]
+    oids = [git_blob_oid(data) for data in docs]
+    add_blobs(session, dict(zip(oids, docs, strict=True)))
+    return oids
 
 
 def read_json(session: Session, oids: Iterable[str | None]) -> dict[str, Any]:

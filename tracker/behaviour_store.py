@@ -62,6 +62,13 @@ class BehaviourStore:
                 found += 1
         return found
 
+    def load_for_diff(self, old: Snapshot, new: Snapshot) -> int:
+        """`load` for the differ's run from `old` to `new`: nothing when both hold the same tokenizer blobs (the
+        differ runs nothing then: a config.json move does not read and decode the stored behaviour)."""
+        if behaviour_key(old) == behaviour_key(new):
+            return 0
+        return self.load(old, new)
+
     def rows(self, *snapshots: Snapshot | None) -> tuple[list[NewFileScan], dict[str, bytes]]:
         """The rows and blobs to write for behaviours computed now (in the cache, not yet stored, no error)."""
         scans: list[NewFileScan] = []

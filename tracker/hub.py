@@ -8,25 +8,21 @@ makes `hf_hub_download(revision="main")` fall back to an older cached copy).
 from __future__ import annotations
 
 import errno
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 import httpx2
-from huggingface_hub import HfApi, hf_hub_download, hf_hub_url
+from huggingface_hub import HfApi, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
     HfHubHTTPError,
-    LocalEntryNotFoundError,
     RepositoryNotFoundError,
     RevisionNotFoundError,
     SafetensorsParsingError,
@@ -46,7 +42,7 @@ if TYPE_CHECKING:
 # Network-level failures the library lets through: its HTTP stack's own (httpx2: connection refused, name
 # not resolved, time-outs, broken answers; none of them an OSError) and the standard library's.
 _TRANSPORT_ERRORS = (httpx2.HTTPError, OSError, TimeoutError, ConnectionError)
-# A full or read-only local disk (the download scratch directory) is not the Hub's failure.
+# A full or read-only local disk is not the Hub's failure.
 _LOCAL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 # What `_translate` maps to our errors; anything else propagates as it is.
 _HUB_ERRORS = (HfHubHTTPError, *_TRANSPORT_ERRORS)
@@ -318,26 +314,26 @@ class HubClient:
             )
         return sorted(files, key=lambda f: f.path)
 
-    def download(self, repo_id: str, sha: str, path: str) -> bytes:
-        """One file's bytes at a commit. Raises MissingFile when the Hub answers 404 for it."""
-        with _scratch_dir() as scratch:
-            try:
-                local = hf_hub_download(
-                    repo_id,
-                    path,
-                    revision=sha,
-                    endpoint=self.endpoint,
-                    token=self._token,
-                    cache_dir=scratch,
-                    etag_timeout=self.timeout_s,
-                )
-            except EntryNotFoundError as err:
-                if isinstance(err, LocalEntryNotFoundError):
-                    raise HubUnavailable(f"{repo_id}: could not download {path} at {sha[:12]}") from err
-                raise MissingFile(f"{path} is listed at {sha[:12]} but the Hub answers 404") from err
-            except _HUB_ERRORS as err:
-                _translate(err, repo_id, f"download {path} at {sha[:12]}")
-            return Path(local).read_bytes()
+    def download(self, repo_id: str, sha: str, path: str, max_bytes: int | None = None) -> bytes:
+        """One file's bytes at a commit: one GET of `resolve/<sha>/<path>` through the library's HTTP session (its
+        headers and token, the request budget's hooks, its error mapping), no scratch directory. Raises MissingFile
+        when the Hub answers 404 for it. `max_bytes` (the tree's size) cuts a longer body: the caller checks the bytes
+        against the tree's blob oid."""
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        url = hf_hub_url(repo_id, path, revision=sha, endpoint=self.endpoint)
+        what = f"download {path} at {sha[:12]}"
+        try:
+            with get_session().stream("GET", url, headers=build_hf_headers(token=self._token), follow_redirects=True,
+                                      timeout=self.timeout_s) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    hf_raise_for_status(response)
+                return _read_body(response, max_bytes)
+        except EntryNotFoundError as err:
+            raise MissingFile(f"{path} is listed at {sha[:12]} but the Hub answers 404") from err
+        except _HUB_ERRORS as err:
+            _translate(err, repo_id, what)
 
     def open_range(self, repo_id: str, sha: str, path: str, size: int, budget: int = DEFAULT_BUDGET,
                    first_block: int | None = None) -> HubRangeSource:
@@ -463,6 +459,17 @@ class HubRangeSource(CountedSource):
         return bytes(out)
 
 
+def _read_body(response: httpx2.Response, max_bytes: int | None) -> bytes:
+    """The body, cut one byte past `max_bytes` (None: no limit): a body longer than the tree says cannot match
+    its blob oid, and is not read to its end."""
+    out = bytearray()
+    for chunk in response.iter_bytes():
+        out += chunk
+        if max_bytes is not None and len(out) > max_bytes:
+            return bytes(out[: max_bytes + 1])
+    return bytes(out)
+
+
 def _content_range_start(value: str) -> int | None:
     """The first byte of a `Content-Range: bytes a-b/size` header, or None when it is not that."""
     try:
@@ -522,12 +529,3 @@ def _retry_after(err: HfHubHTTPError) -> float | None:
 
 def _first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-
-
-@contextmanager
-def _scratch_dir() -> Iterator[str]:
-    path = tempfile.mkdtemp(prefix="hubwatch-dl-")
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)

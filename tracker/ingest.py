@@ -279,7 +279,8 @@ class Ingestor:
         if is_baseline:
             changes = [_baseline_change(fetched.snapshot)]
         else:
-            self.behaviours.load(parent_snapshot, fetched.snapshot)  # a tokenizer seen before (even by an earlier process) is not run
+            # a tokenizer seen before (even by an earlier process) is not run; the same tokenizer is not even read
+            self.behaviours.load_for_diff(parent_snapshot, fetched.snapshot)
             changes = diff_snapshots(parent_snapshot, fetched.snapshot)
             behaviour_scans, behaviour_blobs = self.behaviours.rows(parent_snapshot, fetched.snapshot)
             fetched.new_file_scans.extend(behaviour_scans)

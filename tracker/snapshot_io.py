@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -16,9 +17,10 @@ from tracker.formats.pickle_rules import BUILTIN, Rules, rejudge
 from tracker.formats.registry import run_scan, scanner_for
 from tracker.formats.torch_manifest import to_weight_manifest
 from tracker.hub import HubClient, MissingFile
-from tracker.snapshot import FileEntry, Snapshot, TensorInfo, WeightManifest
+from tracker.snapshot import Contents, FileEntry, Snapshot, TensorInfo, WeightManifest
 
 T = TypeVar("T")
+DEFER_BYTES = 64 * 1024  # a stored file larger than this is read from the database when first asked for
 
 
 @dataclass
@@ -53,11 +55,14 @@ def fetch_snapshot(
                 f"{entry.path} is {_mb(entry.size)}, over the {_mb(max_file_bytes)} limit: "
                 "not downloaded, compared by content id only"
             )
-    stored = _held_contents(parent)
-    held = store.history.known_blobs(f.oid for f in wanted if f.path not in snapshot.unavailable and f.oid not in stored)
-    stored.update(store.history.read_blobs(held))
+    from_parent = _held_contents(parent)
+    held = store.history.known_blobs(f.oid for f in wanted if f.path not in snapshot.unavailable and f.oid not in from_parent)
+    stored = store.history.read_blobs(held)
     for entry in wanted:
         if entry.path in snapshot.unavailable:
+            continue
+        if entry.oid in from_parent:  # the parent's bytes, read (if the parent has not yet) when first asked for
+            snapshot.contents.defer(entry.path, from_parent[entry.oid])  # type: ignore[attr-defined]
             continue
         if entry.oid in stored:
             snapshot.contents[entry.path] = stored[entry.oid]
@@ -66,7 +71,7 @@ def fetch_snapshot(
             snapshot.contents[entry.path] = fetched.new_blobs[entry.oid]
             continue
         try:
-            data = hub.download(repo_id, sha, entry.path)
+            data = hub.download(repo_id, sha, entry.path, entry.size)
         except MissingFile as err:
             snapshot.unavailable[entry.path] = str(err)
             continue
@@ -82,11 +87,13 @@ def fetch_snapshot(
     return fetched
 
 
-def _held_contents(parent: Snapshot | None) -> dict[str, bytes]:
-    """The parent's file bytes by oid (the blob store's key)."""
+def _held_contents(parent: Snapshot | None) -> dict[str, Callable[[], bytes]]:
+    """What gives the parent's file bytes, by oid (the blob store's key); nothing is read now."""
     if parent is None:
         return {}
-    return {parent.files[path].oid: data for path, data in parent.contents.items() if path in parent.files}
+    contents = parent.contents
+    assert isinstance(contents, Contents)  # Snapshot makes it one
+    return {parent.files[path].oid: contents.loader(path) for path in contents if path in parent.files}
 
 
 def _by_content(parent: Snapshot | None, held: dict[str, T], wanted: set[str]) -> dict[str, T]:
@@ -205,10 +212,16 @@ def load_snapshot(store: Storage, revision: Revision, rules: Rules | None = None
             for r in rows
         },
     )
-    blobs = store.history.read_blobs(r.oid for r in rows if r.held)
+    # Small files are read at once (one query); a large one (a tokenizer.json) when first asked for: a move that
+    # does not touch it never reads nor decompresses it. Both are known to be stored before the snapshot says held.
+    large = {r.oid for r in rows if r.held and r.size > DEFER_BYTES}
+    stored = store.history.known_blobs(large)
+    blobs = store.history.read_blobs(r.oid for r in rows if r.held and r.oid not in large)
     for r in rows:
         if r.held and r.oid in blobs:
             snapshot.contents[r.path] = blobs[r.oid]
+        elif r.held and r.oid in stored:
+            snapshot.contents.defer(r.path, _blob_reader(store, r.oid))  # type: ignore[attr-defined]
         elif r.note:
             snapshot.unavailable[r.path] = r.note
     weights = [f for f in snapshot.files.values() if is_safetensors(f.path)]
@@ -224,6 +237,15 @@ def load_snapshot(store: Storage, revision: Revision, rules: Rules | None = None
             if (manifest := pickle_manifest(scans[entry.content_id], entry.path)) is not None:
                 snapshot.manifests[entry.path] = manifest
     return snapshot
+
+
+def _blob_reader(store: Storage, oid: str) -> Callable[[], bytes]:
+    def read() -> bytes:
+        found = store.history.read_blobs([oid]).get(oid)
+        if found is None:  # blobs are never deleted: a database that lost one is broken, not a missing file
+            raise LookupError(f"blob {oid} is listed as stored but cannot be read")
+        return found
+    return read
 
 
 def _mb(size: int) -> str:

@@ -49,6 +49,13 @@ class MatrixStore:
                 return key, self.known[key]
         return key, None
 
+    def _held(self, key: str | None) -> bool:
+        """Whether the matrix of `key` needs no writing: no template (None), held here, or stored."""
+        if key is None or key in self.known:
+            return True
+        row = self.store.history.read_file_scans([key]).get(key)
+        return row is not None and row.format == FORMAT and bool(row.scanned_oid)
+
     def get(self, snapshot: Snapshot) -> tuple[dict[str, Any] | None, list[NewFileScan], dict[str, bytes]]:
         """A snapshot's matrix, and the rows and blobs to write when it was rendered now."""
         key, found = self.find(snapshot)
@@ -72,8 +79,12 @@ class MatrixStore:
 
     def changes(self, old: Snapshot | None, new: Snapshot) -> tuple[list[Change], list[NewFileScan], dict[str, bytes]]:
         """The engines a revision breaks or fixes, and what to store for it (and for its parent, if missing)."""
+        key = template_engines.matrix_key(new)
+        same = old is not None and template_engines.matrix_key(old) == key
+        if same and self._held(key):
+            return [], [], {}  # the parent's matrix is the new one's, stored already: not read back nor decoded
         after, scans, blobs = self.get(new)
-        if old is None or template_engines.matrix_key(old) == template_engines.matrix_key(new):
+        if old is None or same:
             return [], scans, blobs
         before, old_scans, old_blobs = self.get(old)
         return template_engines.compare(before, after), scans + old_scans, {**blobs, **old_blobs}

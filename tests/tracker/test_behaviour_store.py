@@ -61,3 +61,22 @@ def test_a_tokenizer_change_without_id_changes_says_checked_unchanged(polled: Pa
     assert [r["title"] for r in history if r["tokenizer_behaviour"] is not None] == [TOKENIZER_COMMIT]
     assert cli_json("show", MINILM, rev["sha"], config=polled)["tokenizer_behaviour"] == value
     assert cli_json("diff", MINILM, rev["parent_sha"], rev["sha"], config=polled)["tokenizer_behaviour"] == value
+
+
+def test_a_move_that_keeps_the_tokenizer_reads_no_behaviour(polled: Path, database_url: str) -> None:
+    """Before diffing a revision whose tokenizer blobs are its parent's, the stored behaviour is not read (the
+    differ runs nothing for it); one whose blobs moved loads both sides."""
+    history = cli_json("history", MINILM, config=polled)
+    store = Storage.open(database_url)
+    try:
+        pairs = [(load_snapshot(store, store.history.find_revision(MINILM, r["parent_sha"])),
+                  load_snapshot(store, store.history.find_revision(MINILM, r["sha"])))
+                 for r in history if r["parent_sha"]]
+        same = next((old, new) for old, new in pairs if behaviour_key(old) is not None and behaviour_key(old) == behaviour_key(new))
+        moved = next((old, new) for old, new in pairs if behaviour_key(old) != behaviour_key(new))
+        cache = BehaviourCache()
+        assert BehaviourStore(store, cache).load_for_diff(*same) == 0 and cache.get(behaviour_key(same[1])) is None
+        assert BehaviourStore(store, cache).load_for_diff(*moved) == 2
+        assert BehaviourStore(store, BehaviourCache()).load(*same) == 1  # it is stored: load alone would read it
+    finally:
+        store.engine.dispose()

@@ -32,9 +32,9 @@ class RevisionCheck:
         return self.new.pending_reason
 
     def write(self, session: Any, revision: Revision) -> None:
-        """An extra write for Store.save_revision: the rows join the revision's transaction."""
+        """An extra write for Store.save_revision: the rows join the new revision's transaction."""
         assert revision.id is not None
-        write_check(session, revision.id, self.new, self.checked_at)
+        write_check(session, revision.id, self.new, self.checked_at, new_revision=True)
 
     def summary(self) -> dict[str, Any]:
         """A small JSON summary, e.g. for the revision event's payload."""

@@ -163,7 +163,12 @@ class RepoFacts:
 
 
 def extract_facts(snapshot: Snapshot) -> RepoFacts:
-    """Everything above, for one snapshot."""
+    """Everything above, for one snapshot (worked out once per Snapshot object: the ingest asks for a revision's
+    facts again when it is the next revision's parent)."""
+    return snapshot.derived("advisory_facts", _extract_facts)
+
+
+def _extract_facts(snapshot: Snapshot) -> RepoFacts:
     problems: list[Problem] = []
     found: dict[tuple[str, str, str], list[str]] = {}
 
@@ -367,14 +372,20 @@ def _package_for(module: str) -> tuple[str, str]:
 MODEL_FILES = ("config.json", "tokenizer_config.json", "processor_config.json", "preprocessor_config.json")
 
 
-def _nested(doc: Any, key: str) -> list[Any]:
-    """Every value of `key` in nested objects, the top level first."""
+MODEL_KEYS = ("model_type", "architectures", "tokenizer_class", "auto_map")
+
+
+def _nested(doc: Any, keys: tuple[str, ...], out: dict[str, list[Any]] | None = None) -> dict[str, list[Any]]:
+    """Every value of each of `keys` in nested objects, the top level first, in one walk of the document."""
+    out = out if out is not None else {key: [] for key in keys}
     if not isinstance(doc, dict):
-        return []
-    out = [doc[key]] if key in doc else []
+        return out
+    for key in keys:
+        if key in doc:
+            out[key].append(doc[key])
     for value in doc.values():
         if isinstance(value, dict):
-            out.extend(_nested(value, key))
+            _nested(value, keys, out)
     return out
 
 
@@ -399,10 +410,11 @@ def model_of(snapshot: Snapshot) -> dict[str, Any]:
         doc, _ = snapshot.read_json(path)
         if not isinstance(doc, dict):
             continue
-        model_types += _strings(_nested(doc, "model_type"))
-        architectures += _strings(_nested(doc, "architectures"))
-        tokenizers += _strings(_nested(doc, "tokenizer_class"))
-        for mapping in _nested(doc, "auto_map"):
+        found = _nested(doc, MODEL_KEYS)
+        model_types += _strings(found["model_type"])
+        architectures += _strings(found["architectures"])
+        tokenizers += _strings(found["tokenizer_class"])
+        for mapping in found["auto_map"]:
             if isinstance(mapping, dict):
                 auto_map += _strings(mapping.values())
             elif isinstance(mapping, list):  # old tokenizer_config.json: ["module.Slow", "module.Fast"]

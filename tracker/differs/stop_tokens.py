@@ -14,14 +14,17 @@ from typing import Any
 
 from tracker.changes import Change, ChangeKind, Severity
 from tracker.differs.chat_samples import SAMPLE_NOW
-from tracker.differs.chat_sources import TOKENIZER_CONFIG, effective_templates, special_tokens
+from tracker.differs.chat_sources import SPECIAL_TOKENS_MAP, TOKENIZER_CONFIG, effective_templates, special_tokens
 from tracker.differs.render import RenderRequest, render_all
 from tracker.snapshot import Snapshot
 
 GENERATION_CONFIG = "generation_config.json"
 CONFIG = "config.json"
 TOKENIZER_JSON = "tokenizer.json"
-INPUTS = (GENERATION_CONFIG, CONFIG, TOKENIZER_CONFIG, "special_tokens_map.json", TOKENIZER_JSON)
+INPUTS = (GENERATION_CONFIG, CONFIG, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, TOKENIZER_JSON)
+# The files whose eos ids join the set (only those keys of them decide it), and the files read whole.
+EOS_FILES = (GENERATION_CONFIG, CONFIG)
+TOKENIZER_FILES = (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, TOKENIZER_JSON)
 PROBE = "hubwatch-end-of-turn-probe"
 # The assistant turn is followed by a user turn, so a template that ends only finished turns still ends it.
 PROBE_MESSAGES = (
@@ -112,15 +115,8 @@ def stop_set(snapshot: Snapshot, names: TokenNames | None = None) -> list[StopTo
     """The union generation stops on, ordered by id (tokens known by text only last)."""
     names = names or TokenNames(snapshot)
     found: dict[Any, list[str]] = {}
-    for path, keys in ((GENERATION_CONFIG, ("eos_token_id",)), (CONFIG, ("eos_token_id",))):
-        doc = snapshot.read_json(path)[0] if path in snapshot.files else None
-        if not isinstance(doc, dict):
-            continue
-        ids = _ids(doc.get(keys[0]))
-        text_config = doc.get("text_config")
-        if not ids and isinstance(text_config, dict):
-            ids = _ids(text_config.get(keys[0]))
-        for i in ids:
+    for path in EOS_FILES:
+        for i in declared_eos_ids(snapshot, path):
             found.setdefault(i, []).append(path)
     eos = special_tokens(snapshot).get("eos_token")
     if eos:
@@ -129,6 +125,27 @@ def stop_set(snapshot: Snapshot, names: TokenNames | None = None) -> list[StopTo
     tokens = [StopToken(k if isinstance(k, int) else None, names.text_of(k) if isinstance(k, int) else k, tuple(v))
               for k, v in found.items()]
     return sorted(tokens, key=lambda t: (t.id is None, t.id if t.id is not None else 0, t.text or ""))
+
+
+def declared_eos_ids(snapshot: Snapshot, path: str) -> list[int]:
+    """The eos ids one config file declares (`eos_token_id`, else its `text_config`'s); [] when it names none."""
+    doc = snapshot.read_json(path)[0] if path in snapshot.files else None
+    if not isinstance(doc, dict):
+        return []
+    ids = _ids(doc.get("eos_token_id"))
+    text_config = doc.get("text_config")
+    if not ids and isinstance(text_config, dict):
+        ids = _ids(text_config.get("eos_token_id"))
+    return ids
+
+
+def stop_inputs(snapshot: Snapshot) -> tuple[Any, ...]:
+    """Everything the stop set and the end-of-turn verdict are computed from, by content: the eos ids the config
+    files declare (not the files: another key of config.json moving changes neither), the tokenizer files' blob
+    oids and whether their bytes are held, and the chat templates' text."""
+    eos = tuple(tuple(declared_eos_ids(snapshot, path)) for path in EOS_FILES)
+    files = tuple((_oid(snapshot, path), path in snapshot.contents) for path in TOKENIZER_FILES)
+    return eos, files, _templates(snapshot)
 
 
 def _keys(tokens: list[StopToken]) -> dict[Any, StopToken]:
@@ -140,13 +157,13 @@ def contains(tokens: list[StopToken], text: str, token_id: int | None) -> bool:
 
 
 def diff(old: Snapshot | None, new: Snapshot) -> list[Change]:
-    """The stop set's change (dropped: critical, added: notice) and a new end-of-turn mismatch (warning)."""
-    if old is None:
+    """The stop set's change (dropped: critical, added: notice) and an end-of-turn mismatch (warning), when an
+    input of either moved (`stop_inputs`)."""
+    if old is None or stop_inputs(old) == stop_inputs(new):
+        # Same inputs, same stop set and end-of-turn verdict as the parent's (told when they came): nothing to
+        # say, and tokenizer.json is not parsed nor the probe rendered for a config.json move of another key.
         return []
     touched = [p for p in INPUTS if _oid(old, p) != _oid(new, p)]
-    template_changed = _templates(old) != _templates(new)
-    if not touched and not template_changed:
-        return []
     new_names = TokenNames(new)
     # The names come from tokenizer_config.json and tokenizer.json alone: when neither moved, the old ones are
     # the new ones (a large tokenizer.json is parsed once, not twice).

@@ -291,3 +291,13 @@ def test_fact_diff_between_revisions():
         "imports: +einops",
     ]
     assert diff_facts(None, new) == []
+
+
+def test_facts_are_worked_out_once_per_snapshot():
+    """The ingest asks again for a snapshot's facts when it is the next revision's parent: the same object comes back
+    (nothing read again), equal to what a fresh snapshot of the same files gives."""
+    files = {"config.json": real("differs/llama-3.1-8b-instruct/config.json"), "requirements.txt": "torch==2.1.0\n"}
+    snap = snapshot(files)
+    first = extract_facts(snap)
+    assert extract_facts(snap) is first
+    assert extract_facts(snapshot(files)) == first and first is not extract_facts(snapshot(files))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tracker.changes import ChangeKind, Severity
 from tracker.differs import stop_tokens as st
+from tracker.snapshot import FileEntry
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "fixtures" / "chat_templates"
 LLAMA_SPECIALS = {"128000": "<|begin_of_text|>", "128001": "<|end_of_text|>", "128008": "<|eom_id|>", "128009": "<|eot_id|>"}
@@ -107,3 +109,58 @@ def test_real_templates_end_of_turn_is_read_exactly(kit, template, specials, bos
     assert warning.severity is Severity.WARNING and warning.kind is ChangeKind.STOP_TOKENS
     assert f"ends an assistant turn with {end_token} ({end_id}), which is not a stop token" in warning.summary
     assert not [c for c in st.diff(bad, good) if "end_of_turn" in c.detail]  # fixed again: no finding
+
+
+def _mismatched(kit, config: dict, sha: str):
+    """Llama 3.3's template (ends a turn on <|eot_id|>) with generation stopping on <|end_of_text|> only, a
+    tokenizer.json beside it, and `config` as config.json."""
+    template = "meta-llama-Llama-3.3-70B-Instruct/chat_template.jinja"
+    tokenizer_config = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>",
+                        "chat_template": (TEMPLATES / template).read_text(),
+                        "added_tokens_decoder": {i: {"content": t, "special": True} for i, t in LLAMA_SPECIALS.items()}}
+    tokenizer = {"added_tokens": [{"id": int(i), "content": t} for i, t in LLAMA_SPECIALS.items()],
+                 "model": {"vocab": {"hello": 1}}}
+    return kit.build({"tokenizer_config.json": tokenizer_config, "tokenizer.json": tokenizer,
+                      "generation_config.json": {"eos_token_id": 128001}, "config.json": config}, sha=sha)
+
+
+def test_a_config_move_of_another_key_keeps_the_parents_verdict(kit):
+    """config.json moving a key other than eos_token_id leaves the stop set and the end-of-turn verdict as the
+    parent's: no change, tokenizer.json not parsed (the probe is not rendered either)."""
+    old = _mismatched(kit, {"eos_token_id": 128001, "torch_dtype": "bfloat16"}, "1" * 40)
+    new = _mismatched(kit, {"eos_token_id": 128001, "torch_dtype": "float16"}, "2" * 40)
+    assert old.files["config.json"].oid != new.files["config.json"].oid
+    assert st.stop_inputs(old) == st.stop_inputs(new)
+    assert st.diff(old, new) == []
+    assert "tokenizer.json" not in new._json_cache and "tokenizer.json" not in old._json_cache
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"eos_token_id": [128001, 128008]}, {"text_config": {"eos_token_id": 128008}}],
+    ids=["eos_token_id", "text_config"],
+)
+def test_a_config_move_of_the_eos_key_is_still_diffed(kit, config):
+    """config.json moving eos_token_id (or its text_config's) changes the inputs: the token added is a notice and
+    the mismatched end of turn is still told."""
+    old = _mismatched(kit, {"eos_token_id": 128001, "torch_dtype": "bfloat16"}, "1" * 40)
+    new = _mismatched(kit, {"torch_dtype": "bfloat16", **config}, "2" * 40)
+    assert st.stop_inputs(old) != st.stop_inputs(new)
+    changes = st.diff(old, new)
+    [added] = [c for c in changes if isinstance(c.detail.get("stop_tokens"), dict)]
+    assert added.severity is Severity.NOTICE and "added 128008 <|eom_id|>" in added.summary
+    assert added.detail["stop_tokens"]["files"] == ["config.json"]
+    [warning] = [c for c in changes if "end_of_turn" in c.detail]
+    assert warning.severity is Severity.WARNING and "<|eot_id|> (128009)" in warning.summary
+
+
+def test_a_tokenizer_json_move_alone_is_diffed(kit):
+    """tokenizer.json's bytes are an input whatever key moved: a new blob is looked at again."""
+    old = _mismatched(kit, {"eos_token_id": 128001}, "1" * 40)
+    new = _mismatched(kit, {"eos_token_id": 128001}, "2" * 40)
+    doc = {"added_tokens": [], "model": {"vocab": {"<|eot_id|>": 128009}}}
+    new.contents["tokenizer.json"] = json.dumps(doc).encode()
+    new.files["tokenizer.json"] = FileEntry("tokenizer.json", "f" * 40, len(new.contents["tokenizer.json"]))
+    assert st.stop_inputs(old) != st.stop_inputs(new)
+    [warning] = [c for c in st.diff(old, new) if "end_of_turn" in c.detail]
+    assert warning.severity is Severity.WARNING
