@@ -43,17 +43,32 @@ def read_stderr_until(proc: subprocess.Popen, needle: str, timeout_s: float) -> 
 
 
 def read_log_until(proc: subprocess.Popen, needle: str, timeout_s: float = 60) -> list[dict]:
-    """JSON log lines from the process's stderr up to the first whose text contains `needle`."""
+    """JSON log lines from the process's stderr up to the first whose text contains `needle`.
+
+    Raw reads on the file descriptor, as `read_stderr_until` does: a buffered readline() can hold the line
+    waited for (read in the same chunk as the one before it) while select() waits for more that never comes.
+    Lines read past the needle are kept on the process for the next call."""
     seen: list[dict] = []
+    pending: list[bytes] = proc.__dict__.setdefault("_log_lines", [])
+    partial: bytearray = proc.__dict__.setdefault("_log_partial", bytearray())
+    fd = proc.stderr.fileno()
     selector = selectors.DefaultSelector()
-    selector.register(proc.stderr, selectors.EVENT_READ)
+    selector.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and selector.select(timeout=deadline - time.monotonic()):
-        line = proc.stderr.readline()
-        if not line:
+    while True:
+        while pending:
+            line = pending.pop(0).decode(errors="replace")
+            if line.startswith("{"):
+                seen.append(json.loads(line))
+                if needle in line:
+                    return seen
+        if time.monotonic() >= deadline or not selector.select(timeout=deadline - time.monotonic()):
             break
-        if line.startswith("{"):
-            seen.append(json.loads(line))
-            if needle in line:
-                return seen
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        partial += chunk
+        *lines, rest = bytes(partial).split(b"\n")
+        partial[:] = rest
+        pending += lines
     raise AssertionError(f"{needle!r} not logged in time; saw: {[e.get('event') for e in seen]}")
