@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import pytest
 
 from storage.advisories import NewAdvisoryCheck, NewLink, write_check
-from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.history import NewChange, NewFile, NewRevision, NewTensor, NewWeightFile
 from storage.types import NUL_REPLACEMENT
+from tests.support.databases import migrated_storage
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
@@ -24,10 +24,8 @@ BROKEN = "b" * 64
 
 @pytest.fixture
 def store(database_url: str) -> Iterator[Storage]:
-    engine = create_db_engine(database_url)
-    migrate(engine)
-    yield Storage(engine, clock=lambda: T0)
-    engine.dispose()
+    with migrated_storage(database_url, T0) as storage:
+        yield storage
 
 
 def _revision(files: list[NewFile], changes: list[NewChange], weight_files: list[NewWeightFile] = ()) -> NewRevision:

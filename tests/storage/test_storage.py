@@ -18,6 +18,7 @@ from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.history import NewChange, NewFile, NewRevision, NewTensor, NewWeightFile
 from storage.models import load_all
+from tests.support.databases import migrated_storage
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
@@ -26,10 +27,8 @@ T0 = datetime(2024, 7, 23, 15, 0, tzinfo=UTC)
 
 @pytest.fixture
 def store(database_url: str) -> Iterator[Storage]:
-    engine = create_db_engine(database_url)
-    migrate(engine)
-    yield Storage(engine, clock=lambda: T0)
-    engine.dispose()
+    with migrated_storage(database_url, T0) as storage:
+        yield storage
 
 
 def _revision(sha: str, blobs: dict[str, bytes] | None = None, event_id: str | None = None) -> NewRevision:

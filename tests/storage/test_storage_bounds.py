@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.history import NewChange, NewEstimate, NewRevision
 from storage.read_model import EventFilter
+from tests.support.databases import migrated_storage
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
@@ -23,10 +23,8 @@ FULL_BYTES, LORA_BYTES = 161_339_228_160, 2**31 + 7
 
 @pytest.fixture
 def store(database_url: str) -> Iterator[Storage]:
-    engine = create_db_engine(database_url)
-    migrate(engine)
-    yield Storage(engine, clock=lambda: T0)
-    engine.dispose()
+    with migrated_storage(database_url, T0) as storage:
+        yield storage
 
 
 def _revision(sha: str, estimate: NewEstimate | None = None) -> NewRevision:

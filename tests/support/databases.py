@@ -7,6 +7,12 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from storage.front import Storage
 
 POSTGRES_ENV = "HUBWATCH_TEST_POSTGRES"
 
@@ -50,3 +56,17 @@ def postgres_database(admin_url: str, template: str | None = None, prefix: str =
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+@contextmanager
+def migrated_storage(database_url: str, now: datetime) -> Iterator[Storage]:
+    """The stores over a migrated database whose clock stands at `now`; the engine disposed after."""
+    from storage.db import create_db_engine, migrate
+    from storage.front import Storage
+
+    engine = create_db_engine(database_url)
+    migrate(engine)
+    try:
+        yield Storage(engine, clock=lambda: now)
+    finally:
+        engine.dispose()

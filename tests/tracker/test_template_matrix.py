@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from storage.blobs import git_blob_oid
-from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.history import NewFileScan, NewRevision
+from tests.support.databases import migrated_storage
 from tracker.differs import template_engines
 from tracker.snapshot import FileEntry, Snapshot
 from tracker.template_matrix import FORMAT, MatrixStore
@@ -27,10 +27,8 @@ T0 = datetime(2024, 7, 23, 15, 0, tzinfo=UTC)
 
 @pytest.fixture
 def store(database_url: str) -> Iterator[Storage]:
-    engine = create_db_engine(database_url)
-    migrate(engine)
-    yield Storage(engine, clock=lambda: T0)
-    engine.dispose()
+    with migrated_storage(database_url, T0) as storage:
+        yield storage
 
 
 def _snapshot(sha: str, config: dict) -> Snapshot:

@@ -13,9 +13,11 @@ from tracker.cli.scan_output import scan_json, scan_pins
 
 if TYPE_CHECKING:
     from tracker.app import App
+    from tracker.pins.base_lineage import BaseComparison
     from tracker.pins.cache import BadEntry, Pin
     from tracker.pins.code_scan import CodeScan
     from tracker.pins.code_write import Move
+    from tracker.pins.gguf_lineage import GgufReport
     from tracker.pins.outdated import ModelReport
 
 SEVERITY_CHOICE = click.Choice(["info", "notice", "warning", "critical"])
@@ -156,18 +158,7 @@ def _outdated_gguf(ctx: click.Context, path: Path, base: str | None, output_form
     if note:
         click.echo(f"note: {path}: {note}", err=True)
     report = check_gguf(app_of(ctx).store, path, facts, base)
-    if output_format == "json":
-        emit_json({"gguf": report.to_dict()})
-    elif output_format == "markdown":
-        base_words = f"against `{report.base_repo_id}`" if report.base_repo_id else "(base unknown)"
-        click.echo(f"### `{path.name}` {base_words}: {report.status.replace('_', ' ')}\n")
-        for line in report.lines:
-            click.echo(f"- {line}")
-    else:
-        where = f" (base {report.base_repo_id}, from {report.base_from})" if report.base_repo_id else ""
-        click.echo(f"{path}{where}  {report.status.replace('_', ' ')}")
-        for line in report.lines:
-            click.echo(f"    {line}")
+    _echo_comparison(path, report, output_format, {"gguf": report.to_dict()})
     return 0 if report.checked else 1
 
 
@@ -202,21 +193,28 @@ def _outdated_local(ctx: click.Context, path: Path, base: str | None, output_for
             "generation_config.json, config.json or GGUF file hubwatch could read"])
     else:
         report = compare_with_base(app.store, base_repo_id, base_from, mine, lacking_parts(copy.paths), "this copy")
-    if output_format == "json":
-        emit_json({"local": {"path": str(path), **report.to_dict(), "notes": copy.notes}})
-    elif output_format == "markdown":
-        base_words = f"against `{report.base_repo_id}`" if report.base_repo_id else "(base unknown)"
-        click.echo(f"### `{path.name}` {base_words}: {report.status.replace('_', ' ')}\n")
-        for line in report.lines:
-            click.echo(f"- {line}")
-    else:
-        where = f" (base {report.base_repo_id}, from {report.base_from})" if report.base_repo_id else ""
-        click.echo(f"{path}{where}  {report.status.replace('_', ' ')}")
-        for line in report.lines:
-            click.echo(f"    {line}")
+    _echo_comparison(path, report, output_format, {"local": {"path": str(path), **report.to_dict(), "notes": copy.notes}})
     if not report.checked:
         return 1
     return 1 if fail_on is not None and report.behind and SEVERITY_RANK["warning"] >= SEVERITY_RANK[fail_on] else 0
+
+
+def _echo_comparison(path: Path, report: GgufReport | BaseComparison, output_format: str, document: dict[str, Any]) -> None:
+    """A local copy's comparison with its base (`--gguf`, `--local`): `document` as JSON, or markdown, or text."""
+    if output_format == "json":
+        emit_json(document)
+        return
+    status = report.status.replace("_", " ")
+    if output_format == "markdown":
+        base_words = f"against `{report.base_repo_id}`" if report.base_repo_id else "(base unknown)"
+        click.echo(f"### `{path.name}` {base_words}: {status}\n")
+        for line in report.lines:
+            click.echo(f"- {line}")
+        return
+    where = f" (base {report.base_repo_id}, from {report.base_from})" if report.base_repo_id else ""
+    click.echo(f"{path}{where}  {status}")
+    for line in report.lines:
+        click.echo(f"    {line}")
 
 
 def _cache_repo_id(path: Path) -> str | None:
