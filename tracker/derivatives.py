@@ -30,6 +30,7 @@ from storage.history import NewFileScan
 from storage.kinds import DERIVATIVE_CAUGHT_UP, DERIVATIVES_REACHED, is_repo_id
 from tracker.derivative_history import NotIngested, catch_up, counted, has_history, owned_by_watch, store_baseline
 from tracker.errors import HubwatchError, RepoGated, RepoGone
+from tracker.events import event_id
 from tracker.formats import FileScan
 from tracker.formats.ranged import RangeError
 from tracker.formats.registry import run_scan, scanner_for
@@ -391,7 +392,7 @@ def _reached(follow: DerivativeFollow, revisions: list[Revision], history: Histo
         payload = {"base_repo_id": follow.base_repo_id, "sha": sha, "parts": changed, "carries": carries,
                    "behind": behind, "total": total, "derivatives": rows, "summaries": _reach_lines(rows),
                    "kinds": sorted({PART_CHANGE_KINDS[p] for p in changed})}
-        event = NewEvent(f"derivatives-reached:{follow.base_repo_id}:{sha}", DERIVATIVES_REACHED, title, "notice",
+        event = NewEvent(event_id(follow.base_repo_id, sha, DERIVATIVES_REACHED), DERIVATIVES_REACHED, title, "notice",
                          payload=payload)
         events.append((event, revisions[index].id, sha))
     return events
@@ -429,8 +430,9 @@ def _caught_up(base: str, checked: list[CheckedDerivative], prior: dict[str, Der
                 title = f"{item.repo_id} now carries the {PART_WORDS[part]} of {base}@{matched[:12]}"
                 payload = {"base_repo_id": base, "repo_id": item.repo_id, "part": part, "head_sha": item.head_sha,
                            "matched_sha": matched, "was": old}
-                event_id = f"derivative-caught-up:{base}:{item.repo_id}:{part}:{item.head_sha}"
-                events.append((NewEvent(event_id, DERIVATIVE_CAUGHT_UP, title, "notice", payload=payload), None, None))
+                # The event id fits the column (64) whatever the names' lengths: a digest, stable across passes.
+                caught_id = event_id(item.repo_id, item.head_sha, DERIVATIVE_CAUGHT_UP, f"{base}\n{part}")
+                events.append((NewEvent(caught_id, DERIVATIVE_CAUGHT_UP, title, "notice", payload=payload), None, None))
     return events
 
 
