@@ -1,22 +1,32 @@
 """`hubwatch run` processes for the outside measurements of issue 21 (bench_order_soak, bench_pg_outage): each
 on its own HTTP port, one database (a SQLite file, or PostgreSQL shared by several), the Hub replay, the OSV
-fake and the recording receiver of tests/support/crash_scenario.py; and what is read back from the database."""
+fake and the recording receiver of tests/support/crash_scenario.py; and what is read back from the database.
+Also the one-daemon pieces of bench_daemon_scale and bench_hook_to_delivery: its config, the replay in its own
+process, the watches seeded straight into the database, CPU and percentiles."""
 
 from __future__ import annotations
 
+import os
+import random
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import sqlalchemy as sa
 
 from tests.support.crash_scenario import PATHS, Arrival, RecordingReceiver, start_daemon, webhook_sections
 
+if TYPE_CHECKING:
+    from tracker.app import App
+
+ROOT = Path(__file__).resolve().parent.parent
 HUB_SECRET = "hub-secret-for-benchmarks"  # the daemons read it from HUBWATCH_HUB_WEBHOOK_SECRET
 BUSY = "import time\nend = time.monotonic() + 3600\nwhile time.monotonic() < end: pass\n"
 
@@ -155,3 +165,86 @@ def out_of_order(arrivals: list[Arrival]) -> dict[str, tuple[int, int, float]]:
                 worst = max(worst, a.at - overtaken.at)
         report[path] = (len(ordered), late, worst)
     return report
+
+
+def receiver_config(path: Path, endpoint: str, db: Path, port: int, receiver_url: str, log_level: str = "warning",
+                    json_logs: bool = False) -> Path:
+    """One daemon's config (bench_daemon_scale, bench_hook_to_delivery): no listing, OSV off, Hub webhooks
+    signed with BENCH_HUB_SECRET, every event to `receiver_url` signed with BENCH_WEBHOOK_SECRET."""
+    log_format = 'format = "json"\n' if json_logs else ""
+    path.write_text(f"""
+[hub]
+endpoint = "{endpoint}"
+api_requests_per_5min = 0
+resolve_requests_per_5min = 0
+[storage]
+url = "sqlite:///{db}"
+[osv]
+enabled = false
+[server]
+port = {port}
+hub_webhook_secret_env = "BENCH_HUB_SECRET"
+[poll]
+jitter = "0"
+listing = "off"
+[log]
+level = "{log_level}"
+{log_format}[delivery]
+allow_private_targets = true
+poll_interval_s = 30.0
+[[webhooks]]
+url = "{receiver_url}"
+format = "generic"
+secret_env = "BENCH_WEBHOOK_SECRET"
+repos = ["*"]
+kinds = []
+min_severity = "info"
+""", encoding="utf-8")
+    return path
+
+
+class ReplayProcess:
+    """The Hub replay server in its own process (`python -m tracker.standins.replay`), moved by its admin routes."""
+
+    def __init__(self, root: Path) -> None:
+        command = [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--root", str(root)]
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.endpoint = (self.process.stdout.readline() if self.process.stdout else "").strip()
+        if not self.endpoint.startswith("http"):
+            raise SystemExit("the replay server did not start")
+
+    def set_head(self, repo_id: str, n: int) -> None:
+        httpx.post(f"{self.endpoint}/_replay/head/{repo_id}", params={"n": n}, trust_env=False).raise_for_status()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+def seed_watches(app: App, heads: dict[str, str], interval_s: int, first_due: datetime, seed: int) -> None:
+    """Every plain watch at its repo's head, due once within [first_due, first_due + interval)."""
+    from sqlmodel import Session
+
+    from storage.models import Watch
+
+    rng = random.Random(seed)
+    rows = []
+    for repo_id, sha in heads.items():
+        due = first_due + timedelta(seconds=rng.random() * interval_s)
+        rows.append(Watch(repo_id=repo_id, branch="main", interval_s=interval_s, source="cli", created_at=first_due,
+                          last_sha=sha, repo_meta={"private": False, "gated": False},
+                          last_polled_at=due - timedelta(seconds=interval_s), last_ok_at=due - timedelta(seconds=interval_s)))
+    with Session(app.store.engine) as s:
+        s.add_all(rows)
+        s.commit()
+
+
+def cpu_s(pid: int) -> float:
+    """A process's CPU seconds so far (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]

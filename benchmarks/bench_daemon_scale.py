@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import signal
 import statistics
 import subprocess
@@ -37,9 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 import sqlalchemy as sa
-from sqlmodel import Session
 
-from benchmarks._daemons import free_port
+from benchmarks._daemons import ROOT, ReplayProcess, cpu_s, free_port, percentile, receiver_config, seed_watches
 from storage.models import Watch
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.app import App
@@ -49,7 +47,6 @@ from tracker.polling.scheduler import overdue_grace_s
 from tracker.standins.receiver import Receiver
 from tracker.standins.replay.history import load_roots
 
-ROOT = Path(__file__).resolve().parent.parent
 HOOK_SECRET = "bench-hub-secret"
 WEBHOOK_SECRET = "whsec_YmVuY2gtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ=="
 HOOK_COMMITS = 4  # a baseline, then one move while idle and two while polling
@@ -62,67 +59,11 @@ def _arrival(receiver: Receiver, sha: str, timeout_s: float) -> float | None:
     return hit.at if hit else None
 
 
-def _config(path: Path, endpoint: str, db: Path, port: int, receiver_url: str) -> Path:
-    path.write_text(f"""
-[hub]
-endpoint = "{endpoint}"
-api_requests_per_5min = 0
-resolve_requests_per_5min = 0
-[storage]
-url = "sqlite:///{db}"
-[osv]
-enabled = false
-[server]
-port = {port}
-hub_webhook_secret_env = "BENCH_HUB_SECRET"
-[poll]
-jitter = "0"
-listing = "off"
-[log]
-level = "warning"
-[delivery]
-allow_private_targets = true
-poll_interval_s = 30.0
-[[webhooks]]
-url = "{receiver_url}"
-format = "generic"
-secret_env = "BENCH_WEBHOOK_SECRET"
-repos = ["*"]
-kinds = []
-min_severity = "info"
-""", encoding="utf-8")
-    return path
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-def _seed(app: App, heads: dict[str, str], interval_s: int, first_due: datetime) -> None:
-    """Every plain watch at its repo's head, due once within [first_due, first_due + interval)."""
-    rng = random.Random(15)
-    rows = []
-    for repo_id, sha in heads.items():
-        due = first_due + timedelta(seconds=rng.random() * interval_s)
-        rows.append(Watch(repo_id=repo_id, branch="main", interval_s=interval_s, source="cli", created_at=first_due,
-                          last_sha=sha, repo_meta={"private": False, "gated": False},
-                          last_polled_at=due - timedelta(seconds=interval_s), last_ok_at=due - timedelta(seconds=interval_s)))
-    with Session(app.store.engine) as s:
-        s.add_all(rows)
-        s.commit()
 
 
 def _print_watch_reads(app: App, repo_id: str) -> None:
@@ -142,24 +83,6 @@ def _print_watch_reads(app: App, repo_id: str) -> None:
     print(f"watch-list change check:          {version:.1f} ms (version query) vs {before:.0f} ms reading every watch "
           f"as ORM rows before (ratio {version / before:.3f}x); light reload when it moved {ms(store.watches.watch_schedule):.0f} ms; "
           f"one repo's watches (Hub webhook) {ms(lambda: store.watches.repo_watches(repo_id)):.2f} ms", flush=True)
-
-
-class Replay:
-    """The Hub replay server in its own process (`python -m tracker.standins.replay`), moved by its admin routes."""
-
-    def __init__(self, root: Path) -> None:
-        command = [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--root", str(root)]
-        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.endpoint = (self.process.stdout.readline() if self.process.stdout else "").strip()
-        if not self.endpoint.startswith("http"):
-            raise SystemExit("the replay server did not start")
-
-    def set_head(self, repo_id: str, n: int) -> None:
-        httpx.post(f"{self.endpoint}/_replay/head/{repo_id}", params={"n": n}, trust_env=False).raise_for_status()
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
 
 
 def _hook(client: httpx.Client, repo_id: str, old: str, new: str) -> tuple[float, int]:
@@ -193,11 +116,11 @@ def main() -> None:
         heads = {repo_id: histories[repo_id].commits[-1].sha for repo_id in plain_ids}
         hook_shas = {repo_id: [c.sha for c in histories[repo_id].commits] for repo_id in hook_ids}
         del histories
-        replay = Replay(root)
+        replay = ReplayProcess(root)
         try:
             print(f"setup: {args.watches} repos written and served in {time.perf_counter() - t:.0f} s", flush=True)
             port = free_port()
-            config = _config(Path(tmp) / "hubwatch.toml", replay.endpoint, Path(tmp) / "h.db", port, receiver.url)
+            config = receiver_config(Path(tmp) / "hubwatch.toml", replay.endpoint, Path(tmp) / "h.db", port, receiver.url)
             env = {**os.environ, "BENCH_HUB_SECRET": HOOK_SECRET, "BENCH_WEBHOOK_SECRET": WEBHOOK_SECRET,
                    "HUBWATCH_CONFIG": str(config)}
             settings = load_settings(str(config), env=env)
@@ -208,7 +131,7 @@ def main() -> None:
                 app.store.watches.add_watch(repo_id, "main", args.interval)
             app.poller.poll(hook_ids)  # their baselines, for real
             first_due = datetime.now(UTC) + timedelta(seconds=args.idle)
-            _seed(app, heads, args.interval, first_due)
+            seed_watches(app, heads, args.interval, first_due, seed=15)
             _print_watch_reads(app, hook_ids[0] if hook_ids else next(iter(heads)))
             app.store.engine.dispose()
             print(f"setup: seeded in {time.perf_counter() - t:.0f} s; starting the daemon", flush=True)
@@ -241,7 +164,7 @@ def _wait_until(moment: datetime) -> None:
 class Hooks:
     """Hub webhooks that each move a hook repo one commit ahead: acknowledgement times and delivery latencies."""
 
-    def __init__(self, client: httpx.Client, replay: Replay, receiver: Receiver, hook_shas: dict[str, list[str]]) -> None:
+    def __init__(self, client: httpx.Client, replay: ReplayProcess, receiver: Receiver, hook_shas: dict[str, list[str]]) -> None:
         self.client, self.replay, self.receiver, self.hook_shas = client, replay, receiver, hook_shas
         self.step = dict.fromkeys(hook_shas, 1)
 
@@ -267,7 +190,7 @@ class Hooks:
         return acks, latencies, missing
 
 
-def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, replay: Replay, receiver: Receiver,
+def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, replay: ReplayProcess, receiver: Receiver,
              hook_shas: dict[str, list[str]], first_due: datetime, db: Path) -> None:
     base = f"http://127.0.0.1:{port}"
     with httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
@@ -283,18 +206,18 @@ def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, repl
         ready = datetime.now(UTC)
         hooks = Hooks(client, replay, receiver, hook_shas)
         time.sleep(3)  # start-up work (the first sync, the feed warm-up) is not idling
-        idle_from, idle_cpu = time.monotonic(), _cpu_s(daemon.pid)
+        idle_from, idle_cpu = time.monotonic(), cpu_s(daemon.pid)
         _wait_until(first_due - timedelta(seconds=12))  # leave time for the idle daemon's webhooks
         idle_wall = time.monotonic() - idle_from
-        idle_share = (_cpu_s(daemon.pid) - idle_cpu) / idle_wall if idle_wall > 1 else float("nan")
+        idle_share = (cpu_s(daemon.pid) - idle_cpu) / idle_wall if idle_wall > 1 else float("nan")
         idle_rss = _rss_mb(daemon.pid)
         idle_acks, idle_latencies, idle_missing = hooks.send(1)
         _wait_until(first_due)
-        busy_from, busy_cpu = time.monotonic(), _cpu_s(daemon.pid)
+        busy_from, busy_cpu = time.monotonic(), cpu_s(daemon.pid)
         busy_acks, busy_latencies, busy_missing = hooks.send(HOOK_COMMITS - 2)
         end = first_due + timedelta(seconds=args.interval)
         _wait_until(end)
-        busy_share = (_cpu_s(daemon.pid) - busy_cpu) / (time.monotonic() - busy_from)
+        busy_share = (cpu_s(daemon.pid) - busy_cpu) / (time.monotonic() - busy_from)
         busy_rss = _rss_mb(daemon.pid)
         polled = _polled_since(db, first_due - timedelta(seconds=1))
         health = client.get("/healthz").json()
@@ -313,10 +236,10 @@ def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, repl
     for label, acks, latencies, missing in (("idle daemon", idle_acks, idle_latencies, idle_missing),
                                             ("while polling", busy_acks, busy_latencies, busy_missing)):
         print(f"Hub webhook acknowledgement, {label + ':':<15} p50 {statistics.median(acks):.1f} ms, "
-              f"p90 {_pct(acks, 0.9):.1f} ms, max {max(acks):.1f} ms over {len(acks)} (goal < 20 ms; before "
+              f"p90 {percentile(acks, 0.9):.1f} ms, max {max(acks):.1f} ms over {len(acks)} (goal < 20 ms; before "
               f"{BEFORE['ack_ms']:.0f} ms: ratio {statistics.median(acks) / BEFORE['ack_ms']:.3f}x)")
         if latencies:
-            p50, p90 = statistics.median(latencies), _pct(latencies, 0.9)
+            p50, p90 = statistics.median(latencies), percentile(latencies, 0.9)
             print(f"Hub webhook to delivery, {label + ':':<19} p50 {p50:.0f} ms, p90 {p90:.0f} ms, max {max(latencies):.0f} ms "
                   f"over {len(latencies)} (goal p90 < 300 ms; before p50 {BEFORE['p50_ms']:.0f} / p90 {BEFORE['p90_ms']:.0f} ms: "
                   f"ratio {p90 / BEFORE['p90_ms']:.2f}x at p90), {missing} missing after 30 s")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import signal
 import statistics
 import subprocess
@@ -38,10 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-from sqlmodel import Session
 
-from benchmarks._daemons import free_port
-from storage.models import Watch
+from benchmarks._daemons import ROOT, ReplayProcess, cpu_s, free_port, percentile, receiver_config, seed_watches
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.app import App
 from tracker.config import load_settings
@@ -49,7 +46,6 @@ from tracker.logs import configure_logging
 from tracker.standins.receiver import Receiver
 from tracker.standins.replay.history import load_roots
 
-ROOT = Path(__file__).resolve().parent.parent
 HOOK_SECRET = "bench-hub-secret"
 WEBHOOK_SECRET = "whsec_YmVuY2gtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ=="
 BEFORE = {"idle_p90_ms": 307.0, "busy_p90_ms_low": 257.0, "busy_p90_ms_high": 684.0}
@@ -72,81 +68,6 @@ class Hook:
         return None if self.arrived_wall is None else (self.arrived_wall - self.sent_wall) * 1000
 
 
-def _config(path: Path, endpoint: str, db: Path, port: int, receiver_url: str) -> Path:
-    path.write_text(f"""
-[hub]
-endpoint = "{endpoint}"
-api_requests_per_5min = 0
-resolve_requests_per_5min = 0
-[storage]
-url = "sqlite:///{db}"
-[osv]
-enabled = false
-[server]
-port = {port}
-hub_webhook_secret_env = "BENCH_HUB_SECRET"
-[poll]
-jitter = "0"
-listing = "off"
-[log]
-level = "info"
-format = "json"
-[delivery]
-allow_private_targets = true
-poll_interval_s = 30.0
-[[webhooks]]
-url = "{receiver_url}"
-format = "generic"
-secret_env = "BENCH_WEBHOOK_SECRET"
-repos = ["*"]
-kinds = []
-min_severity = "info"
-""", encoding="utf-8")
-    return path
-
-
-class Replay:
-    """The Hub replay server in its own process, moved by its admin routes."""
-
-    def __init__(self, root: Path) -> None:
-        command = [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--root", str(root)]
-        self.process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.endpoint = (self.process.stdout.readline() if self.process.stdout else "").strip()
-        if not self.endpoint.startswith("http"):
-            raise SystemExit("the replay server did not start")
-
-    def set_head(self, repo_id: str, n: int) -> None:
-        httpx.post(f"{self.endpoint}/_replay/head/{repo_id}", params={"n": n}, trust_env=False).raise_for_status()
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
-
-
-def _seed(app: App, heads: dict[str, str], interval_s: int, first_due: datetime) -> None:
-    """Every plain watch at its repo's head, due once within [first_due, first_due + interval)."""
-    rng = random.Random(27)
-    rows = []
-    for repo_id, sha in heads.items():
-        due = first_due + timedelta(seconds=rng.random() * interval_s)
-        rows.append(Watch(repo_id=repo_id, branch="main", interval_s=interval_s, source="cli", created_at=first_due,
-                          last_sha=sha, repo_meta={"private": False, "gated": False},
-                          last_polled_at=due - timedelta(seconds=interval_s), last_ok_at=due - timedelta(seconds=interval_s)))
-    with Session(app.store.engine) as s:
-        s.add_all(rows)
-        s.commit()
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
 def _wall(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
 
@@ -154,7 +75,7 @@ def _wall(stamp: str) -> float:
 class Sender:
     """Hub webhooks that each move a hook repo one commit ahead; each delivery awaited before the next."""
 
-    def __init__(self, client: httpx.Client, replay: Replay, receiver: Receiver, shas: dict[str, list[str]]) -> None:
+    def __init__(self, client: httpx.Client, replay: ReplayProcess, receiver: Receiver, shas: dict[str, list[str]]) -> None:
         self.client, self.replay, self.receiver, self.shas = client, replay, receiver, shas
         self.step = dict.fromkeys(shas, 1)
         self.hooks: list[Hook] = []
@@ -222,14 +143,14 @@ def report(hooks: list[Hook], phase: str, baseline: str) -> None:
     if not latencies:
         print(f"{phase}: no delivery arrived ({len(mine)} webhooks)")
         return
-    p50, p90 = statistics.median(latencies), _pct(latencies, 0.9)
+    p50, p90 = statistics.median(latencies), percentile(latencies, 0.9)
     acks = [h.ack_ms for h in mine]
     print(f"Hub webhook to delivery, {phase + ':':<6} p50 {p50:.0f} ms, p90 {p90:.0f} ms, max {max(latencies):.0f} ms "
           f"over {len(latencies)} ({len(mine) - len(latencies)} missing); goal p90 < {GOAL_P90_MS:.0f} ms; {baseline}; "
           f"ack p50 {statistics.median(acks):.1f} ms")
     staged = [h for h in mine if h.stages]
     if staged:
-        parts = ", ".join(f"{s} {statistics.median([h.stages[s] for h in staged]):.0f}/{_pct([h.stages[s] for h in staged], 0.9):.0f}"
+        parts = ", ".join(f"{s} {statistics.median([h.stages[s] for h in staged]):.0f}/{percentile([h.stages[s] for h in staged], 0.9):.0f}"
                           for s in STAGES)
         print(f"  stages p50/p90 ms over {len(staged)}: {parts}")
 
@@ -259,11 +180,12 @@ def main() -> None:
         heads = {repo_id: histories[repo_id].commits[-1].sha for repo_id in plain_ids}
         hook_shas = {repo_id: [c.sha for c in histories[repo_id].commits] for repo_id in hook_ids}
         del histories
-        replay = Replay(root)
+        replay = ReplayProcess(root)
         log_path = args.log or Path(tmp) / "daemon.log"
         try:
             port = free_port()
-            config = _config(Path(tmp) / "hubwatch.toml", replay.endpoint, Path(tmp) / "h.db", port, receiver.url)
+            config = receiver_config(Path(tmp) / "hubwatch.toml", replay.endpoint, Path(tmp) / "h.db", port, receiver.url,
+                                     log_level="info", json_logs=True)
             env = {**os.environ, "BENCH_HUB_SECRET": HOOK_SECRET, "BENCH_WEBHOOK_SECRET": WEBHOOK_SECRET,
                    "HUBWATCH_CONFIG": str(config)}
             settings = load_settings(str(config), env=env)
@@ -274,7 +196,7 @@ def main() -> None:
                 app.store.watches.add_watch(repo_id, "main", 86400)
             app.poller.poll(hook_ids)  # their baselines, for real
             first_due = datetime.now(UTC) + timedelta(seconds=args.idle)
-            _seed(app, heads, args.interval, first_due)
+            seed_watches(app, heads, args.interval, first_due, seed=27)
             app.store.engine.dispose()
             with log_path.open("w") as log:
                 daemon = subprocess.Popen([sys.executable, "-m", "tracker", "run"], cwd=ROOT, env=env,
@@ -297,10 +219,10 @@ def main() -> None:
     for phase, before in (("idle", BEFORE["idle_p90_ms"]), ("busy", BEFORE["busy_p90_ms_low"])):
         latencies = [h.latency_ms for h in sender.hooks if h.phase == phase and h.latency_ms is not None]
         if latencies:
-            print(f"ratio p90 {phase} against before ({before:.0f} ms): {_pct(latencies, 0.9) / before:.2f}x")
+            print(f"ratio p90 {phase} against before ({before:.0f} ms): {percentile(latencies, 0.9) / before:.2f}x")
 
 
-def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, replay: Replay, receiver: Receiver,
+def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, replay: ReplayProcess, receiver: Receiver,
              hook_shas: dict[str, list[str]], first_due: datetime) -> Sender:
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False) as client:
         deadline = time.monotonic() + 120
@@ -318,9 +240,9 @@ def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, repl
             print("warning: the daemon started late: the idle phase overlaps the polling", flush=True)
         sender.send("idle", 1)
         time.sleep(max(0.0, (first_due - datetime.now(UTC)).total_seconds()) + 1)
-        cpu, wall = _cpu_s(daemon.pid), time.monotonic()
+        cpu, wall = cpu_s(daemon.pid), time.monotonic()
         sender.send("busy", args.rounds, until=time.monotonic() + args.interval - 1)
-        share = (_cpu_s(daemon.pid) - cpu) / (time.monotonic() - wall)
+        share = (cpu_s(daemon.pid) - cpu) / (time.monotonic() - wall)
         print(f"daemon CPU while busy: {100 * share:.0f}% of one core; load average "
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     return sender
