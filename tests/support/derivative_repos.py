@@ -7,11 +7,15 @@ re-upload, an AWQ copy that never does, a fine-tune that re-indented the fixed t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tests.support.gguf_files import GgufFile, GgufSpec, gguf_header, write_gguf_repo
+from tests.support.settings import settings_for
 from tests.support.synthetic_repos import write_repo
+from tracker.app import App
 from tracker.standins.replay.control import BUNDLED_ROOT
 
 BASE = "meta-llama/Llama-3.1-8B-Instruct"
@@ -110,3 +114,15 @@ def write_reuploads(root: Path) -> None:
         {"title": "Re-upload with the fixed chat template", "files": {"tokenizer_config.json": fixed}},
     ])
     _set_repo(root, REUPLOADED, downloads=500)
+
+
+@contextmanager
+def following_app(endpoint: str, database_url: str) -> Iterator[App]:
+    """An App on the replay at `endpoint` with BASE watched and its quantized and finetune derivatives followed."""
+    app = App(settings_for(endpoint, database_url))  # type: ignore[arg-type]
+    app.store.watches.add_watch(BASE, "main", 900)
+    app.store.derivatives.follow(BASE, ("quantized", "finetune"), 100)
+    try:
+        yield app
+    finally:
+        app.store.engine.dispose()

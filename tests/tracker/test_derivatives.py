@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.derivative_repos import AWQ, BASE, FINETUNE, GATED, GGUF, MALFORMED, write_family
+from tests.support.derivative_repos import AWQ, BASE, FINETUNE, GATED, GGUF, MALFORMED, following_app, write_family
 from tests.support.settings import settings_for
 from tracker.app import App
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
@@ -23,11 +23,8 @@ def served(tmp_path):
 
 @pytest.fixture
 def app(served, database_url):
-    app = App(settings_for(served.endpoint, database_url))  # type: ignore[arg-type]
-    app.store.watches.add_watch(BASE, "main", 900)
-    app.store.derivatives.follow(BASE, ("quantized", "finetune"), 100)
-    yield app
-    app.store.engine.dispose()
+    with following_app(served.endpoint, database_url) as app:
+        yield app
 
 
 def _poll(app: App) -> None:

@@ -13,9 +13,8 @@ import pytest
 from standardwebhooks import Webhook
 
 from tests.support.cli import cli_json, run_cli, signed_webhook_section, write_config
-from tests.support.derivative_repos import AWQ, BASE, FINETUNE, GGUF, REUPLOADED, write_family, write_reuploads
+from tests.support.derivative_repos import AWQ, BASE, FINETUNE, GGUF, REUPLOADED, following_app, write_family, write_reuploads
 from tests.support.served import serve
-from tests.support.settings import settings_for
 from tests.support.webhooks import SECRET, Receiver
 from tracker.app import App
 from tracker.derivative_history import NOT_READ
@@ -40,11 +39,8 @@ def served(tmp_path: Path) -> Iterator[ReplayServer]:
 
 @pytest.fixture
 def app(served: ReplayServer, database_url: str) -> Iterator[App]:
-    app = App(settings_for(served.endpoint, database_url))  # type: ignore[arg-type]
-    app.store.watches.add_watch(BASE, "main", 900)
-    app.store.derivatives.follow(BASE, ("quantized", "finetune"), 100)
-    yield app
-    app.store.engine.dispose()
+    with following_app(served.endpoint, database_url) as app:
+        yield app
 
 
 def _poll(app: App) -> None:
