@@ -238,6 +238,7 @@ class Ingestor:
         self._ingest(target, head, commit, None, None, [], outcome, fetched)  # type: ignore[arg-type]
         outcome.status = "ingested" if outcome.revisions else "unchanged"
         return outcome
+
     def _walk_from_hint(self, watch: Watch, sha: str, stored: set[str]) -> CommitWalk | None:
         """The walk from a Hub webhook's head when it leads straight back to the watch's last commit; None
         (and one log line) when it does not or the Hub cannot walk it: nothing is written from it."""
