@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from tests.support.crash_scenario import PATHS, Arrival, RecordingReceiver, start_daemon, webhook_sections
 
 if TYPE_CHECKING:
-    from tracker.app import App
+    from tracker.cli.app import App
 
 ROOT = Path(__file__).resolve().parent.parent
 HUB_SECRET = "hub-secret-for-benchmarks"  # the daemons read it from HUBWATCH_HUB_WEBHOOK_SECRET

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tracker.app import App
+from tracker.cli.app import App
+from tracker.cli.logs import configure_logging
 from tracker.config import settings_from_mapping
-from tracker.logs import configure_logging
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import ReplayServer
 

@@ -19,7 +19,7 @@ from tracker.advisories.advice import LoaderAdvice, loader_advice
 from tracker.advisories.facts import extract_facts
 from tracker.advisories.records import AdvisoryIndex
 from tracker.advisories.scope import NO_SCOPES, default_scopes
-from tracker.snapshot import FileEntry, Snapshot
+from tracker.revision.snapshot import FileEntry, Snapshot
 from tracker.standins.osv import bundled_records
 from tracker.standins.replay.history import LfsBlob, RepoHistory, load_roots
 

@@ -40,9 +40,9 @@ import sqlalchemy as sa
 from benchmarks._daemons import ROOT, ReplayProcess, cpu_s, free_port, percentile, receiver_config, seed_watches
 from storage.models import Watch
 from tests.support.synthetic_repos import CONFIG, write_repo
-from tracker.app import App
+from tracker.cli.app import App
+from tracker.cli.logs import configure_logging
 from tracker.config import load_settings
-from tracker.logs import configure_logging
 from tracker.polling.scheduler import overdue_grace_s
 from tracker.standins.receiver import Receiver
 from tracker.standins.replay.history import load_roots

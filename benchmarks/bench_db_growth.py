@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._histories import replayed_app
 from tests.support.synthetic_repos import CONFIG, write_repo
-from tracker.app import App
+from tracker.cli.app import App
 
 COMMITS = 40
 GOAL_BYTES = 10 * 1024

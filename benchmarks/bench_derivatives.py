@@ -32,9 +32,9 @@ from tests.support.derivative_repos import BASE, base_file, base_template, card
 from tests.support.gguf_files import GgufFile, GgufSpec, gguf_header, write_gguf_repo
 from tests.support.settings import settings_for
 from tests.support.synthetic_repos import write_repo
-from tracker.app import App
+from tracker.cli.app import App
+from tracker.cli.logs import configure_logging
 from tracker.config.sections import LogSettings
-from tracker.logs import configure_logging
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
 FIRST_GOAL, LATER_GOAL = 4.0, 1.0

@@ -32,9 +32,9 @@ from sqlmodel import select
 from storage.listing_state import author_scope
 from storage.models import Watch
 from tests.support.clock import FakeClock
-from tracker.app import App
+from tracker.cli.app import App
+from tracker.cli.logs import configure_logging
 from tracker.config import settings_from_mapping
-from tracker.logs import configure_logging
 from tracker.polling.listing import ListingJob, ListingPass, follow_author
 from tracker.standins.replay.__main__ import synthetic_ids
 from tracker.standins.replay.history import synthetic_history

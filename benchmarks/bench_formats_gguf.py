@@ -21,11 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support.gguf_files import GgufFile, GgufSpec, file_size, gguf_header, real_template, real_vocab, write_gguf_repo
 from tests.support.settings import settings_for
-from tracker.app import App
+from tracker.cli.app import App
+from tracker.cli.logs import configure_logging
 from tracker.config.sections import LogSettings
 from tracker.formats import gguf
-from tracker.hub import HubClient
-from tracker.logs import configure_logging
+from tracker.hub.client import HubClient
 from tracker.standins.replay.control import ReplayServer
 
 QUANTS = [("Q2_K", 10), ("Q3_K", 12), ("Q4_0", 2), ("Q4_1", 3), ("Q4_K", 15), ("Q5_0", 8), ("Q5_1", 9), ("Q5_K", 17),

@@ -12,7 +12,7 @@
 
 The data.pkl is written by torch.save itself (zero-stride expanded tensors: real names and shapes, one
 element of storage each); the zip around it is written here with the storages' real sizes. torch comes
-with `.[groundtruth]`. The range source here is the benchmark's own (httpx); the pipeline's is tracker/hub.py's.
+with `.[groundtruth]`. The range source here is the benchmark's own (httpx); the pipeline's is tracker/hub/client.py's.
 Run: .venv/bin/python benchmarks/bench_formats_pickle.py [--runs 50]
 """
 
@@ -80,7 +80,7 @@ def data_pkl(shapes: dict[str, tuple[int, ...]]) -> bytes:
 
 
 class HttpRangeSource:
-    """A RangeSource over HTTP Range requests (this benchmark's; the pipeline's lives in tracker/hub.py).
+    """A RangeSource over HTTP Range requests (this benchmark's; the pipeline's lives in tracker/hub/client.py).
     A server that ignores Range is read only as far as asked, then the connection is closed."""
 
     def __init__(self, client: httpx.Client, url: str, budget: int = DEFAULT_BUDGET) -> None:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.support.replay import replay_server
 from tracker.formats.pickle_files import HEAD_CAP
 from tracker.formats.registry import run_scan, scanner_for
-from tracker.hub import HubClient
+from tracker.hub.client import HubClient
 
 FILES = [("sentence-transformers/all-MiniLM-L6-v2", 1, "pytorch_model.bin"),
          ("laion/CLIP-ViT-B-32-laion2B-s34B-b79K", 3, "open_clip_pytorch_model.bin")]

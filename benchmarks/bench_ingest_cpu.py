@@ -36,9 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tracker.app import App
+from tracker.cli.app import App
+from tracker.cli.logs import configure_logging
 from tracker.config import settings_from_mapping
-from tracker.logs import configure_logging
 from tracker.standins.replay.__main__ import synthetic_ids
 
 BASELINE_CPU_MS = 113.0  # the figure

@@ -30,9 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from storage.models import Watch
-from tracker.app import App
+from tracker.cli.app import App
+from tracker.cli.logs import configure_logging
 from tracker.config import settings_from_mapping
-from tracker.logs import configure_logging
 from tracker.polling.listing import ListingJob, ListingPass
 from tracker.standins.replay.__main__ import SYNTHETIC_START, synthetic_ids
 from tracker.standins.replay.history import synthetic_history

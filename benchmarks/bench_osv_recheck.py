@@ -35,10 +35,10 @@ from storage.history import NewFile, NewRevision
 from tracker.advisories.facts import extract_facts
 from tracker.advisories.osv import OsvClient
 from tracker.advisories.service import AdvisoryService
+from tracker.cli.logs import configure_logging
 from tracker.config import LogSettings
-from tracker.logs import configure_logging
-from tracker.snapshot import FileEntry, Snapshot
-from tracker.snapshot_io import git_blob_oid
+from tracker.pipeline.snapshot_io import git_blob_oid
+from tracker.revision.snapshot import FileEntry, Snapshot
 from tracker.standins.osv import OsvFake, bundled_records
 
 N = 1000

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from benchmarks._histories import replayed_app
 from tests.support.synthetic_repos import CONFIG, write_repo
-from tracker.app import App
+from tracker.cli.app import App
 
 N = 100
 BEFORE = {"sessions": 2, "statements": 3, "pre-pings": 2}  # per unchanged poll at commit edb6768

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from deepdiff import DeepDiff
 
 from tracker.differs import tokenizer
-from tracker.snapshot import FileEntry, Snapshot
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 VOCAB = 128_000
 MERGES = 280_000

@@ -4,7 +4,7 @@ Pure arithmetic on numbers and header text: no I/O, no SQL, no HTTP library. It 
 because storage is the one package every other may import (DESIGN.md's import direction: tracker and
 feeds both import storage, and nothing else in common), as kinds.py does for the shared vocabulary.
 
-- `backoff_s`: the Hub client's per-watch retries (tracker.ingest), the storage gate's probes and the
+- `backoff_s`: the Hub client's per-watch retries (tracker.pipeline.ingest), the storage gate's probes and the
   OSV client's retries wait the first delay doubled per failure in a row, up to a cap.
 - `retry_after_s`: the Hub client, the OSV client and webhook deliveries read `Retry-After` the same
   way, in both of its forms (RFC 9110 section 10.2.3): delta-seconds (`120`) or an HTTP date.

@@ -1,7 +1,7 @@
 """hubwatch's shared vocabulary: the values its columns hold, imported by every package.
 
 Severities, change and event kinds, webhook formats, the repo-id and branch patterns are written here once;
-tracker's enums (`tracker.changes`) and feeds' request parameters are built on these values, and a
+tracker's enums (`tracker.revision.changes`) and feeds' request parameters are built on these values, and a
 test checks that they agree.
 """
 

@@ -22,7 +22,7 @@ from tests.support.osv import osv_endpoint
 from tests.support.replay import replay_server
 from tests.support.served import History, ingested_history
 from tests.support.settings import settings_for
-from tracker.app import App
+from tracker.cli.app import App
 
 if TYPE_CHECKING:
     from tracker.standins.replay.control import ReplayServer

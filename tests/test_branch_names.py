@@ -18,8 +18,8 @@ from tests.support.cli import run_cli, write_config
 from tests.support.served import API_TOKEN, HOOK_SECRET, Served, serve
 from tests.support.settings import settings_for
 from tests.support.waiting import wait_until
-from tracker.app import App
 from tracker.cli import cli
+from tracker.cli.app import App
 from tracker.config import settings_from_mapping, validate_branch
 from tracker.errors import ConfigError
 

@@ -18,5 +18,5 @@ def test_compose_runs_a_serving_daemon_and_scalable_workers_on_one_database() ->
     assert worker["environment"]["HUBWATCH_STORAGE_URL"].startswith("postgresql+psycopg://")
     assert "ports" not in worker and main["ports"]  # Hub webhooks and feeds reach the serving one
     assert worker["deploy"]["replicas"] == "${HUBWATCH_WORKERS:-2}"
-    # on PostgreSQL the default coordination shares the watches (tracker/polling/builder.py build_scheduler)
+    # on PostgreSQL the default coordination shares the watches (tracker/cli/builder.py build_scheduler)
     assert settings_from_mapping({}, env={}).poll.coordination == "auto"

@@ -91,11 +91,11 @@ def _violations(graph: dict[str, set[str]], package: str) -> list[str]:
 
 def test_violations_are_found():
     """The checker itself: storage importing tracker and feeds importing tracker are named; the CLI may import feeds."""
-    graph = {"storage.db": {"tracker.config"}, "feeds.views.page": {"storage.db", "tracker.app"}, "tracker.cli.x": {"feeds.http"}}
+    graph = {"storage.db": {"tracker.config"}, "feeds.views.page": {"storage.db", "tracker.cli.app"}, "tracker.cli.x": {"feeds.http"}}
     assert _violations(graph, "storage") == ["storage.db -> tracker.config"]
-    assert _violations(graph, "feeds") == ["feeds.views.page -> tracker.app"]
+    assert _violations(graph, "feeds") == ["feeds.views.page -> tracker.cli.app"]
     assert _violations(graph, "tracker") == []
-    assert _violations({"tracker.ingest": {"feeds.views.feed"}}, "tracker") == ["tracker.ingest -> feeds.views.feed"]
+    assert _violations({"tracker.pipeline.ingest": {"feeds.views.feed"}}, "tracker") == ["tracker.pipeline.ingest -> feeds.views.feed"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -165,3 +165,71 @@ def test_cycle_finder_finds_a_cycle():
 def test_no_module_imports_itself_back():
     """No two modules import each other, directly or around a loop, not even for types or lazily."""
     assert _cycles(_without_packages(GRAPH)) == []
+
+
+# The rooms of tracker/, from the top floor down (DESIGN.md's layout, docs/architecture.md's picture). A module
+# imports its own room or a room on a lower floor, never one above: a lower room gets what it needs passed in
+# (polling is handed the ingest, the listing and the family check by tracker/cli/builder.py and App).
+TRACKER_FLOORS = (
+    ("cli",),
+    ("pins",),
+    ("family",),
+    ("pipeline",),
+    ("hub", "advisories"),
+    ("polling", "differs"),
+    ("config", "revision"),
+    ("formats", "corpus"),
+    ("errors", "standins"),
+)
+ROOT_FACE = ("tracker", "tracker.__main__")
+
+
+def _room(name: str) -> str:
+    return name.split(".")[1]
+
+
+def _floor_of(room: str) -> int:
+    for floor, rooms in enumerate(TRACKER_FLOORS):
+        if room in rooms:
+            return floor
+    raise KeyError(room)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """The imports between tracker's rooms that run back up a floor (or reach a room the floors do not name)."""
+    wrong = []
+    for name, edges in graph.items():
+        if not name.startswith("tracker.") or name in ROOT_FACE:
+            continue
+        for edge in sorted(edges):
+            if not edge.startswith("tracker.") or _room(edge) == _room(name):
+                continue
+            if _floor_of(_room(edge)) <= _floor_of(_room(name)):
+                wrong.append(f"{name} -> {edge}")
+    return wrong
+
+
+def test_upward_imports_are_found():
+    """The checker itself: polling importing the ingest or the Hub client is named; the pipeline importing polling is not."""
+    graph = {"tracker.polling.poller": {"tracker.pipeline.ingest", "tracker.polling.outcome"},
+             "tracker.polling.listing": {"tracker.hub.client"}, "tracker.pipeline.ingest": {"tracker.polling.outcome"}}
+    assert _upward(graph) == ["tracker.polling.poller -> tracker.pipeline.ingest", "tracker.polling.listing -> tracker.hub.client"]
+
+
+def test_every_room_has_a_floor():
+    """Each folder and module directly under tracker/ is a room the floors name: a new room is placed on purpose."""
+    rooms = {_room(name) for name in MODULES if name.startswith("tracker.") and name not in ROOT_FACE}
+    named = {room for floor in TRACKER_FLOORS for room in floor}
+    assert rooms == named
+
+
+def test_tracker_rooms_import_only_downwards():
+    """No import in tracker/ runs back up a floor, not even for types or lazily (polling never imports the ingest,
+    the snapshot reader or the Hub client above it)."""
+    assert _upward(GRAPH) == []
+
+
+def test_tracker_root_holds_only_its_face_and_the_exception_tree():
+    """The 18 loose modules went into rooms: tracker/ itself holds its face, `python -m tracker` and errors.py."""
+    loose = sorted(path.name for path in (ROOT / "tracker").glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "errors.py"]

@@ -143,7 +143,7 @@ def _gib(value: Any) -> str | None:
 
 
 def _estimate_rows(detail: Mapping[str, Any]) -> list[KeyChange]:
-    """An estimate change's headline figures, before -> after (tracker.estimate_change writes them)."""
+    """An estimate change's headline figures, before -> after (tracker.pipeline.estimate_change writes them)."""
     before = detail.get("before") if isinstance(detail.get("before"), Mapping) else {}
     after = detail.get("after") if isinstance(detail.get("after"), Mapping) else {}
     rows = []

@@ -15,7 +15,7 @@ from feeds.webhooks import Links, render
 from tests.support.derivative_repos import AWQ, BASE, FINETUNE, GATED, GGUF, write_family
 from tests.support.served import Served, serve
 from tests.support.settings import settings_for
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
 HOSTILE_REPO = "evil/Llama-3.1-8B-Instruct-<script>alert(1)</script>"

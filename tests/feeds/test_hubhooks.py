@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 from tests.support.cli import write_config
 from tests.support.served import HOOK_SECRET, Served, serve
 from tests.support.waiting import read_log_until
-from tracker.app import App
+from tracker.cli.app import App
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

@@ -8,9 +8,9 @@ from feeds.http.params import Severity as SeverityParam
 from feeds.http.params import bad_kinds
 from feeds.webhooks import FORMATS as RENDERERS
 from storage import kinds
-from tracker.changes import ChangeKind, Severity
 from tracker.config import validate_repo_id
 from tracker.errors import ConfigError
+from tracker.revision.changes import ChangeKind, Severity
 
 
 def test_tracker_enums_are_the_column_values():

@@ -15,7 +15,7 @@ from typing import Any
 from tests.support.gguf_files import GgufFile, GgufSpec, gguf_header, write_gguf_repo
 from tests.support.settings import settings_for
 from tests.support.synthetic_repos import write_repo
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.standins.replay.control import BUNDLED_ROOT
 
 BASE = "meta-llama/Llama-3.1-8B-Instruct"

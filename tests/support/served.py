@@ -19,10 +19,10 @@ from storage.models import Revision
 from tests.support.databases import fresh_database, postgres_admin_url
 from tests.support.replay import replay_server
 from tests.support.settings import settings_for
-from tracker.app import App
-from tracker.behaviour_store import extras_reader
+from tracker.cli.app import App
 from tracker.differs import diff_snapshots
-from tracker.snapshot_io import load_snapshot
+from tracker.pipeline.behaviour_store import extras_reader
+from tracker.revision.stored import load_snapshot
 
 HOSTILE = "hubwatch-tests/hostile-model"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"

@@ -9,9 +9,9 @@ import pytest
 
 from storage.front import Storage
 from tests.support.cli import cli_json, run_cli, write_config
-from tracker.behaviour_store import FORMAT, BehaviourStore, store_key
 from tracker.differs.tokenizer_behaviour import UNCHANGED_NOTE, BehaviourCache, behaviour_key, diff_behaviour
-from tracker.snapshot_io import load_snapshot
+from tracker.pipeline.behaviour_store import FORMAT, BehaviourStore, store_key
+from tracker.revision.stored import load_snapshot
 
 pytestmark = pytest.mark.postgres
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.derivative_repos import AWQ, BASE, FINETUNE, GATED, GGUF, MALFORMED, following_app, write_family
 from tests.support.settings import settings_for
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
 
@@ -152,7 +152,7 @@ def test_parts_stored_by_an_older_parts_version_are_recomputed_without_hub_reque
     from sqlmodel import select
 
     from storage.models.derivatives import Derivative
-    from tracker.lineage import PARTS_VERSION
+    from tracker.family.lineage import PARTS_VERSION
 
     _poll(app)
     before = _parts(app)[AWQ]

@@ -25,9 +25,9 @@ from tests.support.derivative_repos import (
     write_family,
 )
 from tests.support.settings import settings_for
-from tracker.app import App
-from tracker.derivatives import _card_notes
-from tracker.hub import CardHead
+from tracker.cli.app import App
+from tracker.family.derivatives import _card_notes
+from tracker.hub.client import CardHead
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 from tracker.standins.replay.history import synthetic_history
 

@@ -9,8 +9,8 @@ import pytest
 
 from tests.support.derivative_repos import BASE, GGUF, write_family
 from tests.support.settings import settings_for
-from tracker.app import App
-from tracker.hub import install_budget, remove_budget
+from tracker.cli.app import App
+from tracker.hub.client import install_budget, remove_budget
 from tracker.polling.budget import RequestBudget, pool_of
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 

@@ -16,8 +16,8 @@ from tests.support.cli import cli_json, run_cli, signed_webhook_section, write_c
 from tests.support.derivative_repos import AWQ, BASE, FINETUNE, GGUF, REUPLOADED, following_app, write_family, write_reuploads
 from tests.support.served import serve
 from tests.support.webhooks import SECRET, Receiver
-from tracker.app import App
-from tracker.derivative_history import NOT_READ
+from tracker.cli.app import App
+from tracker.family.derivative_history import NOT_READ
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
 pytestmark = pytest.mark.postgres

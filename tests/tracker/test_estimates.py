@@ -9,9 +9,9 @@ import pytest
 
 from storage.history import NewEstimate
 from tests.support.cli import run_cli, write_config
-from tracker.app import App
-from tracker.changes import Severity
-from tracker.estimate_change import estimate_change
+from tracker.cli.app import App
+from tracker.pipeline.estimate_change import estimate_change
+from tracker.revision.changes import Severity
 
 EVERY_KIND = "hubwatch-tests/every-kind"
 BUNDLED = Path(__file__).resolve().parents[2] / "tracker" / "standins" / "replay" / "histories"
@@ -190,8 +190,8 @@ def test_serving_changes_say_what_moved_and_why(before: dict, after: dict, lost:
 def test_a_gguf_change_reruns_the_estimate(path: str, structural: bool, rerun: bool) -> None:
     """A GGUF file added, removed or changed reruns the estimate (a GGUF-only repo's reads them); other files do
     only when structural."""
-    from tracker.changes import Change, ChangeKind
-    from tracker.estimate_change import should_estimate
+    from tracker.pipeline.estimate_change import should_estimate
+    from tracker.revision.changes import Change, ChangeKind
 
     change = Change(ChangeKind.WEIGHTS, path, f"{path} changed", Severity.NOTICE, {}, structural)
     assert should_estimate(False, [change], {"parameters": {}}) is rerun

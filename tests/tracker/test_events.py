@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from storage.kinds import REVISION_INGESTED
-from tracker.changes import Change, ChangeKind, Severity
-from tracker.events import PROMPT_SAMPLE_CHARS, event_id, revision_event, revision_title
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.events import PROMPT_SAMPLE_CHARS, event_id, revision_event, revision_title
 
 WARNING, INFO, CRITICAL = Severity.WARNING, Severity.INFO, Severity.CRITICAL
 

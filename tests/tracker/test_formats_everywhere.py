@@ -18,7 +18,7 @@ from tests.support.pickle_repos import calling_fragment, sparse, tensor_pickle, 
 from tests.support.served import serve
 from tests.support.settings import settings_for
 from tests.support.webhooks import SECRET, Receiver
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.standins.replay.control import ReplayServer
 
 pytestmark = pytest.mark.postgres

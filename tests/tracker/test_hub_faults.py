@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.cli import run_cli, write_config
 from tests.support.settings import settings_for
-from tracker.app import App
+from tracker.cli.app import App
 
 BROKEN = "hubwatch-tests/broken-model"
 EVERY_KIND = "hubwatch-tests/every-kind"

@@ -8,7 +8,7 @@ import pytest
 from tests.support.gguf_files import GgufFile, write_gguf_repo
 from tracker.errors import HubUnavailable, RateLimited
 from tracker.formats.ranged import OverBudget, RangeError
-from tracker.hub import HubClient
+from tracker.hub.client import HubClient
 from tracker.standins.replay.control import ReplayServer
 
 HEAD = bytes(range(256)) * 4096  # 1 MiB of known bytes, then zeros

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from tracker.app import App
+from tracker.cli.app import App
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

@@ -11,7 +11,7 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.gguf_files import GgufFile, GgufSpec, gguf_header, real_template, real_vocab, write_gguf_repo
 from tests.support.settings import settings_for
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.standins.replay.control import ReplayServer
 
 pytestmark = pytest.mark.postgres

@@ -10,7 +10,7 @@ import pytest
 from tests.support.cli import run_cli
 from tests.support.gguf_files import GgufFile, GgufSpec, real_template, real_vocab, split_headers, write_gguf_repo
 from tests.support.settings import settings_for
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.standins.replay.control import ReplayServer
 
 pytestmark = pytest.mark.postgres

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from tracker.app import App
+from tracker.cli.app import App
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

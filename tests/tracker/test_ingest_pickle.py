@@ -13,7 +13,7 @@ from tests.support.pickle_bytes import Member, zip_bytes
 from tests.support.pickle_repos import calling_fragment, sparse, tensor_pickle, torch_zip, whole, write_pickle_repo
 from tests.support.served import serve
 from tests.support.settings import settings_for
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.formats.pickle_rules import RULES_VERSION
 from tracker.standins.replay.control import ReplayServer
 

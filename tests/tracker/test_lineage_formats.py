@@ -1,4 +1,4 @@
-"""Comparisons across formats (tracker/lineage.py): a GGUF's vocabulary digest equals the one taken from the
+"""Comparisons across formats (tracker/family/lineage.py): a GGUF's vocabulary digest equals the one taken from the
 tokenizer.json it was converted from; special tokens and the stop set compare by text; generation defaults
 are `not_in_format` for a GGUF; parts stored by an older PARTS_VERSION are known stale."""
 
@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from tests.support.gguf_files import GgufSpec, converter_tokens, gguf_header
+from tracker.family.lineage import PARTS_VERSION, PartValue, lacking_parts, lineage, parts_of, parts_stale
 from tracker.formats import FileScan
 from tracker.formats.gguf import scan
 from tracker.formats.ranged import BytesSource
-from tracker.lineage import PARTS_VERSION, PartValue, lacking_parts, lineage, parts_of, parts_stale
-from tracker.snapshot import FileEntry, Snapshot
+from tracker.revision.snapshot import FileEntry, Snapshot
 from tracker.standins.replay.control import BUNDLED_ROOT
 
 MINILM = BUNDLED_ROOT / "sentence-transformers/all-MiniLM-L6-v2/commits"

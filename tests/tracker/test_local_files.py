@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tracker.errors import BadInput, RefusedFile
-from tracker.local_files import read_regular_file, read_text_file, replace_file
+from tracker.formats.local_files import read_regular_file, read_text_file, replace_file
 
 
 def test_regular_file_within_the_limit_is_read(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ import threading
 import pytest
 import structlog
 
+from tracker.cli.logs import configure_logging
 from tracker.config import LogSettings
-from tracker.logs import configure_logging
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +32,7 @@ def test_library_records_are_json_lines_too():
     """A library's warning (APScheduler's misfire line) is a JSON object with its logger, like ours."""
     stream = io.StringIO()
     configure_logging(LogSettings(level="info", format="json"), stream=stream)
-    structlog.get_logger("tracker.ingest").info("repo_polled", repo_id="org/model", duration_ms=3)
+    structlog.get_logger("tracker.pipeline.ingest").info("repo_polled", repo_id="org/model", duration_ms=3)
     logging.getLogger("apscheduler.executors.default").warning("Run time of job %r was missed by %s", "poll", "0:00:02")
     logging.getLogger("apscheduler.scheduler").info("below the libraries' level: dropped")
     ours, theirs = _lines(stream)

@@ -18,7 +18,7 @@ from tests.support.served import serve
 from tests.support.settings import settings_for
 from tests.support.synthetic_repos import write_repo
 from tests.support.webhooks import SECRET, Receiver
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.standins.replay.control import ReplayServer
 
 pytestmark = pytest.mark.postgres

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.snapshot import Contents, Snapshot
+from tracker.revision.snapshot import Contents, Snapshot
 
 
 def _reader(data: bytes, calls: list[str], name: str):

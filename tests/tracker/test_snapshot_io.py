@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from storage.blobs import git_blob_oid
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.errors import HubUnavailable, RateLimited, RepoGated
-from tracker.hub import MissingFile, counting_requests
-from tracker.snapshot_io import DEFER_BYTES, fetch_snapshot, load_snapshot
+from tracker.hub.client import MissingFile, counting_requests
+from tracker.pipeline.snapshot_io import fetch_snapshot
+from tracker.revision.stored import DEFER_BYTES, load_snapshot
 from tracker.standins.replay.realistic import realistic_history
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)

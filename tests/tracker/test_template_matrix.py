@@ -16,8 +16,8 @@ from storage.front import Storage
 from storage.history import NewFileScan, NewRevision
 from tests.support.databases import migrated_storage
 from tracker.differs import template_engines
-from tracker.snapshot import FileEntry, Snapshot
-from tracker.template_matrix import FORMAT, MatrixStore
+from tracker.pipeline.template_matrix import FORMAT, MatrixStore
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

@@ -1,6 +1,6 @@
 """Advisories: what is known to be dangerous about loading each revision of a watched repo.
 
-facts.py (dependency facts of a snapshot; requirements.txt is read by tracker/requirements.py) -> osv.py
+facts.py (dependency facts of a snapshot; requirements.txt is read by tracker/revision/requirements.py) -> osv.py
 (the OSV API) -> records.py (aliases merged, ranges evaluated) -> rules.py (repo-triggerable or
 runtime-only, as data) -> advice.py (loader advice) and own.py (hubwatch's own OSV records for
 security-relevant changes). lookup.py asks OSV and matches its answer to the facts; service.py checks a

@@ -10,8 +10,8 @@ from storage.kinds import ADVISORY_PUBLISHED
 from tracker.advisories.own import own_classes
 from tracker.advisories.records import Advisory
 from tracker.advisories.rules import REPO, Rule, judge
-from tracker.changes import Severity
-from tracker.events import event_id
+from tracker.revision.changes import Severity
+from tracker.revision.events import event_id
 
 # hubwatch's own record classes (data/own_classes.json) rate themselves like CVSS; their events are louder.
 OWN_EVENT_SEVERITY = {"critical": Severity.CRITICAL, "high": Severity.CRITICAL, "medium-high": Severity.WARNING,

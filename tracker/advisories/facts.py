@@ -4,7 +4,7 @@
   configs), the `__version__` of config_sentence_transformers.json, `_diffusers_version` (model_index.json
   and diffusers component configs);
 - `library_name` and `tags` of the model card's front matter;
-- requirements.txt, line by line (parsed by tracker/requirements.py): exact pins become dependencies;
+- requirements.txt, line by line (parsed by tracker/revision/requirements.py): exact pins become dependencies;
   ranges, URLs, VCS and pip options are kept as text with the reason they give no version to check;
 - the imports of every .py file (ast), mapped to PyPI names (`data/import_names.json`); code that does
   not parse gives a reason instead;
@@ -30,16 +30,16 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from tracker.advisories.records import parse_version
-from tracker.classify import (
+from tracker.differs.files import front_matter
+from tracker.formats.gguf import is_gguf
+from tracker.revision.classify import (
     REQUIREMENTS_NAMES,
     is_chat_template_file,
-    is_gguf,
     is_pickle,
     is_safetensors,
 )
-from tracker.differs.files import front_matter
-from tracker.requirements import RequirementLine, parse_requirements
-from tracker.snapshot import Snapshot
+from tracker.revision.requirements import RequirementLine, parse_requirements
+from tracker.revision.snapshot import Snapshot
 
 IMPORT_TABLE = Path(__file__).parent / "data" / "import_names.json"
 TRANSFORMERS_FILES = frozenset({"config.json", "generation_config.json"})

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tracker.snapshot import Snapshot
+from tracker.revision.snapshot import Snapshot
 
 CLASSES_FILE = Path(__file__).parent / "data" / "own_classes.json"
 ID_PREFIX = "x_HUBWATCH-"
@@ -46,7 +46,7 @@ def own_classes() -> dict[str, OwnClass]:
 
 @dataclass(frozen=True)
 class ChangeView:
-    """What own.py reads of a Change (tracker.changes) or a stored ChangeRecord: plain strings."""
+    """What own.py reads of a Change (tracker.revision.changes) or a stored ChangeRecord: plain strings."""
 
     kind: str
     path: str

@@ -38,8 +38,8 @@ from tracker.advisories.lookup import (
 )
 from tracker.advisories.records import AdvisoryIndex
 from tracker.advisories.rules import Rule
-from tracker.snapshot import Snapshot
-from tracker.snapshot_io import load_snapshot
+from tracker.revision.snapshot import Snapshot
+from tracker.revision.stored import load_snapshot
 
 log = structlog.get_logger(__name__)
 

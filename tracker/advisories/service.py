@@ -52,7 +52,7 @@ from tracker.advisories.rules import Rule
 from tracker.config import Settings
 from tracker.formats.pickle_rules import BUILTIN
 from tracker.formats.pickle_rules import Rules as PickleRules
-from tracker.snapshot import Snapshot
+from tracker.revision.snapshot import Snapshot
 
 log = structlog.get_logger(__name__)
 

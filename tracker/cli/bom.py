@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from storage.errors import NotStored
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.cli.outdated import _print_bad, _repo_at
 from tracker.cli.root import app_of
 from tracker.errors import BadInput
@@ -26,7 +26,7 @@ from tracker.pins.outdated import OutdatedCheck
 def bom(ctx: click.Context, target: str | None, lock_file: Path | None, output: Path | None) -> None:
     """A CycloneDX 1.6 JSON bill of materials: REPO[@REV] (a commit sha, or a branch: its head; default main),
     or every model of a lock file. Exit 1 when a model could not be listed (named on stderr)."""
-    from tracker.local_files import replace_file
+    from tracker.formats.local_files import replace_file
     from tracker.pins.bom import render_bom, stored_model
 
     if (target is None) == (lock_file is None):

@@ -16,9 +16,9 @@ FEED_WARM_DELAY_S = 1.0  # after a poll stored revisions: their deliveries have 
 def run(ctx: click.Context) -> None:
     """The daemon: poll every watch at its interval, serve HTTP ([server]) and deliver webhooks,
     until Ctrl-C or SIGTERM. Hub webhooks to /hooks/hub poll their repo at once."""
+    from tracker.cli.builder import build_polling
     from tracker.cli.deferred import DeferredCall
     from tracker.cli.wiring import start_dispatcher, start_http_server
-    from tracker.polling.builder import build_polling
 
     app = app_of(ctx)
     server_holder: list[Any] = []

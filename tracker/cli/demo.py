@@ -10,10 +10,10 @@ from pathlib import Path
 
 import click
 
-from tracker.app import App
 from tracker.cli import output
+from tracker.cli.app import App
+from tracker.cli.logs import configure_logging
 from tracker.config import settings_from_mapping
-from tracker.logs import configure_logging
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 

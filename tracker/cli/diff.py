@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from tracker.behaviour_store import BehaviourStore
 from tracker.cli import output
 from tracker.cli.root import app_of, emit_json, repo_arg
 from tracker.differs import diff_snapshots
-from tracker.snapshot_io import load_snapshot
-from tracker.template_matrix import MatrixStore, json_fields
+from tracker.pipeline.behaviour_store import BehaviourStore
+from tracker.pipeline.template_matrix import MatrixStore, json_fields
+from tracker.revision.stored import load_snapshot
 
 
 @click.command()

@@ -17,7 +17,7 @@ from tracker.config import EstimateSettings
 from tracker.errors import HubwatchError
 
 if TYPE_CHECKING:
-    from tracker.app import App
+    from tracker.cli.app import App
 
 
 class EstimateFailed(HubwatchError):
@@ -169,8 +169,8 @@ def estimate_revision(app: App, repo_id: str, ref: str | None, seq_len_cap: int,
     """Estimate a stored revision from its stored config.json and weight headers."""
     # here, not at the top: they load the Hub client, which `estimate --config-file` never needs
     from estimator.gguf_inputs import estimate_gguf
-    from tracker.estimate_change import gguf_scans, manifest_of
-    from tracker.snapshot_io import load_snapshot
+    from tracker.pipeline.estimate_change import gguf_scans, manifest_of
+    from tracker.revision.stored import load_snapshot
 
     revision = app.store.history.revision_at(repo_id, ref)
     snapshot = load_snapshot(app.store, revision)

@@ -24,8 +24,8 @@ def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> 
         ctx.exit(fail(f"no history for {repo}: it is not watched (hubwatch watch add {repo})", 3))
     changes = app.store.history.changes_by_revision(r.id for r in revisions)  # type: ignore[misc]
     if as_json:
-        from tracker.behaviour_store import BehaviourStore
-        from tracker.template_matrix import MatrixStore
+        from tracker.pipeline.behaviour_store import BehaviourStore
+        from tracker.pipeline.template_matrix import MatrixStore
 
         matrices, behaviours = MatrixStore(app.store), BehaviourStore(app.store)
         emit_json([stored_json(app.store, r, changes[r.id], matrices, behaviours) for r in revisions])  # type: ignore[index]
@@ -49,9 +49,9 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
     files = app.store.history.revision_files(rev.id)  # type: ignore[arg-type]
     changes = app.store.history.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
     if as_json:  # the differs load only here: a plain `show` or `history` reads the database alone
-        from tracker.behaviour_store import checked_revision
-        from tracker.snapshot_io import load_snapshot
-        from tracker.template_matrix import MatrixStore, json_fields
+        from tracker.pipeline.behaviour_store import checked_revision
+        from tracker.pipeline.template_matrix import MatrixStore, json_fields
+        from tracker.revision.stored import load_snapshot
 
         scans = app.store.history.read_file_scans(f.lfs_sha256 or f.oid for f in files if f.kind == "weights")
         matrix = MatrixStore(app.store).get(load_snapshot(app.store, rev))[0]  # stored by key, else rendered now
@@ -73,9 +73,9 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
 def stored_json(store: Any, rev: Any, changes: Any, matrices: Any, behaviours: Any) -> dict[str, Any]:
     """`history --json`'s revision: as `show --json` gives it, less the files; the engine matrix only as stored
     (never rendered here), "checked, unchanged" tokenizer behaviour where the revision's tokenizer changed."""
-    from tracker.behaviour_store import checked_revision
-    from tracker.snapshot_io import load_snapshot
-    from tracker.template_matrix import json_fields
+    from tracker.pipeline.behaviour_store import checked_revision
+    from tracker.pipeline.template_matrix import json_fields
+    from tracker.revision.stored import load_snapshot
 
     data = output.revision_dict(rev, changes)
     snapshot = load_snapshot(store, rev)

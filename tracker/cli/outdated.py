@@ -12,7 +12,7 @@ from tracker.cli.root import app_of, branch_arg, emit_json, repo_arg
 from tracker.cli.scan_output import scan_json, scan_pins
 
 if TYPE_CHECKING:
-    from tracker.app import App
+    from tracker.cli.app import App
     from tracker.pins.base_lineage import BaseComparison
     from tracker.pins.cache import BadEntry, Pin
     from tracker.pins.code_scan import CodeScan
@@ -167,7 +167,7 @@ def _outdated_local(ctx: click.Context, path: Path, base: str | None, output_for
     --fail-on warning or lower, when a part is behind)."""
     from storage.kinds import SEVERITY_RANK
     from tracker.errors import BadInput
-    from tracker.lineage import lacking_parts, parts_of
+    from tracker.family.lineage import lacking_parts, parts_of
     from tracker.pins.base_lineage import BaseComparison, compare_with_base
     from tracker.pins.local_copy import read_copy
 
@@ -231,7 +231,7 @@ def _cache_repo_id(path: Path) -> str | None:
 
 def _attach_lineage(app: App, reports: list[ModelReport], cache_dir: Path | None) -> None:
     """For each pin of a followed derivative, where its copy stands against the base (tracker/pins/pin_lineage.py)."""
-    from tracker.hub import default_cache_dir
+    from tracker.hub.client import default_cache_dir
     from tracker.pins.pin_lineage import check_pin_lineage
 
     where = str(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -254,7 +254,7 @@ def _read_pins(lock_file: Path | None, cache_dir: Path | None) -> tuple[list[Pin
 
 
 def _cache_pins(cache_dir: Path | None) -> tuple[list[Pin], list[BadEntry]]:
-    from tracker.hub import default_cache_dir
+    from tracker.hub.client import default_cache_dir
     from tracker.pins.cache import pins_from_cache
     from tracker.pins.cache_scan import scan_cache
 

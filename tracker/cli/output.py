@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from storage.models import AuthorWatch, ChangeRecord, FileScan, Revision, RevisionFile, Watch
-    from tracker.changes import Change
-    from tracker.ingest import PollOutcome
+    from tracker.polling.outcome import PollOutcome
+    from tracker.revision.changes import Change
 
 _MARK = {"info": " ", "notice": "*", "warning": "!", "critical": "!!"}
 _VERDICT_MARK = {"repo": "!!", "unclassified": "? ", "runtime": "  "}

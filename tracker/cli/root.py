@@ -18,7 +18,7 @@ from storage.errors import AmbiguousRevision, InvalidSubscription, NotStored, St
 from tracker.errors import ConfigError, HubwatchError
 
 if TYPE_CHECKING:
-    from tracker.app import App
+    from tracker.cli.app import App
     from tracker.config import Settings
 
 
@@ -123,7 +123,7 @@ def cli(ctx: click.Context, config_file: str | None) -> None:
 
     def factory(logs: bool = True) -> App:
         if "app" not in holder:
-            from tracker.app import App
+            from tracker.cli.app import App
             from tracker.config import load_settings
 
             settings = load_settings(config_file)
@@ -131,7 +131,7 @@ def cli(ctx: click.Context, config_file: str | None) -> None:
                 _check_apprise_urls(settings)
             holder["app"] = App(settings)
         if logs and "logs" not in holder:
-            from tracker.logs import configure_logging
+            from tracker.cli.logs import configure_logging
 
             configure_logging(holder["app"].settings.log)
             holder["logs"] = True

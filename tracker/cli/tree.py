@@ -6,7 +6,7 @@ import click
 
 from storage.errors import NotStored
 from tracker.cli.root import app_of, emit_json, repo_arg
-from tracker.lineage import PARTS
+from tracker.family.lineage import PARTS
 
 MARKS = {"carries": "carries", "behind": "behind", "diverged": "diverged", "absent": "-",
          "not_in_format": "not in this format"}

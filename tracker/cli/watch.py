@@ -12,11 +12,11 @@ from tracker.cli import output
 from tracker.cli.root import app_of, branch_arg, emit_json, exit_code_of, fail, repo_arg
 from tracker.config import parse_interval
 from tracker.errors import ConfigError, HubwatchError, RefusedFile, RepoGone
-from tracker.local_files import decode_utf8, quoted, read_regular_file
+from tracker.formats.local_files import decode_utf8, quoted, read_regular_file
 
 if TYPE_CHECKING:
-    from tracker.app import App
-    from tracker.hub import RepoHead
+    from tracker.cli.app import App
+    from tracker.hub.client import RepoHead
 
 _NO_WATCHES = "no repos watched (add one with: hubwatch watch add ORG/NAME)"
 MAX_NAMES_FILE_BYTES = 4 * 1024 * 1024  # some 50,000 names

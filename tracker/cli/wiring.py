@@ -14,11 +14,11 @@ from typing import Any
 from feeds.http.app import ServerOptions, ServerThread, create_app
 from feeds.webhooks import Links
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
-from tracker.app import App
-from tracker.behaviour_store import extras_reader
+from tracker.cli.app import App
 from tracker.differs import diff_snapshots
 from tracker.errors import ConfigError
-from tracker.snapshot_io import load_snapshot
+from tracker.pipeline.behaviour_store import extras_reader
+from tracker.revision.stored import load_snapshot
 
 Trigger = Callable[[str, str | None, str | None], Any]
 

@@ -22,7 +22,7 @@ from tracker.config.problems import config_error
 from tracker.config.sections import SECTIONS, Section
 from tracker.config.settings import Settings
 from tracker.errors import BadInput, ConfigError
-from tracker.local_files import read_text_file
+from tracker.formats.local_files import read_text_file
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # far beyond any config: thousands of [[watch]] entries fit in 1 MB
 

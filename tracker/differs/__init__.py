@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import structlog
 
-from tracker.changes import Change, ChangeKind, Severity
 from tracker.differs import chat_template, code, config, files, gguf, stop_tokens, tokenizer, tokenizer_behaviour, weights
-from tracker.snapshot import Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.snapshot import Snapshot
 
 Differ = Callable[[Snapshot | None, Snapshot], list[Change]]
 

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.changes import Change, ChangeKind, Severity
 from tracker.differs.chat_samples import SAMPLE_CONVERSATIONS, SAMPLE_NOW, SampleConversation
 from tracker.differs.chat_sources import (
     LOADERS,
@@ -29,7 +28,8 @@ from tracker.differs.chat_sources import (
 )
 from tracker.differs.render import DEFAULT_LIMITS, Rendered, RenderLimits, RenderRequest, render_all, template_tokens
 from tracker.differs.template_code import added_findings
-from tracker.snapshot import Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.snapshot import Snapshot
 
 # --- the security rules ---------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Custom code: every `.py` added, removed or changed (a unified diff; always critical and
 security-relevant), and requirements.txt (the requirement lines added, removed and re-pinned, as
-tracker/requirements.py reads them)."""
+tracker/revision/requirements.py reads them)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import posixpath
 import re
 from typing import Any
 
-from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import REQUIREMENTS_NAMES, kind_of
 from tracker.differs.files import ADDED, REMOVED, FileDelta, file_deltas
-from tracker.requirements import is_package_source, leading_name, requirement_lines
-from tracker.snapshot import Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.classify import REQUIREMENTS_NAMES, kind_of
+from tracker.revision.requirements import is_package_source, leading_name, requirement_lines
+from tracker.revision.snapshot import Snapshot
 
 MAX_DIFF_LINES = 400
 MAX_DIFF_CHARS = 40_000

@@ -9,8 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import kind_of
 from tracker.differs.files import FileDelta, file_deltas
 from tracker.differs.jsondiff import (
     ADDED,
@@ -23,7 +21,9 @@ from tracker.differs.jsondiff import (
     json_changes,
     value_at,
 )
-from tracker.snapshot import Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.classify import kind_of
+from tracker.revision.snapshot import Snapshot
 
 MAX_DETAIL_CHANGES = 200
 MAX_SUMMARY_PARTS = 6

@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml  # PyYAML is importable here (huggingface_hub depends on it)
 
-from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import MODEL_CARD, kind_of
-from tracker.snapshot import FileEntry, Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.classify import MODEL_CARD, kind_of
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 ADDED, REMOVED, CHANGED = "added", "removed", "changed"
 MAX_FILE_CHANGES = 50  # past this many files of one status in a revision, one Change sums them up

@@ -14,13 +14,13 @@ import json
 import re
 from typing import Any
 
-from tracker.changes import Change, ChangeKind, Severity
 from tracker.differs import chat_template
 from tracker.differs.chat_sources import effective_templates
 from tracker.differs.gguf_splits import merged_scan, splits
 from tracker.differs.weights import compare_tensors
 from tracker.formats import FileScan
-from tracker.snapshot import FileEntry, Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 # Special tokens whose change changes when generation stops (or starts): the ones a runtime acts on.
 STOP_TOKENS = frozenset({"eos", "eot", "eom", "bos"})

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.changes import Severity
 from tracker.formats import FileScan
 from tracker.formats.pickle_rules import DANGEROUS, SAFE, TRAINING_ARGUMENTS, UNKNOWN, UNREADABLE
+from tracker.revision.changes import Severity
 
 SHOWN = 3  # callables named in a summary; the detail lists them all
 SAFE_TEXT = "pickle format, imports only tensor rebuilds"

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.changes import Change, ChangeKind, Severity
 from tracker.differs.chat_samples import SAMPLE_NOW
 from tracker.differs.chat_sources import SPECIAL_TOKENS_MAP, TOKENIZER_CONFIG, effective_templates, special_tokens
 from tracker.differs.render import RenderRequest, render_all
-from tracker.snapshot import Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.snapshot import Snapshot
 
 GENERATION_CONFIG = "generation_config.json"
 CONFIG = "config.json"

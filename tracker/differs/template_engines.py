@@ -19,11 +19,11 @@ import json
 from importlib import metadata
 from typing import Any
 
-from tracker.changes import Change, ChangeKind, Severity
 from tracker.differs.chat_samples import SAMPLE_CONVERSATIONS, SAMPLE_NOW
 from tracker.differs.chat_sources import effective_templates, special_tokens
 from tracker.differs.render import DEFAULT_LIMITS, JS_DIR, JS_ENGINE, RenderLimits, RenderRequest, js_engine_missing, render_all
-from tracker.snapshot import Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.snapshot import Snapshot
 
 REFERENCE = "jinja2"
 # engine -> the runtimes that render chat templates with it

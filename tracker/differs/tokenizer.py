@@ -8,8 +8,6 @@ import posixpath
 from itertools import filterfalse
 from typing import Any
 
-from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import kind_of
 from tracker.differs.config import (
     Rating,
     content_ids,
@@ -19,7 +17,9 @@ from tracker.differs.config import (
 )
 from tracker.differs.files import ADDED, FileDelta, file_deltas
 from tracker.differs.jsondiff import EXAMPLES, JsonChange, brief, describe_change, json_changes
-from tracker.snapshot import Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.classify import kind_of
+from tracker.revision.snapshot import Snapshot
 
 TOKENIZER_JSON = "tokenizer.json"
 SMALL_JSON = frozenset({"tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"})

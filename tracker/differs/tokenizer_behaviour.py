@@ -5,7 +5,7 @@ transformers) runs in a child process (`tokenize_worker.py`) under an address-sp
 limit, so a 50 MB or malformed file costs a note, never the revision. A behaviour is computed once per
 tokenizer blob set (the oids of the tokenizer file and of the configs naming its special tokens) and
 kept in a small in-process cache (consecutive revisions share their middle one, and a revision whose
-tokenizer blobs did not change is not run at all), which `tracker.behaviour_store` fills from and writes to
+tokenizer blobs did not change is not run at all), which `tracker.pipeline.behaviour_store` fills from and writes to
 the history, so a restart does not run an unchanged tokenizer again.
 """
 
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.changes import Change, ChangeKind, Severity
 from tracker.corpus import load_corpus
 from tracker.differs.chat_sources import SPECIAL_TOKENS_MAP, TOKENIZER_CONFIG, special_tokens
-from tracker.snapshot import Snapshot
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.snapshot import Snapshot
 
 WORKER = Path(__file__).with_name("tokenize_worker.py")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")  # in order of preference

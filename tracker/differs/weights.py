@@ -11,12 +11,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import TRAINING_STATE, WEIGHT_INDEX_NAMES, is_gguf, is_pickle, is_safetensors, kind_of
 from tracker.differs.files import ADDED, CHANGED, REMOVED, FileDelta, file_deltas
 from tracker.differs.gguf_splits import merged_scan, split_name, splits
 from tracker.differs.pickle_verdicts import pickle_verdict
-from tracker.snapshot import FileEntry, Snapshot, WeightManifest
+from tracker.formats.gguf import is_gguf
+from tracker.formats.manifest import WeightManifest
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.classify import TRAINING_STATE, WEIGHT_INDEX_NAMES, is_pickle, is_safetensors, kind_of
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 EXAMPLES = 20
 _SHARD = re.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}(?P<ext>\.[a-z]+)$")

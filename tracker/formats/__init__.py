@@ -1,8 +1,9 @@
-"""Weight formats read without downloading weights: GGUF headers and PyTorch pickles, fetched by range.
+"""Files written by others, read without trusting them: weight formats (GGUF headers and PyTorch pickles,
+fetched by range, never downloaded whole), and local files that may be hostile (local_files.py).
 
 Every reader here takes a `RangeSource` (ranged.py) and never executes what it reads.
 
-The plumbing every format shares (registry.py; tracker/snapshot_io.py runs it):
+The plumbing every format shares (registry.py; tracker/pipeline/snapshot_io.py runs it):
 
 - `SCANNERS` (registry.py): a `ScannerSpec` per format, `matches(path)` choosing the files it reads and
   `scan(source, path, rules)` reading one (the path picks a reader by suffix; `rules` are the pickle rules

@@ -52,6 +52,11 @@ class GgufError(Exception):
     """The header is not a GGUF header we can read; the message says where and why."""
 
 
+
+def is_gguf(path: str) -> bool:
+    """A GGUF file, by its suffix (any case)."""
+    return path.lower().endswith(".gguf")
+
 @dataclass
 class _Cursor:
     """Reads the header front to back, fetching ahead in growing blocks; keeps every byte fetched from 0."""

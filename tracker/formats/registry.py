@@ -8,9 +8,9 @@ from typing import Any
 
 import structlog
 
-from tracker.classify import is_gguf
 from tracker.errors import HubwatchError
 from tracker.formats import FileScan, gguf, pickle_files
+from tracker.formats.gguf import is_gguf
 from tracker.formats.pickle_rules import BUILTIN, Rules
 from tracker.formats.ranged import DEFAULT_BUDGET, RangeSource
 from tracker.formats.torchzip import DATA_PKL_CAP

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracker.formats.manifest import TensorInfo, WeightManifest
 from tracker.formats.pickle_scan import MAX_NESTING, Call, Global, Persistent, PickledDict, PickleScan
-from tracker.snapshot import TensorInfo, WeightManifest
 
 REBUILD = "torch._utils."
 STORAGE_DTYPES = {

@@ -1,6 +1,6 @@
 """A copy of a model (a local GGUF, a local model directory, a pinned derivative) against its base's stored
 history: per behaviour part carries, behind (the base changes it misses, with their titles), diverged, or
-not in the copy's format; the words `outdated` prints. The comparing itself is tracker/lineage.py's."""
+not in the copy's format; the words `outdated` prints. The comparing itself is tracker/family/lineage.py's."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from storage.front import Storage
-from tracker.lineage import NOT_IN_FORMAT, PART_WORDS, PARTS, PartLineage, PartValue, lineage, parts_of
-from tracker.snapshot_io import load_snapshot
+from tracker.family.lineage import NOT_IN_FORMAT, PART_WORDS, PARTS, PartLineage, PartValue, lineage, parts_of
+from tracker.revision.stored import load_snapshot
 
 COMPARED = ("carries", "behind", "diverged")
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from storage.kinds import is_branch_name, is_repo_id
-from tracker.local_files import clipped, quoted
+from tracker.formats.local_files import clipped, quoted
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 DEFAULT_BRANCH = "main"

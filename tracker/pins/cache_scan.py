@@ -3,7 +3,7 @@
 The cache's layout (huggingface_hub's documented one): `models--org--name/` with `snapshots/<sha>/`
 (the files, symlinks into `blobs/`) and `refs/<branch>` (a file holding the sha the branch had when it
 was downloaded). A cache may come from anywhere (a CI runner's restored cache, a checked-out tree), so
-the refs are read through `tracker.local_files`: regular files only, a few bytes at most, never a
+the refs are read through `tracker.formats.local_files`: regular files only, a few bytes at most, never a
 symlink leading out of the cache; snapshot files are never opened, only checked to exist. Anything that
 is not a model folder (`datasets--`, `spaces--`, `.locks`, `version.txt`, the shared blob store) is
 left alone. A model folder with something wrong is skipped with one problem naming it, as huggingface_hub's
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracker.errors import BadInput, LocalCacheMissing
-from tracker.local_files import decode_utf8, is_inside, read_regular_file
+from tracker.formats.local_files import decode_utf8, is_inside, read_regular_file
 from tracker.pins.cache import SHA_RE
 
 MODEL_PREFIX = "models--"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from storage.kinds import is_branch_name, is_repo_id
 from tracker.errors import BadInput
-from tracker.local_files import clipped, decode_utf8, quoted, read_regular_file
+from tracker.formats.local_files import clipped, decode_utf8, quoted, read_regular_file
 from tracker.pins.cache import SHA_RE
 
 MAX_FILE_BYTES = 1024 * 1024  # source files larger than this are generated or data: named, not read

@@ -1,6 +1,6 @@
 """`hubwatch outdated --scan PATH --write`: pins moved in the files that hold them, for teams without
 Renovate. Each edit replaces exactly the revision's characters the scan found; a file is written whole
-through `tracker.local_files.replace_file` (a temporary file beside it, renamed over it), and a file that
+through `tracker.formats.local_files.replace_file` (a temporary file beside it, renamed over it), and a file that
 changed since the scan is left as it is and named.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracker.errors import BadInput
-from tracker.local_files import decode_utf8, read_regular_file, replace_file
+from tracker.formats.local_files import decode_utf8, read_regular_file, replace_file
 from tracker.pins.code_scan import MAX_FILE_BYTES, CodePin
 
 

@@ -1,9 +1,9 @@
 """`hubwatch outdated --gguf PATH`: which base behaviour change a local GGUF file does not carry.
 
-The file is hostile input (tracker/local_files.py): only a regular file is opened (a FIFO without blocking),
+The file is hostile input (tracker/formats/local_files.py): only a regular file is opened (a FIFO without blocking),
 its header read through a RangeSource over the file under the same byte budget a Hub GGUF gets. Its parts
 (the embedded chat template, its special tokens and stop set by text, the vocabulary digest) are compared with the base's stored history by
-tracker/lineage.py. The base is the one the header's `general.base_model.*` keys name, else the one given.
+tracker/family/lineage.py. The base is the one the header's `general.base_model.*` keys name, else the one given.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any
 from storage.front import Storage
 from storage.kinds import is_repo_id
 from tracker.errors import BadInput, RefusedFile
+from tracker.family.lineage import lacking_parts, parts_of
 from tracker.formats import FileScan
+from tracker.formats.local_files import file_kind
 from tracker.formats.ranged import DEFAULT_BUDGET, LocalFileSource
 from tracker.formats.registry import run_scan, scanner_for
-from tracker.lineage import lacking_parts, parts_of
-from tracker.local_files import file_kind
 from tracker.pins.base_lineage import compare_with_base
-from tracker.snapshot import Snapshot
+from tracker.revision.snapshot import Snapshot
 
 GGUF_BUDGET = DEFAULT_BUDGET  # header bytes a local file may make us read (a Hub GGUF gets the same)
 HUB_URL = re.compile(r"^https?://(?:www\.)?huggingface\.co/([\w.-]+/[\w.-]+?)/?$")

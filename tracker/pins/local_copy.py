@@ -1,9 +1,9 @@
 """A model copied to disk (a quantization or fine-tune in a directory, or a snapshot of the HF cache) read
-as hostile input into a Snapshot whose parts tracker/lineage.py compares with the base's history.
+as hostile input into a Snapshot whose parts tracker/family/lineage.py compares with the base's history.
 
 Only the files a behaviour part is read from are opened (tokenizer_config.json, chat_template.jinja,
 tokenizer.json, generation_config.json, config.json, ...), and README.md for its card's `base_model`;
-each through tracker/local_files.py: a regular file only, under a size cap, never a symlink that leads out
+each through tracker/formats/local_files.py: a regular file only, under a size cap, never a symlink that leads out
 of the directory (an HF cache snapshot's symlinks may reach its repo folder's blobs). A GGUF file in the
 directory gives the parts when no tokenizer_config.json or chat_template.jinja does. A file that cannot be
 used (refused, malformed JSON) is a note naming it, and the rest is still read.
@@ -18,11 +18,11 @@ from pathlib import Path
 
 from storage.blobs import git_blob_oid
 from tracker.errors import BadInput
+from tracker.family.lineage import PART_FILES, card_bases, gguf_paths
 from tracker.formats import FileScan
-from tracker.lineage import PART_FILES, card_bases, gguf_paths
-from tracker.local_files import is_inside, read_regular_file
+from tracker.formats.local_files import is_inside, read_regular_file
 from tracker.pins.gguf_lineage import named_bases, read_gguf_header
-from tracker.snapshot import FileEntry, Snapshot
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 README = "README.md"
 MAX_PART_BYTES = 64 * 2**20  # a 256k-token tokenizer.json is some 35 MB

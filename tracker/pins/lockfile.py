@@ -13,7 +13,7 @@ revision = "40-hex commit sha"
 ```
 A model entry that cannot be used (an unknown key, a malformed sha) is a `BadEntry` naming it; the
 other entries are still read. A file that is not TOML at all is a `BadInput` error, and so is one
-hubwatch refuses to read (`tracker.local_files`: not a regular file, over `MAX_LOCK_BYTES`, not UTF-8)
+hubwatch refuses to read (`tracker.formats.local_files`: not a regular file, over `MAX_LOCK_BYTES`, not UTF-8)
 or TOML nested deeper than the parser can follow.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from storage.kinds import is_branch_name, is_repo_id
 from tracker.errors import BadInput, RefusedFile
-from tracker.local_files import clipped, quoted, read_text_file, replace_file
+from tracker.formats.local_files import clipped, quoted, read_text_file, replace_file
 from tracker.pins.cache import DEFAULT_BRANCH, SHA_RE, BadEntry, Pin
 
 VERSION = 1

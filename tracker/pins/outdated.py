@@ -17,9 +17,9 @@ from storage.front import Storage
 from storage.kinds import ADVISORY_PUBLISHED, SEVERITY_RANK
 from storage.models import Revision, Watch
 from tracker.errors import HubError, RepoGated, RepoGone, RevisionNotFound
-from tracker.hub import HubClient
-from tracker.ingest import Ingestor
+from tracker.hub.client import HubClient
 from tracker.pins.cache import Pin
+from tracker.pipeline.ingest import Ingestor
 
 if TYPE_CHECKING:
     from tracker.pins.base_lineage import BaseComparison

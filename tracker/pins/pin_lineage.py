@@ -19,14 +19,14 @@ from storage.blobs import git_blob_oid
 from storage.errors import RevisionNotStored
 from storage.front import Storage
 from tracker.errors import BadInput, HubwatchError
-from tracker.lineage import PART_FILES, PartValue, lacking_parts, parts_of, parts_stale
+from tracker.family.lineage import PART_FILES, PartValue, lacking_parts, parts_of, parts_stale
 from tracker.pins.base_lineage import BaseComparison, compare_with_base
 from tracker.pins.cache import Pin
 from tracker.pins.local_copy import read_copy
-from tracker.snapshot import FileEntry, Snapshot
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 if TYPE_CHECKING:
-    from tracker.hub import HubClient
+    from tracker.hub.client import HubClient
 
 NOUN = "the pinned copy"
 
@@ -65,7 +65,7 @@ def _noted(found: BaseComparison, notes: list[str]) -> BaseComparison:
 
 def _from_history(store: Storage, pin: Pin) -> Snapshot | None:
     """The pinned commit as the derivative's own history stored it (its part files are held)."""
-    from tracker.snapshot_io import load_snapshot
+    from tracker.revision.stored import load_snapshot
 
     try:
         revision = store.history.find_revision(pin.repo_id, pin.sha)
@@ -79,7 +79,7 @@ def _from_hub(store: Storage, hub: HubClient | None, pin: Pin, max_file_bytes: i
     """The pinned commit read from the Hub as an ingest reads it (nothing stored: a check, not a poll)."""
     if hub is None:
         return None
-    from tracker.snapshot_io import fetch_snapshot
+    from tracker.pipeline.snapshot_io import fetch_snapshot
 
     try:
         return fetch_snapshot(hub, store, pin.repo_id, pin.sha, max_file_bytes).snapshot

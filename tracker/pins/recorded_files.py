@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from storage.errors import RevisionNotStored
 from storage.front import Storage
-from tracker.changes import ChangeKind
-from tracker.classify import kind_of
-from tracker.hub import HubClient
+from tracker.hub.client import HubClient
 from tracker.pins.cache import Pin
+from tracker.revision.changes import ChangeKind
+from tracker.revision.classify import kind_of
 
 # The kinds whose files change what a model does when loaded (README, licences and the like do not).
 BEHAVIOUR_KINDS = frozenset(

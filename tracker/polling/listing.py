@@ -16,10 +16,10 @@ not stored, so a repo polled twice (listing, reconcile, Hub webhook) is never in
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -28,7 +28,6 @@ from storage.models import AuthorWatch, ListingState, Watch
 from storage.sessions import Clock, utc_now
 from tracker.config import Settings
 from tracker.errors import HubError
-from tracker.hub import HubClient, ListedModel
 from tracker.polling.budget import WINDOW_S
 from tracker.polling.pass_choice import AuthorCost, HubCost, choose_passes, pages_of, quiet_cadence_s
 
@@ -37,6 +36,21 @@ if TYPE_CHECKING:
     from tracker.polling.budget import RequestBudget
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class ListedModel:
+    """One entry of the Hub's model listing: the repo, its default branch's commit, when it last moved."""
+
+    repo_id: str
+    sha: str | None
+    last_modified: datetime | None
+
+
+class ModelListing(Protocol):
+    """The Hub's model listing, newest modification first (tracker/hub/client.py's HubClient, handed in)."""
+
+    def list_models_by_modification(self, author: str | None = None) -> Iterator[ListedModel]: ...
 
 PAGE = 1000  # the Hub's page of /api/models
 MAX_ENTRIES = 100_000  # a pass that has not met its mark after this many models is cut (and retried)
@@ -92,7 +106,7 @@ class ListingPass:
     def __init__(
         self,
         listings: ListingStore,
-        hub: HubClient,
+        hub: ModelListing,
         clock: Clock = utc_now,
         max_entries: int = MAX_ENTRIES,
         first_entries: int = PAGE,
@@ -296,7 +310,7 @@ class ListingJob:
         self,
         settings: Settings,
         listings: ListingStore,
-        hub: HubClient,
+        hub: ModelListing,
         trigger: Callable[[str, str], object],
         budget: RequestBudget | None = None,
         clock: Clock = utc_now,

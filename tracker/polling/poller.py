@@ -12,25 +12,35 @@ from storage.health import probe_write, write_failure
 from storage.sessions import Clock
 from tracker.config import PollSettings
 from tracker.errors import NotWatched
+from tracker.polling.outcome import PollOutcome
 from tracker.polling.storage_gate import StorageGate
 
 if TYPE_CHECKING:
     from storage.front import Storage
     from storage.models import Watch
     from storage.watches import ScheduledWatch
-    from tracker.ingest import Ingestor, PollOutcome
 
 T = TypeVar("T")
 
 
+class Ingesting(Protocol):
+    """What polls a watch: the pipeline's Ingestor (tracker/pipeline/ingest.py), handed in from above."""
+
+    def poll(self, watch: Watch, *, backfill: int | None = None, cached: bool = False,
+             head_sha: str | None = None) -> PollOutcome: ...
+
+
 class Polled(Protocol):
-    """What a poll needs (tracker/app.py's App builds both on first use)."""
+    """What a poll needs (tracker/cli/app.py's App builds them on first use): the store, the ingest, and
+    the check of a base's followed derivatives after its own poll (tracker/family/derivatives.py)."""
 
     @property
     def store(self) -> Storage: ...
 
     @property
-    def ingestor(self) -> Ingestor: ...
+    def ingestor(self) -> Ingesting: ...
+
+    def follow_derivatives(self, repo_id: str) -> None: ...
 
 
 FOLLOWED_BASES_TTL_S = 30.0
@@ -70,8 +80,6 @@ class Poller:
     def poll(self, repo_ids: Iterable[str] = (), backfill: int | None = None) -> list[PollOutcome]:
         """One ingest pass over the named watches (all when none are named); one summary log line.
         While the database cannot be written no Hub request is made: those watches fail unpolled."""
-        from tracker.ingest import PollOutcome
-
         watches = self._reading(lambda: self.watches_for(repo_ids))
         outcomes = []
         for watch in watches:
@@ -160,11 +168,8 @@ class Poller:
 
     def _follow_derivatives(self, repo_id: str) -> None:
         """The base's followed derivatives, checked on its poll schedule (nothing when none are followed)."""
-        from tracker.derivatives import run_follow
-
-        ingestor = self._app.ingestor
         try:
-            run_follow(self._app.store, ingestor, repo_id)
+            self._app.follow_derivatives(repo_id)
         except Exception as err:  # noqa: BLE001 - a failed family pass never fails the base's own poll
             _log().warning("derivatives_failed", repo_id=repo_id, error=f"{type(err).__name__}: {err}"[:300])
 

@@ -25,7 +25,7 @@ log = structlog.get_logger(__name__)
 
 # A watch's poll: False when the database could not take it (the watch stays due, a request for it is kept);
 # anything else (True, None) when it was polled or needs no poll now. Called (repo_id, branch), and with
-# `head_sha=` too when Hub webhooks named the branch's new head (the poll verifies it: tracker/ingest.py).
+# `head_sha=` too when Hub webhooks named the branch's new head (the poll verifies it: tracker/pipeline/ingest.py).
 PollFn = Callable[..., bool | None]
 # A watch as the scheduler needs it: repo_id, branch, interval_s, last_polled_at (a Watch row does too).
 Schedulable = Watch | ScheduledWatch

@@ -18,7 +18,7 @@ from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from tests.support.cli import cli_json, run_cli, write_config
 from tests.support.waiting import read_stderr_until
 from tests.support.webhooks import LINKS, SECRET, Receiver, Reply
-from tracker.app import App
+from tracker.cli.app import App
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tracker.snapshot import FileEntry, Snapshot, WeightManifest
+from tracker.formats.manifest import WeightManifest
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 TESTS = Path(__file__).resolve().parents[2]
 FIXTURES = TESTS / "fixtures"

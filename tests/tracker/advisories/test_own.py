@@ -18,9 +18,9 @@ from tracker.advisories.own import (
     own_id,
     own_records,
 )
-from tracker.changes import Change, ChangeKind, Severity
 from tracker.differs import diff_snapshots
-from tracker.snapshot import TensorInfo, WeightManifest
+from tracker.formats.manifest import TensorInfo, WeightManifest
+from tracker.revision.changes import Change, ChangeKind, Severity
 
 from .kit import T0, real, snapshot
 

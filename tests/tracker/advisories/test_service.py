@@ -21,7 +21,7 @@ from tracker.advisories.service import (
     RevisionCheck,
 )
 from tracker.differs import diff_snapshots
-from tracker.snapshot import Snapshot
+from tracker.revision.snapshot import Snapshot
 from tracker.standins.osv import OsvFake, bundled_records
 
 from .kit import T0, Sleeps, blob_oid, moved_fix, real, snapshot

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # What a command that reads the database must not load: the HTTP stack, the Hub client, the differs,
 # the advisory service and its HTTP client, Alembic once the schema is current, and structlog (only
 # commands that log configure it).
-HEAVY = ("fastapi", "uvicorn", "starlette", "huggingface_hub", "tracker.hub", "tracker.differs", "deepdiff",
+HEAVY = ("fastapi", "uvicorn", "starlette", "huggingface_hub", "tracker.hub.client", "tracker.differs", "deepdiff",
          "tracker.advisories.service", "httpx", "feedgen", "alembic", "estimator", "structlog")
 # --help needs click alone.
 DATABASE = ("sqlmodel", "sqlalchemy", "pydantic")

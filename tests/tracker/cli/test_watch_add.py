@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from storage.listing_state import author_scope
 from tests.support.cli import run_cli, write_config
 from tests.support.settings import settings_for
-from tracker.app import App
 from tracker.cli import cli
+from tracker.cli.app import App
 from tracker.standins.replay.control import ReplayServer
 from tracker.standins.replay.history import synthetic_history
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tracker.snapshot import FileEntry, Snapshot
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "fixtures" / "chat_templates"
 

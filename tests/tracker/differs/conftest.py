@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tracker.snapshot import FileEntry, Snapshot, TensorInfo, WeightManifest
+from tracker.formats.manifest import TensorInfo, WeightManifest
+from tracker.revision.snapshot import FileEntry, Snapshot
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "differs"
 

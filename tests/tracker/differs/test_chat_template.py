@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from tracker.changes import Change, ChangeKind, Severity
 from tracker.differs.chat_sources import effective_templates
 from tracker.differs.chat_template import RULES, diff
 from tracker.differs.render import RenderLimits
+from tracker.revision.changes import Change, ChangeKind, Severity
 
 from .chat_fixtures import (
     ALL_TEMPLATES,

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tracker.changes import ChangeKind, Severity
 from tracker.differs import code
+from tracker.revision.changes import ChangeKind, Severity
 
 PHI_CODE = "phi-2/configuration_phi.py"
 PHI_CONFIG = "phi-2/config.phi-auto-map.json"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tracker.changes import ChangeKind, Severity
 from tracker.differs import config
+from tracker.revision.changes import ChangeKind, Severity
 
 LLAMA = "llama-3.1-8b-instruct"
 GEN = f"{LLAMA}/generation_config.json"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tracker.changes import ChangeKind, Severity
 from tracker.differs import files
+from tracker.revision.changes import ChangeKind, Severity
 
 README = "all-minilm-l6-v2/README.md"
 

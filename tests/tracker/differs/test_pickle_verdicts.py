@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.pickle_repos import calling_fragment, scanned, tensor_pickle, torch_zip
-from tracker.changes import Severity
 from tracker.differs import weights
-from tracker.snapshot_io import pickle_manifest
+from tracker.revision.changes import Severity
+from tracker.revision.stored import pickle_manifest
 
 PATH = "pytorch_model.bin"
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tracker.changes import ChangeKind, Severity
 from tracker.differs import stop_tokens as st
-from tracker.snapshot import FileEntry
+from tracker.revision.changes import ChangeKind, Severity
+from tracker.revision.snapshot import FileEntry
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "fixtures" / "chat_templates"
 LLAMA_SPECIALS = {"128000": "<|begin_of_text|>", "128001": "<|end_of_text|>", "128008": "<|eom_id|>", "128009": "<|eot_id|>"}

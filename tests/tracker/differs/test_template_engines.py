@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.changes import ChangeKind, Severity
 from tracker.differs import template_engines
 from tracker.differs.chat_samples import SAMPLE_CONVERSATIONS
 from tracker.differs.render import JS_ENGINE, js_engine_missing
+from tracker.revision.changes import ChangeKind, Severity
 
 from .chat_fixtures import QWEN2, snapshot, template, tokenizer_config
 

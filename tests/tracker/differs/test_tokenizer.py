@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from tracker.changes import ChangeKind, Severity
 from tracker.differs import tokenizer
+from tracker.revision.changes import ChangeKind, Severity
 
 MINILM = "all-minilm-l6-v2"
 TOK = f"{MINILM}/tokenizer.json"

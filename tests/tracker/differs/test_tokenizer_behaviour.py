@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from tracker.changes import ChangeKind, Severity
 from tracker.corpus import load_corpus
 from tracker.differs import tokenizer_behaviour as tb
 from tracker.differs.tokenizer_behaviour import BehaviourCache, BehaviourLimits, diff_behaviour
+from tracker.revision.changes import ChangeKind, Severity
 
 MINILM = "all-minilm-l6-v2/"
 

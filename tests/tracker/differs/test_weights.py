@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from tracker.changes import ChangeKind, Severity
 from tracker.differs import weights
-from tracker.snapshot import WeightManifest
+from tracker.formats.manifest import WeightManifest
+from tracker.revision.changes import ChangeKind, Severity
 
 MINILM = "all-minilm-l6-v2"
 SIZE = 90_868_376  # the real model.safetensors

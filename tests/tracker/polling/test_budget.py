@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from tracker.config import settings_from_mapping
 from tracker.errors import ConfigError
-from tracker.hub import HubClient, install_budget, ratelimit_of, remove_budget
+from tracker.hub.client import HubClient, install_budget, ratelimit_of, remove_budget
 from tracker.polling.budget import RequestBudget, budget_state, pool_of, set_process_budget
 from tracker.standins.replay.control import ReplayServer
 from tracker.standins.replay.history import synthetic_history

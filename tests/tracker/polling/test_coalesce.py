@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.polling.coalesce import PendingPolls
 from tracker.polling.scheduler import Scheduler
 from tracker.polling.shared import SharedScheduler

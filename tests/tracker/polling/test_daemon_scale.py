@@ -18,7 +18,7 @@ from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.models import Watch
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.polling.scheduler import Scheduler
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too

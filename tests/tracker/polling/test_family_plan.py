@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.polling.budget import RequestBudget
 from tracker.polling.listing import ListingJob, family_need
 

@@ -13,7 +13,7 @@ from storage.listing_state import ALL_MODELS, ListingStore, author_scope
 from storage.models import Event, Revision
 from tests.support.settings import settings_for
 from tests.support.waiting import read_stderr_until
-from tracker.app import App
+from tracker.cli.app import App
 from tracker.polling.budget import RequestBudget
 from tracker.polling.listing import ListingJob, ListingPass, follow_author
 from tracker.standins.replay.control import ReplayServer

@@ -18,8 +18,8 @@ from storage.models import Watch
 from tests.support import postgres_server
 from tests.support.settings import settings_for
 from tests.support.waiting import wait_until
-from tracker.app import App
-from tracker.polling.builder import build_scheduler, watch_poll
+from tracker.cli.app import App
+from tracker.cli.builder import build_scheduler, watch_poll
 from tracker.polling.shared import DB_RETRY_MAX_S, SharedScheduler
 
 BROKEN = "hubwatch-tests/broken-model"  # a bundled replay history: its first commits are plain config changes

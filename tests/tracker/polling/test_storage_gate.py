@@ -23,9 +23,9 @@ from storage.history import HistoryStore
 from storage.models import Revision
 from tests.support.cli import run_cli, write_config
 from tests.support.settings import settings_for
-from tracker.app import App
-from tracker.hub import HubClient
-from tracker.ingest import Ingestor
+from tracker.cli.app import App
+from tracker.hub.client import HubClient
+from tracker.pipeline.ingest import Ingestor
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
@@ -208,10 +208,10 @@ def test_two_hubwatch_polls_at_once_store_each_commit_once(replay, tmp_path: Pat
 
 
 def test_the_schedulers_poll_says_when_the_database_could_not_take_it(sqlite_app: App, replay, clock: FakeClock) -> None:
-    """The daemon's poll of a watch (tracker/polling/builder.py `watch_poll`) answers False while the disk is full
+    """The daemon's poll of a watch (tracker/cli/builder.py `watch_poll`) answers False while the disk is full
     (the poll that hit it, and the polls the closed gate skips), so the schedulers keep the watch due; True once
     a probe finds writes working and the poll stores the commit."""
-    from tracker.polling.builder import watch_poll
+    from tracker.cli.builder import watch_poll
 
     app = sqlite_app
     replay.set_head(BROKEN, 1)

@@ -429,8 +429,8 @@ def _lock_waits(engine: sa.Engine) -> int:
 
 
 def test_the_daemon_shares_on_postgresql_and_times_watches_itself_on_sqlite(tmp_path, replay) -> None:
-    from tracker.app import App
-    from tracker.polling.builder import build_scheduler
+    from tracker.cli.app import App
+    from tracker.cli.builder import build_scheduler
     from tracker.polling.scheduler import Scheduler
 
     def scheduler_for(url: str, **poll: str) -> Scheduler:

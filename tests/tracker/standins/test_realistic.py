@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tracker.hub import HubClient
+from tracker.hub.client import HubClient
 from tracker.standins.replay.history import LfsBlob
 from tracker.standins.replay.realistic import MOVES, realistic_history
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tracker.formats import FileScan
+from tracker.formats.manifest import WeightManifest
 
 T = TypeVar("T")
 
@@ -27,38 +27,6 @@ class FileEntry:
     def content_id(self) -> str:
         """What identifies the content: the LFS sha256 when there is one, else the blob oid."""
         return self.lfs_sha256 or self.oid
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """One tensor of a safetensors header."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-
-    @property
-    def parameters(self) -> int:
-        return math.prod(self.shape)
-
-
-@dataclass(frozen=True)
-class WeightManifest:
-    """The tensors one weight file declares, read from its header without downloading weights."""
-
-    tensors: tuple[TensorInfo, ...] = ()
-    metadata: dict[str, str] = field(default_factory=dict)
-    error: str | None = None
-
-    @property
-    def parameters(self) -> int:
-        return sum(t.parameters for t in self.tensors)
-
-    def parameters_by_dtype(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for t in self.tensors:
-            out[t.dtype] = out.get(t.dtype, 0) + t.parameters
-        return out
 
 
 class Contents(MutableMapping[str, bytes]):

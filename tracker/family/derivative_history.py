@@ -1,5 +1,5 @@
 """A followed derivative's own history, at its base's budget, without a watch row: the family pass
-(tracker/derivatives.py) stores its baseline at the head it first checks from what that check read (the file
+(tracker/family/derivatives.py) stores its baseline at the head it first checks from what that check read (the file
 list, the part files, one GGUF header; every other file a watch would read is marked not read), and once its
 head moves, its new commits go through the watch's pipeline (`Ingestor.ingest_since`), oldest first, one write
 each. So `history`, `show`, `diff`, its feed and webhooks work as for a watched repo. A derivative the user
@@ -19,17 +19,18 @@ from typing import TYPE_CHECKING, TypeVar
 import structlog
 
 from storage.health import write_failure
-from tracker.classify import is_safetensors, should_download
 from tracker.errors import HubwatchError, RepoGated, RepoGone
 from tracker.formats.registry import scanner_for
-from tracker.hub import CommitInfo, RepoHead, counting_requests
-from tracker.ingest import IngestTarget
-from tracker.snapshot import Snapshot
-from tracker.snapshot_io import FetchedSnapshot, load_snapshot
+from tracker.hub.client import CommitInfo, RepoHead, counting_requests
+from tracker.pipeline.ingest import IngestTarget
+from tracker.pipeline.snapshot_io import FetchedSnapshot
+from tracker.revision.classify import is_safetensors, should_download
+from tracker.revision.snapshot import Snapshot
+from tracker.revision.stored import load_snapshot
 
 if TYPE_CHECKING:
-    from tracker.hub import CardHead
-    from tracker.ingest import Ingestor
+    from tracker.hub.client import CardHead
+    from tracker.pipeline.ingest import Ingestor
 
 T = TypeVar("T")
 NOT_READ = "not read: derivative followed at its base's budget (watch it to read every file)"

@@ -8,7 +8,7 @@ nothing), each read in one ranged GET; a GGUF repo's header in one ranged GET of
 whose head did not move costs its head check alone. Requests go through the library's session, so the
 process's request budget (tracker/polling/budget.py) holds them back rather than let them exceed it.
 
-Each derivative also has its own history (tracker/derivative_history.py): its baseline is stored from what the
+Each derivative also has its own history (tracker/family/derivative_history.py): its baseline is stored from what the
 first check read, at no extra request, and once its head moves its new commits are ingested by the watch's
 pipeline before its parts are read from the ingested head; those requests count in the pass's report.
 
@@ -28,13 +28,9 @@ from storage.derivatives import CheckedDerivative
 from storage.event_log import NewEvent
 from storage.history import NewFileScan
 from storage.kinds import DERIVATIVE_CAUGHT_UP, DERIVATIVES_REACHED, is_repo_id
-from tracker.derivative_history import NotIngested, catch_up, counted, has_history, owned_by_watch, store_baseline
 from tracker.errors import HubwatchError, RepoGated, RepoGone
-from tracker.events import event_id
-from tracker.formats import FileScan
-from tracker.formats.ranged import RangeError
-from tracker.formats.registry import run_scan, scanner_for
-from tracker.lineage import (
+from tracker.family.derivative_history import NotIngested, catch_up, counted, has_history, owned_by_watch, store_baseline
+from tracker.family.lineage import (
     NOT_IN_FORMAT,
     PART_WORDS,
     PARTS,
@@ -50,14 +46,19 @@ from tracker.lineage import (
     parts_stale,
     status_at,
 )
-from tracker.snapshot import FileEntry, Snapshot
-from tracker.snapshot_io import FetchedSnapshot, load_snapshot
+from tracker.formats import FileScan
+from tracker.formats.ranged import RangeError
+from tracker.formats.registry import run_scan, scanner_for
+from tracker.pipeline.snapshot_io import FetchedSnapshot
+from tracker.revision.events import event_id
+from tracker.revision.snapshot import FileEntry, Snapshot
+from tracker.revision.stored import load_snapshot
 
 if TYPE_CHECKING:
     from storage.front import Storage
     from storage.models import Derivative, DerivativeFollow, Revision
-    from tracker.hub import CardHead, HubClient, ListedDerivative
-    from tracker.ingest import Ingestor
+    from tracker.hub.client import CardHead, HubClient, ListedDerivative
+    from tracker.pipeline.ingest import Ingestor
 
 DEFAULT_RELATIONS = ("quantized", "finetune")
 DEFAULT_LIMIT = 100
@@ -297,7 +298,7 @@ class _Checker:
         entry = snapshot.files[path]
         stored = self.store.history.read_file_scans([entry.content_id])
         if entry.content_id in stored:
-            from tracker.snapshot_io import current
+            from tracker.revision.stored import current
 
             snapshot.scans[path] = current(stored[entry.content_id], None)
             return []

@@ -1,6 +1,6 @@
 """Lineage of behaviour: the parts of a repo that decide how a model talks (chat template, special tokens,
 the stop set, the vocabulary, generation defaults), read from a Snapshot, and which revision of a base each
-part of a derivative matches. No I/O: tracker/derivatives.py fetches, this module compares.
+part of a derivative matches. No I/O: tracker/family/derivatives.py fetches, this module compares.
 
 A part's value is a digest of its canonical form (`PartValue.digest`) and a looser one (`loose`: templates
 with their whitespace collapsed, so a re-save that only re-indents still matches). A GGUF file's header
@@ -27,7 +27,7 @@ from typing import Any
 from storage.kinds import BEHAVIOUR_PARTS
 from tracker.differs.chat_sources import TOKENIZER_CONFIG, effective_templates, special_tokens
 from tracker.differs.stop_tokens import GENERATION_CONFIG, TokenNames, stop_set
-from tracker.snapshot import Snapshot
+from tracker.revision.snapshot import Snapshot
 
 PARTS = tuple(BEHAVIOUR_PARTS)
 PART_WORDS = BEHAVIOUR_PARTS

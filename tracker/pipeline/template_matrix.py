@@ -18,9 +18,9 @@ import structlog
 from storage.blobs import git_blob_oid
 from storage.front import Storage
 from storage.history import NewFileScan
-from tracker.changes import Change
 from tracker.differs import template_engines
-from tracker.snapshot import Snapshot
+from tracker.revision.changes import Change
+from tracker.revision.snapshot import Snapshot
 
 log = structlog.get_logger(__name__)
 

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tracker.advisories.rejudging import rejudge_job
-from tracker.hub import install_budget
+from tracker.hub.client import install_budget
 from tracker.polling.budget import RequestBudget, budget_state, set_process_budget
 from tracker.polling.listing import ListingJob
 from tracker.polling.scheduler import Scheduler
 from tracker.polling.shared import SharedScheduler
 
 if TYPE_CHECKING:
-    from tracker.app import App
+    from tracker.cli.app import App
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from tracker.errors import ConfigError
 
 if TYPE_CHECKING:
     from tracker.advisories.service import AdvisoryService
-    from tracker.hub import HubClient
-    from tracker.ingest import Ingestor
+    from tracker.hub.client import HubClient
+    from tracker.pipeline.ingest import Ingestor
     from tracker.polling.poller import Poller
 
 
@@ -49,7 +49,7 @@ class App:
 
     @cached_property
     def hub(self) -> HubClient:
-        from tracker.hub import HubClient
+        from tracker.hub.client import HubClient
 
         return HubClient(self.settings.hub.endpoint, self.settings.hub_token, self.settings.hub.timeout_s)
 
@@ -62,7 +62,7 @@ class App:
 
     @cached_property
     def ingestor(self) -> Ingestor:
-        from tracker.ingest import Ingestor
+        from tracker.pipeline.ingest import Ingestor
 
         return Ingestor(self.store, self.hub, self.settings, advisories=self.advisories)
 
@@ -72,3 +72,10 @@ class App:
         from tracker.polling.poller import Poller
 
         return Poller(self, self.settings.poll, self.clock)
+
+    def follow_derivatives(self, repo_id: str) -> None:
+        """A base's followed derivatives checked after its own poll (the poller calls this; it never imports
+        the family room above it)."""
+        from tracker.family.derivatives import run_follow
+
+        run_follow(self.store, self.ingestor, repo_id)

@@ -8,9 +8,10 @@ from estimator import EstimateError, crossings, estimate, serving_crossings
 from estimator.compare import mode_label
 from estimator.gguf_inputs import estimate_gguf
 from storage.history import NewEstimate
-from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import is_gguf, is_safetensors
-from tracker.snapshot import Snapshot
+from tracker.formats.gguf import is_gguf
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.classify import is_safetensors
+from tracker.revision.snapshot import Snapshot
 
 # The modes people plan for.
 MODES = ("full_finetune", "lora", "qlora", "inference")

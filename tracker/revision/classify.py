@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from tracker.changes import ChangeKind
+from tracker.revision.changes import ChangeKind
 
 CONFIG_NAMES = frozenset(
     {
@@ -59,10 +59,6 @@ def is_pickle(path: str) -> bool:
 
 def is_safetensors(path: str) -> bool:
     return suffix(path) == SAFETENSORS_SUFFIX
-
-
-def is_gguf(path: str) -> bool:
-    return suffix(path) == ".gguf"
 
 
 def is_chat_template_file(path: str) -> bool:

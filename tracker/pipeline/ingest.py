@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import structlog
@@ -24,55 +24,28 @@ from storage.history import NewChange, NewEstimate, NewFile, NewRevision
 from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
 from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
-from tracker.behaviour_store import BehaviourStore
-from tracker.changes import Change, ChangeKind, Severity
-from tracker.classify import is_pickle, kind_of
 from tracker.config import Settings
 from tracker.differs import diff_snapshots
 from tracker.errors import HubwatchError, RateLimited
-from tracker.estimate_change import estimate_change, estimate_snapshot, should_estimate
-from tracker.events import change_event, revision_event, revision_title
 from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
-from tracker.hub import CommitInfo, CommitWalk, HubClient, RepoHead
-from tracker.snapshot import Snapshot
-from tracker.snapshot_io import FetchedSnapshot, fetch_snapshot, load_snapshot
-from tracker.template_matrix import MatrixStore
+from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
+from tracker.pipeline.behaviour_store import BehaviourStore
+from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
+from tracker.pipeline.snapshot_io import FetchedSnapshot, fetch_snapshot
+from tracker.pipeline.template_matrix import MatrixStore
+from tracker.polling.outcome import IngestedRevision, PollOutcome
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.classify import is_pickle, kind_of
+from tracker.revision.events import change_event, revision_event, revision_title
+from tracker.revision.snapshot import Snapshot
+from tracker.revision.stored import load_snapshot
 
 log = structlog.get_logger(__name__)
 
 
-@dataclass
-class IngestedRevision:
-    sha: str
-    title: str
-    event_title: str
-    changes: list[Change]
-    is_baseline: bool
-
-
-@dataclass
-class PollOutcome:
-    """What one poll of one watch did. `status`: unchanged | ingested | failed."""
-
-    repo_id: str
-    branch: str
-    status: str
-    head_sha: str | None = None
-    revisions: list[IngestedRevision] = field(default_factory=list)
-    error: str | None = None
-    storage_error: str | None = None  # the database could not be written during this poll
-    duration_ms: int = 0
-    reach_missed: bool = False  # the commit asked to be reached is not on the branch (history rewritten)
-    stamped: bool = False  # unchanged, recorded by one UPDATE: the watch given to `poll` is the stored row now
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "failed"
-
-
 @dataclass(frozen=True)
 class IngestTarget:
-    """A repo ingested without a watch row (a followed derivative, tracker/derivative_history.py): its progress
+    """A repo ingested without a watch row (a followed derivative, tracker/family/derivative_history.py): its progress
     is its stored revisions alone. `_ingest` takes it where it takes a Watch (`id` None: no row to move)."""
 
     repo_id: str

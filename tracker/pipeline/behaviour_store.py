@@ -22,7 +22,7 @@ from storage.history import NewFileScan
 from tracker.corpus import load_corpus
 from tracker.differs import tokenizer_behaviour
 from tracker.differs.tokenizer_behaviour import CACHE, BehaviourCache, behaviour_key
-from tracker.snapshot import Snapshot
+from tracker.revision.snapshot import Snapshot
 
 FORMAT = "tokenizer_behaviour"
 SAVED_KEEP = 4096  # keys known to be stored, remembered between revisions (a daemon's Ingestor lives long)
@@ -122,7 +122,7 @@ def _parse(data: bytes | None) -> dict[str, Any] | None:
 
 def checked_revision(store: Storage, revision: Any, behaviours: BehaviourStore | None = None) -> dict[str, Any] | None:
     """`BehaviourStore.checked` for a stored revision against its stored parent (None without a parent)."""
-    from tracker.snapshot_io import load_snapshot  # snapshots are read only for revisions that touched a tokenizer
+    from tracker.revision.stored import load_snapshot  # snapshots are read only for revisions that touched a tokenizer
 
     if not revision.parent_sha:
         return None
@@ -137,8 +137,8 @@ def checked_revision(store: Storage, revision: Any, behaviours: BehaviourStore |
 def extras_reader(store: Storage) -> Any:
     """For the revision page: a stored revision -> its engine matrix as stored (never rendered for a page) and,
     when it changed a tokenizer, the "checked, unchanged" tokenizer value (feeds may not import the tracker)."""
-    from tracker.snapshot_io import load_snapshot
-    from tracker.template_matrix import MatrixStore, json_fields
+    from tracker.pipeline.template_matrix import MatrixStore, json_fields
+    from tracker.revision.stored import load_snapshot
 
     matrices = MatrixStore(store)
 

@@ -33,8 +33,10 @@ from huggingface_hub.utils import build_hf_headers, disable_progress_bars, pagin
 from storage.backoff import retry_after_s
 from tracker.errors import HubUnavailable, RateLimited, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
+from tracker.formats.manifest import TensorInfo, WeightManifest
 from tracker.formats.ranged import DEFAULT_BUDGET, CountedSource, OverBudget, RangeError
-from tracker.snapshot import FileEntry, TensorInfo, WeightManifest
+from tracker.polling.listing import ListedModel
+from tracker.revision.snapshot import FileEntry
 
 if TYPE_CHECKING:
     from tracker.polling.budget import HubRateLimit, RequestBudget
@@ -59,15 +61,6 @@ class RepoHead:
 
     def meta(self) -> dict[str, Any]:
         return {"private": self.private, "gated": self.gated}
-
-
-@dataclass(frozen=True)
-class ListedModel:
-    """One entry of the Hub's model listing: the repo, its default branch's commit, when it last moved."""
-
-    repo_id: str
-    sha: str | None
-    last_modified: datetime | None
 
 
 @dataclass(frozen=True)

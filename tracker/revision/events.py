@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from storage.event_log import NewEvent
 from storage.kinds import REVISION_INGESTED
-from tracker.changes import Change, ChangeKind, Severity, max_severity
+from tracker.revision.changes import Change, ChangeKind, Severity, max_severity
 
 # How much of each side of a changed prompt an event carries for chat messages.
 PROMPT_SAMPLE_CHARS = 4000

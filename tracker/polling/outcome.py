@@ -1,0 +1,39 @@
+"""What one poll of one watch came to, as the pipeline reports it and the pollers act on it (the pipeline
+builds it; polling reads it: the type lives here, below the pipeline, so polling never imports the ingest)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tracker.revision.changes import Change
+
+
+@dataclass
+class IngestedRevision:
+    """One revision a poll stored: its commit, its titles and the changes it carried."""
+
+    sha: str
+    title: str
+    event_title: str
+    changes: list[Change]
+    is_baseline: bool
+
+
+@dataclass
+class PollOutcome:
+    """What one poll of one watch did. `status`: unchanged | ingested | failed."""
+
+    repo_id: str
+    branch: str
+    status: str
+    head_sha: str | None = None
+    revisions: list[IngestedRevision] = field(default_factory=list)
+    error: str | None = None
+    storage_error: str | None = None  # the database could not be written during this poll
+    duration_ms: int = 0
+    reach_missed: bool = False  # the commit asked to be reached is not on the branch (history rewritten)
+    stamped: bool = False  # unchanged, recorded by one UPDATE: the watch given to `poll` is the stored row now
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
