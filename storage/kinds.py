@@ -12,10 +12,31 @@ import re
 # How loudly a change is announced, in increasing order.
 SEVERITIES = ("info", "notice", "warning", "critical")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+SEVERITY_DESCRIPTIONS = {
+    "info": "Recorded for the history; nothing changes for a user of the model (a baseline, a file list, a moved template).",
+    "notice": "Worth knowing: a change that may alter results but rarely breaks them (added tokens, config values, an estimate).",
+    "warning": "Likely to change behaviour: the chat template, the tokenizer, custom code or the weights changed.",
+    "critical": "Act now: a security-relevant change (new pickle code, custom code run at load) or a broken generation "
+                "(stop tokens dropped).",
+}
 
 # What a Change is about (DESIGN.md's table, repo-level facts, the estimate).
 CHANGE_KINDS = ("config", "tokenizer", "chat_template", "weights", "custom_code", "files", "repo", "estimate",
                 "stop_tokens")
+CHANGE_KIND_DESCRIPTIONS = {
+    "config": "config.json, generation_config.json, processor and sentence-transformers configs: parsed JSON compared key by key.",
+    "tokenizer": "tokenizer_config.json (without the chat template), special tokens, added tokens and tokenizer.json: "
+                 "vocabulary, merges, normalizer and the tokenizer's behaviour on the bundled corpus.",
+    "chat_template": "The chat template, wherever it lives: a text diff per named template and the rendered prompt of sample "
+                     "conversations before and after.",
+    "weights": "Weight files added, removed or changed (by LFS sha256 and size), tensor shapes and dtypes from safetensors "
+               "and GGUF headers, and pickle formats.",
+    "custom_code": "Python files named by auto_map, and requirements.txt: always security-relevant.",
+    "files": "Any other file, added, removed or changed, by name only.",
+    "repo": "Facts about the repo rather than a file: a history rewrite (force-push), the repo made private or gated.",
+    "estimate": "The estimator's parameters and memory per card changed (rerun when the structure changed).",
+    "stop_tokens": "The set of token ids generation stops on, and the chat template's end of turn.",
+}
 
 # What an Event announces: the RSS category, the webhook `type`, the API filter.
 REVISION_INGESTED = "revision.ingested"
@@ -26,6 +47,16 @@ DERIVATIVES_REACHED = "derivatives.reached"  # a base change, and how many of it
 DERIVATIVE_CAUGHT_UP = "derivative.caught_up"  # a derivative re-uploaded with a base change it lacked
 EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED, DERIVATIVES_REACHED,
                DERIVATIVE_CAUGHT_UP)
+EVENT_KIND_DESCRIPTIONS = {
+    REVISION_INGESTED: "A new commit of a watched repo was ingested: one event per revision, with the kinds and summaries of "
+                       "its changes (or a baseline, the first time a repo is watched).",
+    ESTIMATE_CHANGED: "The parameters or memory estimate of a revision changed from its parent's.",
+    ADVISORY_PUBLISHED: "An OSV advisory (or one of hubwatch's own advisories) now applies to a watched repo, or was "
+                        "modified or withdrawn.",
+    REPO_VISIBILITY_CHANGED: "A watched repo was made private or public, gated or ungated, without a new commit.",
+    DERIVATIVES_REACHED: "A behaviour change of a base model, and how many of its followed derivatives carry it.",
+    DERIVATIVE_CAUGHT_UP: "A followed derivative was re-uploaded with a base model's change it lacked.",
+}
 
 # How a derivative relates to its base (a card's `base_model_relation`; the Hub's `base_model:<relation>:<id>` tags).
 DERIVATIVE_RELATIONS = ("quantized", "finetune", "adapter", "merge")

@@ -62,6 +62,13 @@ JOIN_GRACE_S = 1.0  # how long past its own deadline an Apprise call is waited f
 _NOTIFY_TYPES = {"info": "info", "notice": "info", "warning": "warning", "critical": "failure"}
 _MIN_SECRET = 3  # URL parts shorter than this are not scrubbed from errors (they would eat ordinary words)
 
+# The preview's fields (`render`), for the documentation: JSON path -> (JSON type, meaning). Apprise gets the same three.
+FIELDS: dict[str, tuple[str, str]] = {
+    "title": ("string", f"The event's title, on one line, at most {MAX_TITLE} characters."),
+    "body": ("string", f"Repo, severity and commit; the commit title; the first {MAX_SUMMARIES} change summaries; the link."),
+    "type": ("string", "Apprise's notify type: info (info, notice), warning (warning) or failure (critical)."),
+}
+
 
 @dataclass(frozen=True)
 class Message:

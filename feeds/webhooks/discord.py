@@ -35,6 +35,25 @@ _MARKDOWN = set("\\*_~`|>#-[]()<:")
 PERMANENT = frozenset({10015, 50027})  # Unknown Webhook, Invalid Webhook Token
 _COLORS = {"info": 0x95A5A6, "notice": 0x3498DB, "warning": 0xF39C12, "critical": 0xE74C3C}
 
+# The message's fields, for the documentation: JSON path ([] an array's items) -> (JSON type, meaning).
+FIELDS: dict[str, tuple[str, str]] = {
+    "content": ("string", f"The event's title, at most {MAX_CONTENT} characters."),
+    "embeds": ("array of objects", "One embed."),
+    "embeds[].title": ("string", f"The event's title, at most {MAX_TITLE} characters."),
+    "embeds[].url": ("string", "The revision's page on this server, else the commit on the Hub, else the repo."),
+    "embeds[].color": ("integer", "The severity's colour (RGB)."),
+    "embeds[].description": ("string", "The commit title and the change summaries (with how many more there are)."),
+    "embeds[].fields": ("array of objects", "Repo, Severity, Commit and the rendered prompt diff of a chat template change."),
+    "embeds[].fields[].name": ("string", "The field's label."),
+    "embeds[].fields[].value": ("string", f"Its text, markdown escaped, at most {MAX_FIELD_VALUE} characters."),
+    "embeds[].fields[].inline": ("boolean", "Whether Discord shows it beside the others."),
+    "embeds[].footer": ("object", "The footer."),
+    "embeds[].footer.text": ("string", "hubwatch and the event kind."),
+    "embeds[].timestamp": ("string", "When the event happened (ISO 8601)."),
+    "allowed_mentions": ("object", "Who may be pinged."),
+    "allowed_mentions.parse": ("array of strings", "Always empty: no one is pinged, whatever the text says."),
+}
+
 
 def escape_char(ch: str) -> str:
     if ch in _MARKDOWN:

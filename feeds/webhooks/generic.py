@@ -20,6 +20,31 @@ from storage.models import Event
 CONTENT_TYPE = "application/json"
 MAX_SUMMARIES = 200  # a revision touching thousands of files still makes a small message
 
+# The message's fields, for the documentation: JSON path ([] an array's items) -> (JSON type, meaning).
+FIELDS: dict[str, tuple[str, str]] = {
+    "type": ("string", "The event kind (revision.ingested, advisory.published, ...): the Standard Webhooks event type."),
+    "timestamp": ("string", "When the event happened (ISO 8601, UTC)."),
+    "data": ("object", "The event."),
+    "data.event_id": ("string", "The event's stable id, the same in feeds and the API (not the delivery's webhook-id)."),
+    "data.seq": ("integer", "The event's place in the event log: later events have larger numbers."),
+    "data.kind": ("string", "The event kind, as in type."),
+    "data.repo_id": ("string", "The repo the event is about (org/name)."),
+    "data.sha": ("string or null", "The commit the event is about; null for an event about no one commit."),
+    "data.title": ("string", "One line a person can act on."),
+    "data.severity": ("string", "info, notice, warning or critical."),
+    "data.security": ("boolean", "Whether the event is security-relevant."),
+    "data.created_at": ("string", "When the event happened (ISO 8601, UTC), as timestamp."),
+    "data.commit_title": ("string or null", "The commit's title on the Hub; null when the event names no commit."),
+    "data.baseline": ("boolean", "The first revision recorded of a newly watched repo: nothing was compared."),
+    "data.change_kinds": ("array of strings", "The change kinds among the revision's changes (chat_template, weights, ...)."),
+    "data.summaries": ("array of strings", f"One line per change, the first {MAX_SUMMARIES}."),
+    "data.summaries_total": ("integer", "How many changes there are in all (summaries may be cut)."),
+    "data.links": ("object", "Where to look."),
+    "data.links.repo": ("string", "The repo on the Hub."),
+    "data.links.commit": ("string", "The commit on the Hub; only when the event names a commit."),
+    "data.links.page": ("string", "The revision's page on this server; only when [server] public_url is set."),
+}
+
 
 def payload(event: Event, links: Links) -> dict[str, Any]:
     extra = event.payload or {}

@@ -30,6 +30,24 @@ PERMANENT = frozenset({
     "no_team", "team_disabled", "action_prohibited", "posting_to_general_channel_denied",
 })
 
+# The message's fields, for the documentation: JSON path ([] an array's items) -> (JSON type, meaning).
+FIELDS: dict[str, tuple[str, str]] = {
+    "text": ("string", "The event's title: the notification text, and what shows where blocks cannot."),
+    "blocks": ("array of objects", f"Block Kit blocks, at most {MAX_BLOCKS}: the title and facts, the change summaries, "
+                                   "the rendered prompt diff of a chat template change, and the links."),
+    "blocks[].type": ("string", "section (a text) or context (a small print line)."),
+    "blocks[].text": ("object", "A section's text."),
+    "blocks[].text.type": ("string", "Always mrkdwn."),
+    "blocks[].text.text": ("string", f"The text, repo text escaped (&, <, >), at most {MAX_SECTION} characters."),
+    "blocks[].text.verbatim": ("boolean", "Always true: no automatic mention, channel or link parsing."),
+    "blocks[].elements": ("array of objects", "A context block's texts: how many more changes there are, the links."),
+    "blocks[].elements[].type": ("string", "Always mrkdwn."),
+    "blocks[].elements[].text": ("string", "The text, escaped as a section's."),
+    "blocks[].elements[].verbatim": ("boolean", "Always true."),
+    "unfurl_links": ("boolean", "Always false: links do not unfurl."),
+    "unfurl_media": ("boolean", "Always false."),
+}
+
 
 def escape_char(ch: str) -> str:
     return _ESCAPES.get(ch, ch)

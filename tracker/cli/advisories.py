@@ -33,7 +33,7 @@ def advisories() -> None:
 @advisories.command("show", hidden=True)
 @click.argument("repo")
 @click.option("--revision", default=None, help="A stored revision (default: the newest).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The advisories as JSON.")
 @click.pass_context
 def show(ctx: click.Context, repo: str, revision: str | None, as_json: bool) -> None:
     """What is known to be dangerous about loading REPO: OSV matches, loader advice, own advisories."""
@@ -63,7 +63,9 @@ def export(ctx: click.Context, directory: str) -> None:
 @click.pass_context
 def recheck(ctx: click.Context, repos: tuple[str, ...]) -> None:
     """Re-check watched heads against OSV now (what the daemon does daily), after judging stored pickle scans
-    again if the pickle rules changed; exit 1 if OSV failed."""
+    again if the pickle rules changed; exit 1 if OSV failed.
+
+    REPOS: the watched repos to re-check (default: every watched repo)."""
     service = app_of(ctx).advisories
     judged = service.rejudge_pickles()
     if judged.scans:

@@ -16,8 +16,9 @@ def deliveries() -> None:
 @deliveries.command("list")
 @click.option("--status", type=click.Choice(["pending", "delivered", "failed", "dead"]), default=None,
               help="Only deliveries with this status.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000),
+              help="At most this many deliveries.")
+@click.option("--json", "as_json", is_flag=True, help="The deliveries as JSON.")
 @click.pass_context
 def deliveries_list(ctx: click.Context, status: str | None, limit: int, as_json: bool) -> None:
     """Deliveries, newest first, with the outcome of their last attempt (URLs shown without their path)."""

@@ -16,10 +16,13 @@ from tracker.revision.stored import load_snapshot
 @click.argument("repo")
 @click.argument("rev_a")
 @click.argument("rev_b")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The changes as JSON.")
 @click.pass_context
 def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -> None:
-    """What changed in REPO between two stored revisions."""
+    """What changed in REPO between two stored revisions.
+
+    REV_A and REV_B: the revisions compared, from REV_A to REV_B, each a commit sha or a unique prefix of one
+    (at least 4 characters)."""
     app = app_of(ctx)
     repo = repo_arg(repo)
     a, b = app.store.history.find_revision(repo, rev_a), app.store.history.find_revision(repo, rev_b)

@@ -45,7 +45,7 @@ class EstimateFailed(HubwatchError):
               help="With --serve: a context to price beside 8k, 32k and the model's full context (repeatable).")
 @click.option("--kv-dtype", type=click.Choice(["auto", "bf16", "fp16", "fp8"]), default=None,
               help="With --serve: the KV cache's dtype (default: [estimate] kv_dtype, the model's own).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The estimate as JSON.")
 @click.pass_context
 def estimate(
     ctx: click.Context, repo: str | None, revision: str | None, config_file: str | None, manifest: str | None,

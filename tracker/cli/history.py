@@ -13,7 +13,7 @@ from tracker.cli.root import app_of, emit_json, fail, repo_arg
 @click.command()
 @click.argument("repo")
 @click.option("--limit", default=None, type=click.IntRange(1), help="At most this many revisions.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The revisions and their changes as JSON.")
 @click.pass_context
 def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> None:
     """Revisions of REPO, newest first, with their changes."""
@@ -40,10 +40,12 @@ def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> 
 @click.command()
 @click.argument("repo")
 @click.argument("revision")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The revision, its files and changes as JSON.")
 @click.pass_context
 def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
-    """One stored revision of REPO with its files and changes."""
+    """One stored revision of REPO with its files and changes.
+
+    REVISION: a commit sha or a unique prefix of one (at least 4 characters)."""
     app = app_of(ctx, logs=False)
     rev = app.store.history.find_revision(repo_arg(repo), revision)
     files = app.store.history.revision_files(rev.id)  # type: ignore[arg-type]

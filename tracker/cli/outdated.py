@@ -103,7 +103,9 @@ def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None,
 def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tuple[str, ...], cache_dir: Path | None,
          scan_path: Path | None) -> None:
     """Write a lock file: REPO[@BRANCH] pinned at its branch head, or every model of the local HF cache
-    at the revision you have; --update REPO moves one pin after review."""
+    at the revision you have; --update REPO moves one pin after review.
+
+    REPOS: the models to pin, each REPO or REPO@BRANCH (default: every model of the local HF cache)."""
     from tracker.pins.lockfile import check_lock_target, read_lock, write_lock
     from tracker.pins.outdated import behaviour_since
     from tracker.pins.recorded_files import head_pin, locked

@@ -18,7 +18,9 @@ MARKS = {"carries": "carries", "behind": "behind", "diverged": "diverged", "abse
 @click.pass_context
 def tree(ctx: click.Context, repo: str, as_json: bool) -> None:
     """A base's derivatives (relation, publisher, downloads) and, per behaviour part, whether each carries
-    the base's latest, is behind it (by how many changes) or diverged."""
+    the base's latest, is behind it (by how many changes) or diverged.
+
+    REPO: a watched base model whose derivatives are followed (watch add --derivatives)."""
     repo = repo_arg(repo)
     app = app_of(ctx, logs=False)
     found = app.store.derivatives.tree(repo)

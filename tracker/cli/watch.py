@@ -32,7 +32,7 @@ def watch() -> None:
 @click.argument("repos", nargs=-1, metavar="REPO...")
 @click.option("--file", "names_file", type=click.Path(allow_dash=True), default=None, metavar="FILE",
               help="Also watch the names in FILE, one a line ('-': stdin; blank lines and # comments skipped).")
-@click.option("--branch", default="main", show_default=True)
+@click.option("--branch", default="main", show_default=True, help="The branch to follow.")
 @click.option("--interval", default=None, help="Poll interval, e.g. 15m (default: [poll] default_interval).")
 @click.option("--backfill", default=0, show_default=True, type=click.IntRange(0, 10_000),
               help="On the first poll, also ingest this many commits before the head.")
@@ -186,7 +186,7 @@ def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
 
 
 @watch.command("list")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The watches as JSON.")
 @click.pass_context
 def watch_list(ctx: click.Context, as_json: bool) -> None:
     """List followed authors (ORG/*) and watched repos with the outcome of their last poll."""
@@ -226,10 +226,12 @@ def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
 @click.argument("repos", nargs=-1)
 @click.option("--backfill", default=None, type=click.IntRange(0, 10_000),
               help="For watches polled for the first time: also ingest this many earlier commits.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Each repo's outcome as JSON.")
 @click.pass_context
 def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_json: bool) -> None:
-    """One ingest pass now, then exit (exit code 1 if a repo failed)."""
+    """One ingest pass now, then exit (exit code 1 if a repo failed).
+
+    REPOS: the watched repos to poll (default: every watch)."""
     app = app_of(ctx)
     outcomes = app.poller.poll([repo_arg(r) for r in repos], backfill=backfill)
     if as_json:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from storage.kinds import (
     BRANCH_RULES,
@@ -69,11 +69,12 @@ class Entry(BaseModel):
 class WatchSpec(Entry):
     array: ClassVar[str] = "watch"
     required: ClassVar[str] = "repo"
-    repo: str
-    branch: str = "main"
-    interval: str = ""  # empty: [poll] default_interval
-    derivatives: tuple[str, ...] = ()  # relations of the repo's derivatives to follow (empty: none)
-    derivatives_limit: int = 100  # the most downloaded this many are followed
+    repo: str = Field(description="The repo to watch (org/name). Required.")
+    branch: str = Field("main", description="The branch followed.")
+    interval: str = Field("", description="How often it is polled (a duration); empty: [poll] default_interval.")
+    derivatives: tuple[str, ...] = Field((), description=(
+        "Relations of the repo's derivatives to follow too (quantized, finetune, adapter, merge); empty: none."))
+    derivatives_limit: int = Field(100, description="The most downloaded this many derivatives are followed.")
     _interval_s: int | None = PrivateAttr(default=None)
 
     @field_validator("derivatives", mode="before")
@@ -126,12 +127,18 @@ class WatchSpec(Entry):
 class WebhookSpec(Entry):
     array: ClassVar[str] = "webhooks"
     required: ClassVar[str] = "url"
-    url: str
-    format: str = "generic"
-    secret_env: str = ""
-    repos: tuple[str, ...] = ("*",)
-    kinds: tuple[str, ...] = ()
-    min_severity: str = "notice"
+    url: str = Field(description=(
+        "Where events are sent: an http(s) URL, or for format = \"apprise\" an Apprise URL (mailto://, tgram://, ...). "
+        "Required."))
+    format: str = Field("generic", description=(
+        "How the message is written: generic (a signed Standard Webhook), slack, discord or apprise."))
+    secret_env: str = Field("", description=(
+        "The name of the environment variable holding the signing secret (whsec_..., several space-separated while "
+        "rotating); required for generic."))
+    repos: tuple[str, ...] = Field(("*",), description="The repos whose events are sent: repo ids or patterns such as \"meta-llama/*\".")
+    kinds: tuple[str, ...] = Field((), description=(
+        "The change kinds (chat_template, weights, ...) or event kinds (revision.ingested, ...) sent; empty: every event."))
+    min_severity: str = Field("notice", description="The lowest severity sent: info, notice, warning or critical.")
 
     @field_validator("url", "format", "secret_env", "min_severity", mode="before")
     @classmethod

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from tracker.config.durations import parse_interval
 from tracker.config.problems import problem, seconds, wrong_type
@@ -66,13 +66,18 @@ def _as(target: type, value: Any, key: str) -> Any:
 
 class HubSettings(Section):
     table: ClassVar[str] = "hub"
-    endpoint: str = PUBLIC_HUB
-    token_env: str = "HF_TOKEN"
-    timeout_s: float = 30.0
-    # The request budget of one process, per 5-minute window (the free-account figures; 0: no budget).
-    # RateLimit headers the Hub sends take precedence.
-    api_requests_per_5min: int = 1000
-    resolve_requests_per_5min: int = 5000
+    endpoint: str = Field(PUBLIC_HUB, description=(
+        "The Hub to talk to. When neither this nor HUBWATCH_HUB_ENDPOINT is set, HF_ENDPOINT is honoured."))
+    token_env: str = Field("HF_TOKEN", description=(
+        "The name of the environment variable holding the Hub token; the token is never stored in the config file."))
+    timeout_s: float = Field(30.0, description="Seconds to wait for one Hub request.")
+    api_requests_per_5min: int = Field(1000, description=(
+        "The API calls one process may make per 5-minute window, shared by every job (polls, listing, reconcile); a free "
+        "account's quota by default. RateLimit headers the Hub sends take precedence; 0 turns the budget off. When the "
+        "watch list needs more, every interval is stretched alike."))
+    resolve_requests_per_5min: int = Field(5000, description=(
+        "The file resolves (downloads) one process may make per 5-minute window, as for api_requests_per_5min; 0 turns the "
+        "budget off."))
 
     @field_validator("endpoint")
     @classmethod
@@ -91,21 +96,26 @@ class HubSettings(Section):
 
 class StorageSettings(Section):
     table: ClassVar[str] = "storage"
-    url: str = ""  # empty: a SQLite file under data_dir
-    data_dir: str = "~/.local/share/hubwatch"
+    url: str = Field("", description=(
+        "Database URL (sqlite:///hubwatch.db, postgresql+psycopg://user@host/db). Empty: a SQLite file (WAL mode) named "
+        "hubwatch.db under data_dir."))
+    data_dir: str = Field("~/.local/share/hubwatch", description="Where hubwatch keeps its files (the default SQLite database among them).")
 
 
 class OsvSettings(Section):
     table: ClassVar[str] = "osv"
-    api_url: str = "https://api.osv.dev"
-    enabled: bool = True  # false: never ask OSV (facts, own advisories and cached advice still work)
-    timeout_s: float = 30.0
-    max_attempts: int = 4  # tries per request on time-outs, 429 and 5xx
-    backoff_s: float = 2.0  # first wait between tries, doubling
-    max_backoff_s: float = 60.0
-    max_pages: int = 20  # querybatch pages followed per query before the rest is cut
-    recheck_interval: str = "1d"  # every watched head re-checked for new or modified advisories
-    retry_pending_interval: str = "15m"  # revisions ingested while OSV was down, asked again
+    api_url: str = Field("https://api.osv.dev", description="The OSV API used for advisories.")
+    enabled: bool = Field(True, description=(
+        "false: never ask OSV (facts, hubwatch's own advisories and advice from cached records still work)."))
+    timeout_s: float = Field(30.0, description="Seconds to wait for one OSV answer.")
+    max_attempts: int = Field(4, description="Tries per request when OSV times out or answers 429 or 5xx.")
+    backoff_s: float = Field(2.0, description="Seconds to wait before the second try, doubling for each try after it.")
+    max_backoff_s: float = Field(60.0, description="The longest wait between tries (a 429's Retry-After is honoured up to this).")
+    max_pages: int = Field(20, description="querybatch pages followed per query before the rest is cut (and the cut recorded).")
+    recheck_interval: str = Field("1d", description=(
+        "How often every watched repo's head is re-checked for new or modified advisories (a duration)."))
+    retry_pending_interval: str = Field("15m", description=(
+        "How often revisions ingested while OSV was unavailable are asked about again (a duration)."))
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
@@ -130,12 +140,22 @@ class OsvSettings(Section):
 
 class ServerSettings(Section):
     table: ClassVar[str] = "server"
-    host: str = "127.0.0.1"
-    port: int = 8600  # 0: any free port (logged at start)
-    public_url: str = ""  # empty: links use the URL each request came in on
-    api_token_env: str = "HUBWATCH_API_TOKEN"  # writes need this bearer token; unset variable: writes refused
-    read_token_env: str = ""  # set: reads need this token (or the API token) too
-    hub_webhook_secret_env: str = "HUBWATCH_HUB_WEBHOOK_SECRET"  # unset variable: /hooks/hub refused
+    host: str = Field("127.0.0.1", description=(
+        "The address `hubwatch run` and `hubwatch serve` listen on: feeds, pages, the JSON API, Hub webhooks, health and "
+        "metrics."))
+    port: int = Field(8600, description="The port they listen on; 0 takes any free port (logged at start).")
+    public_url: str = Field("", description=(
+        "The URL readers reach this server at (behind a reverse proxy: its public URL), used for feed links and webhook "
+        "links. Empty: the URL each request came in on."))
+    api_token_env: str = Field("HUBWATCH_API_TOKEN", description=(
+        "The name of the environment variable holding the bearer token API writes need (watches, subscriptions); while that "
+        "variable is unset or empty, writes are refused."))
+    read_token_env: str = Field("", description=(
+        "Empty: feeds, pages and API reads are open. Else the name of a variable holding a read token that reads then need "
+        "(as a bearer token or ?token=; the API token is accepted too); health stays open."))
+    hub_webhook_secret_env: str = Field("HUBWATCH_HUB_WEBHOOK_SECRET", description=(
+        "The name of the variable holding the secret configured on the Hub webhook (sent in X-Webhook-Secret); while it is "
+        "unset or empty, POST /hooks/hub is refused."))
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
@@ -148,25 +168,34 @@ class ServerSettings(Section):
 
 class PollSettings(Section):
     table: ClassVar[str] = "poll"
-    default_interval: str = "15m"
-    jitter: str = "30s"
-    max_file_mb: int = 64
-    chat_template_timeout_s: float = 2.0
-    retry_min: str = "1m"
-    retry_max: str = "6h"
-    # Change detection by listing: auto (when at least listing_min_watches are watched, or an ORG/* is
-    # followed) | on | off. A listing pass every listing_interval; each watch polled on its own only every
-    # reconcile_interval (and at once when the listing or a Hub webhook says it moved).
-    listing: str = "auto"
-    listing_min_watches: int = 20
-    listing_interval: str = "1m"
-    # auto: a day, longer from 1,440 covered watches on, so that reconciling costs a request a minute at most
-    reconcile_interval: str = "auto"
-    # Several `hubwatch run` on one database: auto (shared on PostgreSQL, local on SQLite) | local (this
-    # process times every watch: one worker) | shared (due watches leased from the database, see
-    # tracker/polling/shared.py). A killed worker's watches are taken over after `lease`.
-    coordination: str = "auto"
-    lease: str = "15s"
+    default_interval: str = Field("15m", description=(
+        "How often a watch that sets no interval of its own is polled (a duration: 30s, 15m, 1h, 1d or seconds)."))
+    jitter: str = Field("30s", description=(
+        "The most random delay added to each scheduled poll, so many watches do not fire at once (\"0\" for none)."))
+    max_file_mb: int = Field(64, description=(
+        "Tracked files larger than this many MB are not downloaded; they are compared by content id only."))
+    chat_template_timeout_s: float = Field(2.0, description=(
+        "Wall-time limit in seconds for rendering one batch of chat-template samples in the sandbox."))
+    retry_min: str = Field("1m", description=(
+        "After a failed poll the daemon waits this long, doubling per consecutive failure (a 429 waits what the Hub asked "
+        "instead); `hubwatch poll` always tries at once."))
+    retry_max: str = Field("6h", description="The longest wait between retries of a failing watch.")
+    listing: str = Field("auto", description=(
+        "Change detection by listing the Hub's models sorted by last modification, polling only the watched repos that "
+        "moved: auto (from listing_min_watches watches, or when an ORG/* is followed), on or off."))
+    listing_min_watches: int = Field(20, description="With listing = auto, the number of watches from which the listing is used.")
+    listing_interval: str = Field("1m", description="How often the listing pass runs (a duration).")
+    reconcile_interval: str = Field("auto", description=(
+        "In listing mode, how often each watch is still polled on its own, to catch what a listing cannot see (private or "
+        "gated repos, renames). auto: a day, longer from 1,440 covered watches on, so that reconciling costs a request a "
+        "minute at most."))
+    # shared coordination: tracker/polling/shared.py
+    coordination: str = Field("auto", description=(
+        "Several `hubwatch run` workers on one database: auto (shared on PostgreSQL, local on SQLite), local (this process "
+        "times every watch) or shared (due watches are leased from the database)."))
+    lease: str = Field("15s", description=(
+        "With shared coordination, how long before a killed worker's watches are taken over (3s to 10m; renewed every third "
+        "of it while a poll runs)."))
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
@@ -226,15 +255,16 @@ KV_DTYPE_NAMES = ("auto", "bf16", "fp16", "fp8")
 
 class EstimateSettings(Section):
     table: ClassVar[str] = "estimate"
-    seq_len_cap: int = 2048
-    lora_rank: int = 16
-    # "all-linear" (every linear layer but the head), or module names as PEFT's target_modules
-    lora_targets: tuple[str, ...] = ("all-linear",)
-    # serving figures: contexts priced beside 8k, 32k and the model's full context; the KV cache's dtype
-    # ("auto": the model's; bf16, fp16 or fp8); the share of each card the runtime may use (vLLM's 0.9)
-    serve_contexts: tuple[int, ...] = ()
-    kv_dtype: str = "auto"
-    gpu_memory_utilization: float = 0.9
+    seq_len_cap: int = Field(2048, description="Sequence length for memory estimates: the model's max_position_embeddings, capped at this.")
+    lora_rank: int = Field(16, description="The rank of the LoRA and QLoRA adapters the fine-tuning figures assume.")
+    lora_targets: tuple[str, ...] = Field(("all-linear",), description=(
+        "The linear layers LoRA adapts: \"all-linear\" (every one but the head) or module names as PEFT's target_modules, "
+        "e.g. [\"q_proj\", \"v_proj\"]."))
+    serve_contexts: tuple[int, ...] = Field((), description=(
+        "Serving figures: context lengths (tokens) priced beside 8k, 32k and the model's full context."))
+    kv_dtype: str = Field("auto", description="The KV cache's dtype in serving figures: auto (the model's own), bf16, fp16 or fp8.")
+    gpu_memory_utilization: float = Field(0.9, description=(
+        "The share of each card the serving runtime may use (vLLM's gpu_memory_utilization)."))
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -266,8 +296,8 @@ class EstimateSettings(Section):
 
 class LogSettings(Section):
     table: ClassVar[str] = "log"
-    level: str = "info"
-    format: str = "auto"  # auto | json | console
+    level: str = Field("info", description="The lowest level logged: debug, info, warning or error.")
+    format: str = Field("auto", description="auto (console on a terminal, JSON lines otherwise), json or console.")
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
@@ -282,19 +312,31 @@ class DeliverySettings(Section):
     """How `hubwatch run` delivers outbound webhooks."""
 
     table: ClassVar[str] = "delivery"
-    allow_private_targets: bool = False
-    # Apprise services (by scheme) allowed although hubwatch cannot tell which server they connect to
-    apprise_allow_plugins: tuple[str, ...] = ()
-    apprise_allow_insecure_tls: bool = False  # Apprise URLs may turn certificate checks off (verify=no)
-    timeout_s: float = 15.0
-    connect_timeout_s: float = 5.0
+    allow_private_targets: bool = Field(False, description=(
+        "true: webhook URLs may resolve to loopback, private, link-local or other non-public addresses. Set only when every "
+        "webhook target is trusted (a CI on your own network)."))
+    apprise_allow_plugins: tuple[str, ...] = Field((), description=(
+        "Apprise services (by scheme, e.g. [\"syslog\"]) allowed although hubwatch cannot tell which server they connect to; "
+        "their connections are still checked as they are made."))
+    apprise_allow_insecure_tls: bool = Field(False, description="true: Apprise URLs may turn TLS certificate checks off (verify=no).")
+    timeout_s: float = Field(15.0, description="Seconds one delivery may take in all. Redirects are never followed.")
+    connect_timeout_s: float = Field(5.0, description="Seconds one delivery may take to connect (at most timeout_s).")
     # durations as written: text like "5m", or a number of seconds
-    retry_schedule: tuple[str | int | float, ...] = ("5s", "5m", "30m", "2h", "5h", "10h", "14h", "20h", "24h")
-    max_attempts: int = 0  # deprecated (0: unset): cuts the schedule to max_attempts - 1 retries
-    retry_after_max_s: float = 3600.0
-    concurrency: int = 4
-    poll_interval_s: float = 1.0
-    lease_s: float = 6.0  # a killed worker's deliveries are taken over after at most this long
+    retry_schedule: tuple[str | int | float, ...] = Field(("5s", "5m", "30m", "2h", "5h", "10h", "14h", "20h", "24h"), description=(
+        "The waits between tries of a failed delivery (the first try is at once): durations, at most 50, adding up to at "
+        "most 30 days; the Standard Webhooks schedule by default. An empty list: one try only."))
+    max_attempts: int = Field(0, description="Deprecated, use retry_schedule. 0 leaves the schedule alone; N means N tries in all.")
+    retry_after_max_s: float = Field(3600.0, description=(
+        "A receiver's Retry-After (429 or 5xx) is honoured up to this many seconds; such a wait does not use up a step of "
+        "the schedule."))
+    concurrency: int = Field(4, description=(
+        "Endpoints delivered to in parallel; each endpoint gets its deliveries one at a time, oldest first."))
+    poll_interval_s: float = Field(1.0, description=(
+        "Seconds between the dispatcher's safety looks for due deliveries (deliveries normally start the moment their event "
+        "commits)."))
+    lease_s: float = Field(6.0, description=(
+        "Seconds a dispatcher's claim on an endpoint lasts without a heartbeat: a killed worker's deliveries are taken over "
+        "after at most this long."))
     _retry_delays_s: tuple[int, ...] = PrivateAttr(default=())
 
     @field_validator("apprise_allow_plugins", mode="before")
@@ -361,9 +403,11 @@ class ScanSettings(Section):
     (tracker/formats/pickle_rules.RulesFile), and how often stored verdicts are judged again by `run`."""
 
     table: ClassVar[str] = "scan"
-    # a TOML file of extra `dangerous` and `safe` callables for the pickle scan; "" for the built-in rules only
-    pickle_rules: str = ""
-    rejudge_interval: str = "10m"  # `run`: stored pickle verdicts judged again when the rules changed
+    pickle_rules: str = Field("", description=(
+        "A TOML file of extra `dangerous` and `safe` callables for the pickle scan, read at start and again whenever it is "
+        "saved; empty: the built-in rules only."))
+    rejudge_interval: str = Field("10m", description=(
+        "How often `hubwatch run` judges stored pickle verdicts again when the rules changed (a duration)."))
     _file: RulesFile | None = PrivateAttr(default=None)
     _rejudge_s: int = PrivateAttr(default=600)
 
