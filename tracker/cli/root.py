@@ -114,7 +114,19 @@ class _Root(click.Group):
             ctx.exit(exit_code_of(err))
 
 
-@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
+# Where `hubwatch --help` sends a reader: the documentation site's pages, as paths in the repository (the project
+# declares no docs URL); `mkdocs serve` shows them. "\b" keeps click from re-wrapping the lines (it would break a
+# path at its hyphens).
+DOCS_EPILOG = (
+    "\b\n"
+    "Documentation (mkdocs serve): docs/index.md\n"
+    "  getting started: docs/getting-started/demo.md\n"
+    "  every command and option: docs/reference/cli.md\n"
+    "  every setting, with its default: config.example.toml"
+)
+
+
+@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]}, epilog=DOCS_EPILOG)
 @click.option("--config", "config_file", metavar="FILE", help="Config file (default: $HUBWATCH_CONFIG, ./hubwatch.toml).")
 @click.pass_context
 def cli(ctx: click.Context, config_file: str | None) -> None:

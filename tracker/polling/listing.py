@@ -303,8 +303,8 @@ class ListingJob:
     to `trigger`), and the intervals it and the request budget give each watch (the scheduler's plan).
 
     [poll] listing = "auto" turns the listing of every model on from listing_min_watches watches: below,
-    per-repo polling costs less than a pass each listing_interval (see README, "Change detection by
-    listing"). Followed authors (ORG/*) are always listed: it is the only way to see their new models."""
+    per-repo polling costs less than a pass each listing_interval (see docs/operating/request-budget.md).
+    Followed authors (ORG/*) are always listed: it is the only way to see their new models."""
 
     def __init__(
         self,
