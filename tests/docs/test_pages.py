@@ -118,3 +118,18 @@ def test_every_stub_page_asks_for_a_known_part() -> None:
     """The stub pages' markers name renderers, and every renderer is used by some page."""
     used = [name for page in PAGES.rglob("*.md") for name in markers(page.read_text(encoding="utf-8"))]
     assert sorted(used) == sorted(RENDERERS)
+
+
+def test_every_docs_path_the_product_names_exists():
+    """`hubwatch --help`, error messages and docstrings point at pages that exist (a moved page fails here)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    named = {}
+    for package in ("tracker", "feeds", "storage", "estimator"):
+        for path in (root / package).rglob("*.py"):
+            for found in re.findall(r"\bdocs/[\w/.-]+\.md\b", path.read_text()):
+                named.setdefault(found, path.relative_to(root).as_posix())
+    assert "docs/reference/configuration.md" in named  # the help's epilog was read
+    assert [f"{page} (named in {where})" for page, where in sorted(named.items()) if not (root / page).is_file()] == []

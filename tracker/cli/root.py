@@ -122,7 +122,7 @@ DOCS_EPILOG = (
     "Documentation (mkdocs serve): docs/index.md\n"
     "  getting started: docs/getting-started/demo.md\n"
     "  every command and option: docs/reference/cli.md\n"
-    "  every setting, with its default: config.example.toml"
+    "  every setting, with its default: docs/reference/configuration.md"
 )
 
 
