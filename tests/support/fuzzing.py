@@ -54,6 +54,7 @@ def fuzz(url: str, values: dict[str, list[str]], *, headers: dict[str, str], see
     sha = {"dictionary": "shas", "probability": 0.7}
     config = SchemathesisConfig.from_dict({
         "seed": seed,
+        "cache": {"enabled": False},  # no .schemathesis/ left in the checkout
         "max-time": max_time_s,
         "workers": workers,
         "headers": headers,
