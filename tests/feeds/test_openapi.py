@@ -62,7 +62,7 @@ def test_fuzzed_server_does_what_its_openapi_document_says(server: str, request:
     report, tracebacks = _fuzzed(request.getfixturevalue(server))
     assert report.failures == [] and report.errors == []
     assert report.server_errors == 0 and tracebacks.count == 0, tracebacks.first
-    assert report.requests > 100
+    assert report.requests > 20  # a time budget: how many depends on the machine
     repo_scoped_ok = {label for (label, status), _ in report.by_operation.items()
                       if "{org}/{name}" in label and 200 <= status < 300}
     assert repo_scoped_ok, sorted(report.by_operation.items())
