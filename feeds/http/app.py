@@ -19,10 +19,13 @@ from typing import Annotated, Any, Self
 import structlog
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from feeds.http import api, hubhooks, metrics
-from feeds.http.auth import require_read
+from feeds.http.auth import declare_security, require_read
 from feeds.http.body_limit import BodyLimitMiddleware
 from feeds.http.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
 from feeds.views import pages
@@ -56,6 +59,9 @@ ExtrasFn = Callable[[Revision], dict[str, Any]]
 StorageStateFn = Callable[[], dict[str, Any]]
 # The scheduler's view of its polls: {"polls_scheduled", "polls_overdue", "oldest_overdue_s"}.
 PollStateFn = Callable[[], dict[str, Any]]
+
+# The methods a 405's Allow header may name, in the order it names them.
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 # The HTTP status of each storage lookup error; a subclass answers as its nearest listed base.
 LOOKUP_STATUS: dict[type[StoreLookupError], int] = {
@@ -164,6 +170,8 @@ def create_app(
         redoc_url=None,
     )
     app.state.services = services
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.add_exception_handler(StarletteHTTPException, http_failed)
     app.add_exception_handler(StoreLookupError, lookup_failed)
     app.add_exception_handler(StorageError, storage_failed)
     app.include_router(api.router)
@@ -174,6 +182,31 @@ def create_app(
     app.add_middleware(metrics.MetricsMiddleware, metrics=services.metrics)
     app.add_middleware(BodyLimitMiddleware)  # every body, chunked too; 413 as soon as it is over
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, made once, with security declared as this server's options enforce it."""
+    if app.openapi_schema is None:
+        reads_open = not app.state.services.options.read_token
+        app.openapi_schema = declare_security(FastAPI.openapi(app), reads_open)
+    return app.openapi_schema
+
+
+async def http_failed(request: Request, err: Exception) -> Response:
+    """FastAPI's answer to an HTTPException, except that a 405 lists in `Allow` every method its path
+    serves: Starlette names only the methods of the first route whose path matched (GET, not the POST
+    beside it on /api/v1/watches)."""
+    assert isinstance(err, StarletteHTTPException)
+    if err.status_code == 405:
+        allow = ", ".join(m for m in HTTP_METHODS if _serves(request, m))
+        err = StarletteHTTPException(405, err.detail, headers={**(err.headers or {}), "Allow": allow})
+    return await http_exception_handler(request, err)
+
+
+def _serves(request: Request, method: str) -> bool:
+    """Whether a route of the app takes `method` on the request's path (asked of each route as routing would)."""
+    scope = {**request.scope, "method": method}
+    return any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes)
 
 
 def lookup_status(err: Exception) -> int:

@@ -3,7 +3,8 @@
 The Hub sends the shared secret verbatim in `X-Webhook-Secret` (no HMAC): it is compared in constant
 time before the body is even parsed. The raw JSON is read (huggingface_hub's model drops `headSha`),
 strictly (`feeds.http.strict_json`), after a body limit that holds for chunked bodies too (`feeds.http.body_limit`).
-Refused without side effects: a bad or missing secret (401), a body over the limit (413), a body that
+Refused without side effects: Hub webhooks not enabled here (403, naming the setting that enables them),
+a bad or missing secret (401), a body over the limit (413), a body that
 is not a Hub payload (400, hostile JSON too), a repo nobody watches (404). A payload whose commit is
 already stored (a replay, or a retry after we ingested) is a no-op (200), as is one for a branch nobody
 watches.
@@ -96,15 +97,15 @@ def _moved_branches(payload: dict[str, Any]) -> dict[str, str | None] | None:
         401: {"model": HookAnswer, "description": "Missing or wrong X-Webhook-Secret"},
         404: {"model": HookAnswer, "description": "The repo is not watched"},
         413: {"model": HookAnswer, "description": "Body too large"},
-        503: {"model": HookAnswer, "description": "Hub webhooks are not enabled here"},
+        403: {"model": HookAnswer, "description": "Hub webhooks are not enabled here: set [server] hub_webhook_secret_env"},
     },
 )
 async def hub_webhook(request: Request) -> JSONResponse:
     received_at = datetime.now(UTC)  # the start of a delivery's path, on the hub_webhook_accepted line
     services = request.app.state.services
     secret = services.options.hub_webhook_secret
-    if not secret or services.trigger is None:
-        return _answer(request, 503, "refused", "disabled: set [server] hub_webhook_secret_env to receive Hub webhooks")
+    if not secret or services.trigger is None:  # a feature switched off, not a server failing: 4xx, saying how
+        return _answer(request, 403, "refused", "disabled: set [server] hub_webhook_secret_env to receive Hub webhooks")
     if not same_secret(request.headers.get("x-webhook-secret"), secret):
         log.warning("hub_webhook_refused", reason="bad secret")
         return _answer(request, 401, "refused", "unauthorized: missing or wrong X-Webhook-Secret")

@@ -170,11 +170,11 @@ def test_refused_webhooks_have_no_side_effects(hooked, replay, app: App, case: s
 
 
 def test_webhooks_are_refused_until_a_secret_is_configured(app: App) -> None:
-    """Without [server] hub_webhook_secret_env's variable, /hooks/hub answers 503 and triggers nothing."""
+    """Without [server] hub_webhook_secret_env's variable, /hooks/hub answers 403 naming that setting and triggers nothing."""
     calls: list[Any] = []
     with serve(app.store, trigger=lambda *a: calls.append(a) or True) as served:
         response = _post(served, payload(BROKEN, None, "0" * 40), secret="")
-    assert response.status_code == 503 and "hub_webhook_secret_env" in response.json()["detail"]
+    assert response.status_code == 403 and "hub_webhook_secret_env" in response.json()["detail"]
     assert calls == []
 
 

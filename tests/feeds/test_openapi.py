@@ -1,60 +1,108 @@
-"""The OpenAPI document against the running server: schemathesis generates requests for every
-operation and checks each answer's status, content type, headers and body against the document."""
+"""The OpenAPI document against the running server: schemathesis's engine fuzzes every operation from the
+document (its examples, undeclared methods, generated and negative data, links between operations) and
+checks each answer's status, content type, headers, body and authentication against it, under the default
+configuration (reads open, no Hub webhook secret) and a private one. A fixed seed and a time budget keep
+each run to a few seconds; benchmarks/fuzz_api.py runs the same for longer."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import schemathesis
-from hypothesis import HealthCheck, given, settings
-from schemathesis import checks
 
-from tests.support.served import API_TOKEN, READ_TOKEN, History, serve
+from tests.support.fuzzing import FuzzReport, TracebackCounter, fuzz, history_values
+from tests.support.served import API_TOKEN, READ_TOKEN, History, Served, serve
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
+SEED = 20261204
+MAX_EXAMPLES = 5
+# Each phase its own budget (schemathesis's max-time, whole seconds; a run stops where it is then): the coverage
+# phase (boundary values, undeclared methods) would otherwise spend the whole budget before fuzzing starts.
+BUDGETS_S = {"coverage": 1, "fuzzing": 2}
 
 
 @pytest.fixture(scope="module")
-def running(history: History, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def open_server(history: History, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The default configuration (reads open, no Hub webhook secret), writes allowed, over a writable copy."""
+    copy = history.copy_to(tmp_path_factory.mktemp("openapi-open"))
+    with serve(copy.store(), api_token=API_TOKEN, trigger=lambda *_: True, allow_private_targets=True) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def private_server(history: History, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A private server (reads need a token too, so auth is exercised everywhere) over a writable copy."""
-    copy = history.copy_to(tmp_path_factory.mktemp("openapi"))
+    copy = history.copy_to(tmp_path_factory.mktemp("openapi-private"))
     with serve(copy.store(), api_token=API_TOKEN, read_token=READ_TOKEN, hub_webhook_secret="s3cret",
                trigger=lambda *_: True, allow_private_targets=True) as served:
-        yield served.url
+        yield served
 
 
-def test_server_does_what_its_openapi_document_says(running: str) -> None:
-    """Generated requests for every operation get answers the document describes (status, media type, schema), never a 5xx."""
-    schema = schemathesis.openapi.from_url(f"{running}/api/v1/openapi.json")
-    operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) > 20
-
-    for operation in operations:
-        _property_test(operation)()
-
-
-def _property_test(operation):
-    # Whether a URL's host resolves to a public address is no JSON Schema: a schema-valid URL may be refused.
-    excluded = [checks.positive_data_acceptance] if operation.label == "POST /api/v1/subscriptions" else []
-
-    @given(case=operation.as_strategy())
-    @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
-    def check(case: schemathesis.Case) -> None:
-        case.call_and_validate(headers=AUTH, excluded_checks=excluded)
-
-    return check
+def _fuzzed(served: Served) -> tuple[FuzzReport, TracebackCounter]:
+    tracebacks = TracebackCounter()
+    logging.getLogger().addHandler(tracebacks)
+    report = FuzzReport()
+    try:
+        for phase, budget_s in BUDGETS_S.items():
+            fuzz(served.url, history_values(served.store), headers=AUTH, seed=SEED, max_time_s=budget_s,
+                 max_examples=MAX_EXAMPLES, phases=(phase,), into=report)
+    finally:
+        logging.getLogger().removeHandler(tracebacks)
+    return report, tracebacks
 
 
-def test_document_covers_every_route(running: str) -> None:
+@pytest.mark.parametrize("server", ["open_server", "private_server"])
+def test_fuzzed_server_does_what_its_openapi_document_says(server: str, request: pytest.FixtureRequest) -> None:
+    """Fuzzed from its document (fixed seed, a few seconds), the server fails no check, never answers 5xx, logs no
+    traceback, and requests naming stored repos and shas reach the operations' logic (2xx, not only 404)."""
+    report, tracebacks = _fuzzed(request.getfixturevalue(server))
+    assert report.failures == [] and report.errors == []
+    assert report.server_errors == 0 and tracebacks.count == 0, tracebacks.first
+    assert report.requests > 20  # a time budget: how many depends on the machine
+    repo_scoped_ok = {label for (label, status), _ in report.by_operation.items()
+                      if "{org}/{name}" in label and 200 <= status < 300}
+    assert repo_scoped_ok, sorted(report.by_operation.items())
+
+
+def test_document_covers_every_route(private_server: Served) -> None:
     """The document lists the API, feeds, Hub webhook and health routes, with bearer auth declared."""
-    document = httpx.get(f"{running}/api/v1/openapi.json").json()
+    document = httpx.get(f"{private_server.url}/api/v1/openapi.json").json()
     paths = set(document["paths"])
     assert {"/api/v1/watches", "/api/v1/events", "/api/v1/repos/{org}/{name}/revisions/{sha}", "/api/v1/repos/{org}/{name}/diff",
             "/api/v1/subscriptions", "/repos/{org}/{name}/feed.atom", "/feeds/security.rss", "/hooks/hub", "/readyz",
             "/metrics"} <= paths
     assert "HTTPBearer" in document["components"]["securitySchemes"]
     assert not any(p.startswith("/repos/{org}/{name}/compare") for p in paths)  # pages are HTML, left out
+
+
+@pytest.mark.parametrize(("server", "read_security", "read_401"), [
+    ("open_server", [], False),
+    ("private_server", [{"HTTPBearer": []}, {"APIKeyQuery": []}], True),
+])
+def test_document_declares_security_as_configured(server: str, read_security: list, read_401: bool,
+                                                  request: pytest.FixtureRequest) -> None:
+    """Reads declare the read token (and a 401) only when one is set; writes always declare the bearer token."""
+    document = httpx.get(f"{request.getfixturevalue(server).url}/api/v1/openapi.json").json()
+    for path, method in [("/api/v1/events", "get"), ("/api/v1/repos/{org}/{name}/revisions", "get"),
+                         ("/feeds/all.atom", "get"), ("/metrics", "get")]:
+        operation = document["paths"][path][method]
+        assert operation["security"] == read_security and ("401" in operation["responses"]) is read_401, path
+    for path, method in [("/api/v1/watches", "post"), ("/api/v1/subscriptions/{subscription_id}", "delete")]:
+        assert document["paths"][path][method]["security"] == [{"HTTPBearer": []}]
+    assert ("APIKeyQuery" in document["components"]["securitySchemes"]) is read_401
+
+
+@pytest.mark.parametrize(("method", "path", "allow"), [
+    ("OPTIONS", "/api/v1/watches", "GET, POST"),
+    ("PUT", "/api/v1/subscriptions", "GET, POST"),
+    ("OPTIONS", "/api/v1/events", "GET"),
+    ("PATCH", "/api/v1/watches/meta-llama/Llama-3.1-8B-Instruct", "DELETE"),
+])
+def test_405_allows_every_method_the_path_serves(open_server: Served, method: str, path: str, allow: str) -> None:
+    """A method a path does not serve answers 405 with `Allow` naming every method served there, not one route's."""
+    response = httpx.request(method, f"{open_server.url}{path}")
+    assert response.status_code == 405 and response.headers["allow"] == allow

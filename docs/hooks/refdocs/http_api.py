@@ -1,25 +1,28 @@
 """The HTTP API reference: every path and method of the server's OpenAPI document (the one it serves at
 /api/v1/openapi.json), with its summary, authentication, parameters, request body and responses, then the
-schemas they name. The app is built as the tests build it (feeds.http.app.create_app over a store); the
-document is made without a request, so the store's database is never opened."""
+schemas they name. The app is built as the tests build it (feeds.http.app.create_app over a store), with a
+read token, so that reads show the authentication they take when reading is closed; the document a server
+serves declares security as its options enforce it (no read token: reads declare none). The document is
+made without a request, so the store's database is never opened."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from feeds.http.app import create_app
+from feeds.http.app import ServerOptions, create_app
 from refdocs.markdown import cell, code, table
 from storage.db import create_db_engine
 from storage.front import Storage
 
 METHODS = ("get", "post", "put", "patch", "delete")
+READ_SCHEME = "APIKeyQuery"  # `?token=`: only reads take it (feeds.http.auth)
 
 
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI document of the whole HTTP surface."""
     engine = create_db_engine("sqlite://")
     try:
-        return create_app(Storage(engine)).openapi()
+        return create_app(Storage(engine), options=ServerOptions(read_token="reference")).openapi()
     finally:
         engine.dispose()
 
@@ -76,7 +79,10 @@ def responses_table(operation: dict[str, Any]) -> str:
 
 def _auth(operation: dict[str, Any]) -> str:
     schemes = [name for requirement in operation.get("security", []) for name in requirement]
-    return "Authentication: " + (" or ".join(f"[{s}](#auth-{s.lower()})" for s in schemes) if schemes else "none") + "."
+    said = "Authentication: " + (" or ".join(f"[{s}](#auth-{s.lower()})" for s in schemes) if schemes else "none")
+    if READ_SCHEME in schemes:  # a read: open unless the operator set a read token
+        said += " when `[server] read_token_env` is set; none by default (reads are open)"
+    return said + "."
 
 
 def operation_section(method: str, path: str, operation: dict[str, Any]) -> list[str]:
