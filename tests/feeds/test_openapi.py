@@ -23,6 +23,7 @@ MAX_EXAMPLES = 5
 # Each phase its own budget (schemathesis's max-time, whole seconds; a run stops where it is then): the coverage
 # phase (boundary values, undeclared methods) would otherwise spend the whole budget before fuzzing starts.
 BUDGETS_S = {"coverage": 1, "fuzzing": 2}
+REACH_BUDGET_S = 30  # bounds a run that never reaches a stored repo; a passing one stops far sooner
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +58,21 @@ def _fuzzed(served: Served) -> tuple[FuzzReport, TracebackCounter]:
 
 @pytest.mark.parametrize("server", ["open_server", "private_server"])
 def test_fuzzed_server_does_what_its_openapi_document_says(server: str, request: pytest.FixtureRequest) -> None:
-    """Fuzzed from its document (fixed seed, a few seconds), the server fails no check, never answers 5xx, logs no
-    traceback, and requests naming stored repos and shas reach the operations' logic (2xx, not only 404)."""
+    """Fuzzed from its document (fixed seed, a few seconds), the server fails no check, never answers 5xx and logs
+    no traceback."""
     report, tracebacks = _fuzzed(request.getfixturevalue(server))
     assert report.failures == [] and report.errors == []
     assert report.server_errors == 0 and tracebacks.count == 0, tracebacks.first
     assert report.requests > 20  # a time budget: how many depends on the machine
-    repo_scoped_ok = {label for (label, status), _ in report.by_operation.items()
-                      if "{org}/{name}" in label and 200 <= status < 300}
-    assert repo_scoped_ok, sorted(report.by_operation.items())
+
+
+def test_fuzzer_reaches_the_logic_of_repo_scoped_operations(open_server: Served) -> None:
+    """The fuzzer's path parameters come from the stored history, so a repo-scoped operation answers 2xx, not
+    only 404 (the run stops at the first; its budget bounds a run that never gets there)."""
+    report = fuzz(open_server.url, history_values(open_server.store), headers=AUTH, seed=SEED, max_time_s=REACH_BUDGET_S,
+                  max_examples=MAX_EXAMPLES, phases=("fuzzing",), until=lambda r: bool(r.repo_scoped_ok()))
+    assert report.repo_scoped_ok(), sorted(report.by_operation.items())
+    assert report.failures == [] and report.server_errors == 0
 
 
 def test_document_covers_every_route(private_server: Served) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,10 @@ class FuzzReport:
     def server_errors(self) -> int:
         return sum(n for status, n in self.statuses.items() if status >= 500)
 
+    def repo_scoped_ok(self) -> set[str]:
+        """The repo-scoped operations (`{org}/{name}` in the path) that answered 2xx at least once."""
+        return {label for (label, status), _ in self.by_operation.items() if "{org}/{name}" in label and 200 <= status < 300}
+
 
 def history_values(store: Storage) -> dict[str, list[str]]:
     """The orgs, names and commit shas (full and 12-hex prefixes) of a stored history, for the fuzzer's dictionaries."""
@@ -48,9 +53,10 @@ def history_values(store: Storage) -> dict[str, list[str]]:
 
 def fuzz(url: str, values: dict[str, list[str]], *, headers: dict[str, str], seed: int, max_time_s: int,
          max_examples: int, workers: int = 1, phases: tuple[str, ...] = ("examples", "coverage", "fuzzing", "stateful"),
-         into: FuzzReport | None = None) -> FuzzReport:
-    """Run `phases` against the server at `url` until done or `max_time_s`; `headers` go on every request
-    (the write token: reads take it or ignore it). Counts go `into` a report given (runs add up)."""
+         into: FuzzReport | None = None, until: Callable[[FuzzReport], bool] | None = None) -> FuzzReport:
+    """Run `phases` against the server at `url` until done, `max_time_s`, or `until(report)` holds after a
+    scenario; `headers` go on every request (the write token: reads take it or ignore it). Counts go `into` a
+    report given (runs add up)."""
     sha = {"dictionary": "shas", "probability": 0.7}
     config = SchemathesisConfig.from_dict({
         "seed": seed,
@@ -73,6 +79,8 @@ def fuzz(url: str, values: dict[str, list[str]], *, headers: dict[str, str], see
     for event in schemathesis.engine.from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished | events.FuzzScenarioFinished):
             _record(report, event.recorder)
+            if until is not None and until(report):
+                break
         elif isinstance(event, events.NonFatalError):
             report.errors.append(f"{event.label}: {event.value!r}")
         elif isinstance(event, events.FatalError):
