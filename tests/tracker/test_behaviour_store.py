@@ -19,8 +19,7 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 TOKENIZER_COMMIT = "Update tokenizer files"  # padding/truncation dropped, added tokens listed: same ids
 
 
-# One worker polls the module's database (pyproject.toml: --dist loadgroup).
-pytestmark = [pytest.mark.postgres, pytest.mark.xdist_group("behaviour_store")]
+pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture(scope="module")

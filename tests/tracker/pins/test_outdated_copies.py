@@ -29,10 +29,6 @@ OLD = "0002-upload-folder-using-huggingface-hub"
 FIXED = "0003-update-tokenizer-config-json"
 
 
-# One worker builds the module's polled database (pyproject.toml: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("outdated_copies")
-
-
 @pytest.fixture(scope="module")
 def polled_family(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The family written, and the base watched with its family followed, polled before and after its template

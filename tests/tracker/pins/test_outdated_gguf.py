@@ -21,10 +21,6 @@ OLD = "0002-upload-folder-using-huggingface-hub"
 FIXED = "0003-update-tokenizer-config-json"
 
 
-# One worker builds the module's polled database (pyproject.toml: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("outdated_gguf")
-
-
 @pytest.fixture(scope="module")
 def polled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The base watched before its template fix and polled after it, once a module: each test copies the database."""
