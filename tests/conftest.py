@@ -68,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The fixtures that give a test its database: on PostgreSQL, tests using none of them are not part of that pass.
-DATABASE_FIXTURES = {"database_url", "history"}
+DATABASE_FIXTURES = {"database_url", "module_database_url", "history"}
 
 
 def _names_groundtruth(config: pytest.Config) -> bool:
@@ -101,6 +101,14 @@ def database_url(tmp_path: Path) -> Iterator[str]:
     admin URL such as postgresql+psycopg://hubwatch@127.0.0.1:5432/postgres), a new PostgreSQL
     database dropped after the test. Tests of modules marked `postgres` that take it run on both."""
     with fresh_database(tmp_path / "hubwatch.db") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh, empty database shared by a module's tests, for a costly state built once and then only read (a
+    SQLite file, or a PostgreSQL database as `database_url` gives one)."""
+    with fresh_database(tmp_path_factory.mktemp("module-db") / "hubwatch.db") as url:
         yield url
 
 

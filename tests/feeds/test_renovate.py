@@ -14,7 +14,9 @@ import httpx
 import pytest
 
 from tests.support.cli import run_cli, write_config
+from tests.support.replay import replay_server
 from tests.support.waiting import read_log_until
+from tracker.standins.replay.control import ReplayServer
 
 EVERY = "hubwatch-tests/every-kind"
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,9 +28,18 @@ RENOVATE = RENOVATE_DIR / "node_modules" / "renovate" / "dist" / "renovate.js"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def served(replay, tmp_path: Path) -> Iterator[str]:
-    """`hubwatch serve` over a database where EVERY is watched and polled at its fourth commit; its URL."""
+@pytest.fixture(scope="module")
+def replay() -> Iterator[ReplayServer]:
+    """One replay for the module: its tests only read what `served` polled from it."""
+    with replay_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def served(replay: ReplayServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`hubwatch serve` over a database where EVERY is watched and polled at its fourth commit, started once a
+    module (its tests only read); its URL."""
+    tmp_path = tmp_path_factory.mktemp("served")
     config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db", extra="\n[server]\nport = 0\n")
     replay.set_head(EVERY, 4)
     assert run_cli("watch", "add", EVERY, config=config).returncode == 0

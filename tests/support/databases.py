@@ -70,3 +70,15 @@ def migrated_storage(database_url: str, now: datetime) -> Iterator[Storage]:
         yield Storage(engine, clock=lambda: now)
     finally:
         engine.dispose()
+
+
+def copy_sqlite(source: Path, target: Path) -> Path:
+    """A copy of the SQLite database `source` at `target` (its WAL included: SQLite's backup, not a file copy), for
+    a test to write to while the original, built once, stays as it was."""
+    import sqlite3
+
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+    src.close()
+    dst.close()
+    return target

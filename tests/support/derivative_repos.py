@@ -126,3 +126,25 @@ def following_app(endpoint: str, database_url: str) -> Iterator[App]:
         yield app
     finally:
         app.store.engine.dispose()
+
+
+def poll_before_and_after_the_fix(folder: Path, roots: list[Path], *watch_add: str) -> Path:
+    """A SQLite database under `folder` in which `hubwatch watch add BASE WATCH_ADD...` was run and polled with the
+    base at its second commit, then polled again at its fourth (the template fix, then the eom stop), each through
+    the `hubwatch` command; tests copy it (copy_sqlite) and serve `roots` with the base at its fourth commit."""
+    from tests.support.cli import run_cli, write_config
+    from tracker.standins.replay.control import ReplayServer
+
+    database = folder / "polled.db"
+    server = ReplayServer(roots=roots)
+    server.set_head(BASE, 2)
+    with server:
+        config = write_config(folder / "hubwatch.toml", server.endpoint, database)
+        added = run_cli("watch", "add", BASE, *watch_add, config=config)
+        assert added.returncode == 0, added.stderr
+        first = run_cli("poll", config=config)
+        assert first.returncode == 0, first.stderr
+        server.set_head(BASE, 4)
+        polled = run_cli("poll", config=config)
+        assert polled.returncode == 0, polled.stderr
+    return database

@@ -3,28 +3,39 @@ tokenizer that changed without changing any sample's ids says "checked, unchange
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from storage.front import Storage
 from tests.support.cli import cli_json, run_cli, write_config
+from tests.support.replay import replay_server
 from tracker.differs.tokenizer_behaviour import UNCHANGED_NOTE, BehaviourCache, behaviour_key, diff_behaviour
 from tracker.pipeline.behaviour_store import FORMAT, BehaviourStore, store_key
 from tracker.revision.stored import load_snapshot
-
-pytestmark = pytest.mark.postgres
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 TOKENIZER_COMMIT = "Update tokenizer files"  # padding/truncation dropped, added tokens listed: same ids
 
 
-@pytest.fixture
-def polled(replay, tmp_path: Path, database_url: str) -> Path:
-    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
-    assert run_cli("watch", "add", MINILM, "--backfill", "20", config=config).returncode == 0
-    assert run_cli("poll", config=config).returncode == 0
-    return config
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="module")
+def database_url(module_database_url: str) -> str:
+    """The module's tests read one polled history: polling MiniLM's 20 commits (its tokenizer runs) costs seconds."""
+    return module_database_url
+
+
+@pytest.fixture(scope="module")
+def polled(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[Path]:
+    """A config over MiniLM's history, polled once a module by `hubwatch poll` (read it only)."""
+    with replay_server() as replay:
+        config = write_config(tmp_path_factory.mktemp("polled") / "hubwatch.toml", replay.endpoint, database_url)
+        assert run_cli("watch", "add", MINILM, "--backfill", "20", config=config).returncode == 0
+        assert run_cli("poll", config=config).returncode == 0
+        yield config
 
 
 def test_stored_behaviours_mean_no_tokenizer_run_after_a_restart(polled: Path, database_url: str) -> None:

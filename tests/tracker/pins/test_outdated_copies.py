@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli, write_config
-from tests.support.derivative_repos import AWQ, BASE, GGUF, base_file, base_template, card, write_family
+from tests.support.databases import copy_sqlite
+from tests.support.derivative_repos import (
+    AWQ,
+    BASE,
+    GGUF,
+    base_file,
+    base_template,
+    card,
+    poll_before_and_after_the_fix,
+    write_family,
+)
 from tests.support.gguf_files import GgufSpec, gguf_header
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
@@ -19,20 +29,24 @@ OLD = "0002-upload-folder-using-huggingface-hub"
 FIXED = "0003-update-tokenizer-config-json"
 
 
+@pytest.fixture(scope="module")
+def polled_family(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The family written, and the base watched with its family followed, polled before and after its template
+    fix, once a module: the family's folder and the database each test copies."""
+    folder = tmp_path_factory.mktemp("polled-family")
+    write_family(folder / "family")
+    return folder / "family", poll_before_and_after_the_fix(folder, [BUNDLED_ROOT, folder / "family"], "--derivatives", "quantized")
+
+
 @pytest.fixture
-def family(tmp_path: Path, database_url: str) -> Iterator[tuple[ReplayServer, Path]]:
-    """The base watched with its family followed, polled before and after its template fix."""
-    write_family(tmp_path / "family")
-    server = ReplayServer(roots=[BUNDLED_ROOT, tmp_path / "family"])
-    server.set_head(BASE, 2)
+def family(polled_family: tuple[Path, Path], tmp_path: Path) -> Iterator[tuple[ReplayServer, Path]]:
+    """The base watched with its family followed, polled before and after its template fix (a copy of the
+    module's database, a replay of its own with the base at the fix and eom stop)."""
+    roots, database = polled_family
+    server = ReplayServer(roots=[BUNDLED_ROOT, roots])
+    server.set_head(BASE, 4)  # the template fix, then the eom stop
     with server:
-        path = write_config(tmp_path / "hubwatch.toml", server.endpoint, database_url)
-        assert run_cli("watch", "add", BASE, "--derivatives", "quantized", config=path).returncode == 0
-        assert run_cli("poll", config=path).returncode == 0
-        server.set_head(BASE, 4)  # the template fix, then the eom stop
-        polled = run_cli("poll", config=path)
-        assert polled.returncode == 0, polled.stderr
-        yield server, path
+        yield server, write_config(tmp_path / "hubwatch.toml", server.endpoint, copy_sqlite(database, tmp_path / "hubwatch.db"))
 
 
 def copy_dir(root: Path, template_commit: str, readme: bool = True) -> Path:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli, write_config
-from tests.support.derivative_repos import BASE, base_template
+from tests.support.databases import copy_sqlite
+from tests.support.derivative_repos import BASE, base_template, poll_before_and_after_the_fix
 from tests.support.gguf_files import GgufSpec, file_size, gguf_header
 from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 
@@ -20,18 +21,19 @@ OLD = "0002-upload-folder-using-huggingface-hub"
 FIXED = "0003-update-tokenizer-config-json"
 
 
+@pytest.fixture(scope="module")
+def polled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base watched before its template fix and polled after it, once a module: each test copies the database."""
+    return poll_before_and_after_the_fix(tmp_path_factory.mktemp("polled"), [BUNDLED_ROOT])
+
+
 @pytest.fixture
-def config(tmp_path: Path, database_url: str) -> Iterator[Path]:
+def config(polled: Path, tmp_path: Path) -> Iterator[Path]:
+    """A config over a copy of the polled database and a replay with the base at its fix and eom stop."""
     server = ReplayServer(roots=[BUNDLED_ROOT])
-    server.set_head(BASE, 2)  # watched before the template fix
+    server.set_head(BASE, 4)  # the template fix, then the eom stop
     with server:
-        path = write_config(tmp_path / "hubwatch.toml", server.endpoint, database_url)
-        assert run_cli("watch", "add", BASE, config=path).returncode == 0
-        assert run_cli("poll", config=path).returncode == 0
-        server.set_head(BASE, 4)  # the template fix, then the eom stop
-        polled = run_cli("poll", config=path)
-        assert polled.returncode == 0, polled.stderr
-        yield path
+        yield write_config(tmp_path / "hubwatch.toml", server.endpoint, copy_sqlite(polled, tmp_path / "hubwatch.db"))
 
 
 def write_gguf_file(path: Path, template: str, base: str | None) -> Path:
