@@ -1,7 +1,8 @@
 """The estimator against real training steps on a GPU: torch.cuda.max_memory_allocated per model, mode, batch.
 
 Runs on any machine: it reads recorded figures. Run: python -m benchmarks run estimator_gpu
-(or .venv/bin/python benchmarks/bench_estimator_gpu.py [results.json ...]; default benchmarks/results/gpu_step_peaks_h200*.json, measured on an NVIDIA H200 by benchmarks/gpu_step_peaks.py:
+(or .venv/bin/python benchmarks/bench_estimator_gpu.py [results.json ...]; default
+benchmarks/results/gpu_step_peaks_h200*.json, measured on an NVIDIA H200 by benchmarks/gpu_step_peaks.py:
 two AdamW steps, bf16 autocast, sequence 512, full fine-tune / LoRA / QLoRA with and without gradient
 checkpointing). The allocator's peak carries no CUDA context, so the estimator's allowance is taken off before
 comparing. The "reserved" column is the caching allocator's peak: with the measured CUDA context it is what a card
