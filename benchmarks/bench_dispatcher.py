@@ -34,7 +34,7 @@ T0 = datetime(2025, 3, 1, tzinfo=UTC)
 BENCHMARK = Benchmark(
     name="dispatcher",
     about="Webhook deliveries a second the dispatcher sustains against a local receiver, beside bare httpx POSTs",
-    tags=("quick", "webhooks"),
+    tags=("slow", "webhooks"),
     size="deliveries per case (default 2,000)",
     small=200,
     figures=(

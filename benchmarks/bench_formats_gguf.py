@@ -37,7 +37,7 @@ AT = "results/bench_formats_gguf.txt, commit 5c0c761"
 BENCHMARK = Benchmark(
     name="formats_gguf",
     about="GGUF headers read by HTTP Range on the replay server: one multi-GB file, and 20 quantizations ingested",
-    tags=("quick", "formats"),
+    tags=("slow", "formats"),
     figures=(
         Figure("one 5.7 GB GGUF: bytes read / size", "%", goal=1.0, baseline=0.203, baseline_at=AT),
         Figure("one 5.7 GB GGUF: requests", "requests", baseline=4, baseline_at=AT),
