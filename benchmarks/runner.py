@@ -3,6 +3,7 @@
     python -m benchmarks list [--tag TAG]
     python -m benchmarks run [NAME ...] [--tag quick|slow|gpu|...] [--out benchmarks/results/results.json]
                              [--fresh] [--check] [--small] [--size N] [--timeout S] [--machine TEXT]
+                             [--not-run REASON]
 
 Each selected benchmark runs in a process of its own (`python -m benchmarks.runner child NAME`), under its
 declared timeout; what it prints goes to `<out dir>/logs/NAME.log`, its figures come back as JSON. The results
@@ -203,6 +204,9 @@ def run(args: argparse.Namespace) -> int:
         if f.benchmark is None:
             print(f"{f.name}: skipped, {f.error}", file=sys.stderr)
             continue
+        if args.not_run:
+            new_rows += rows_for(f.benchmark, {}, f"not run: {args.not_run}")
+            continue
         size = f.benchmark.small if args.small else args.size
         print(f"{f.name}: running{f' (size {size})' if size is not None else ''}", file=sys.stderr, flush=True)
         rows, seconds = run_one(f, size, args.timeout, logs, env)
@@ -258,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     running.add_argument("--size", type=int, default=None, help="measure(size) for every selected benchmark")
     running.add_argument("--timeout", type=float, default=None, help="seconds per benchmark (default: its own)")
     running.add_argument("--machine", default="", help="what the results say about the machine")
+    running.add_argument("--not-run", default="", metavar="REASON",
+                         help="write the selected benchmarks' rows as 'not run' with this reason, without running them")
     kid = sub.add_parser("child", help=argparse.SUPPRESS)
     kid.add_argument("module")
     kid.add_argument("--out", required=True)

@@ -179,6 +179,15 @@ def test_merge_keeps_rows_of_benchmarks_not_run(fakes: Path, tmp_path: Path) -> 
     assert {r["benchmark"] for r in json.loads(out.read_text())["rows"]} == {"fast"}
 
 
+def test_not_run_with_a_reason(fakes: Path, tmp_path: Path) -> None:
+    """--not-run writes the selected benchmarks' rows as 'not run' with the reason given, running nothing."""
+    out = tmp_path / "results.json"
+    assert run_cli(fakes, "run", "sleepy", "--not-run", "takes an hour", "--out", str(out)).returncode == 0
+    [got] = json.loads(out.read_text())["rows"]
+    assert got["status"] == "not run" and got["note"] == "not run: takes an hour"
+    assert not (tmp_path / "logs" / "sleepy.log").exists()
+
+
 def test_merged_order_and_stale_rows() -> None:
     """Merged rows follow the declared order; rows of benchmarks no longer declared are dropped."""
     old = [{"benchmark": "gone"}, {"benchmark": "b", "v": 1}, {"benchmark": "a", "v": 1}]
