@@ -1,6 +1,7 @@
 """`python -m benchmarks`: list the declared benchmarks, run all or a selection, write the one results table.
 
     python -m benchmarks list [--tag TAG]
+    python -m benchmarks page [--results benchmarks/results/results.json]   the docs' performance page (Markdown)
     python -m benchmarks run [NAME ...] [--tag quick|slow|gpu|...] [--out benchmarks/results/results.json]
                              [--fresh] [--check] [--small] [--size N] [--timeout S] [--machine TEXT]
                              [--not-run REASON]
@@ -264,6 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     running.add_argument("--machine", default="", help="what the results say about the machine")
     running.add_argument("--not-run", default="", metavar="REASON",
                          help="write the selected benchmarks' rows as 'not run' with this reason, without running them")
+    page = sub.add_parser("page", help="the performance page (Markdown) from a results file, on stdout")
+    page.add_argument("--results", default=str(DEFAULT_OUT))
     kid = sub.add_parser("child", help=argparse.SUPPRESS)
     kid.add_argument("module")
     kid.add_argument("--out", required=True)
@@ -271,6 +274,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "list":
         return list_benchmarks(args)
+    if args.command == "page":
+        doc = table.read(Path(args.results))
+        if doc is None:
+            raise SystemExit(f"no results file at {args.results}: python -m benchmarks run")
+        sys.stdout.write(table.markdown(doc))
+        return 0
     if args.command == "child":
         child(args.module, args.size, Path(args.out))
         return 0

@@ -165,6 +165,8 @@ def test_run_writes_json_and_markdown(fakes: Path, tmp_path: Path) -> None:
     assert "| fast | latency | 12 | ms | 20 | 0.6x | ≤ 10 (±50%) | pass |" in markdown
     assert "1 pass, 1 short" in markdown
     assert (out.parent / "logs" / "broken.log").exists()
+    page = run_cli(fakes, "page", "--results", str(out))
+    assert page.returncode == 0 and page.stdout == markdown
 
 
 def test_merge_keeps_rows_of_benchmarks_not_run(fakes: Path, tmp_path: Path) -> None:
