@@ -139,7 +139,7 @@ def measure(size: int | None = None) -> dict[str, float]:
         del histories
         replay = ReplayProcess(root)
         try:
-            detail(f"setup: {args.watches} repos written and served in {time.perf_counter() - t:.0f} s", flush=True)
+            detail(f"setup: {args.watches} repos written and served in {time.perf_counter() - t:.0f} s")
             port = free_port()
             config = receiver_config(Path(tmp) / "hubwatch.toml", replay.endpoint, Path(tmp) / "h.db", port, receiver.url)
             env = {**os.environ, "BENCH_HUB_SECRET": HOOK_SECRET, "BENCH_WEBHOOK_SECRET": WEBHOOK_SECRET,
@@ -155,7 +155,7 @@ def measure(size: int | None = None) -> dict[str, float]:
             seed_watches(app, heads, args.interval, first_due, seed=15)
             figures = _watch_reads(app, hook_ids[0] if hook_ids else next(iter(heads)))
             app.store.engine.dispose()
-            detail(f"setup: seeded in {time.perf_counter() - t:.0f} s; starting the daemon", flush=True)
+            detail(f"setup: seeded in {time.perf_counter() - t:.0f} s; starting the daemon")
             log = Path(os.environ.get("BENCH_DAEMON_LOG", Path(tmp) / "daemon.log")).open("w")
             daemon = subprocess.Popen([sys.executable, "-m", "tracker", "run"], cwd=ROOT, env=env,
                                       stdout=log, stderr=subprocess.STDOUT)

@@ -184,7 +184,7 @@ def measure(size: int | None = None) -> dict[str, float]:
     plain_ids = [f"bench/model-{i:05d}" for i in range(args.watches - args.hooks)]
     commits = args.rounds + 2
     receiver = Receiver().start()
-    detail(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)", flush=True)
+    detail(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "histories"
         for repo_id in plain_ids:
@@ -257,7 +257,7 @@ def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, repl
         sender.send("busy", args.rounds, until=time.monotonic() + args.interval - 1)
         share = (cpu_s(daemon.pid) - cpu) / (time.monotonic() - wall)
         detail(f"daemon CPU while busy: {100 * share:.0f}% of one core; load average "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return sender
 
 
