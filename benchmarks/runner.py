@@ -130,7 +130,7 @@ def child(module_name: str, size: int | None, out: Path) -> None:
         out.write_text(json.dumps({"values": {}, "note": "not run: " + "; ".join(missing)}))
         return
     started = time.monotonic()
-    values = dict(module.measure(size))
+    values = {name: None if value is None else float(value) for name, value in module.measure(size).items()}  # Decimal, bool, int
     rows_for(benchmark, values)  # undeclared figures fail here, in the benchmark's own process
     note = f"size {size}" if size is not None else ""
     out.write_text(json.dumps({"values": values, "note": note, "seconds": time.monotonic() - started}))
