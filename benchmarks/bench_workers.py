@@ -84,8 +84,8 @@ def _run(admin_url: str, workdir: Path, histories: Path, ids: list[str], workers
     return out
 
 
-def measure(size: int | None = None) -> dict[str, float]:
-    repos, moves, workers = size or 1000, 1, 3
+def measure(size: int | None = None, moves: int = 1) -> dict[str, float]:
+    repos, workers = size or 1000, 3
     admin_given = os.environ.get("HUBWATCH_BENCH_POSTGRES")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the throwaway server and workers go too
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,14 +113,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repos", type=int, default=1000)
     parser.add_argument("--moves", type=int, default=1, help="commits each repo moves after its baseline")
-    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=3, help="--event-lock only (the declared figures are for 3)")
     parser.add_argument("--postgres", default=os.environ.get("HUBWATCH_BENCH_POSTGRES"))
     parser.add_argument("--event-lock", action="store_true", help="only: the workers with and without the event lock")
     args = parser.parse_args()
     if args.event_lock:
         price_event_lock(args)
         return
-    run_alone(BENCHMARK, measure, [f"--size={args.repos}"])
+    if args.postgres:
+        os.environ["HUBWATCH_BENCH_POSTGRES"] = args.postgres
+    run_alone(BENCHMARK, lambda size: measure(size, args.moves), [f"--size={args.repos}"])
 
 
 def price_event_lock(args: argparse.Namespace) -> None:
