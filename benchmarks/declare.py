@@ -12,12 +12,11 @@ import argparse
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 Direction = Literal["lower", "higher"]
 Status = Literal["pass", "short", "no goal", "not run"]
-KNOWN_TAGS = frozenset({"quick", "slow", "gpu"})
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,6 @@ class Benchmark:
     small: int | None = None
     timeout_s: float = 600.0
     requires: tuple[str, ...] = ()
-    notes: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.figures]
