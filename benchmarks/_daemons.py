@@ -1,4 +1,6 @@
-"""`hubwatch run` processes for the outside measurements of issue 21 (bench_order_soak, bench_pg_outage): each
+"""A helper of the benchmarks, not a benchmark.
+
+`hubwatch run` processes for the outside measurements of issue 21 (bench_order_soak, bench_pg_outage): each
 on its own HTTP port, one database (a SQLite file, or PostgreSQL shared by several), the Hub replay, the OSV
 fake and the recording receiver of tests/support/crash_scenario.py; and what is read back from the database.
 Also the one-daemon pieces of bench_daemon_scale and bench_hook_to_delivery: its config, the replay in its own

@@ -1,4 +1,6 @@
-"""An App over a replay of synthetic histories (written by tests/support/synthetic_repos.py) for the benchmarks."""
+"""A helper of the benchmarks, not a benchmark.
+
+An App over a replay of synthetic histories (written by tests/support/synthetic_repos.py) for the benchmarks."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ the models they concern, on the bundled replay histories and the bundled OSV rec
 scopes existed); "after" with the shipped table (data/rules.json "scopes"). For every revision of every
 bundled history the advice is computed from its facts alone (no network, no database); the table shows
 each repo's head, and the totals count every revision.
-Run: .venv/bin/python benchmarks/bench_advisory_scope.py
+Run: python -m benchmarks run advisory_scope   (or .venv/bin/python benchmarks/bench_advisory_scope.py)
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tracker.advisories.advice import LoaderAdvice, loader_advice
 from tracker.advisories.facts import extract_facts
 from tracker.advisories.records import AdvisoryIndex
@@ -22,6 +23,17 @@ from tracker.advisories.scope import NO_SCOPES, default_scopes
 from tracker.revision.snapshot import FileEntry, Snapshot
 from tracker.standins.osv import bundled_records
 from tracker.standins.replay.history import LfsBlob, RepoHistory, load_roots
+
+BENCHMARK = Benchmark(
+    name="advisory_scope",
+    about="transformers advisories driving each bundled revision's loader advice, unscoped against scoped",
+    tags=("quick", "advisories"),
+    figures=(
+        Figure("advisories driving the advice, scoped", "advisories", note="summed over every bundled revision"),
+        Figure("advisories driving the advice, unscoped", "advisories", note="as before scopes existed (NO_SCOPES)"),
+        Figure("scoped / unscoped", "ratio"),
+    ),
+)
 
 HISTORIES = Path(__file__).resolve().parent.parent / "tracker" / "standins" / "replay" / "histories"
 MAX_CONTENT = 4 << 20
@@ -53,7 +65,7 @@ def drivers(advice: LoaderAdvice, package: str = "transformers") -> tuple[list[s
     return [], "-"
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
     index = AdvisoryIndex.build(bundled_records())
     repos = load_roots([HISTORIES])
     rows, revisions, before_total, after_total = [], 0, 0, 0
@@ -71,17 +83,15 @@ def main() -> None:
                 overall = next(p for p in after.packages if p.package == "transformers")
                 rows.append((repo_id, ", ".join(facts.model_types[:1]) or "-", len(b_keys), b_floor, len(a_keys),
                              a_floor, overall.package_floor or "-", len(overall.not_counted)))
-    print(f"bundled OSV records: {len(list(bundled_records()))} ({len(index.advisories)} advisories); "
+    detail(f"bundled OSV records: {len(list(bundled_records()))} ({len(index.advisories)} advisories); "
           f"bundled histories: {len(repos)} repos, {revisions} revisions")
-    print()
-    print(f"{'repo (head)':<44}{'model_type':<12}{'before':>7} {'floor told':<20}{'after':>6} {'floor told':<20}"
+    detail(f"{'repo (head)':<44}{'model_type':<12}{'before':>7} {'floor told':<20}{'after':>6} {'floor told':<20}"
           f"{'package floor':<15}{'not counted':>11}")
     for repo_id, model, nb, fb, na, fa, pf, nc in rows:
-        print(f"{repo_id:<44}{model:<12}{nb:>7} {fb:<20}{na:>6} {fa:<20}{pf:<15}{nc:>11}")
-    print()
-    print(f"transformers advisories driving the advice, summed over {revisions} revisions: "
-          f"before {before_total}, after {after_total} ({after_total / max(before_total, 1):.2f}x)")
+        detail(f"{repo_id:<44}{model:<12}{nb:>7} {fb:<20}{na:>6} {fa:<20}{pf:<15}{nc:>11}")
+    return {"advisories driving the advice, scoped": after_total, "advisories driving the advice, unscoped": before_total,
+            "scoped / unscoped": after_total / max(before_total, 1)}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -13,18 +13,18 @@ needs root) counts every connection. With `allow_private_targets = false`:
 Printed: the API's statuses, connections the canary counted (before: 68), Apprise deliveries to loopback
 (before: 3), and what became of each subscription.
 
-Run (as root): .venv/bin/python benchmarks/bench_apprise_canary.py [--events 10]
+Run (as root): python -m benchmarks run apprise_canary   (size: events per dispatch, default 10)
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from feeds.webhooks import subscribe
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from feeds.webhooks.safety import Resolver
@@ -39,6 +39,23 @@ KEY = "a2V5a2V5a2V5a2V5"  # base64, as Azure's access keys are
 ZULIP = f"zulip://bot@127.0.0.1/{TOKEN}"
 ACS = f"acs://sender@example.com/{KEY}/evil-rebind.test"
 REBINDING = "json://evil-rebind-2.test:443/hook"  # its own name: each is asked first at the check
+BEFORE = "before issue 21's fix"
+BENCHMARK = Benchmark(
+    name="apprise_canary",
+    about="Server-side request forgery through Apprise, counted by a canary listener on 127.0.0.1:443",
+    tags=("slow", "webhooks", "security"),
+    size="events per dispatch (default 10)",
+    small=2,
+    requires=("root",),
+    figures=(
+        Figure("API answers accepting a private target", "answers", baseline=2, baseline_at=f"{BEFORE} (201, 201)",
+               note="of 3: zulip, acs, rebinding"),
+        Figure("canary connections with private targets refused", "connections", baseline=68, baseline_at=BEFORE),
+        Figure("Apprise deliveries that reached loopback", "deliveries", baseline=3, baseline_at=BEFORE),
+        Figure("control (private targets allowed): canary connections", "connections", direction="higher",
+               note="at least 1: the zeros above are refusals, not a blind canary"),
+    ),
+)
 
 
 def dispatch(store: Storage, allow_private: bool, resolve: Resolver, events: int) -> None:
@@ -68,16 +85,13 @@ def api_statuses(store: Storage, listener: Canary) -> dict[str, int]:
             answer = client.post("/api/v1/subscriptions", json={"url": url, "format": "apprise"},
                                  headers={"Authorization": "Bearer api-token"})
             statuses[url] = answer.status_code
-            print(f"  API {answer.status_code} for {url}: {answer.json().get('detail', '')[:160]}", flush=True)
+            detail(f"  API {answer.status_code} for {url}: {answer.json().get('detail', '')[:160]}")
     return statuses
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=10)
-    args = parser.parse_args()
-    print(f"bench_apprise_canary: canary on 127.0.0.1:443, {args.events} events per dispatch; allow_private_targets"
-          " = false unless said", flush=True)
+def measure(size: int | None = None) -> dict[str, float]:
+    events = size or 10
+    detail(f"bench_apprise_canary: canary on 127.0.0.1:443, {events} events per dispatch")
     with tempfile.TemporaryDirectory(prefix="hubwatch-canary-") as tmp, canary(443) as listener:
         folder = Path(tmp)
         statuses = api_statuses(fresh_store(folder, "api.db"), listener)
@@ -87,15 +101,15 @@ def main() -> None:
         made = [store.subscriptions.add_subscription(url, "apprise", min_severity="info") for url in (ZULIP, ACS)]
         made.append(subscribe(store.subscriptions, REBINDING, "apprise", allow_private=False, min_severity="info",
                               resolve=Rebinding(first=[PUBLIC], then=[PUBLIC])))
-        dispatch(store, False, Rebinding(first=[PUBLIC], then=["127.0.0.1"]), args.events)
+        dispatch(store, False, Rebinding(first=[PUBLIC], then=["127.0.0.1"]), events)
         guarded = listener.settled() - after_api
         deliveries = store.outbox.list_deliveries()
         delivered = sum(item.delivery.status == "delivered" for item in deliveries)
-        print(f"  dispatcher: {len(deliveries)} deliveries, {delivered} delivered, statuses "
-              f"{sorted({item.delivery.status for item in deliveries})}", flush=True)
+        detail(f"  dispatcher: {len(deliveries)} deliveries, {delivered} delivered, statuses "
+              f"{sorted({item.delivery.status for item in deliveries})}")
         for sub in made:
             after = store.subscriptions.get_subscription(sub.id)
-            print(f"  {sub.url}: enabled={after.enabled}; {(after.disabled_reason or '')[:200]}", flush=True)
+            detail(f"  {sub.url}: enabled={after.enabled}; {(after.disabled_reason or '')[:200]}")
         store.engine.dispose()
 
         control = fresh_store(folder, "control.db")
@@ -104,13 +118,12 @@ def main() -> None:
         seen_by_control = listener.settled() - after_api - guarded
         control.engine.dispose()
 
-    print(f"API statuses: {', '.join(f'{s}' for s in statuses.values())} for zulip, acs, rebinding (before: 201, 201)")
-    print(f"canary connections with private targets refused: {after_api + guarded} (API {after_api}, dispatcher"
-          f" {guarded}; before: 68)")
-    print(f"Apprise deliveries that reached loopback: {delivered} (before: 3)")
-    print(f"control, allow_private_targets = true, one zulip delivery: the canary counted {seen_by_control}"
-          " connection(s) (so the zeros above are refusals)")
+    detail(f"API statuses: {', '.join(f'{s}' for s in statuses.values())} for zulip, acs, rebinding")
+    return {"API answers accepting a private target": sum(200 <= code < 300 for code in statuses.values()),
+            "canary connections with private targets refused": after_api + guarded,
+            "Apprise deliveries that reached loopback": delivered,
+            "control (private targets allowed): canary connections": seen_by_control}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -10,7 +10,7 @@ of the process (user + system; less sensitive to other work on the machine). The
 command (`-X importtime`) follow. The project's bytecode is compiled first, as an installed package's is:
 where PYTHONDONTWRITEBYTECODE is set, a module edited since its last compile would otherwise be compiled
 again in every process, and counted.
-Run: .venv/bin/python benchmarks/bench_cli_startup.py [--runs 11]
+Run: python -m benchmarks run cli_startup   (size: fresh processes per case, default 11)
 
 Figures: `watch list` over `import sqlmodel, click`, wall / CPU ms, medians of 11 on a 2-core machine shared
 with other work (load 1.5-3), each line a range over separate runs:
@@ -21,7 +21,6 @@ with other work (load 1.5-3), each line a range over separate runs:
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import statistics
@@ -32,6 +31,27 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
+
+MARGIN = 0.3  # medians of fresh processes on a shared 2-core machine
+BENCHMARK = Benchmark(
+    name="cli_startup",
+    about="How long a new user waits for the CLI, against what its libraries cost to import (wall, medians)",
+    tags=("quick", "cli"),
+    size="fresh processes per case (default 11)",
+    small=3,
+    figures=(
+        Figure("watch list over import sqlmodel, click", "ms", goal=100.0, margin=1.0,
+               note="a difference of two noisy medians, so a wide margin; before (every table defined at start-up): "
+                    "+182..+276 ms; after: +75..+77 ms"),
+        Figure("--help / import click", "ratio", goal=2.0, margin=MARGIN, note="earlier runs 1.05x..1.25x"),
+        Figure("history / import sqlmodel, click", "ratio", goal=1.3, margin=MARGIN, note="earlier runs 1.18x..1.27x"),
+        Figure("hubwatch watch list", "ms"),
+        Figure("import sqlmodel, click", "ms"),
+    ),
+)
 PACKAGES = ("tracker", "storage", "feeds", "estimator")
 REPOS = ("bench/startup-model", "bench/startup-tokenizer", "bench/startup-adapter")
 CONFIG = """[storage]
@@ -84,10 +104,8 @@ def _top_imports(argv: list[str], env: dict[str, str], count: int = 6) -> list[t
     return sorted(((us, name) for name, us in rows.items()), reverse=True)[:count]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=11)
-    runs = parser.parse_args().runs
+def measure(size: int | None = None) -> dict[str, float]:
+    runs = size or 11
     hubwatch = _hubwatch()
     subprocess.run([sys.executable, "-m", "compileall", "-q", *PACKAGES], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,24 +127,17 @@ def main() -> None:
             case: ", ".join(f"{name} {us / 1000:.0f} ms" for us, name in _top_imports(cases[case], env))
             for case in ("hubwatch watch list", f"hubwatch history {REPOS[0]}")
         }
-    print(f"medians of {runs} fresh processes each ({' '.join(hubwatch)}; {len(REPOS) + 1} watches)")
-    print(f"{'':<40} {'wall ms':>8} {'cpu ms':>8}")
+    detail(f"medians of {runs} fresh processes each ({' '.join(hubwatch)}; {len(REPOS) + 1} watches)")
     for name, (wall, cpu) in got.items():
-        print(f"{name:<40} {wall:8.0f} {cpu:8.0f}")
-    print()
-    comparisons = [
-        ("hubwatch watch list", "import sqlmodel, click", "within 100 ms", lambda w, b: w - b <= 100),
-        ("hubwatch --help", "import click", "within 2x", lambda w, b: w / b <= 2.0),
-        (f"hubwatch history {REPOS[0]}", "import sqlmodel, click", "within 1.3x", lambda w, b: w / b <= 1.3),
-    ]
-    for case, base, goal, meets in comparisons:
-        (wall, cpu), (base_wall, base_cpu) = got[case], got[base]
-        verdict = "meets" if meets(wall, base_wall) else "misses"
-        print(f"{case} vs {base}: wall {wall:.0f} vs {base_wall:.0f} ms: +{wall - base_wall:.0f} ms, "
-              f"{wall / base_wall:.2f}x; cpu +{cpu - base_cpu:.0f} ms, {cpu / base_cpu:.2f}x ({verdict} the goal: {goal})")
+        detail(f"{name:<40} wall {wall:8.0f} ms, cpu {cpu:8.0f} ms")
     for case, top in slowest.items():
-        print(f"    slowest imports of {case}: {top}")
+        detail(f"    slowest imports of {case}: {top}")
+    wall = {name: w for name, (w, _) in got.items()}
+    return {"watch list over import sqlmodel, click": wall["hubwatch watch list"] - wall["import sqlmodel, click"],
+            "--help / import click": wall["hubwatch --help"] / wall["import click"],
+            "history / import sqlmodel, click": wall[f"hubwatch history {REPOS[0]}"] / wall["import sqlmodel, click"],
+            "hubwatch watch list": wall["hubwatch watch list"], "import sqlmodel, click": wall["import sqlmodel, click"]}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

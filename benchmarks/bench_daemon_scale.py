@@ -15,7 +15,7 @@ repos are ingested for real first; each webhook moves one of them a commit ahead
 Baselines: the goals above, and before issue 15 (commit edb6768, from the issue): acknowledgement 490 ms,
 delivery p50 670 ms / p90 1,170 ms (the dispatcher's 1 s tick), about half of 10,000 watches polled 15 min
 after a start. The dispatcher's safety tick is set to 30 s here: deliveries that waited for it would show.
-Run: .venv/bin/python benchmarks/bench_daemon_scale.py [--watches N] [--interval S] [--hooks K]
+Run: python -m benchmarks run daemon_scale   (size: watches, default 10,000; interval 60 s, 8 hook repos)
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import httpx
 import sqlalchemy as sa
 
 from benchmarks._daemons import ROOT, ReplayProcess, cpu_s, free_port, percentile, receiver_config, seed_watches
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from storage.models import Watch
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.cli.app import App
@@ -51,6 +52,30 @@ HOOK_SECRET = "bench-hub-secret"
 WEBHOOK_SECRET = "whsec_YmVuY2gtd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc4OQ=="
 HOOK_COMMITS = 4  # a baseline, then one move while idle and two while polling
 BEFORE = {"ack_ms": 490.0, "p50_ms": 670.0, "p90_ms": 1170.0}
+EDB = "before issue 15 (commit edb6768)"
+BENCHMARK = Benchmark(
+    name="daemon_scale",
+    about="`hubwatch run` with 10,000 watches polled every minute: polls done, CPU, RSS, Hub webhook ack and delivery",
+    tags=("slow", "daemon"),
+    size="watches (default 10,000)",
+    small=500,
+    timeout_s=1800,
+    figures=(
+        Figure("watches polled in the interval", "%", goal=100.0, direction="higher", note="goal: all"),
+        Figure("overdue polls at the interval's end", "polls"),
+        Figure("daemon CPU share, idle", "% of a core"),
+        Figure("daemon CPU share, polling", "% of a core"),
+        Figure("daemon RSS, polling", "MB"),
+        Figure("Hub webhook acknowledgement p50, idle", "ms", goal=20.0, margin=0.5, baseline=BEFORE["ack_ms"], baseline_at=EDB),
+        Figure("Hub webhook acknowledgement p50, polling", "ms", goal=20.0, margin=0.5, baseline=BEFORE["ack_ms"], baseline_at=EDB),
+        Figure("Hub webhook to delivery p50, idle", "ms", baseline=BEFORE["p50_ms"], baseline_at=EDB),
+        Figure("Hub webhook to delivery p90, idle", "ms", goal=300.0, margin=0.3, baseline=BEFORE["p90_ms"], baseline_at=EDB),
+        Figure("Hub webhook to delivery p50, polling", "ms", baseline=BEFORE["p50_ms"], baseline_at=EDB),
+        Figure("Hub webhook to delivery p90, polling", "ms", goal=300.0, margin=0.3, baseline=BEFORE["p90_ms"], baseline_at=EDB),
+        Figure("watch-list change check (version query)", "ms"),
+        Figure("every watch read as ORM rows (before)", "ms", note="what the scheduler read every minute before"),
+    ),
+)
 
 
 def _arrival(receiver: Receiver, sha: str, timeout_s: float) -> float | None:
@@ -66,7 +91,7 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def _print_watch_reads(app: App, repo_id: str) -> None:
+def _watch_reads(app: App, repo_id: str) -> dict[str, float]:
     """What noticing watch changes costs now (a version query; the light list only when it moved) against
     what the scheduler did every minute and every Hub webhook before (the whole list as ORM rows)."""
 
@@ -80,9 +105,10 @@ def _print_watch_reads(app: App, repo_id: str) -> None:
     store = app.store
     before = ms(store.watches.list_watches)
     version = ms(store.watches.watch_list_version)
-    print(f"watch-list change check:          {version:.1f} ms (version query) vs {before:.0f} ms reading every watch "
+    detail(f"watch-list change check:          {version:.1f} ms (version query) vs {before:.0f} ms reading every watch "
           f"as ORM rows before (ratio {version / before:.3f}x); light reload when it moved {ms(store.watches.watch_schedule):.0f} ms; "
-          f"one repo's watches (Hub webhook) {ms(lambda: store.watches.repo_watches(repo_id)):.2f} ms", flush=True)
+          f"one repo's watches (Hub webhook) {ms(lambda: store.watches.repo_watches(repo_id)):.2f} ms")
+    return {"watch-list change check (version query)": version, "every watch read as ORM rows (before)": before}
 
 
 def _hook(client: httpx.Client, repo_id: str, old: str, new: str) -> tuple[float, int]:
@@ -94,13 +120,8 @@ def _hook(client: httpx.Client, repo_id: str, old: str, new: str) -> tuple[float
     return (time.perf_counter() - started) * 1000, response.status_code
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--watches", type=int, default=10_000)
-    parser.add_argument("--interval", type=int, default=60, help="every watch's poll interval, seconds")
-    parser.add_argument("--idle", type=int, default=60, help="seconds after seeding before the first poll is due")
-    parser.add_argument("--hooks", type=int, default=8, help="repos moved by Hub webhooks (each moved 3 times)")
-    args = parser.parse_args()
+def measure(size: int | None = None) -> dict[str, float]:
+    args = argparse.Namespace(watches=size or 10_000, interval=60, idle=60, hooks=8)
     hook_ids = [f"bench/hook-{i:02d}" for i in range(args.hooks)]
     plain_ids = [f"bench/model-{i:05d}" for i in range(args.watches - args.hooks)]
     receiver = Receiver().start()
@@ -118,7 +139,7 @@ def main() -> None:
         del histories
         replay = ReplayProcess(root)
         try:
-            print(f"setup: {args.watches} repos written and served in {time.perf_counter() - t:.0f} s", flush=True)
+            detail(f"setup: {args.watches} repos written and served in {time.perf_counter() - t:.0f} s")
             port = free_port()
             config = receiver_config(Path(tmp) / "hubwatch.toml", replay.endpoint, Path(tmp) / "h.db", port, receiver.url)
             env = {**os.environ, "BENCH_HUB_SECRET": HOOK_SECRET, "BENCH_WEBHOOK_SECRET": WEBHOOK_SECRET,
@@ -132,14 +153,14 @@ def main() -> None:
             app.poller.poll(hook_ids)  # their baselines, for real
             first_due = datetime.now(UTC) + timedelta(seconds=args.idle)
             seed_watches(app, heads, args.interval, first_due, seed=15)
-            _print_watch_reads(app, hook_ids[0] if hook_ids else next(iter(heads)))
+            figures = _watch_reads(app, hook_ids[0] if hook_ids else next(iter(heads)))
             app.store.engine.dispose()
-            print(f"setup: seeded in {time.perf_counter() - t:.0f} s; starting the daemon", flush=True)
+            detail(f"setup: seeded in {time.perf_counter() - t:.0f} s; starting the daemon")
             log = Path(os.environ.get("BENCH_DAEMON_LOG", Path(tmp) / "daemon.log")).open("w")
             daemon = subprocess.Popen([sys.executable, "-m", "tracker", "run"], cwd=ROOT, env=env,
                                       stdout=log, stderr=subprocess.STDOUT)
             try:
-                _measure(args, daemon, port, replay, receiver, hook_shas, first_due, Path(tmp) / "h.db")
+                figures |= _measure(args, daemon, port, replay, receiver, hook_shas, first_due, Path(tmp) / "h.db")
             finally:
                 daemon.send_signal(signal.SIGTERM)
                 daemon.wait(60)
@@ -147,6 +168,7 @@ def main() -> None:
         finally:
             replay.stop()
     receiver.stop()
+    return figures
 
 
 def _polled_since(db: Path, since: datetime) -> int:
@@ -191,7 +213,7 @@ class Hooks:
 
 
 def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, replay: ReplayProcess, receiver: Receiver,
-             hook_shas: dict[str, list[str]], first_due: datetime, db: Path) -> None:
+             hook_shas: dict[str, list[str]], first_due: datetime, db: Path) -> dict[str, float]:
     base = f"http://127.0.0.1:{port}"
     with httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
         deadline = time.monotonic() + 120
@@ -224,25 +246,23 @@ def _measure(args: argparse.Namespace, daemon: subprocess.Popen, port: int, repl
         _wait_until(end + timedelta(seconds=overdue_grace_s(args.interval)))
         polled_with_grace = _polled_since(db, first_due - timedelta(seconds=1))
     n = args.watches
-    print(f"watches: {n}, interval {args.interval} s, jitter 0, per-repo polling (listing off); daemon ready "
-          f"{(ready - (first_due - timedelta(seconds=args.idle))).total_seconds():.0f} s after seeding")
-    print(f"polls done in the interval:       {polled} of {n} ({100 * polled / n:.1f}%; goal: all); "
-          f"{polled_with_grace} within its {overdue_grace_s(args.interval):g} s overdue grace")
-    print(f"overdue polls (/healthz):         {health.get('polls_overdue')} at the interval's end "
-          f"(oldest {health.get('oldest_overdue_s')} s)")
-    print(f"daemon CPU share, idle:           {100 * idle_share:.1f}% of one core over {idle_wall:.0f} s; RSS {idle_rss:.0f} MB")
-    print(f"daemon CPU share, polling:        {100 * busy_share:.1f}% of one core ({n / args.interval:.0f} polls/s); "
-          f"RSS {busy_rss:.0f} MB")
-    for label, acks, latencies, missing in (("idle daemon", idle_acks, idle_latencies, idle_missing),
-                                            ("while polling", busy_acks, busy_latencies, busy_missing)):
-        print(f"Hub webhook acknowledgement, {label + ':':<15} p50 {statistics.median(acks):.1f} ms, "
-              f"p90 {percentile(acks, 0.9):.1f} ms, max {max(acks):.1f} ms over {len(acks)} (goal < 20 ms; before "
-              f"{BEFORE['ack_ms']:.0f} ms: ratio {statistics.median(acks) / BEFORE['ack_ms']:.3f}x)")
+    detail(f"watches: {n}, interval {args.interval} s, jitter 0, per-repo polling (listing off); daemon ready "
+           f"{(ready - (first_due - timedelta(seconds=args.idle))).total_seconds():.0f} s after seeding; polled {polled} of {n} "
+           f"in the interval, {polled_with_grace} within its {overdue_grace_s(args.interval):g} s overdue grace; "
+           f"oldest overdue {health.get('oldest_overdue_s')} s; idle CPU over {idle_wall:.0f} s, RSS idle {idle_rss:.0f} MB")
+    figures = {"watches polled in the interval": 100 * polled / n, "overdue polls at the interval's end": health.get("polls_overdue"),
+               "daemon CPU share, idle": 100 * idle_share, "daemon CPU share, polling": 100 * busy_share,
+               "daemon RSS, polling": busy_rss}
+    for label, acks, latencies, missing in (("idle", idle_acks, idle_latencies, idle_missing),
+                                            ("polling", busy_acks, busy_latencies, busy_missing)):
+        figures[f"Hub webhook acknowledgement p50, {label}"] = statistics.median(acks)
+        detail(f"Hub webhook acknowledgement, {label}: p90 {percentile(acks, 0.9):.1f} ms, max {max(acks):.1f} ms over {len(acks)}; "
+               f"{len(latencies)} delivered, {missing} missing after 30 s")
         if latencies:
-            p50, p90 = statistics.median(latencies), percentile(latencies, 0.9)
-            print(f"Hub webhook to delivery, {label + ':':<19} p50 {p50:.0f} ms, p90 {p90:.0f} ms, max {max(latencies):.0f} ms "
-                  f"over {len(latencies)} (goal p90 < 300 ms; before p50 {BEFORE['p50_ms']:.0f} / p90 {BEFORE['p90_ms']:.0f} ms: "
-                  f"ratio {p90 / BEFORE['p90_ms']:.2f}x at p90), {missing} missing after 30 s")
+            figures[f"Hub webhook to delivery p50, {label}"] = statistics.median(latencies)
+            figures[f"Hub webhook to delivery p90, {label}"] = percentile(latencies, 0.9)
+    return figures
+
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

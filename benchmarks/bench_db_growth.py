@@ -4,7 +4,7 @@ A Llama-like repo (config, generation config, tokenizer files with a chat templa
 shards with their index, README, licence) receives 40 commits that each change only config.json.
 The SQLite file (WAL checkpointed) is measured after the baseline and after the last commit; the
 growth per revision is the difference divided by 40. Baseline to compare with: the 10 KB goal.
-Run: .venv/bin/python benchmarks/bench_db_growth.py
+Run: python -m benchmarks run db_growth   (size: config-only commits, default 40; `--tables` as a script lists table sizes)
 """
 
 from __future__ import annotations
@@ -18,11 +18,21 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._histories import replayed_app
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.cli.app import App
 
 COMMITS = 40
 GOAL_BYTES = 10 * 1024
+BENCHMARK = Benchmark(
+    name="db_growth",
+    about="Database growth per revision that changes only config.json, on a Llama-like repo",
+    tags=("quick", "storage"),
+    size="config-only commits (default 40)",
+    small=10,
+    figures=(Figure("growth per config-only revision", "bytes", goal=GOAL_BYTES, margin=0.05),
+             Figure("database after the baseline", "bytes")),
+)
 TEMPLATE = (
     "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
     "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
@@ -60,11 +70,12 @@ def _db_bytes(app: App) -> int:
     return int((pages - free) * size)
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
+    moves = size or COMMITS
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "histories"
         commits = [{"files": _files(), "lfs": {f"model-0000{i + 1}-of-00004.safetensors": _shard(i) for i in range(4)}}]
-        for i in range(COMMITS):
+        for i in range(moves):
             commits.append({"title": f"Update config.json ({i})",
                             "files": {"config.json": {**CONFIG, "rope_theta": 500000.0 + i + 1}}})
         write_repo(root, "bench/llama-like", commits)
@@ -73,25 +84,20 @@ def main() -> None:
             server.set_head("bench/llama-like", 1)
             app.poller.poll()
             before = _db_bytes(app)
-            server.set_head("bench/llama-like", COMMITS + 1)
+            server.set_head("bench/llama-like", moves + 1)
             [outcome] = app.poller.poll()
-            assert outcome.status == "ingested" and len(outcome.revisions) == COMMITS, outcome.error
+            assert outcome.status == "ingested" and len(outcome.revisions) == moves, outcome.error
             after = _db_bytes(app)
             if "--tables" in sys.argv:
                 with app.store.engine.connect() as conn:
                     for name, size in conn.exec_driver_sql("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 40"):
-                        print(f"  {name:40} {size:>10,}")
+                        detail(f"  {name:40} {size:>10,}")
             with app.store.engine.connect() as conn:
                 rows = {t: conn.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar()
                         for t in ("revision", "revision_file", "blob", "change", "event")}
-    per_revision = (after - before) / COMMITS
-    print(f"config-only revisions ingested:  {COMMITS}")
-    print(f"database after baseline:         {before:,} bytes")
-    print(f"database after {COMMITS} revisions:     {after:,} bytes")
-    print(f"growth per config-only revision: {per_revision:,.0f} bytes "
-          f"(goal < {GOAL_BYTES:,}; ratio {per_revision / GOAL_BYTES:.2f} of the goal)")
-    print(f"rows: {rows}")
+    detail(f"database after {moves} revisions: {after:,} bytes; rows: {rows}")
+    return {"growth per config-only revision": (after - before) / moves, "database after the baseline": before}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure, [a for a in sys.argv[1:] if a != "--tables"])

@@ -15,7 +15,7 @@ tokenizer_config.json and generation_config.json (two small reads). Figures, bes
    requests per moved derivative (no goal in the issue; a watch's ingest of the same commit is the reference),
    and per unmoved one (goal: still 1).
 
-    .venv/bin/python benchmarks/bench_derivatives.py
+    python -m benchmarks run derivatives
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support.derivative_repos import BASE, base_file, base_template, card
 from tests.support.gguf_files import GgufFile, GgufSpec, gguf_header, write_gguf_repo
 from tests.support.settings import settings_for
@@ -41,6 +42,21 @@ FIRST_GOAL, LATER_GOAL = 4.0, 1.0
 OLD = "0002-upload-folder-using-huggingface-hub"
 FIXED = "0003-update-tokenizer-config-json"
 MOVING = 10  # GGUF repos and fine-tunes each that publish a second commit in the last pass
+BENCHMARK = Benchmark(
+    name="derivatives",
+    about="Hub requests per derivative when a base's family of 100 derivatives is followed",
+    tags=("slow", "family"),
+    figures=(
+        Figure("first pass, requests per derivative", "requests", goal=FIRST_GOAL),
+        Figure("later pass, nothing moved, requests per derivative", "requests", goal=LATER_GOAL),
+        Figure("after the base's template fix, requests per derivative", "requests", goal=LATER_GOAL),
+        Figure("pass where 20 moved, requests per moved derivative", "requests",
+               note="no goal in the issue; a watch's ingest of the same commit is the reference"),
+        Figure("pass where 20 moved, requests per unmoved derivative", "requests", goal=LATER_GOAL),
+        Figure("baselines stored from the check's reads", "derivatives", goal=100, direction="higher",
+               note="of 100: each stored at no extra request"),
+    ),
+)
 
 
 def _family(root: Path) -> tuple[list[str], list[str]]:
@@ -96,7 +112,8 @@ def _pass(app: App, server: ReplayServer, moving: list[str] = ()) -> tuple[int, 
     return len(requests) - listing, listing, elapsed, moved
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
+    figures: dict[str, float] = {}
     configure_logging(LogSettings(level="warning"))
     with tempfile.TemporaryDirectory() as tmp:
         names, moving = _family(Path(tmp) / "family")
@@ -110,33 +127,40 @@ def main() -> None:
             app.store.derivatives.follow(BASE, ("quantized", "finetune"), 100)
             n = len(names)
             first, listing, elapsed, _ = _pass(app, server)
-            print(f"first pass: {first} requests for {n} derivatives = {first / n:.2f} per derivative "
+            figures["first pass, requests per derivative"] = first / n
+            detail(f"first pass: {first} requests for {n} derivatives = {first / n:.2f} per derivative "
                   f"(goal <= {FIRST_GOAL:.0f}; ratio {first / n / FIRST_GOAL:.2f}), plus {listing} listing requests; {elapsed:.1f} s")
             stored = sum(bool(app.store.history.list_revisions(repo, limit=1)) for repo in names)
-            print(f"  baselines stored from the check's reads: {stored} of {n} derivatives")
+            figures["baselines stored from the check's reads"] = stored
+            detail(f"  baselines stored from the check's reads: {stored} of {n} derivatives")
             later, listing, elapsed, _ = _pass(app, server)
-            print(f"later pass, nothing moved: {later / n:.2f} requests per derivative (goal {LATER_GOAL:.0f}; "
+            figures["later pass, nothing moved, requests per derivative"] = later / n
+            detail(f"later pass, nothing moved: {later / n:.2f} requests per derivative (goal {LATER_GOAL:.0f}; "
                   f"ratio {later / n / LATER_GOAL:.2f}), plus {listing} listing requests; {elapsed:.1f} s")
             server.set_head(BASE, 3)
             fixed, listing, elapsed, _ = _pass(app, server)
             report = app.store.derivatives.get_follow(BASE).last_report or {}
-            print(f"after the base's template fix: {fixed / n:.2f} requests per derivative (goal {LATER_GOAL:.0f}), "
+            figures["after the base's template fix, requests per derivative"] = fixed / n
+            detail(f"after the base's template fix: {fixed / n:.2f} requests per derivative (goal {LATER_GOAL:.0f}), "
                   f"plus {listing} listing requests; {elapsed:.1f} s")
             for line in report.get("events", []):
-                print(f"  event: {line}")
+                detail(f"  event: {line}")
             for repo in moving:
                 server.advance(repo)
             total, listing, elapsed, moved = _pass(app, server, moving)
             m, still = len(moving), n - len(moving)
             revisions = sum(len(app.store.history.list_revisions(repo)) for repo in moving)
-            print(f"pass where {m} derivatives moved: {moved} requests for the {m} moved = {moved / m:.2f} per moved "
+            figures["pass where 20 moved, requests per moved derivative"] = moved / m
+            figures["pass where 20 moved, requests per unmoved derivative"] = (total - moved) / still
+            detail(f"pass where {m} derivatives moved: {moved} requests for the {m} moved = {moved / m:.2f} per moved "
                   f"derivative ({revisions} revisions stored for them, each its own); the {still} unmoved "
                   f"{(total - moved) / still:.2f} each (goal {LATER_GOAL:.0f}; ratio {(total - moved) / still / LATER_GOAL:.2f}); "
                   f"plus {listing} listing requests; {elapsed:.1f} s")
-            print(f"  the pass's report counts {(app.store.derivatives.get_follow(BASE).last_report or {}).get('requests')} "
+            detail(f"  the pass's report counts {(app.store.derivatives.get_follow(BASE).last_report or {}).get('requests')} "
                   f"requests; the replay counted {total + listing}")
             app.store.engine.dispose()
+    return figures
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -4,7 +4,7 @@ replay server. Goal: 0 once the failure is known (before issue 9 the daemon sent
 N watches whose heads moved are polled through `Poller.poll_if_due` (the scheduler's job) every TICK_S
 seconds of a simulated clock for MINUTES minutes while every write fails with SQLite's own
 "database or disk is full"; then writes work again and the time to resume is measured.
-Run: .venv/bin/python benchmarks/bench_disk_full.py
+Run: python -m benchmarks run disk_full   (size: simulated minutes with the disk full, default 60)
 """
 
 from __future__ import annotations
@@ -21,12 +21,26 @@ import sqlalchemy as sa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._histories import replayed_app
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support.synthetic_repos import CONFIG, write_repo
 
 N = 20
 TICK_S = 10
 MINUTES = 60
 BEFORE_PER_S = 35.0  # measured before the fix, with the disk full
+BENCHMARK = Benchmark(
+    name="disk_full",
+    about="Hub requests a minute while the database cannot be written (disk full), 20 moved watches, simulated clock",
+    tags=("quick", "polling"),
+    size="simulated minutes with the disk full (default 60)",
+    small=10,
+    figures=(
+        Figure("Hub requests a minute once the failure is known", "req/min", goal=0, baseline=BEFORE_PER_S * 60,
+               baseline_at="before issue 9's fix (35 a second)"),
+        Figure("Hub requests in the first minute", "requests", note="finds the failure"),
+        Figure("all ingested after writes work again, within", "min", note="simulated time; the storage probe backs off"),
+    ),
+)
 
 
 class Clock:
@@ -37,7 +51,8 @@ class Clock:
         return self.now
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
+    minutes = size or MINUTES
     full = {"on": False}
 
     def refuse(_conn, _cursor, statement: str, *_args) -> None:  # type: ignore[no-untyped-def]
@@ -63,7 +78,7 @@ def main() -> None:
             server.reset_requests()
             per_minute: list[int] = []
             started = time.perf_counter()
-            for _minute in range(MINUTES):
+            for _minute in range(minutes):
                 before = server.count_requests()
                 for _tick in range(60 // TICK_S):
                     for repo_id in server.repo_ids():
@@ -81,16 +96,12 @@ def main() -> None:
                 clock.now += timedelta(seconds=TICK_S)
             resumed_after_s = (clock.now - failed_at).total_seconds()
     steady = per_minute[1:]
-    steady_rate = sum(steady) / len(steady)
-    print(f"watches (heads moved), polled every {TICK_S} s:    {N}")
-    print(f"simulated time with the disk full:              {MINUTES} min ({elapsed:.1f} s wall)")
-    print(f"Hub requests, first minute (finds the failure):  {per_minute[0]}")
-    print(f"Hub requests per minute after that:              {steady_rate:.2f}  (goal 0)")
-    print(f"Hub requests per minute before the fix:          {BEFORE_PER_S * 60:.0f}  (35/s)")
-    print(f"Hub requests over the whole hour:                {sum(per_minute)}  (before: {BEFORE_PER_S * 3600:.0f})")
-    print(f"after writes work again, all {N} ingested within: {resumed_after_s / 60:.0f} min of simulated time"
-          f" ({ingested} ingested; the storage probe backs off to {app.settings.poll.retry_max})")
+    detail(f"{N} watches (heads moved) polled every {TICK_S} s for {minutes} simulated min ({elapsed:.1f} s wall); "
+           f"{sum(per_minute)} Hub requests in all; {ingested} ingested after writes worked again")
+    return {"Hub requests a minute once the failure is known": sum(steady) / max(len(steady), 1),
+            "Hub requests in the first minute": per_minute[0],
+            "all ingested after writes work again, within": resumed_after_s / 60}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -5,7 +5,7 @@ answering 204, in its own process) plus its bookkeeping in SQLite (claim, delive
 (its deliveries go one at a time, oldest first, by design), and 8 endpoints at the default
 concurrency of 4. Baseline: bare httpx POSTs of the same body to the same receiver with no database,
 the ceiling for one connection. Prints deliveries/s and the ratio to the baseline.
-Run: .venv/bin/python benchmarks/bench_dispatcher.py [N]
+Run: python -m benchmarks run dispatcher   (size: deliveries per case, default 2,000)
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 import structlog
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
@@ -30,6 +31,20 @@ from storage.front import Storage
 from storage.subscriptions import new_secret
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
+BENCHMARK = Benchmark(
+    name="dispatcher",
+    about="Webhook deliveries a second the dispatcher sustains against a local receiver, beside bare httpx POSTs",
+    tags=("slow", "webhooks"),
+    size="deliveries per case (default 2,000)",
+    small=200,
+    figures=(
+        Figure("bare httpx POSTs, no database (the ceiling)", "deliveries/s", direction="higher"),
+        Figure("dispatcher, 1 endpoint (in order)", "deliveries/s", direction="higher"),
+        Figure("dispatcher, 8 endpoints, concurrency 4", "deliveries/s", direction="higher"),
+        Figure("dispatcher 1 endpoint / bare POSTs", "ratio", direction="higher"),
+        Figure("dispatcher 8 endpoints / bare POSTs", "ratio", direction="higher"),
+    ),
+)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -87,8 +102,8 @@ def _baseline(url: str, n: int) -> float:
         return n / (time.perf_counter() - started)
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+def measure(size: int | None = None) -> dict[str, float]:
+    n = size or 2000
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))  # errors only
     ready = multiprocessing.Queue()
     receiver = multiprocessing.Process(target=_serve, args=(ready,), daemon=True)  # its own GIL
@@ -101,11 +116,11 @@ def main() -> None:
             many = _case(tmp, "many", url, n, endpoints=8, concurrency=4)
     finally:
         receiver.terminate()
-    print(f"deliveries per case:                       {n}")
-    print(f"baseline, bare httpx POSTs (no database):  {baseline:7.0f} /s")
-    print(f"dispatcher, 1 endpoint (in order):         {one:7.0f} /s  (ratio {one / baseline:.2f}x of baseline)")
-    print(f"dispatcher, 8 endpoints, concurrency 4:    {many:7.0f} /s  (ratio {many / baseline:.2f}x of baseline)")
+    detail(f"deliveries per case: {n}")
+    return {"bare httpx POSTs, no database (the ceiling)": baseline, "dispatcher, 1 endpoint (in order)": one,
+            "dispatcher, 8 endpoints, concurrency 4": many, "dispatcher 1 endpoint / bare POSTs": one / baseline,
+            "dispatcher 8 endpoints / bare POSTs": many / baseline}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

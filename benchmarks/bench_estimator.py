@@ -1,6 +1,6 @@
 """Estimator figures: time per estimate, the ratio against accelerate's estimate-memory, parameter deltas.
 
-Run: .venv/bin/python benchmarks/bench_estimator.py   (needs the `test` and `bench` extras: torch, transformers, accelerate)
+Run: python -m benchmarks run estimator   (needs the `test` and `bench` extras: torch, transformers, accelerate)
 
 `accelerate estimate-memory MODEL` fetches config.json from the Hub, which this offline script cannot do.
 What it runs after the fetch is measured instead, on the same config dicts: transformers' AutoConfig from the
@@ -42,12 +42,39 @@ FIXTURES = ROOT / "tests" / "fixtures" / "estimator" / "configs"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "estimator"))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from estimator import estimate
 
 REPEAT = 200
 MANIFESTS = ROOT / "tests" / "fixtures" / "estimator" / "manifests"
 JINA_CONFIG = ROOT / "tracker/standins/replay/histories/jinaai/jina-clip-v2/commits/0002-upload-jinaclipmodel/files/config.json"
 GOAL_MS = 5.0
+BEFORE = "before count_manifest and structure_from_weights were reworked (load 1.2-2.0)"
+MARGIN = 0.5  # medians of repeats on a shared 2-core machine
+BENCHMARK = Benchmark(
+    name="estimator",
+    about="Time per estimate (config dict, and with a weight manifest), against accelerate estimate-memory's work",
+    tags=("slow", "estimator"),
+    requires=("torch", "accelerate"),
+    timeout_s=1800,
+    figures=(
+        Figure("estimate from a config dict, median over configs", "ms", goal=GOAL_MS, margin=MARGIN),
+        Figure("estimate from a config dict, slowest config", "ms"),
+        Figure("accelerate estimate-memory's work, median over configs", "ms", note="torch and transformers imported"),
+        Figure("accelerate / estimator", "ratio", direction="higher"),
+        Figure("configs whose parameter count differs from transformers'", "configs"),
+        Figure("with manifest: jina-clip-v2 (custom code, from weights)", "ms", goal=GOAL_MS, margin=MARGIN, baseline=20.10,
+               baseline_at=BEFORE),
+        Figure("with manifest: Llama-3.1-70B-shaped", "ms", goal=GOAL_MS, margin=MARGIN, baseline=6.88, baseline_at=BEFORE),
+        Figure("with manifest: Mixtral-8x7B", "ms", goal=GOAL_MS, margin=MARGIN, baseline=18.04, baseline_at=BEFORE),
+        Figure("with manifest: Qwen3-235B-A22B-shaped MoE (from weights)", "ms", goal=GOAL_MS, margin=MARGIN, baseline=735.35,
+               baseline_at=BEFORE, note="36,945 tensors, each validated in Python: known to stay far above the goal"),
+        Figure("one estimate in a fresh process, imports included", "ms"),
+        Figure("accelerate's work in a fresh process, imports included", "ms"),
+    ),
+)
+MANIFEST_FIGURES = ("with manifest: jina-clip-v2 (custom code, from weights)", "with manifest: Llama-3.1-70B-shaped",
+                    "with manifest: Mixtral-8x7B", "with manifest: Qwen3-235B-A22B-shaped MoE (from weights)")
 
 
 def configs() -> list[tuple[str, dict]]:
@@ -167,16 +194,16 @@ def time_with_manifest(config: dict, manifest: dict, budget_s: float = 3.0) -> l
     return times
 
 
-def manifest_figures() -> None:
-    print("Time per estimate with a weight manifest (median and p90 over repeats; goal < 5 ms)")
-    print(f"  {'case':<44}{'tensors':>8}{'median ms':>11}{'p90 ms':>9}{'median/goal':>13}")
-    for label, case in MANIFEST_CASES:
+def manifest_figures() -> dict[str, float]:
+    out = {}
+    for (label, case), name in zip(MANIFEST_CASES, MANIFEST_FIGURES, strict=True):
         config, manifest = case()
         times = sorted(time_with_manifest(config, manifest))
         median = statistics.median(times) * 1000
         p90 = times[min(len(times) - 1, int(0.9 * len(times)))] * 1000
-        print(f"  {label:<44}{len(manifest):>8,}{median:>11.2f}{p90:>9.2f}{median / GOAL_MS:>12.2f}x")
-    print()
+        detail(f"  {label:<44}{len(manifest):>8,} tensors: median {median:.2f} ms, p90 {p90:.2f} ms")
+        out[name] = median
+    return out
 
 
 def accelerate_estimate(config: dict) -> tuple[int, int]:
@@ -214,10 +241,7 @@ def cold_start(code: str) -> tuple[float, float]:
     return float(seconds), float(rss)
 
 
-def main() -> None:
-    if "--manifests" in sys.argv[1:]:  # the manifest cases alone: no torch, transformers or accelerate needed
-        manifest_figures()
-        return
+def measure(size: int | None = None) -> dict[str, float]:
     # fresh processes first: a child forked after torch is imported here inherits this process's peak RSS
     llama = (FIXTURES / "llama" / "Llama-3.1-8B.json").read_text()
     ours_cold = cold_start(f"import json; from estimator import estimate; estimate(json.loads({llama!r}))")
@@ -231,39 +255,28 @@ def main() -> None:
     for path, config in configs():
         ours = estimate(config).parameters["derived"]
         truth = estimator_truth.count_parameters(config)
-        acc_params, acc_peak = accelerate_estimate(config)
-        rows.append((path, config, ours, truth, acc_params, acc_peak))
-
-    print("Parameters: estimator (from config.json) against transformers (meta build of `architectures`)")
-    print(f"{'config':<46}{'estimator':>16}{'transformers':>16}{'delta':>7}{'accelerate':>16}{'acc. delta':>12}")
-    for path, _, ours, truth, acc, _peak in rows:
-        print(f"{path:<46}{ours:>16,}{truth:>16,}{ours - truth:>7,}{acc:>16,}{acc - truth:>+12,}")
-    exact = sum(1 for r in rows if r[2] == r[3])
-    print(f"{exact} of {len(rows)} configs exact; {len({r[0].split('/')[0] for r in rows})} families\n")
-
-    ours_times = [time_ours(config) for _, config, *_ in rows]
-    acc_times = [time_accelerate(config) for _, config, *_ in rows]
+        acc_params, _acc_peak = accelerate_estimate(config)
+        rows.append((path, ours, truth, acc_params))
+        if ours != truth:
+            detail(f"parameters differ: {path}: estimator {ours:,}, transformers {truth:,}, accelerate {acc_params:,}")
+    ours_times = [time_ours(config) for _, config in configs()]
+    acc_times = [time_accelerate(config) for _, config in configs()]
     ours_ms = statistics.median(ours_times) * 1000
     acc_ms = statistics.median(acc_times) * 1000
-    print("Time per estimate from a config dict (median over configs of the median of repeats)")
-    print(f"  estimator:                            {ours_ms:8.3f} ms   (goal < 5 ms; slowest config "
-          f"{max(ours_times) * 1000:.3f} ms)")
-    print(f"  accelerate estimate-memory's work:    {acc_ms:8.1f} ms   (torch + transformers already imported)")
-    print(f"  ratio:                                {acc_ms / ours_ms:8.0f} x\n")
-
-    manifest_figures()
-
-    print("One estimate in a fresh process (Llama-3.1-8B), imports included")
-    print(f"  estimator:                            {ours_cold[0] * 1000:8.1f} ms, peak RSS {ours_cold[1]:6.0f} MiB")
-    print(f"  accelerate estimate-memory's work:    {acc_cold[0] * 1000:8.1f} ms, peak RSS {acc_cold[1]:6.0f} MiB\n")
-
-    print("Full fine-tune at batch 1 (bf16 mixed precision, AdamW)")
-    for path, config, *_rest, acc_peak in rows:
-        if path.split("/")[0] in ("llama", "mistral", "qwen2", "gemma", "clip", "t5"):
-            mem = estimate(config).memory["full_finetune"]["batch_1_bytes"]
-            print(f"  {path:<44} estimator {mem / 2**30:8.2f} GiB   accelerate {acc_peak / 2**30:8.2f} GiB "
-                  "(largest stage, no activations)")
+    detail(f"{len(rows)} configs, {len({r[0].split('/')[0] for r in rows})} families; cold RSS estimator {ours_cold[1]:.0f} MiB, "
+           f"accelerate {acc_cold[1]:.0f} MiB")
+    return {"estimate from a config dict, median over configs": ours_ms,
+            "estimate from a config dict, slowest config": max(ours_times) * 1000,
+            "accelerate estimate-memory's work, median over configs": acc_ms, "accelerate / estimator": acc_ms / ours_ms,
+            "configs whose parameter count differs from transformers'": sum(1 for r in rows if r[1] != r[2]),
+            **manifest_figures(),
+            "one estimate in a fresh process, imports included": ours_cold[0] * 1000,
+            "accelerate's work in a fresh process, imports included": acc_cold[0] * 1000}
 
 
 if __name__ == "__main__":
-    main()
+    if "--manifests" in sys.argv[1:]:  # the manifest cases alone: no torch, transformers or accelerate needed
+        for name, ms in manifest_figures().items():
+            print(f"{name}: {ms:.2f} ms")
+    else:
+        run_alone(BENCHMARK, measure)

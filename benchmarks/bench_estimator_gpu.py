@@ -1,7 +1,8 @@
 """The estimator against real training steps on a GPU: torch.cuda.max_memory_allocated per model, mode, batch.
 
-Run: .venv/bin/python benchmarks/bench_estimator_gpu.py [results.json ...]
-(default benchmarks/results/gpu_step_peaks_h200*.json, measured on an NVIDIA H200 by benchmarks/gpu_step_peaks.py:
+Runs on any machine: it reads recorded figures. Run: python -m benchmarks run estimator_gpu
+(or .venv/bin/python benchmarks/bench_estimator_gpu.py [results.json ...]; default
+benchmarks/results/gpu_step_peaks_h200*.json, measured on an NVIDIA H200 by benchmarks/gpu_step_peaks.py:
 two AdamW steps, bf16 autocast, sequence 512, full fine-tune / LoRA / QLoRA with and without gradient
 checkpointing). The allocator's peak carries no CUDA context, so the estimator's allowance is taken off before
 comparing. The "reserved" column is the caching allocator's peak: with the measured CUDA context it is what a card
@@ -19,12 +20,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from estimator import at_batch, estimate
 from estimator.memory import CARDS, CUDA_CONTEXT_BYTES, HEADROOM, Mode, Phase
 
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("gpu_step_peaks_h200*.json"))
 CONFIGS = ROOT / "tests" / "fixtures" / "estimator" / "configs"
 GIB = 2**30
+BENCHMARK = Benchmark(
+    name="estimator_gpu",
+    about="The estimator against training steps recorded on an NVIDIA H200 (benchmarks/results/gpu_step_peaks_h200*.json)",
+    tags=("quick", "estimator"),
+    figures=(
+        Figure("runs that do not fit a card, said 'fits'", "(run, card) pairs", goal=0,
+               note="the one mistake an estimate must not make"),
+        Figure("runs that do not fit a card, flagged", "(run, card) pairs", direction="higher"),
+        Figure("runs that fit, called does_not_fit", "(run, card) pairs"),
+        Figure("decoder runs within 5%", "%", direction="higher"),
+        Figure("decoder runs, median |error|", "%"),
+        Figure("runs estimated low", "runs"),
+        Figure("worst low estimate", "%"),
+        Figure("caching allocator's reserved peak above allocated, median", "%"),
+    ),
+)
 
 
 def compare(doc: dict) -> list[dict]:
@@ -64,39 +82,46 @@ def card_check(rows: list[dict]) -> dict[str, int]:
     return tally
 
 
-def main() -> None:
-    docs = [json.loads(Path(p).read_text()) for p in (sys.argv[1:] or RESULTS)]
+def measure(size: int | None = None, paths: list[str] | None = None) -> dict[str, float]:
+    docs = [json.loads(Path(p).read_text()) for p in (paths or RESULTS)]
     doc = docs[0]
     rows = [row for d in docs for row in compare(d)]
     failed = [r for d in docs for r in d["rows"] if "peaks" not in r]
-    print(f"{doc['device']}, torch {doc['torch']}, transformers {doc['transformers']}, peft {doc.get('peft')}; "
+    detail(f"{doc['device']}, torch {doc['torch']}, transformers {doc['transformers']}, peft {doc.get('peft')}; "
           f"sequence {doc['seq']}; CUDA context measured {doc['cuda_context_bytes'] / 2**20:.0f} MiB "
           f"(estimator allows {CUDA_CONTEXT_BYTES / 2**20:.0f} MiB)")
-    print(f"{'config':<42}{'mode':<18}{'batch':>5}{'estimate':>10}{'measured':>10}{'reserved':>10}{'error':>8}  phase est/meas")
+    detail(f"{'config':<42}{'mode':<18}{'batch':>5}{'estimate':>10}{'measured':>10}{'reserved':>10}{'error':>8}  phase est/meas")
     errors: dict[str, list[float]] = {}
     for r in rows:
         errors.setdefault(f"{r['kind']} {r['mode']}", []).append(r["error"])
-        print(f"{r['config']:<42}{r['mode']:<18}{r['batch']:>5}{r['estimate'] / GIB:>8.2f}Gi{r['measured'] / GIB:>8.2f}Gi"
+        detail(f"{r['config']:<42}{r['mode']:<18}{r['batch']:>5}{r['estimate'] / GIB:>8.2f}Gi{r['measured'] / GIB:>8.2f}Gi"
               f"{r['max_reserved_bytes'] / GIB:>8.2f}Gi{r['error']:>+8.1%}  {r['est_phase']}/{r['phase']}")
-    print("\nError by family kind and mode (estimate / measured allocator peak - 1)")
+    detail("\nError by family kind and mode (estimate / measured allocator peak - 1)")
     for key, errs in sorted(errors.items()):
-        print(f"  {key:<28} median {statistics.median(errs):+6.1%}   max |error| {max(map(abs, errs)):6.1%}   ({len(errs)} runs)")
+        detail(f"  {key:<28} median {statistics.median(errs):+6.1%}   max |error| {max(map(abs, errs)):6.1%}   ({len(errs)} runs)")
     decoders = [r["error"] for r in rows if r["kind"] == "decoder"]
     within = sum(abs(e) <= 0.05 for e in decoders)
     low = [r for r in rows if r["error"] < 0]
-    print(f"\nDecoder runs: {within} of {len(decoders)} within 5%, median |error| "
+    detail(f"\nDecoder runs: {within} of {len(decoders)} within 5%, median |error| "
           f"{statistics.median(map(abs, decoders)):.1%}; {len(low)} of {len(rows)} runs estimated low "
           f"(worst {min((r['error'] for r in rows), default=0):+.1%})")
     reserve = [r["max_reserved_bytes"] / r["measured"] - 1 for r in rows]
-    print(f"Caching allocator: reserved peak above allocated peak by median {statistics.median(reserve):.1%}, "
+    detail(f"Caching allocator: reserved peak above allocated peak by median {statistics.median(reserve):.1%}, "
           f"max {max(reserve):.1%} (the estimator keeps {HEADROOM:.0%} of each card for it)")
     for r in failed:
-        print(f"not measured: {r['config']} {r['mode']} batch {r['batch']}: {r['error'][:100]}")
+        detail(f"not measured: {r['config']} {r['mode']} batch {r['batch']}: {r['error'][:100]}")
     t = card_check(rows)
-    print(f"Cards: {t['pairs']} (run, card) pairs; {t['oom']} runs do not fit their card (reserved peak + measured "
-          f"context): the verdict flags {t['flagged']} of {t['oom']} and says 'fits' on {t['missed']}; "
-          f"{t['fits_called_does_not_fit']} runs that fit were called does_not_fit; {t['borderline']} verdicts borderline")
+    detail(f"Cards: {t['pairs']} (run, card) pairs; {t['oom']} runs do not fit their card; {t['borderline']} verdicts borderline")
+    return {"runs that do not fit a card, said 'fits'": t["missed"], "runs that do not fit a card, flagged": t["flagged"],
+            "runs that fit, called does_not_fit": t["fits_called_does_not_fit"],
+            "decoder runs within 5%": 100 * within / len(decoders),
+            "decoder runs, median |error|": 100 * statistics.median(map(abs, decoders)), "runs estimated low": len(low),
+            "worst low estimate": 100 * min((r["error"] for r in rows), default=0),
+            "caching allocator's reserved peak above allocated, median": 100 * statistics.median(reserve)}
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] and not sys.argv[1].startswith("-"):
+        run_alone(BENCHMARK, lambda size: measure(size, sys.argv[1:]), [])
+    else:
+        run_alone(BENCHMARK, measure)

@@ -1,6 +1,6 @@
 """The training step's peak: the estimator against measured steps, per model, mode and batch.
 
-Run: .venv/bin/python benchmarks/bench_estimator_step.py   (reads tests/fixtures/estimator/step_peaks.json,
+Run: python -m benchmarks run estimator_step   (reads tests/fixtures/estimator/step_peaks.json,
 written by tests/estimator/generate_step_truth.py: two AdamW steps under bf16 autocast on the CPU, whole models
 at real widths under FakeTensorMode, LoRA by PEFT). Measured peaks carry no CUDA context, so the estimator's
 allowance is taken off before comparing; the card verdicts add it back to both.
@@ -17,12 +17,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from estimator import at_batch, estimate
 from estimator.families.common import LOSS_TRANSIENT_PER_VOCAB, MLM_LOSS_TRANSIENT_PER_VOCAB
 from estimator.memory import BORDERLINE, CARDS, CUDA_CONTEXT_BYTES, HEADROOM, LOSS_FORWARD_SHARE
 
 TRUTH = ROOT / "tests" / "fixtures" / "estimator" / "step_peaks.json"
 CONFIGS = ROOT / "tests" / "fixtures" / "estimator" / "configs"
+MUST_NOT = "the one mistake an estimate must not make (bench_estimator_gpu)"
+BENCHMARK = Benchmark(
+    name="estimator_step",
+    about="The training step's peak: the estimator against measured CPU steps (tests/fixtures/estimator/step_peaks.json)",
+    tags=("quick", "estimator"),
+    figures=(
+        Figure("runs that do not fit a card, said 'fits'", "(run, card) pairs", goal=0, note=MUST_NOT),
+        Figure("runs that do not fit a card, flagged", "(run, card) pairs", direction="higher"),
+        Figure("runs that fit, called does_not_fit", "(run, card) pairs"),
+        Figure("step-peak error, median |error| over runs", "%"),
+        Figure("step-peak error, max |error|", "%"),
+        Figure("time per estimate, median", "ms"),
+        Figure("time per estimate, max", "ms"),
+    ),
+)
 STANDALONE = {"text_config": ("clip_text_model", "CLIPTextModel"),  # as tests/estimator/step_truth.case_config
               "vision_config": ("clip_vision_model", "CLIPVisionModel")}
 
@@ -46,10 +62,10 @@ def cpu_mlm_loss_extra(config: dict, parts: dict) -> int:
     return loss * (LOSS_TRANSIENT_PER_VOCAB - MLM_LOSS_TRANSIENT_PER_VOCAB) // MLM_LOSS_TRANSIENT_PER_VOCAB
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
     truth = json.loads(TRUTH.read_text())
     rows = truth["rows"]
-    print(f"{'config':<58}{'mode':<18}{'batch':>5}{'estimate':>11}{'measured':>11}{'error':>8}  phase (est/measured)")
+    detail(f"{'config':<58}{'mode':<18}{'batch':>5}{'estimate':>11}{'measured':>11}{'error':>8}  phase (est/measured)")
     errors: dict[str, list[float]] = {}
     flagged = missed = false_alarm = borderline = 0
     per_card = {card: [0, 0, 0] for card in CARDS}  # runs that do not fit it, of them flagged, said 'fits'
@@ -69,7 +85,7 @@ def main() -> None:
         phase = max(row["peaks"], key=row["peaks"].get)
         err = est / measured - 1
         errors.setdefault(f"{row['kind']} {row['mode']}", []).append(err)
-        print(f"{row['config']:<58}{row['mode']:<18}{row['batch']:>5}{est / 2**30:>9.2f}Gi{measured / 2**30:>9.2f}Gi"
+        detail(f"{row['config']:<58}{row['mode']:<18}{row['batch']:>5}{est / 2**30:>9.2f}Gi{measured / 2**30:>9.2f}Gi"
               f"{err:>+8.1%}  {max(phases, key=phases.get)}/{phase}{' *' if extra else ''}")
         for card, size in CARDS.items():
             usable = size * (1 - HEADROOM)
@@ -86,24 +102,17 @@ def main() -> None:
                 per_card[card][2] += verdict == "fits"
             elif verdict == "does_not_fit":
                 false_alarm += 1
-    print("* masked-LM head: the estimate plus what the CPU harness's loss keeps beyond a card's (2 bytes a vocabulary"
-          " entry a token);\n  the card verdicts below use the estimate itself")
-    print("\nStep-peak error by family kind and mode (estimate / measured - 1)")
     for key, errs in sorted(errors.items()):
-        print(f"  {key:<28} median {statistics.median(errs):+6.1%}   max |error| {max(map(abs, errs)):6.1%}"
-              f"   ({len(errs)} runs)")
-    runs = flagged + missed
-    print("\nPer card: of the simulated runs that do not fit it, how many the estimate flags")
-    for card, (over, caught, said_fits) in per_card.items():
-        print(f"  {card:<12} {over:>4} runs do not fit; the estimate flags {caught} of {over}, says 'fits' on "
-              f"{said_fits}")
-    print(f"\nCards: {len(rows) * len(CARDS)} (run, card) pairs; {runs} runs do not fit their card: the estimate "
-          f"flags {flagged} of {runs} (does_not_fit or borderline) and says 'fits' on {missed}; "
-          f"{false_alarm} runs that fit were called does_not_fit; {borderline} verdicts borderline")
+        detail(f"  {key:<28} median {statistics.median(errs):+6.1%}   max |error| {max(map(abs, errs)):6.1%}   ({len(errs)} runs)")
     for case, why in truth.get("not_measured", {}).items():
-        print(f"Not measured: {case}: {why}")
-    print(f"Time per estimate: median {statistics.median(times) * 1000:.2f} ms, max {max(times) * 1000:.2f} ms")
+        detail(f"Not measured: {case}: {why}")
+    every = [e for errs in errors.values() for e in errs]
+    return {"runs that do not fit a card, said 'fits'": missed, "runs that do not fit a card, flagged": flagged,
+            "runs that fit, called does_not_fit": false_alarm,
+            "step-peak error, median |error| over runs": 100 * statistics.median(map(abs, every)),
+            "step-peak error, max |error|": 100 * max(map(abs, every)),
+            "time per estimate, median": statistics.median(times) * 1000, "time per estimate, max": max(times) * 1000}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -12,7 +12,7 @@ baselines), every org followed. Steps, for K = 20 and K = 200:
      watches (auto: a day), as requests a minute;
   4. five repos moved half-way through a round, then rounds until each is ingested (polled through the
      real pipeline): the simulated time from the move to its ingest, in listing intervals.
-Run: .venv/bin/python benchmarks/bench_followed.py
+Run: python -m benchmarks run followed   (size: repos, default 1,000)
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlmodel import select
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from storage.listing_state import author_scope
 from storage.models import Watch
 from tests.support.clock import FakeClock
@@ -43,6 +44,21 @@ N = 1000
 INTERVAL_S = 60
 GOALS = {20: 3.0, 200: 5.0}
 MOVED = 5
+ONE_PASS_PER_ORG = "the issue's baseline: one listing pass per followed org a round"
+BENCHMARK = Benchmark(
+    name="followed",
+    about="Hub requests a minute for 1,000 repos in followed orgs (20 and 200 orgs) when nothing changes, and time to ingest a move",
+    tags=("slow", "polling"),
+    size="repos (default 1,000)",
+    small=200,
+    timeout_s=1200,
+    figures=tuple(f for orgs, goal in GOALS.items() for f in (
+        Figure(f"{orgs} orgs: Hub requests a minute, listing + reconcile", "req/min", goal=goal, baseline=float(orgs),
+               baseline_at=ONE_PASS_PER_ORG),
+        Figure(f"{orgs} orgs: listing requests a minute, steady", "req/min", baseline=float(orgs), baseline_at=ONE_PASS_PER_ORG),
+        Figure(f"{orgs} orgs: CPU a round", "ms"),
+        Figure(f"{orgs} orgs: a moved repo ingested within, worst", "intervals", goal=2.0))),
+)
 
 
 def _admin(endpoint: str, path: str, method: str = "GET") -> object:
@@ -57,22 +73,22 @@ def _listing_requests(endpoint: str) -> int:
     return len(requests)  # type: ignore[arg-type]
 
 
-def run(orgs: int) -> None:
+def run(orgs: int, n: int = N) -> dict[str, float]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--synthetic", str(N),
+        [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--synthetic", str(n),
          "--synthetic-orgs", str(orgs)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     try:
         endpoint = server.stdout.readline().strip()  # type: ignore[union-attr]
         with tempfile.TemporaryDirectory() as tmp:
-            _run(endpoint, Path(tmp), orgs)
+            return _run(endpoint, Path(tmp), orgs, n)
     finally:
         server.terminate()
         server.wait()
 
 
-def _run(endpoint: str, tmp: Path, orgs: int) -> None:
+def _run(endpoint: str, tmp: Path, orgs: int, N: int) -> dict[str, float]:  # noqa: N803 - the figure's N
     settings = settings_from_mapping(
         {"hub": {"endpoint": endpoint}, "storage": {"url": f"sqlite:///{tmp / 'bench.db'}"},
          "osv": {"enabled": False}, "log": {"level": "warning"}, "poll": {"listing_interval": f"{INTERVAL_S}s", "jitter": "0"}},
@@ -135,24 +151,21 @@ def _run(endpoint: str, tmp: Path, orgs: int) -> None:
             break
     worst = max(ingested.values()) if len(ingested) == len(moved) else float("inf")
 
-    goal = GOALS[orgs]
-    print(f"{N} repos in {orgs} followed orgs, listing interval {INTERVAL_S}s, nothing changing (replay server)")
-    print(f"  before (a pass per org a round): {old_per_round} requests a minute (baseline: {orgs} a minute)")
-    print(f"  first round: {first} requests (each org once on its own, beside the first pass over every model)")
-    print(f"  steady rounds: {rounds} requests -> {per_min:.2f} a minute; {cpu * 1000:.1f} ms CPU a round")
-    print(f"  plus the per-repo reconcile (auto, {min(plan.values()) / 86400:.1f} days): {reconcile_per_min:.2f} a minute")
     total = per_min + reconcile_per_min
-    print(f"  total {total:.2f} requests a minute (goal: at most {goal:.0f}; {'met' if total <= goal else 'NOT met'});"
-          f" {old_per_round / per_min:.0f}x fewer listing requests than before, {(old_per_round + reconcile_per_min) / total:.1f}x in all")
-    print(f"  {MOVED} repos moved half-way through an interval: ingested after {sorted(round(v, 2) for v in ingested.values())}"
-          f" intervals (goal: within 2; {'met' if worst <= 2 else 'NOT met'})")
+    detail(f"{N} repos in {orgs} followed orgs: before {old_per_round} requests a round; first round {first}; steady {rounds}; "
+           f"reconcile {reconcile_per_min:.2f} a minute; moved ingested after {sorted(round(v, 2) for v in ingested.values())} intervals")
     app.store.engine.dispose()
+    return {f"{orgs} orgs: Hub requests a minute, listing + reconcile": total,
+            f"{orgs} orgs: listing requests a minute, steady": per_min, f"{orgs} orgs: CPU a round": cpu * 1000,
+            f"{orgs} orgs: a moved repo ingested within, worst": worst}
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
+    figures: dict[str, float] = {}
     for orgs in GOALS:
-        run(orgs)
+        figures |= run(orgs, size or N)
+    return figures
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

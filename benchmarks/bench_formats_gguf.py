@@ -7,7 +7,7 @@
 
 The vocabulary is all-MiniLM-L6-v2's 30,522 real tokens followed by generated ones up to 256,000.
 
-    .venv/bin/python benchmarks/bench_formats_gguf.py
+    python -m benchmarks run formats_gguf
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support.gguf_files import GgufFile, GgufSpec, file_size, gguf_header, real_template, real_vocab, write_gguf_repo
 from tests.support.settings import settings_for
 from tracker.cli.app import App
@@ -32,13 +33,29 @@ QUANTS = [("Q2_K", 10), ("Q3_K", 12), ("Q4_0", 2), ("Q4_1", 3), ("Q4_K", 15), ("
           ("Q6_K", 18), ("Q8_0", 7), ("IQ2_XXS", 19), ("IQ2_XS", 20), ("IQ3_XXS", 23), ("IQ1_S", 24), ("IQ4_NL", 25),
           ("IQ3_S", 26), ("IQ2_S", 28), ("IQ4_XS", 30), ("IQ1_M", 31), ("F16", 1)]
 
+AT = "results/bench_formats_gguf.txt, commit 5c0c761"
+BENCHMARK = Benchmark(
+    name="formats_gguf",
+    about="GGUF headers read by HTTP Range on the replay server: one multi-GB file, and 20 quantizations ingested",
+    tags=("slow", "formats"),
+    figures=(
+        Figure("one 5.7 GB GGUF: bytes read / size", "%", goal=1.0, baseline=0.203, baseline_at=AT),
+        Figure("one 5.7 GB GGUF: requests", "requests", baseline=4, baseline_at=AT),
+        Figure("one 5.7 GB GGUF: scan time", "s", baseline=1.44, baseline_at=AT),
+        Figure("20 quantizations, first time: requests per file", "requests", baseline=3.0, baseline_at=AT),
+        Figure("20 quantizations, first time: MiB fetched per file", "MiB", baseline=7.0, baseline_at=AT),
+        Figure("a later commit carrying them: requests", "requests", note="the same LFS sha256: read again never"),
+        Figure("a fork carrying them: requests", "requests"),
+    ),
+)
+
 
 def big_vocab(n: int = 256_000) -> list[str]:
     real = real_vocab()
     return real + [f"<tok_{i}>" for i in range(n - len(real))]
 
 
-def figure_one(root: Path) -> None:
+def figure_one(root: Path) -> dict[str, float]:
     tokens = big_vocab()
     spec = GgufSpec(tokens=tokens, merges=[f"{t[:2]} {t[2:]}" for t in tokens[1000:200_000]], layers=32, width=4096,
                     ffn=14336, heads=32, kv_heads=8, templates={"default": real_template()})
@@ -53,13 +70,14 @@ def figure_one(root: Path) -> None:
         result, scanned, note = gguf.scan(source)
         took = time.perf_counter() - started
     share = source.bytes_read / size
-    print(f"1. one {size / 1e9:.2f} GB GGUF ({result['tensor_count']} tensors, {result['tokenizer']['tokens']:,} tokens, "
+    detail(f"1. one {size / 1e9:.2f} GB GGUF ({result['tensor_count']} tensors, {result['tokenizer']['tokens']:,} tokens, "
           f"header {len(header) / 2**20:.1f} MiB): read {source.bytes_read / 2**20:.1f} MiB in {source.requests} "
           f"requests, {took:.2f} s; note={note}")
-    print(f"   bytes read / size = {share:.3%}; ratio to the 1% goal = {share / 0.01:.3f} (under 1: met)")
+    return {"one 5.7 GB GGUF: bytes read / size": 100 * share, "one 5.7 GB GGUF: requests": source.requests,
+            "one 5.7 GB GGUF: scan time": took}
 
 
-def figure_two(root: Path, db: Path) -> None:
+def figure_two(root: Path, db: Path) -> dict[str, float]:
     tokens = big_vocab(128_000)
     files = {}
     for name, ftype in QUANTS:
@@ -87,12 +105,11 @@ def figure_two(root: Path, db: Path) -> None:
             rounds.append((label, len(reads), fetched))
         app.store.engine.dispose()
     sizes = sum(f.size or 0 for f in files.values())
-    print(f"2. 20 GGUF quantizations ({sizes / 1e9:.1f} GB in all, headers {sum(len(f.head) for f in files.values()) / 2**20:.0f} MiB):")
-    for label, requests, fetched in rounds:
-        print(f"   {label}: {requests} range requests, {requests / 20:.2f} per file, "
-              f"{fetched / 20 / 2**20:.2f} MiB fetched per file")
-    first, again = rounds[0], rounds[-1]
-    print(f"   again / first time: requests {again[1]}/{first[1]}, bytes {again[2]}/{first[2]}")
+    detail(f"2. 20 GGUF quantizations ({sizes / 1e9:.1f} GB in all): {rounds}")
+    (_, first_requests, first_bytes), (_, later, _), (_, fork, _) = rounds
+    return {"20 quantizations, first time: requests per file": first_requests / 20,
+            "20 quantizations, first time: MiB fetched per file": first_bytes / 20 / 2**20,
+            "a later commit carrying them: requests": later, "a fork carrying them: requests": fork}
 
 
 def _range_len(value: str | None) -> int:
@@ -102,12 +119,11 @@ def _range_len(value: str | None) -> int:
     return int(b) - int(a) + 1
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
     configure_logging(LogSettings(level="warning"))
     with tempfile.TemporaryDirectory() as tmp:
-        figure_one(Path(tmp) / "one")
-        figure_two(Path(tmp) / "two", Path(tmp) / "hubwatch.db")
+        return figure_one(Path(tmp) / "one") | figure_two(Path(tmp) / "two", Path(tmp) / "hubwatch.db")
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

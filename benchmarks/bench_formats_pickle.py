@@ -13,12 +13,11 @@
 The data.pkl is written by torch.save itself (zero-stride expanded tensors: real names and shapes, one
 element of storage each); the zip around it is written here with the storages' real sizes. torch comes
 with `.[groundtruth]`. The range source here is the benchmark's own (httpx); the pipeline's is tracker/hub/client.py's.
-Run: .venv/bin/python benchmarks/bench_formats_pickle.py [--runs 50]
+Run: python -m benchmarks run formats_pickle   (size: scan-time runs, default 50)
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import math
 import pickle
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support.pickle_bytes import sparse_torch_zip
 from tests.support.pickle_corpus import corpus
 from tests.support.synthetic_repos import write_repo
@@ -47,6 +47,23 @@ from tracker.standins.replay.control import ReplayServer
 REPO = "bench/llama-2-7b-pickle"
 GOAL_MS = 50.0
 HIDDEN, INTERMEDIATE, LAYERS, VOCAB = 4096, 11008, 32, 32000
+AT = "results/bench_formats_pickle.txt, commit d0d0965"
+BENCHMARK = Benchmark(
+    name="formats_pickle",
+    about="A 13.5 GB torch checkpoint scanned by HTTP Range; a 7B data.pkl judged; detection on the pickle corpus",
+    tags=("quick", "formats"),
+    size="scan-time runs (default 50)",
+    small=5,
+    requires=("torch",),
+    figures=(
+        Figure("torch zip over HTTP Range: bytes fetched / size", "%", goal=1.0, baseline=0.00075, baseline_at=AT),
+        Figure("torch zip over HTTP Range: requests", "requests", baseline=6, baseline_at=AT),
+        Figure("torch zip over HTTP Range: end to end", "ms", baseline=43, baseline_at=AT),
+        Figure("scan of a 7B data.pkl, median", "ms", goal=GOAL_MS, margin=0.5, baseline=34.07, baseline_at=AT),
+        Figure("malicious samples not flagged", "samples", goal=0, note="every sample of tests/support/pickle_corpus"),
+        Figure("benign files flagged", "files", goal=0),
+    ),
+)
 
 
 def llama2_7b_shapes() -> dict[str, tuple[int, ...]]:
@@ -126,7 +143,7 @@ def served_checkpoint(root: Path, head: bytes, tail: bytes, size: int) -> None:
                              "lfs": {"pytorch_model.bin": {"size": size, "head": "head.bin", "tail": "tail.bin"}}}])
 
 
-def figure_bytes(pkl: bytes, shapes: dict[str, tuple[int, ...]]) -> None:
+def figure_bytes(pkl: bytes, shapes: dict[str, tuple[int, ...]]) -> dict[str, float]:
     storages = {str(i): math.prod(shape) * 2 for i, shape in enumerate(shapes.values())}
     head, tail, size = sparse_torch_zip(pkl, storages)
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,13 +152,15 @@ def figure_bytes(pkl: bytes, shapes: dict[str, tuple[int, ...]]) -> None:
             sha = server.head_sha(REPO)
             source, result, kept, note, elapsed_ms = _scan_served(f"{server.endpoint}/{REPO}/resolve/{sha}/pytorch_model.bin")
     manifest = to_weight_manifest(result["tensors"])
-    print(f"torch zip over HTTP Range: {size / 1e9:.2f} GB file, {source.bytes_read:,} bytes fetched in "
+    detail(f"torch zip over HTTP Range: {size / 1e9:.2f} GB file, {source.bytes_read:,} bytes fetched in "
           f"{source.requests} requests ({source.bytes_read / size:.5%} of the file; goal < 1%, "
           f"ratio to goal {source.bytes_read / size / 0.01:.4f}); data.pkl {len(kept):,} bytes; "
           f"{elapsed_ms:.0f} ms end to end on loopback")  # fmt: skip
-    print(f"  verdict {result['verdict']}, {len(manifest.tensors)} tensors, {manifest.parameters / 1e9:.3f} B parameters, "
+    detail(f"  verdict {result['verdict']}, {len(manifest.tensors)} tensors, {manifest.parameters / 1e9:.3f} B parameters, "
           f"dtypes {manifest.parameters_by_dtype()}, note {note}")  # fmt: skip
     assert [(t.name, t.shape) for t in manifest.tensors] == list(shapes.items()), "manifest differs from the shapes saved"
+    return {"torch zip over HTTP Range: bytes fetched / size": 100 * source.bytes_read / size,
+            "torch zip over HTTP Range: requests": source.requests, "torch zip over HTTP Range: end to end": elapsed_ms}
 
 
 def _scan_served(url: str) -> tuple[HttpRangeSource, dict, bytes, str | None, float]:
@@ -152,7 +171,7 @@ def _scan_served(url: str) -> tuple[HttpRangeSource, dict, bytes, str | None, fl
         return source, result, kept, note, (time.perf_counter() - started) * 1000
 
 
-def figure_scan_time(pkl: bytes, runs: int) -> None:
+def figure_scan_time(pkl: bytes, runs: int) -> dict[str, float]:
     timings = []
     for _ in range(runs):
         started = time.perf_counter()
@@ -161,11 +180,12 @@ def figure_scan_time(pkl: bytes, runs: int) -> None:
         scan_result([(g.module, g.name) for g in scan.imports], BUILTIN, len(pkl), None, tensors=tensors)
         timings.append((time.perf_counter() - started) * 1000)
     median = statistics.median(timings)
-    print(f"scan of a 7B data.pkl ({len(pkl):,} bytes, {scan.opcodes:,} opcodes, {len(tensors)} tensors): median "
+    detail(f"scan of a 7B data.pkl ({len(pkl):,} bytes, {scan.opcodes:,} opcodes, {len(tensors)} tensors): median "
           f"{median:.2f} ms of {runs} runs (goal < {GOAL_MS:.0f} ms; ratio to goal {median / GOAL_MS:.3f})")  # fmt: skip
+    return {"scan of a 7B data.pkl, median": median}
 
 
-def figure_detection(pkl: bytes) -> None:
+def figure_detection(pkl: bytes) -> dict[str, float]:
     samples = corpus()
     flagged = [s for s in samples if scan_file(s.path, _source(s.data))[0]["verdict"] in ("dangerous", "unknown")]
     dangerous = [s for s in samples if scan_file(s.path, _source(s.data))[0]["verdict"] == "dangerous"]
@@ -174,28 +194,24 @@ def figure_detection(pkl: bytes) -> None:
     benign["plain.pkl"] = pickle.dumps({"lr": 1e-3, "layers": [1, 2, 3], "name": "run"}, protocol=4)
     benign["plain-p0.pickle"] = pickle.dumps([1, 2.0, "three", (4,)], protocol=0)
     wrongly = [name for name, data in benign.items() if scan_file(name, _source(data))[0]["verdict"] != "safe"]
-    print(f"detection: {len(flagged)}/{len(samples)} malicious samples flagged ({len(dangerous)} dangerous, "
+    detail(f"detection: {len(flagged)}/{len(samples)} malicious samples flagged ({len(dangerous)} dangerous, "
           f"{len(flagged) - len(dangerous)} unknown: extension codes, unresolved and unlisted names); "
           f"{len(wrongly)}/{len(benign)} benign files flagged {wrongly or ''}")  # fmt: skip
     missed = [s.technique for s in samples if s not in flagged]
     if missed:
-        print(f"  MISSED: {missed}")
+        detail(f"  MISSED: {missed}")
+    return {"malicious samples not flagged": len(missed), "benign files flagged": len(wrongly)}
 
 
 def _source(data: bytes) -> BytesSource:
     return BytesSource(data)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
-    args = parser.parse_args()
+def measure(size: int | None = None) -> dict[str, float]:
     shapes = llama2_7b_shapes()
     pkl = data_pkl(shapes)
-    figure_bytes(pkl, shapes)
-    figure_scan_time(pkl, args.runs)
-    figure_detection(pkl)
+    return figure_bytes(pkl, shapes) | figure_scan_time(pkl, size or 50) | figure_detection(pkl)
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -7,7 +7,8 @@ SQLite database) twice per mode, and prints per mode: wall time, render workers 
 cold. The tokenizer behaviour cache is emptied before each run, so both modes tokenize the same.
 Optionally `--main-before REV`: the demo of an older commit (git archive into a temporary folder, run with this
 venv), e.g. the commit before this session's issue 23 merges, for the cost of the new checks as a whole.
-Run: .venv/bin/python benchmarks/bench_ingest_workers.py [--runs 1] [--main-before 57e4372]
+Run: python -m benchmarks run ingest_workers   (size: demo runs per mode, default 1); as a script also
+[--main-before 57e4372] (printed beside the table, not a declared figure: it names a commit)
 """
 
 from __future__ import annotations
@@ -22,11 +23,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tracker.cli.demo import run_demo
 from tracker.differs import render
 from tracker.differs.tokenizer_behaviour import CACHE
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCHMARK = Benchmark(
+    name="ingest_workers",
+    about="`hubwatch demo`'s pipeline with a fresh template worker per batch (cold) and with workers kept warm",
+    tags=("slow", "pipeline"),
+    size="demo runs per mode (default 1; the median is kept)",
+    timeout_s=1800,
+    figures=(
+        Figure("demo wall, cold (a fresh worker per batch)", "s",
+               note="the cold mode is the code before issue 23's follow-up"),
+        Figure("demo wall, warm (WorkerPool)", "s"),
+        Figure("render workers started, cold", "workers"),
+        Figure("render workers started, warm", "workers"),
+        Figure("warm / cold wall", "ratio"),
+    ),
+)
 
 
 def demo_run(keep: int) -> tuple[float, int]:
@@ -54,22 +71,26 @@ def old_demo(rev: str) -> float:
         return time.perf_counter() - began
 
 
+def measure(size: int | None = None) -> dict[str, float]:
+    runs = size or 1
+    figures = {}
+    for label, keep in (("cold", 0), ("warm", 2)):
+        done = [demo_run(keep) for _ in range(runs)]
+        figures[label] = (statistics.median(r[0] for r in done), done[0][1])
+    render.POOL.close()
+    (cold, cold_n), (warm, warm_n) = figures["cold"], figures["warm"]
+    return {"demo wall, cold (a fresh worker per batch)": cold, "demo wall, warm (WorkerPool)": warm,
+            "render workers started, cold": cold_n, "render workers started, warm": warm_n, "warm / cold wall": warm / cold}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--size", type=int, default=None, help="demo runs per mode")
     parser.add_argument("--main-before", default=None, help="also time the demo at this older commit")
     args = parser.parse_args()
-    figures = {}
-    for label, keep in (("cold (a fresh worker per batch)", 0), ("warm (WorkerPool)", 2)):
-        runs = [demo_run(keep) for _ in range(args.runs)]
-        figures[label] = (statistics.median(r[0] for r in runs), runs[0][1])
-        print(f"demo, {label}: {figures[label][0]:.1f} s wall, {figures[label][1]} render workers started")
-    (cold, cold_n), (warm, warm_n) = figures.values()
-    print(f"warm / cold: {warm / cold:.2f} of the wall time, {warm_n} / {cold_n} workers started")
+    run_alone(BENCHMARK, measure, [f"--size={args.size}"] if args.size else [])
     if args.main_before:
-        before = old_demo(args.main_before)
-        print(f"demo at {args.main_before} (before the new checks): {before:.1f} s wall; now (warm) / then: {warm / before:.2f}")
-    render.POOL.close()
+        detail(f"demo at {args.main_before} (before the new checks): {old_demo(args.main_before):.1f} s wall")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ figures are hubwatch's alone. Requests are counted at the server. Steps:
 The per-repo reconcile is printed apart: with [poll] reconcile_interval = "auto" (the default) it is a day
 stretched to one request a minute at most (10,000 watches: every 6.9 days), so listing + reconcile stay at
 about 2 a minute (the goal); with a fixed "1d" it would add 10,000 / 1,440 = 6.9 a minute.
-Run: .venv/bin/python benchmarks/bench_listing.py [N]
+Run: python -m benchmarks run listing   (size: watched repos, default 10,000)
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from storage.models import Watch
 from tracker.cli.app import App
 from tracker.cli.logs import configure_logging
@@ -37,11 +38,29 @@ from tracker.polling.listing import ListingJob, ListingPass
 from tracker.standins.replay.__main__ import SYNTHETIC_START, synthetic_ids
 from tracker.standins.replay.history import synthetic_history
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+N = 10_000
 PER_REPO_INTERVAL_MIN = 15
 RECONCILE_MIN = 1440
 SAMPLE = 200
 MOVED = 50
+PER_REPO = "per-repo polling every 15 minutes (10,000 / 15)"
+BENCHMARK = Benchmark(
+    name="listing",
+    about="Change detection for 10,000 watched repos when nothing changes: the listing against per-repo polling",
+    tags=("slow", "polling"),
+    size="watched repos (default 10,000)",
+    small=1000,
+    timeout_s=1800,
+    figures=(
+        Figure("Hub requests a minute, listing every 1m", "req/min", goal=2.0, baseline=667.0, baseline_at=PER_REPO),
+        Figure("Hub requests a minute, listing + reconcile (auto)", "req/min", goal=2.0, baseline=667.0, baseline_at=PER_REPO),
+        Figure("Hub requests a minute, per-repo polling every 15m (measured)", "req/min"),
+        Figure("CPU of a steady listing pass", "ms"),
+        Figure("requests of the pass after 50 moved", "requests"),
+        Figure("the 50 moved found exactly (1 yes, 0 no)", "flag", goal=1, direction="higher"),
+        Figure("peak RSS, hubwatch side", "MB"),
+    ),
+)
 
 
 def _admin(endpoint: str, path: str, method: str = "GET") -> object:
@@ -56,21 +75,22 @@ def _requests(endpoint: str) -> int:
     return count
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
+    n = size or N
     server = subprocess.Popen(
-        [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--synthetic", str(N)],
+        [sys.executable, "-m", "tracker.standins.replay", "--port", "0", "--no-bundled", "--synthetic", str(n)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     try:
         endpoint = server.stdout.readline().strip()  # type: ignore[union-attr]
         with tempfile.TemporaryDirectory() as tmp:
-            _run(endpoint, Path(tmp))
+            return _run(endpoint, Path(tmp), n)
     finally:
         server.terminate()
         server.wait()
 
 
-def _run(endpoint: str, tmp: Path) -> None:
+def _run(endpoint: str, tmp: Path, N: int) -> dict[str, float]:  # noqa: N803 - the figure's N
     settings = settings_from_mapping(
         {"hub": {"endpoint": endpoint}, "storage": {"url": f"sqlite:///{tmp / 'bench.db'}"},
          "osv": {"enabled": False}, "log": {"level": "warning"}},
@@ -111,6 +131,7 @@ def _run(endpoint: str, tmp: Path) -> None:
     started = time.process_time()
     [after] = listing.run()
     moved_cpu = time.process_time() - started
+    detail(f"pass after {MOVED} moved: {moved_cpu * 1000:.0f} ms CPU")
     moved_requests = _requests(endpoint)
     found = sorted(r for r, _ in after.moved) == sorted(moved)
 
@@ -126,28 +147,17 @@ def _run(endpoint: str, tmp: Path) -> None:
     reconcile_s = ListingJob(settings, listings, app.hub, lambda *_: None).reconcile_interval_s(N)  # "auto"
     reconcile_per_min = N / (reconcile_s / 60)
     daily_per_min = N / RECONCILE_MIN
-    print(f"watched repos (replay server, nothing changing): {N}")
-    print(f"first pass (no mark, one page): {first_requests} requests, listed {first.listed}, {first_cpu * 1000:.0f} ms CPU")
-    print(f"steady pass: {listing_per_min:.2f} requests, {1000 * sum(cpu) / len(cpu):.1f} ms CPU (mean of 10),"
-          f" max {1000 * max(cpu):.1f} ms")
-    print(f"pass after {MOVED} moved: {moved_requests} requests, {moved_cpu * 1000:.0f} ms CPU, found exactly those: {found}")
-    print(f"per-repo poll (sample of {SAMPLE}): {per_poll:.2f} requests and {poll_cpu * 1000:.1f} ms CPU per repo")
-    print(f"Hub requests per minute, listing every 1m: {listing_per_min:.2f} (goal: at most 2)")
-    print(f"  plus the per-repo reconcile (auto: every {reconcile_s / 86400:.1f} days): {reconcile_per_min:.2f} on average"
-          f" (total {listing_per_min + reconcile_per_min:.2f}; goal: at most 2)")
-    print(f"  (with reconcile_interval = 1d: {daily_per_min:.2f}, total {listing_per_min + daily_per_min:.2f})")
-    print(f"Hub requests per minute, per-repo polling every {PER_REPO_INTERVAL_MIN}m: {per_repo_per_min:.0f} (baseline 667)")
-    print(f"ratio per-repo / listing: {per_repo_per_min / listing_per_min:.0f}x;"
-          f" per-repo / (listing + reconcile): {per_repo_per_min / (listing_per_min + reconcile_per_min):.0f}x")
-    print(f"CPU per minute: listing {1000 * sum(cpu) / len(cpu):.1f} ms (share of a core {100 * sum(cpu) / len(cpu) / 60:.3f}%),"
-          f" per-repo polling {N / PER_REPO_INTERVAL_MIN * poll_cpu * 1000:.0f} ms"
-          f" ({100 * N / PER_REPO_INTERVAL_MIN * poll_cpu / 60:.1f}%)")
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS of this process (hubwatch side, after the 200-repo poll): {rss_mb:.0f} MB")
-    breakeven = 1 / (1 / PER_REPO_INTERVAL_MIN - 1 / RECONCILE_MIN) * listing_per_min
-    print(f"break-even watch count (listing + reconcile = per-repo at 15m): {breakeven:.1f} watches")
+    detail(f"watched repos: {N}; first pass {first_requests} requests, listed {first.listed}, {first_cpu * 1000:.0f} ms CPU; "
+           f"per-repo poll (sample of {SAMPLE}): {per_poll:.2f} requests and {poll_cpu * 1000:.1f} ms CPU per repo; "
+           f"reconcile every {reconcile_s / 86400:.1f} days; with reconcile_interval = 1d: {daily_per_min:.2f} a minute")
     app.store.engine.dispose()
+    return {"Hub requests a minute, listing every 1m": listing_per_min,
+            "Hub requests a minute, listing + reconcile (auto)": listing_per_min + reconcile_per_min,
+            "Hub requests a minute, per-repo polling every 15m (measured)": per_repo_per_min,
+            "CPU of a steady listing pass": 1000 * sum(cpu) / len(cpu), "requests of the pass after 50 moved": moved_requests,
+            "the 50 moved found exactly (1 yes, 0 no)": int(found), "peak RSS, hubwatch side": rss_mb}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -9,12 +9,11 @@ deliveries that reached the receiver after a delivery of an event with a higher 
 - PostgreSQL, three `hubwatch run` workers on one database, the webhooks spread over them (before: 18-45 of 2,400).
 
 PostgreSQL: a throwaway server from /usr/lib/postgresql/15/bin (tests/support/postgres_server.py).
-Run: .venv/bin/python benchmarks/bench_order_soak.py [--repos 40] [--commits 15] [--workers 3] [--only sqlite|postgres]
+Run: python -m benchmarks run order_soak   (size: repos, default 40; 15 commits each, 3 PostgreSQL workers)
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
@@ -42,6 +41,7 @@ from benchmarks._daemons import (
     wait_http,
     write_config,
 )
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support import postgres_server
 from tests.support.crash_scenario import RecordingReceiver, run_cli
 from tests.support.databases import postgres_database
@@ -49,9 +49,29 @@ from tests.support.fleet import write_moving_repos
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import ReplayServer
 
+BEFORE = "before issue 21's fix"
+BENCHMARK = Benchmark(
+    name="order_soak",
+    about="Deliveries out of event order under load (a Hub webhook per commit, one core kept busy), SQLite and PostgreSQL",
+    tags=("slow", "daemon", "webhooks"),
+    size="repos (default 40)",
+    small=8,
+    timeout_s=1800,
+    figures=(
+        Figure("SQLite, 1 process: deliveries out of order", "deliveries", baseline=35, baseline_at=f"{BEFORE} (35 of 600)"),
+        Figure("SQLite, 1 process: worst lateness", "s", baseline=0.64, baseline_at=BEFORE),
+        Figure("SQLite, 1 process: revisions not stored", "revisions", goal=0),
+        Figure("SQLite, 1 process: all delivered after the first round", "s"),
+        Figure("PostgreSQL, 3 workers: deliveries out of order", "deliveries", note=f"{BEFORE}: 18-45 of 2,400"),
+        Figure("PostgreSQL, 3 workers: worst lateness", "s"),
+        Figure("PostgreSQL, 3 workers: revisions not stored", "revisions", goal=0),
+        Figure("PostgreSQL, 3 workers: all delivered after the first round", "s"),
+    ),
+)
+
 
 def soak(workdir: Path, histories: Path, ids: list[str], database_url: str, workers: int, commits: int,
-         round_gap_s: float) -> str:
+         round_gap_s: float) -> dict[str, float]:
     """One soak: the daemons, the rounds of moves and webhooks, the busy core; the figures as one line each."""
     workdir.mkdir(parents=True)
     engine = sa.create_engine(database_url)
@@ -92,36 +112,34 @@ def soak(workdir: Path, histories: Path, ids: list[str], database_url: str, work
     per_endpoint = out_of_order(receiver.arrivals)
     late = sum(n for _, n, _ in per_endpoint.values())
     worst = max(w for _, _, w in per_endpoint.values())
-    detail = ", ".join(f"{path}: {n} of {total}" for path, (total, n, _) in per_endpoint.items())
-    return (f"{late} of {deliveries} deliveries out of order ({detail}), worst {worst:.2f} s late; revisions stored"
-            f" {stored}/{expected}; webhook answers {dict(sorted(statuses.items()))}; all stored {stored_s:.0f} s"
-            f" after the last round, all delivered {took:.0f} s after the first")
+    per_path = ", ".join(f"{path}: {n} of {total}" for path, (total, n, _) in per_endpoint.items())
+    detail(f"{late} of {deliveries} deliveries out of order ({per_path}); revisions stored {stored}/{expected}; webhook answers"
+           f" {dict(sorted(statuses.items()))}; all stored {stored_s:.0f} s after the last round")
+    return {"deliveries out of order": late, "worst lateness": worst, "revisions not stored": max(0, expected - stored),
+            "all delivered after the first round": took}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repos", type=int, default=40)
-    parser.add_argument("--commits", type=int, default=15, help="commits each repo moves after its baseline")
-    parser.add_argument("--workers", type=int, default=3, help="PostgreSQL workers")
-    parser.add_argument("--round-gap", type=float, default=0.25, help="seconds between rounds of moves")
-    parser.add_argument("--only", choices=("sqlite", "postgres"))
-    args = parser.parse_args()
+def measure(size: int | None = None) -> dict[str, float]:
+    repos, commits, workers, round_gap = size or 40, 15, 3, 0.25
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.environ["HUBWATCH_HUB_WEBHOOK_SECRET"] = HUB_SECRET
-    print(f"bench_order_soak: {args.repos} repos x {args.commits} commits, a Hub webhook per commit, 2 endpoints, one"
-          f" core kept busy; machine: {os.cpu_count()} cores shared with other work (timings are noisy)", flush=True)
+    detail(f"bench_order_soak: {repos} repos x {commits} commits, a Hub webhook per commit, 2 endpoints, one"
+           f" core kept busy; machine: {os.cpu_count()} cores")
+    figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="hubwatch-soak-") as tmp:
         histories = Path(tmp) / "histories"
-        ids = write_moving_repos(histories, args.repos, 1 + args.commits, prefix="soak")
-        if args.only != "postgres":
-            line = soak(Path(tmp) / "sqlite", histories, ids, f"sqlite:///{tmp}/soak.db", 1, args.commits, args.round_gap)
-            print(f"SQLite, 1 process: {line} (before: 35 of 600, worst 0.64 s late)", flush=True)
-        if args.only != "sqlite":
-            with postgres_server.throwaway_postgres(max_connections=200) as server, \
-                    postgres_database(server.url, prefix="hw_bench") as url:
-                line = soak(Path(tmp) / "postgres", histories, ids, url, args.workers, args.commits, args.round_gap)
-            print(f"PostgreSQL, {args.workers} workers: {line} (before: 18-45 of 2,400)", flush=True)
+        ids = write_moving_repos(histories, repos, 1 + commits, prefix="soak")
+        got = soak(Path(tmp) / "sqlite", histories, ids, f"sqlite:///{tmp}/soak.db", 1, commits, round_gap)
+        figures |= {f"SQLite, 1 process: {k}": v for k, v in got.items()}
+        if not Path(postgres_server.__file__).exists() or not Path("/usr/lib/postgresql/15/bin/initdb").exists():
+            detail("PostgreSQL: not run, no server binaries in /usr/lib/postgresql/15/bin")
+            return figures
+        with postgres_server.throwaway_postgres(max_connections=200) as server, \
+                postgres_database(server.url, prefix="hw_bench") as url:
+            got = soak(Path(tmp) / "postgres", histories, ids, url, workers, commits, round_gap)
+        figures |= {f"PostgreSQL, {workers} workers: {k}": v for k, v in got.items()}
+    return figures
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

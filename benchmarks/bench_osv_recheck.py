@@ -11,7 +11,7 @@ one after OSV modified two advisories and published a new one, and a daily one w
 two more on one re-touched record (PYSEC-2026-2289, which every repo is told about): a cosmetic edit
 (new `modified`, reworded details, a reference added: stored silently, 0 events; before substance
 digests every repo told about it got one) and a range change (its fix moved: one event per repo told).
-Run: .venv/bin/python benchmarks/bench_osv_recheck.py
+Run: python -m benchmarks run osv_recheck
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from storage.advisories import NewAdvisoryCheck, write_check
 from storage.db import create_db_engine, migrate
 from storage.event_log import NewEvent
@@ -46,6 +47,22 @@ HELD_BACK = "PYSEC-2026-3929"  # published by "OSV" between the first and the da
 MODIFIED = ("PYSEC-2026-2289", "PYSEC-2024-251")
 RETOUCHED = "PYSEC-2026-2289"
 T0 = datetime(2026, 11, 29, tzinfo=UTC)
+BENCHMARK = Benchmark(
+    name="osv_recheck",
+    about="Requests to OSV for the daily re-check of 1,000 watched repos, and its time, against the OSV fake",
+    tags=("slow", "advisories"),
+    figures=(
+        Figure("daily re-check: querybatch requests / goal", "ratio", goal=1.0,
+               note="goal: ceil(queries / 1000) querybatch requests"),
+        Figure("daily re-check: detail fetches / new or modified ids", "ratio", goal=1.0,
+               note="goal: details only for ids new or modified since the last check"),
+        Figure("re-check with nothing new: detail fetches", "requests", goal=0),
+        Figure("cosmetic edit of an advisory: events", "events", goal=0),
+        Figure("range change of an advisory: events / repos told", "ratio", goal=1.0, direction="higher",
+               note="goal: one event per repo told"),
+        Figure("daily re-check time", "s", note="1,000 repos, loopback fake, SQLite"),
+    ),
+)
 
 
 def transformers_versions() -> list[str]:
@@ -101,7 +118,7 @@ def run(service: AdvisoryService, fake: OsvFake) -> tuple[object, float, dict[st
     return outcome, time.perf_counter() - started, dict(fake.counts())
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
     configure_logging(LogSettings(level="warning"))
     with tempfile.TemporaryDirectory() as tmp, OsvFake([r for r in bundled_records() if r["id"] != HELD_BACK]) as fake:
         engine = create_db_engine(f"sqlite:///{tmp}/h.db")
@@ -129,33 +146,20 @@ def main() -> None:
         service.close()
     goal = math.ceil(daily.queries / 1000)
     changed = len(MODIFIED) + 1
-    print(f"watched repos:                         {N} (seeded in {seeded_s:.1f} s)")
-    print(f"distinct package versions named:       {distinct}")
-    print(f"querybatch queries (+ advice packages): {daily.queries} ({daily.queries - distinct} package-level)")
-    print(f"goal, querybatch requests:             ceil({daily.queries} / 1000) = {goal}")
-    print()
-    print(f"{'re-check':<34}{'querybatch':>11}{'details':>9}{'events':>8}{'time':>10}")
-    for label, outcome, seconds, counts in (
-        ("first (cold record cache)", first, first_s, first_counts),
-        (f"daily, {len(MODIFIED)} modified + 1 new advisory", daily, daily_s, daily_counts),
-        ("daily, nothing new", quiet, quiet_s, quiet_counts),
-        (f"{RETOUCHED} cosmetic edit", cosmetic, cosmetic_s, cosmetic_counts),
-        (f"{RETOUCHED} range change", ranged, ranged_s, ranged_counts),
-    ):
-        print(f"{label:<34}{counts.get('querybatch', 0):>11}{counts.get('vulns', 0):>9}{len(outcome.events):>8}"
-              f"{seconds * 1000:>8.0f} ms")
-    print()
-    print(f"querybatch requests vs goal (daily):   {daily_counts['querybatch']} / {goal} = "
-          f"{daily_counts['querybatch'] / goal:.2f}x")
-    print(f"detail fetches vs new or modified ids: {daily_counts.get('vulns', 0)} / {changed} = "
-          f"{daily_counts.get('vulns', 0) / changed:.2f}x")
-    print(f"detail fetches with nothing new:       {quiet_counts.get('vulns', 0)} (goal 0)")
-    print(f"repos told about {RETOUCHED}:       {told_before} (events a cosmetic edit sent before substance digests)")
-    print(f"events for its cosmetic edit:          {len(cosmetic.events)} (goal 0)")
-    print(f"events for its range change:           {len(ranged.events)} (goal {told_before}: one per repo told)")
-    print(f"daily re-check time:                   {daily_s:.2f} s for {N} repos ({daily_s * 1000 / N:.1f} ms per repo, "
-          f"loopback fake, SQLite)")
+    detail(f"{N} repos (seeded in {seeded_s:.1f} s), {distinct} distinct package versions, {daily.queries} queries")
+    for label, outcome, seconds, counts in (("first (cold record cache)", first, first_s, first_counts),
+                                            ("daily", daily, daily_s, daily_counts), ("quiet", quiet, quiet_s, quiet_counts),
+                                            ("cosmetic", cosmetic, cosmetic_s, cosmetic_counts),
+                                            ("range", ranged, ranged_s, ranged_counts)):
+        detail(f"{label:<28}{counts.get('querybatch', 0):>5} querybatch{counts.get('vulns', 0):>5} details"
+               f"{len(outcome.events):>6} events {seconds * 1000:>8.0f} ms")
+    return {"daily re-check: querybatch requests / goal": daily_counts["querybatch"] / goal,
+            "daily re-check: detail fetches / new or modified ids": daily_counts.get("vulns", 0) / changed,
+            "re-check with nothing new: detail fetches": quiet_counts.get("vulns", 0),
+            "cosmetic edit of an advisory: events": len(cosmetic.events),
+            "range change of an advisory: events / repos told": len(ranged.events) / max(told_before, 1),
+            "daily re-check time": daily_s}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -3,7 +3,7 @@ each, a config and a chat template edit), against the replay server: wall time a
 the first run and for a second run answered from the stored history.
 
 Goal: one request per unchanged model, and a second run that fetches nothing already stored (one head
-check per model). Run: .venv/bin/python benchmarks/bench_outdated.py
+check per model). Run: python -m benchmarks run outdated
 """
 
 from __future__ import annotations
@@ -19,11 +19,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import ReplayServer
 
 N, MOVED = 50, 5
+BENCHMARK = Benchmark(
+    name="outdated",
+    about="`hubwatch outdated` on a local HF cache of 50 models, 5 moved upstream: Hub requests and wall time, twice",
+    tags=("quick", "pins"),
+    figures=(
+        Figure("second run: Hub requests per model", "requests", goal=1.0, note="a head check, nothing stored fetched again"),
+        Figure("first run: Hub requests per unchanged model", "requests", goal=1.0, note="counted at the server by repo"),
+        Figure("first run: Hub requests per moved model", "requests", note="head, commits, files, pin + head snapshots"),
+        Figure("first run: wall", "ms", note="CLI start-up included"),
+        Figure("second run: wall", "ms"),
+    ),
+)
 TOKENIZER = {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}", "eos_token": "</s>"}
 
 
@@ -44,7 +57,7 @@ def _cache(cache: Path, repo_id: str, sha: str) -> None:
     (folder / "refs" / "main").write_text(sha, encoding="utf-8")
 
 
-def _run(config: Path, cache: Path, server: ReplayServer) -> tuple[float, int, list[dict]]:
+def _run(config: Path, cache: Path, server: ReplayServer) -> tuple[float, list[str], list[dict]]:
     server.reset_requests()
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HUBWATCH_LOG_LEVEL": "warning"}
     started = time.perf_counter()
@@ -53,10 +66,10 @@ def _run(config: Path, cache: Path, server: ReplayServer) -> tuple[float, int, l
     elapsed = time.perf_counter() - started
     if result.returncode not in (0, 1):
         raise SystemExit(result.stderr[-3000:])
-    return elapsed, server.count_requests(), json.loads(result.stdout)["models"]
+    return elapsed, [r.path for r in server.requests], json.loads(result.stdout)["models"]
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         root, cache = Path(tmp) / "histories", Path(tmp) / "cache"
         _histories(root)
@@ -66,21 +79,25 @@ def main() -> None:
             config = Path(tmp) / "hubwatch.toml"
             config.write_text(f'[hub]\nendpoint = "{server.endpoint}"\n[storage]\nurl = "sqlite:///{tmp}/h.db"\n'
                               f'[osv]\napi_url = "{osv.endpoint}"\n', encoding="utf-8")
-            first_s, first_requests, models = _run(config, cache, server)
-            second_s, second_requests, again = _run(config, cache, server)
+            first_s, first_paths, models = _run(config, cache, server)
+            second_s, second_paths, again = _run(config, cache, server)
     behind = [m for m in models if m["status"] == "behind"]
     assert len(behind) == MOVED and all(m["summary"].get("chat_template") for m in behind), models
     assert again == models
+    moved_ids = {f"bench/model-{i:03d}" for i in range(MOVED)}
+
+    def naming_moved(path: str) -> bool:
+        return any(f"/{repo_id}/" in path or path.endswith(f"/{repo_id}") for repo_id in moved_ids)
+
+    first_requests, second_requests = len(first_paths), len(second_paths)
+    moved_requests = sum(naming_moved(p) for p in first_paths)
     unchanged = N - MOVED
-    moved_requests = first_requests - unchanged
-    print(f"models in the cache:                 {N} ({MOVED} moved upstream by one commit)")
-    print(f"first run:  wall time                {first_s * 1000:.0f} ms (CLI start-up included)")
-    print(f"first run:  Hub requests             {first_requests}  = {unchanged} unchanged x 1 head check"
-          f" + {moved_requests} for the {MOVED} moved ({moved_requests / MOVED:.1f} each: head, commits, files, pin + head snapshots)")
-    print(f"second run: wall time                {second_s * 1000:.0f} ms")
-    print(f"second run: Hub requests             {second_requests}  ({second_requests / N:.2f} per model; goal 1.00:"
-          f" a head check, nothing stored fetched again)")
+    detail(f"{N} models, {MOVED} moved: first run {first_requests} requests, second {second_requests}")
+    return {"second run: Hub requests per model": second_requests / N,
+            "first run: Hub requests per unchanged model": (first_requests - moved_requests) / unchanged,
+            "first run: Hub requests per moved model": moved_requests / MOVED, "first run: wall": first_s * 1000,
+            "second run: wall": second_s * 1000}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -7,7 +7,7 @@ The history is written straight through the store: 1,000 revisions of one repo w
 Timed over real HTTP on loopback (the answer's full round trip, so an upper bound on server time): the
 timeline's first page (50 revisions), its last page, the timeline filtered by kind and severity, and the
 estimates page; then, in-process, the timeline template with all 1,000 revisions on one page.
-Run: .venv/bin/python benchmarks/bench_pages.py
+Run: python -m benchmarks run pages
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx
 
 from benchmarks.bench_feed import _changes
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from feeds.http.app import ServerThread, create_app
 from feeds.views.view_models import render
 from storage.db import create_db_engine, migrate
@@ -37,6 +38,17 @@ GOAL_MS = 100.0
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 GIB = 2**30
 CARDS = {"T4 16GB": 16, "L4 24GB": 24, "A10G 24GB": 24, "A100 40GB": 40, "A100 80GB": 80, "H100 80GB": 80, "H200 141GB": 131}
+PAGES = ("timeline, first page (50 revisions)", "timeline, last page", "timeline, kind=chat_template min_severity=warning",
+         "timeline, security only", "estimates page (1,000 points per series)", "revision page with a chat-template change")
+ALL_ON_ONE = "timeline template, all 1,000 revisions on one page (in-process)"
+BENCHMARK = Benchmark(
+    name="pages",
+    about="Server time to render a repo's pages when the repo has 1,000 revisions, over HTTP on loopback",
+    tags=("quick", "pages"),
+    figures=(*(Figure(label, "ms", goal=GOAL_MS, margin=0.5, note="median of 20") for label in PAGES),
+             Figure(ALL_ON_ONE, "ms", goal=GOAL_MS, margin=0.5, note="median of 5"),
+             Figure("estimates page weight", "bytes")),
+)
 MODES = ("inference", "full_finetune", "lora", "qlora", "full_finetune_gc", "lora_gc", "qlora_gc")
 
 
@@ -90,11 +102,12 @@ def _time(client: httpx.Client, path: str, runs: int = 20) -> tuple[float, float
     return statistics.median(samples), max(samples), len(answer.content)
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
+    figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         store = write_history(f"sqlite:///{tmp}/bench.db")
-        print(f"history written: {REVISIONS} revisions of {REPO}, each with an estimate, in {time.perf_counter() - started:.1f} s")
+        detail(f"history written: {REVISIONS} revisions of {REPO}, each with an estimate, in {time.perf_counter() - started:.1f} s")
         pages = [
             ("timeline, first page (50 revisions)", f"/repos/{REPO}"),
             ("timeline, last page", f"/repos/{REPO}?page={REVISIONS // 50}"),
@@ -106,7 +119,10 @@ def main() -> None:
         with ServerThread(create_app(store)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
             for label, path in pages:
                 median, worst, size = _time(client, path)
-                print(f"{label:52s} median {median:6.1f} ms  max {worst:6.1f} ms  {size:8,d} bytes  "
+                figures[label] = median
+                if label.startswith("estimates"):
+                    figures["estimates page weight"] = size
+                detail(f"{label:52s} median {median:6.1f} ms  max {worst:6.1f} ms  {size:8,d} bytes  "
                       f"ratio vs {GOAL_MS:.0f} ms goal: {median / GOAL_MS:.2f}x")
         revisions = store.history.list_revisions(REPO)
         changes = store.history.changes_by_revision(r.id for r in revisions)
@@ -119,10 +135,12 @@ def main() -> None:
                           query="?", watches=[])
             samples.append((time.perf_counter() - t) * 1000)
         median = statistics.median(samples)
-        print(f"{'timeline template, all 1,000 revisions on one page':52s} median {median:6.1f} ms  "
+        figures[ALL_ON_ONE] = median
+        detail(f"{'timeline template, all 1,000 revisions on one page':52s} median {median:6.1f} ms  "
               f"{len(html.encode()):10,d} bytes  ratio vs {GOAL_MS:.0f} ms goal: {median / GOAL_MS:.2f}x (rows from the store, in-process)")
         store.engine.dispose()
+    return figures
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -8,7 +8,7 @@ the Hub replay; then it is started again. Printed per worker: traceback count, a
 after; seconds after the restart until every revision was stored (before: 6.7 s) and every delivery made
 (before: 9.2 s).
 
-Run: .venv/bin/python benchmarks/bench_pg_outage.py [--repos 30] [--moves 2] [--workers 3] [--down 20]
+Run: python -m benchmarks run pg_outage   (size: repos, default 30; 2 moves each, 3 workers, 20 s down)
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import httpx
 import sqlalchemy as sa
 
 from benchmarks._daemons import Daemons, free_port, revisions, settled, wait_for, wait_http, write_config
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support import postgres_server
 from tests.support.crash_scenario import RecordingReceiver, run_cli
 from tests.support.databases import postgres_database
@@ -37,6 +38,24 @@ from tests.support.fleet import write_moving_repos
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import ReplayServer
 
+BEFORE = "before issue 21's fix"
+BENCHMARK = Benchmark(
+    name="pg_outage",
+    about="PostgreSQL down for 20 s under three `hubwatch run` workers while repos move, measured from outside",
+    tags=("slow", "daemon", "postgres"),
+    size="repos (default 30)",
+    small=10,
+    requires=("postgres",),
+    timeout_s=900,
+    figures=(
+        Figure("after the restart: first revision stored", "s"),
+        Figure("after the restart: every moved revision stored", "s", baseline=6.7, baseline_at=BEFORE),
+        Figure("after the restart: every delivery made", "s", baseline=9.2, baseline_at=BEFORE),
+        Figure("tracebacks logged, most in one worker", "tracebacks", baseline=66, baseline_at=BEFORE),
+        Figure("webhook-ids received twice", "deliveries"),
+        Figure("deliveries received", "deliveries"),
+    ),
+)
 OUTAGE_EVENTS = ("polling_database_unavailable", "polling_database_back", "webhook_dispatch_paused",
                  "webhook_dispatch_resumed")
 
@@ -67,17 +86,13 @@ def log_summary(path: Path, since: int) -> tuple[int, collections.Counter]:
     return tracebacks, lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repos", type=int, default=30)
-    parser.add_argument("--moves", type=int, default=2, help="commits each repo moves while the server is down")
-    parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--down", type=float, default=20.0, help="seconds the server stays down")
-    args = parser.parse_args()
+def measure(size: int | None = None) -> dict[str, float]:
+    args = argparse.Namespace(repos=size or 30, moves=2, workers=3, down=20.0)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    print(f"bench_pg_outage: {args.workers} workers on one PostgreSQL, {args.repos} repos each moving {args.moves}"
+    figures: dict[str, float] = {}
+    detail(f"bench_pg_outage: {args.workers} workers on one PostgreSQL, {args.repos} repos each moving {args.moves}"
           f" commit(s) while the server is down {args.down:.0f} s; machine: {os.cpu_count()} cores shared with other"
-          " work (timings are noisy)", flush=True)
+          " work (timings are noisy)")
     with tempfile.TemporaryDirectory(prefix="hubwatch-outage-") as tmp, ExitStack() as stack:
         workdir = Path(tmp)
         histories = workdir / "histories"
@@ -118,27 +133,31 @@ def main() -> None:
         time.sleep(max(0.0, args.down - (time.monotonic() - down_at)))
         server.start()
         restarted = time.monotonic()
-        print(f"server down {restarted - down_at:.1f} s; /healthz of worker 0 while down: {during}", flush=True)
+        detail(f"server down {restarted - down_at:.1f} s; /healthz of worker 0 while down: {during}")
         first_s = wait_for(lambda: revisions(engine) > baseline, 600, 0.05)
         stored_s = time.monotonic() - restarted + wait_for(lambda: revisions(engine) >= expected, 600, 0.05)
         wait_for(lambda: settled(engine, receiver), 600, 0.05)
         delivered_s = time.monotonic() - restarted
-        print(f"after the restart: the first revision stored in {first_s:.1f} s; all {expected - baseline} moved revisions"
+        figures |= {"after the restart: first revision stored": first_s, "after the restart: every moved revision stored": stored_s,
+                    "after the restart: every delivery made": delivered_s}
+        detail(f"after the restart: the first revision stored in {first_s:.1f} s; all {expected - baseline} moved revisions"
               f" stored in {stored_s:.1f} s (before: 6.7 s), all"
-              f" deliveries made in {delivered_s:.1f} s (before: 9.2 s); /healthz of worker 0 now: {health(ports[0])}",
-              flush=True)
+              f" deliveries made in {delivered_s:.1f} s (before: 9.2 s); /healthz of worker 0 now: {health(ports[0])}")
         time.sleep(2)  # the 'back' lines of workers whose next claim comes a little later
         daemons.stop()
+        tracebacks_most = 0
         for n, (log, since) in enumerate(zip(daemons.logs, before, strict=True)):
             tracebacks, lines = log_summary(log, since)
+            tracebacks_most = max(tracebacks_most, tracebacks)
             outage = {e: lines.get(e, 0) for e in OUTAGE_EVENTS}
             other = {e: c for e, c in lines.items() if e not in OUTAGE_EVENTS}
-            print(f"worker {n}: {tracebacks} tracebacks (before: 66 in one worker); outage lines {outage};"
+            detail(f"worker {n}: {tracebacks} tracebacks (before: 66 in one worker); outage lines {outage};"
                   f" other warning/error lines {other or 'none'}")
         ids_received = [a.webhook_id for a in receiver.arrivals]
-        print(f"deliveries received {len(set(ids_received))} (webhook-ids received twice:"
-              f" {len(ids_received) - len(set(ids_received))})")
+        figures |= {"tracebacks logged, most in one worker": tracebacks_most, "deliveries received": len(set(ids_received)),
+                    "webhook-ids received twice": len(ids_received) - len(set(ids_received))}
+    return figures
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -8,12 +8,11 @@ Also printed: the daemon's CPU share while the polls beside it ran (from /proc),
 by CPU contention on a small machine from one waiting on the database.
 
 Baseline (issue 21): 3.3 s median alone, 6.2 s median beside a daemon (1.9x).
-Run: .venv/bin/python benchmarks/bench_poll_beside_daemon.py [--repos N] [--runs K]
+Run: python -m benchmarks run poll_beside_daemon   (size: repos, default 100; 7 runs each)
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import statistics
@@ -25,11 +24,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import ReplayServer
 
 BEFORE = {"alone_s": 3.3, "beside_s": 6.2}  # issue 21's medians
+BENCHMARK = Benchmark(
+    name="poll_beside_daemon",
+    about="`hubwatch poll` of unchanged repos alone, and beside a running `hubwatch run` on the same SQLite file",
+    tags=("slow", "cli", "daemon"),
+    size="repos (default 100)",
+    small=20,
+    timeout_s=900,
+    figures=(
+        Figure("hubwatch poll alone, median", "s", baseline=BEFORE["alone_s"], baseline_at="issue 21"),
+        Figure("hubwatch poll beside the daemon, median", "s", baseline=BEFORE["beside_s"], baseline_at="issue 21"),
+        Figure("beside / alone", "ratio", baseline=BEFORE["beside_s"] / BEFORE["alone_s"], baseline_at="issue 21"),
+        Figure("the daemon's CPU share meanwhile", "% of a core"),
+    ),
+)
 
 
 def _cli(config: Path, *args: str, stdin: str | None = None) -> float:
@@ -69,7 +83,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(repos: int, runs: int, workdir: Path) -> dict[str, list[float]]:
+def measure_polls(repos: int, runs: int, workdir: Path) -> dict[str, list[float]]:
     root = workdir / "histories"
     ids = [f"bench/model-{r:04d}" for r in range(repos)]
     for repo_id in ids:
@@ -91,22 +105,17 @@ def measure(repos: int, runs: int, workdir: Path) -> dict[str, list[float]]:
     return {"alone": alone, "beside": beside, "daemon_cpu_share": [share]}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repos", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=7)
-    args = parser.parse_args()
+def measure(size: int | None = None) -> dict[str, float]:
+    repos, runs = size or 100, 7
     with tempfile.TemporaryDirectory(prefix="hubwatch-bench-beside-") as tmp:
-        times = measure(args.repos, args.runs, Path(tmp))
+        times = measure_polls(repos, runs, Path(tmp))
     [share] = times.pop("daemon_cpu_share")
     alone, beside = statistics.median(times["alone"]), statistics.median(times["beside"])
-    print(f"hubwatch poll, {args.repos} unchanged repos, median of {args.runs} runs (min-max):")
     for name, values in times.items():
-        print(f"  {name:<7} {statistics.median(values):6.2f} s  ({min(values):.2f}-{max(values):.2f})")
-    print(f"  the daemon's CPU share meanwhile: {share:.0%} of a core")
-    print(f"  beside / alone: {beside / alone:.2f}x   (issue 21: {BEFORE['beside_s']} s / {BEFORE['alone_s']} s = "
-          f"{BEFORE['beside_s'] / BEFORE['alone_s']:.2f}x)")
+        detail(f"  {name:<7} {statistics.median(values):6.2f} s  ({min(values):.2f}-{max(values):.2f}) over {runs} runs, {repos} repos")
+    return {"hubwatch poll alone, median": alone, "hubwatch poll beside the daemon, median": beside,
+            "beside / alone": beside / alone, "the daemon's CPU share meanwhile": 100 * share}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -6,7 +6,7 @@ Baselines: one HTTP request per repo, the floor for a per-repo head check; and t
 before issue 15 (commit edb6768): 2 sessions, 3 statements and 2 pre-pings per unchanged poll (measured
 with this script on that commit). The first daemon pass reads each watch once (a start); later passes
 are the steady state. Prints the counts and the ratios.
-Run: .venv/bin/python benchmarks/bench_poll_unchanged.py
+Run: python -m benchmarks run poll_unchanged   (size: unchanged repos, default 100)
 """
 
 from __future__ import annotations
@@ -21,11 +21,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import sqlalchemy as sa
 
 from benchmarks._histories import replayed_app
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.cli.app import App
 
 N = 100
 BEFORE = {"sessions": 2, "statements": 3, "pre-pings": 2}  # per unchanged poll at commit edb6768
+EDB = "the daemon's path before issue 15 (commit edb6768)"
+BENCHMARK = Benchmark(
+    name="poll_unchanged",
+    about="What polling unchanged repos costs: Hub requests, and per poll on the daemon's path sessions, statements, pre-pings",
+    tags=("quick", "polling"),
+    size="unchanged repos (default 100)",
+    small=20,
+    figures=(
+        Figure("Hub requests per repo", "requests", baseline=1.0, baseline_at="the floor: one head check per repo"),
+        Figure("wall time per repo (poll pass)", "ms", note="loopback replay"),
+        *(Figure(f"{key} per unchanged poll, steady state", key, baseline=float(before), baseline_at=EDB)
+          for key, before in BEFORE.items()),
+        *(Figure(f"{key} per unchanged poll, first pass after a start", key) for key in BEFORE),
+    ),
+)
 
 
 class _Counts:
@@ -48,6 +64,7 @@ class _Counts:
 
 
 def _daemon_pass(app: App, counts: _Counts, repo_ids: list[str]) -> dict[str, float]:
+    n = len(repo_ids)
     counts.checkouts = counts.statements = 0
     counts.counting = True
     started = time.perf_counter()
@@ -55,14 +72,15 @@ def _daemon_pass(app: App, counts: _Counts, repo_ids: list[str]) -> dict[str, fl
     elapsed = time.perf_counter() - started
     counts.counting = False
     assert all(o is not None and o.status == "unchanged" for o in outcomes), [o and o.error for o in outcomes]
-    return {"sessions": counts.checkouts / N, "statements": counts.statements / N,
-            "pre-pings": counts.checkouts / N if counts.pre_ping else 0.0, "ms": elapsed * 1000 / N}
+    return {"sessions": counts.checkouts / n, "statements": counts.statements / n,
+            "pre-pings": counts.checkouts / n if counts.pre_ping else 0.0, "ms": elapsed * 1000 / n}
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
+    n = size or N
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "histories"
-        for i in range(N):
+        for i in range(n):
             write_repo(root, f"bench/model-{i:03d}", [{"files": {"config.json": CONFIG, "README.md": "# model\n"}}])
         with replayed_app(root, Path(tmp) / "h.db") as (app, server):
             repo_ids = server.repo_ids()
@@ -78,16 +96,12 @@ def main() -> None:
             first = _daemon_pass(app, counts, repo_ids)
             steady = _daemon_pass(app, counts, repo_ids)
     assert all(o.status == "unchanged" for o in outcomes), [o.error for o in outcomes if o.failed]
-    print(f"unchanged repos polled:        {N}")
-    print(f"HTTP requests at the replay:   {requests}")
-    print(f"requests per repo:             {requests / N:.2f}  (baseline: 1 head check per repo; ratio {requests / N:.2f}x)")
-    print(f"wall time for the pass:        {elapsed * 1000:.0f} ms ({elapsed * 1000 / N:.1f} ms per repo, loopback)")
-    print("daemon path per unchanged poll (Poller.poll_if_due), before issue 15 -> first pass after a start / steady state:")
-    for key, before in BEFORE.items():
-        ratio = steady[key] / before
-        print(f"  {key:<11} {before:>4}  ->  {first[key]:.2f} / {steady[key]:.2f}   (steady state {ratio:.2f}x of before)")
-    print(f"  wall time per poll: {first['ms']:.2f} / {steady['ms']:.2f} ms (loopback replay)")
+    detail(f"{n} unchanged repos polled: {requests} HTTP requests; daemon path wall per poll {first['ms']:.2f} / {steady['ms']:.2f} ms")
+    figures = {"Hub requests per repo": requests / n, "wall time per repo (poll pass)": elapsed * 1000 / n}
+    figures |= {f"{key} per unchanged poll, steady state": steady[key] for key in BEFORE}
+    figures |= {f"{key} per unchanged poll, first pass after a start": first[key] for key in BEFORE}
+    return figures
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -16,15 +16,14 @@ database (feed state as max + count over the feed's events, the repo list groupe
 revision, totals counted over whole tables), with the ratio of before to now.
 `/api/v1/repos` and `/` list all 10,000 repos and watches at every size: their cost is their output's.
 
-Run: .venv/bin/python benchmarks/bench_scale.py           10k and 100k revisions: about 3 minutes
-     .venv/bin/python benchmarks/bench_scale.py --full    adds 1M: about 10 minutes more (growing it: 8.5),
-                                                          and about 1.5 GB of disk in the temp directory
-(timed on a 2-core machine shared with other work; --sizes 1000,5000 gives a quick look).
+Figures: each at the largest size, and its ratio to the same at a tenth of that size (flat: about 1).
+Run: python -m benchmarks run scale                  10k and 100k revisions: about 3 minutes
+     python -m benchmarks run scale --size 1000000   100k and 1M: about 10 minutes more, 1.5 GB of disk
+(timed on a 2-core machine shared with other work; --size 5000 gives a quick look at 500 and 5,000).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.util
 import statistics
@@ -43,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fastapi.testclient import TestClient
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from feeds.http.app import create_app
 from feeds.views.feed import FeedRequest
 from storage.db import create_db_engine, migrate
@@ -54,10 +54,34 @@ from storage.read_model import RepoSummary
 
 REPOS = 10_000
 SIZES = (10_000, 100_000)
-FULL_SIZE = 1_000_000
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 CHUNK = 20_000
 GOAL_304_MS = 5.0
+MEASURES = ("all-feed state", "security state", "repo list query", "metrics counts", "all-feed 304", "security feed 304",
+            "HTTP floor", "history page", "/api/v1/repos", "/ (home)", "/metrics", "ingest write")
+OLD_QUERIES = ("all-feed state", "security state", "repo list query", "metrics counts")
+
+
+def _figures() -> tuple[Figure, ...]:
+    out = []
+    for name in MEASURES:
+        goal = GOAL_304_MS if name.endswith("304") else None
+        out.append(Figure(f"{name}, at the largest size", "ms", goal=goal, margin=0.5 if goal else 0.0))
+        out.append(Figure(f"{name}, largest / a tenth of the size", "ratio", note="flat: about 1"))
+    out += [Figure(f"{name}: the query before issue 15 / now, at the largest size", "ratio", direction="higher",
+                   note="before: storage/event_queries.py at edb6768, on the same database") for name in OLD_QUERIES]
+    return tuple(out)
+
+
+BENCHMARK = Benchmark(
+    name="scale",
+    about="A request or an ingest write costs the same at 10k and 100k revisions (10,000 repos, storage grown in bulk)",
+    tags=("slow", "storage"),
+    size="revisions at the largest size (default 100,000; also measured at a tenth of it)",
+    small=5000,
+    timeout_s=1800,
+    figures=_figures(),
+)
 MIGRATION = Path(__file__).resolve().parent.parent / "storage/migrations/versions/0012_scale_indexes.py"
 
 
@@ -113,7 +137,7 @@ def median_ms(fn: Callable[[], Any], runs: int) -> float:
     return statistics.median(times)
 
 
-def measure(store: Storage, client: TestClient, size: int) -> dict[str, float]:
+def measure_at(store: Storage, client: TestClient, size: int) -> dict[str, float]:
     out: dict[str, float] = {}
     feeds = client.app.state.services.feeds  # type: ignore[attr-defined]
     for name, scope in (("all-feed state", "all"), ("security state", "security")):
@@ -207,12 +231,8 @@ def before(engine: sa.Engine) -> dict[str, float]:
     return {name: median_ms(lambda fn=fn: fn(engine), 5) for name, fn in BEFORE.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help=f"also grow to {FULL_SIZE:,} revisions")
-    parser.add_argument("--sizes", type=lambda s: tuple(int(x) for x in s.split(",")), help="revision counts to measure at")
-    args = parser.parse_args()
-    sizes = args.sizes or (SIZES + ((FULL_SIZE,) if args.full else ()))
+def measure(size: int | None = None) -> dict[str, float]:
+    sizes = ((size // 10, size) if size else SIZES)
     results: dict[int, dict[str, float]] = {}
     baseline: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -224,25 +244,26 @@ def main() -> None:
         store = Storage(engine)
         client = TestClient(create_app(store))
         grown = 0
-        for size in sizes:
+        for size_now in sizes:
             started = time.perf_counter()
-            grow(engine, grown, size)
-            grown = size
-            print(f"grew to {size:,} revisions over {REPOS:,} repos in {time.perf_counter() - started:.0f} s", flush=True)
-            results[size] = measure(store, client, size)
-            baseline[size] = before(engine)
+            grow(engine, grown, size_now)
+            grown = size_now
+            detail(f"grew to {size_now:,} revisions over {REPOS:,} repos in {time.perf_counter() - started:.0f} s")
+            results[size_now] = measure_at(store, client, size_now)
+            baseline[size_now] = before(engine)
             grown += 31  # the measured writes (warm-up and 30) took the next ids
-            for name, ms in results[size].items():
-                ratio = ms / results[sizes[0]][name]
-                line = f"  {name:18} {ms:9.2f} ms   x{ratio:5.2f} vs {sizes[0]:,}"
-                if name in baseline[size]:
-                    old = baseline[size][name]
-                    line += f"   before: {old:8.2f} ms (x{old / ms:6.1f} of now)"
-                if name.endswith("304"):
-                    line += "   ok" if ms < GOAL_304_MS else f"   over the {GOAL_304_MS:.0f} ms goal"
-                print(line, flush=True)
+            for name, ms in results[size_now].items():
+                detail(f"  {name:18} {ms:9.2f} ms at {size_now:,}")
         engine.dispose()
+    small, large = sizes[0], sizes[-1]
+    figures: dict[str, float] = {}
+    for name in MEASURES:
+        figures[f"{name}, at the largest size"] = results[large][name]
+        figures[f"{name}, largest / a tenth of the size"] = results[large][name] / results[small][name]
+    for name in OLD_QUERIES:
+        figures[f"{name}: the query before issue 15 / now, at the largest size"] = baseline[large][name] / results[large][name]
+    return figures
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

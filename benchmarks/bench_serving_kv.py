@@ -3,7 +3,9 @@
 hf-mem needs the Hub to run (it fetches config.json and safetensors headers itself), so its published formula is
 used instead: ``compute_safetensors_kv_cache_size`` (hf_mem/safetensors/kv_cache.py), installed from PyPI into a
 temporary directory when pip can reach a registry; a copy of its rule below when it cannot (said in the output).
-Prints bytes for one sequence at each context, and the ratio hf-mem / hubwatch (vLLM's figure).
+Figures: over the configs and contexts, how often and how far hf-mem's figure departs from hubwatch's (vLLM's);
+each config's bytes and the reason for every difference go to the benchmark's log.
+Run: python -m benchmarks run serving_kv
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from estimator.kv_cache import layout
 
 FIXTURES = ROOT / "tests" / "fixtures" / "estimator"
@@ -27,6 +30,19 @@ CONFIGS = ["configs/llama/Llama-3.1-8B.json", "configs/mistral/Mistral-7B-v0.1.j
            "serving/falcon_h1/Falcon-H1-0.5B-Instruct.json", "serving/lfm2/LFM2-1.2B.json",
            "configs/falcon/falcon-7b.json"]
 CONTEXTS = (8192, 32768, 131072)
+BENCHMARK = Benchmark(
+    name="serving_kv",
+    about="hubwatch's KV cache per sequence beside hf-mem 0.5.6's on the same configs (pip-installs hf-mem when it can)",
+    tags=("slow", "estimator"),
+    figures=(
+        Figure("config x context cases", "cases"),
+        Figure("cases where hf-mem's figure equals hubwatch's", "cases"),
+        Figure("cases hf-mem fails on", "cases"),
+        Figure("largest ratio hf-mem / hubwatch", "ratio"),
+        Figure("smallest ratio hf-mem / hubwatch", "ratio"),
+        Figure("hf-mem from its wheel (1) or its rule restated (0)", "flag"),
+    ),
+)
 
 
 def _hf_mem_rule():
@@ -88,12 +104,13 @@ def _why(config: dict, ours: int, theirs: int) -> str:
     return "; ".join(reasons) or "pages: vLLM rounds to 16-token pages"
 
 
-def main() -> None:
-    rule = _hf_mem_rule()
-    print("hf-mem:", "compute_safetensors_kv_cache_size from the hf-mem 0.5.6 wheel" if rule else
-          "not installable here; its 0.5.6 rule restated (_copied_rule)")
-    rule = rule or _copied_rule
-    print(f"{'config':<48}{'context':>9}{'hubwatch vLLM':>16}{'hubwatch hf':>16}{'hf-mem':>16}{'hf-mem/ours':>12}")
+def measure(size: int | None = None) -> dict[str, float]:
+    installed = _hf_mem_rule()
+    detail("hf-mem:", "compute_safetensors_kv_cache_size from the hf-mem 0.5.6 wheel" if installed else
+           "not installable here; its 0.5.6 rule restated (_copied_rule)")
+    rule = installed or _copied_rule
+    detail(f"{'config':<48}{'context':>9}{'hubwatch vLLM':>16}{'hubwatch hf':>16}{'hf-mem':>16}{'hf-mem/ours':>12}")
+    ratios, same, fails = [], 0, 0
     for path in CONFIGS:
         config = json.loads((FIXTURES / path).read_text())
         lay = layout(config)
@@ -103,12 +120,18 @@ def main() -> None:
             try:
                 theirs = rule(config, "BF16", context)
                 ratio = f"{theirs / ours:.2f}x"
+                ratios.append(theirs / ours)
+                same += theirs == ours
             except (KeyError, TypeError, ZeroDivisionError) as err:
                 theirs, ratio = f"fails: {type(err).__name__} {err}", "-"
-            print(f"{path.split('/', 1)[1]:<48}{context:>9}{ours:>16,}{hf:>16,}"
-                  f"{theirs if isinstance(theirs, str) else f'{theirs:,}':>16}{ratio:>12}")
-        print(f"  why: {_why(config, ours, theirs if isinstance(theirs, int) else -1)}")
+                fails += 1
+            detail(f"{path.split('/', 1)[1]:<48}{context:>9}{ours:>16,}{hf:>16,}"
+                   f"{theirs if isinstance(theirs, str) else f'{theirs:,}':>16}{ratio:>12}")
+        detail(f"  why: {_why(config, ours, theirs if isinstance(theirs, int) else -1)}")
+    return {"config x context cases": len(CONFIGS) * len(CONTEXTS), "cases where hf-mem's figure equals hubwatch's": same,
+            "cases hf-mem fails on": fails, "largest ratio hf-mem / hubwatch": max(ratios),
+            "smallest ratio hf-mem / hubwatch": min(ratios), "hf-mem from its wheel (1) or its rule restated (0)": int(bool(installed))}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -3,8 +3,8 @@
 real templates of tests/fixtures/chat_templates (24, SOURCES.md) taken as successive versions of their
 families, how many engine behaviour changes, reference prompt changes and code findings appear, and that a
 revision with unchanged template bytes gets none; and the same over the bundled replay histories, polled in
-full through the CLI. Prints the figures; never part of the test pass/fail.
-Run: .venv/bin/python benchmarks/bench_template_matrix.py
+full through the CLI. Never part of the test pass/fail.
+Run: python -m benchmarks run template_matrix
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tracker.differs import render, template_engines
 from tracker.differs.template_code import added_findings
 from tracker.revision.snapshot import FileEntry, Snapshot
@@ -42,6 +43,22 @@ CHAINS = [
      "NousResearch-Hermes-2-Pro-Llama-3-8B/tool_use.jinja", "zai-org-GLM-4.5-Air/chat_template.jinja"],
 ]
 TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
+BENCHMARK = Benchmark(
+    name="template_matrix",
+    about="The chat template matrix: a ~10 KB template over every sample and engine; changes over real template versions",
+    tags=("slow", "differs"),
+    timeout_s=1200,
+    figures=(
+        Figure("matrix for a 10 KB template, workers kept warm", "s", goal=TARGET_S, margin=0.5),
+        Figure("matrix for a 10 KB template, workers started for it", "s", note="as before the warm pool"),
+        Figure("real template versions: engine behaviour changes", "changes"),
+        Figure("real template versions: reference renders that started or stopped working", "samples"),
+        Figure("real template versions: code findings", "findings"),
+        Figure("unchanged template bytes: changes or findings", "findings", goal=0),
+        Figure("bundled histories: template behaviour changes", "changes"),
+        Figure("bundled histories: changes on revisions whose template files did not change", "changes", goal=0),
+    ),
+)
 
 
 def snapshot(text: str, sha: str) -> Snapshot:
@@ -124,26 +141,26 @@ def replay_figures() -> tuple[int, int, int, int]:
     return revisions, touched, found, wrong
 
 
-def main() -> None:
+def measure(size: int | None = None) -> dict[str, float]:
     big = (TEMPLATES / "CohereForAI-c4ai-command-r-plus" / "tool_use.jinja").read_text()
     big = big + "\n" + "{# padding #}" * max(0, (10_240 - len(big)) // 13)
     cold, _ = timed_matrix(big, keep=0)
     warm, matrix = timed_matrix(big, keep=2)
-    samples = len(matrix["template_samples"])
     engines = [e["engine"] + ("" if e["checked"] else " (not checked)") for e in matrix["template_engines"]]
-    print(f"matrix for a {len(big.encode()) / 1024:.1f} KB template, {samples} samples x {len(engines)} engines ({', '.join(engines)}):")
-    print(f"  workers started for it (before): {cold:.2f} s (target {TARGET_S:g} s, ratio {cold / TARGET_S:.2f})")
-    print(f"  workers kept warm (now):         {warm:.2f} s (target {TARGET_S:g} s, ratio {warm / TARGET_S:.2f}); "
-          f"now / before {warm / cold:.2f}")
+    detail(f"matrix for a {len(big.encode()) / 1024:.1f} KB template, {len(matrix['template_samples'])} samples x "
+           f"{len(engines)} engines ({', '.join(engines)})")
     templates, steps, changes, findings, moved, unchanged_hits = version_figures()
-    print(f"{templates} real templates in {len(CHAINS)} version chains ({steps} version steps): {changes} engine behaviour "
-          f"changes, {moved} sample renders that started or stopped working in the reference, {findings} code findings; "
-          f"revisions with unchanged template bytes: {unchanged_hits} findings (must be 0)")
+    detail(f"{templates} real templates in {len(CHAINS)} version chains ({steps} version steps)")
     revisions, touched, found, wrong = replay_figures()
-    print(f"bundled replay histories: {revisions} revisions, {touched} with template files changed, {found} template "
-          f"behaviour changes (engine breaks/fixes, code findings), {wrong} on revisions whose template files did not change (goal 0)")
+    detail(f"bundled replay histories: {revisions} revisions, {touched} with template files changed")
     render.POOL.close()
+    return {"matrix for a 10 KB template, workers kept warm": warm, "matrix for a 10 KB template, workers started for it": cold,
+            "real template versions: engine behaviour changes": changes,
+            "real template versions: reference renders that started or stopped working": moved,
+            "real template versions: code findings": findings, "unchanged template bytes: changes or findings": unchanged_hits,
+            "bundled histories: template behaviour changes": found,
+            "bundled histories: changes on revisions whose template files did not change": wrong}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

@@ -9,12 +9,11 @@ on the bundled replay histories.
 2. A revision whose tokenizer blobs did not change: tokenizer runs done (goal 0).
 3. Every bundled replay history polled in full: behaviour changes found, and revisions flagged whose tokenizer
    files did not change (goal 0).
-Run: .venv/bin/python benchmarks/bench_tokenizer_behaviour.py [--runs 3]
+Run: python -m benchmarks run tokenizer_behaviour   (size: runs of the 128k revision, default 3)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import statistics
@@ -27,10 +26,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_tokenizer_diff import RENAMES, build_pair, snapshot
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tracker.differs.tokenizer_behaviour import BehaviourCache, behaviour_of, diff_behaviour
 
 GOAL_S = 2.0
 GOAL_MB = 500.0
+BENCHMARK = Benchmark(
+    name="tokenizer_behaviour",
+    about="The tokenizer behaviour diff of a 128k-vocabulary tokenizer over the bundled corpus; what it finds on the replay",
+    tags=("slow", "differs"),
+    size="runs of one revision's diff (default 3; the median is kept)",
+    small=1,
+    timeout_s=1200,
+    figures=(
+        Figure("one revision's behaviour run, median", "s", goal=GOAL_S, margin=0.5),
+        Figure("tokenizer worker peak RSS", "MB", goal=GOAL_MB, margin=0.1),
+        Figure("unchanged tokenizer blobs: tokenizer runs", "runs", goal=0),
+        Figure("bundled histories: behaviour changes found", "changes"),
+        Figure("bundled histories: changes on revisions whose tokenizer files did not change", "changes", goal=0),
+    ),
+)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -95,10 +110,8 @@ def _tokenizer_oids(shown: dict) -> dict[str, str]:
     return {f["path"]: f["oid"] for f in shown["files"] if f["path"] in TOKENIZER_FILES}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+def measure(size: int | None = None) -> dict[str, float]:
+    runs = size or 3
     doc = json.loads(build_pair()[0])
     vocab = doc["model"]["vocab"]  # keep the merges tokenizers accepts (their result is a vocab token)
     doc["model"]["merges"] = [m for m in doc["model"]["merges"] if m.replace(" ", "", 1) in vocab and " " in m]
@@ -111,23 +124,20 @@ def main() -> None:
     doc["model"]["merges"] = [m for m in doc["model"]["merges"] if not _common_pair(m)]
     new_bytes = json.dumps(doc, ensure_ascii=False).encode()
     old, new = snapshot(old_bytes, "a" * 40), snapshot(new_bytes, "b" * 40)
-    seconds, changes = revision_run(old, new, args.runs)
+    seconds, changes = revision_run(old, new, runs)
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"tokenizer.json: {len(new_bytes) / 1e6:.1f} MB, 128,256 ids; corpus 1,000 samples")
-    print(f"change: {changes[0].summary if changes else '(none)'}")
-    print(f"one revision's behaviour run, wall (median {args.runs}): {seconds:6.2f} s  (goal < {GOAL_S:g} s, ratio {seconds / GOAL_S:.2f})")
-    print(f"tokenizer worker peak RSS:                  {peak_mb:6.0f} MB (goal < {GOAL_MB:g} MB, ratio {peak_mb / GOAL_MB:.2f})")
+    detail(f"tokenizer.json: {len(new_bytes) / 1e6:.1f} MB, 128,256 ids; corpus 1,000 samples; "
+           f"change: {changes[0].summary if changes else '(none)'}")
     cache = BehaviourCache()
     unchanged = snapshot(old_bytes, "a" * 40)  # the same tokenizer blob (oid), another commit
     unchanged.sha = "c" * 40
-    started = time.perf_counter()
     assert diff_behaviour(old, unchanged, cache) == []
-    print(f"unchanged tokenizer blobs: {cache.runs} tokenizer runs, {(time.perf_counter() - started) * 1e3:.2f} ms (goal 0 runs)")
     revisions, found, touched, wrong, checked = replay_figures()
-    print(f"bundled replay histories: {revisions} revisions, {touched} with tokenizer files changed, "
-          f"{found} behaviour changes found, {checked} checked and unchanged, "
-          f"{wrong} on revisions whose tokenizer files did not change (goal 0)")
+    detail(f"bundled replay histories: {revisions} revisions, {touched} with tokenizer files changed, {checked} checked and unchanged")
+    return {"one revision's behaviour run, median": seconds, "tokenizer worker peak RSS": peak_mb,
+            "unchanged tokenizer blobs: tokenizer runs": cache.runs, "bundled histories: behaviour changes found": found,
+            "bundled histories: changes on revisions whose tokenizer files did not change": wrong}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

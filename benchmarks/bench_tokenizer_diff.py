@@ -5,12 +5,11 @@ offline): 128,000 byte-level BPE vocab entries, about 280,000 merges, 256 added 
 (ids 128000-128255, 128,256 ids in all). The new revision renames three reserved special tokens the way
 Llama 3.1 did (<|finetune_right_pad_id|>, <|eom_id|>, <|python_tag|>) and re-cuts 1,000 merges.
 Baseline: a plain `DeepDiff` of the two parsed files. Goal: tokenizer.diff under 1 s of CPU.
-Run: .venv/bin/python benchmarks/bench_tokenizer_diff.py [--runs 5] [--deepdiff-runs 1]
+Run: python -m benchmarks run tokenizer_diff   (size: runs of tokenizer.diff, default 5; DeepDiff runs once)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from deepdiff import DeepDiff
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tracker.differs import tokenizer
 from tracker.revision.snapshot import FileEntry, Snapshot
 
@@ -30,6 +30,20 @@ MERGES = 280_000
 SPECIAL = 256
 RENAMES = {128004: "<|finetune_right_pad_id|>", 128008: "<|eom_id|>", 128010: "<|python_tag|>"}
 RECUT = 1_000
+BENCHMARK = Benchmark(
+    name="tokenizer_diff",
+    about="CPU time of tokenizer.diff on a revision changing a 128k-token BPE tokenizer.json, against a plain DeepDiff",
+    tags=("slow", "differs"),
+    size="runs of tokenizer.diff (default 5; the median is kept)",
+    small=1,
+    figures=(
+        Figure("tokenizer.diff CPU, median", "ms", goal=1000.0, margin=0.3),
+        Figure("of which JSON parsing of both", "ms"),
+        Figure("summarising the parsed files", "ms"),
+        Figure("plain DeepDiff of the parsed files", "ms", note="the baseline, measured in the same run"),
+        Figure("DeepDiff / tokenizer.diff", "ratio", direction="higher"),
+    ),
+)
 LLAMA3_SPLIT = (
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
@@ -159,31 +173,22 @@ def cpu_seconds(fn, runs: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--deepdiff-runs", type=int, default=1)
-    args = parser.parse_args()
+def measure(size: int | None = None) -> dict[str, float]:
+    runs = size or 5
     old_bytes, new_bytes = build_pair()
     old_doc, new_doc = json.loads(old_bytes), json.loads(new_bytes)
     changes = tokenizer.diff(snapshot(old_bytes, "a" * 40), snapshot(new_bytes, "b" * 40))
     assert len(changes) == 1, changes
-    full = cpu_seconds(lambda: tokenizer.diff(snapshot(old_bytes, "a" * 40), snapshot(new_bytes, "b" * 40)), args.runs)
-    parse = cpu_seconds(lambda: (json.loads(old_bytes), json.loads(new_bytes)), args.runs)
-    summarise = cpu_seconds(lambda: tokenizer.summarise_tokenizer(old_doc, new_doc), args.runs)
-    deep = cpu_seconds(lambda: DeepDiff(old_doc, new_doc), args.deepdiff_runs)
-    print(f"tokenizer.json pair:             {len(old_bytes) / 1e6:.1f} MB -> {len(new_bytes) / 1e6:.1f} MB, "
-          f"vocab {len(old_doc['model']['vocab']):,} + {SPECIAL} added = {VOCAB + SPECIAL:,} ids, "
-          f"{len(old_doc['model']['merges']):,} merges")
-    print(f"change summary:                  {changes[0].summary}")
-    print(f"tokenizer.diff, CPU (median {args.runs}):  {full * 1000:8.0f} ms  (goal < 1000 ms)")
-    print(f"  of which JSON parsing of both: {parse * 1000:8.0f} ms")
-    print(f"  summarising parsed files:      {summarise * 1000:8.0f} ms")
-    print(f"plain DeepDiff of parsed files:  {deep * 1000:8.0f} ms  (median of {args.deepdiff_runs})")
-    print(
-        f"ratio DeepDiff / tokenizer.diff: {deep / full:8.1f}x  (DeepDiff / summarising alone: {deep / summarise:.1f}x)"
-    )
+    full = cpu_seconds(lambda: tokenizer.diff(snapshot(old_bytes, "a" * 40), snapshot(new_bytes, "b" * 40)), runs)
+    parse = cpu_seconds(lambda: (json.loads(old_bytes), json.loads(new_bytes)), runs)
+    summarise = cpu_seconds(lambda: tokenizer.summarise_tokenizer(old_doc, new_doc), runs)
+    deep = cpu_seconds(lambda: DeepDiff(old_doc, new_doc), 1)
+    detail(f"tokenizer.json pair: {len(old_bytes) / 1e6:.1f} MB -> {len(new_bytes) / 1e6:.1f} MB, "
+           f"{len(old_doc['model']['merges']):,} merges; change summary: {changes[0].summary}")
+    return {"tokenizer.diff CPU, median": full * 1000, "of which JSON parsing of both": parse * 1000,
+            "summarising the parsed files": summarise * 1000, "plain DeepDiff of the parsed files": deep * 1000,
+            "DeepDiff / tokenizer.diff": deep / full}
 
 
 if __name__ == "__main__":
-    main()
+    run_alone(BENCHMARK, measure)

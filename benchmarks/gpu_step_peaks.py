@@ -1,4 +1,6 @@
-"""Measure real training steps on a CUDA card: torch.cuda.max_memory_allocated per phase of two AdamW steps.
+"""A data-recording tool, not a benchmark (the runner does not list it).
+
+Measure real training steps on a CUDA card: torch.cuda.max_memory_allocated per phase of two AdamW steps.
 
 Run on a machine with a GPU (python3 with torch, transformers and peft; bitsandbytes for the QLoRA cases):
 
@@ -13,7 +15,8 @@ backward, optimizer) the allocator's peak is read after resetting it at the phas
 includes what was already live; the maximum over both steps is kept. The caching allocator's reserved peak
 and the process's CUDA context (card memory in use beyond what the allocator reserved) are recorded too.
 Results are written after every case, so a run cut short keeps what it measured.
-benchmarks/bench_estimator_gpu.py compares them with the estimator.
+benchmarks/bench_estimator_gpu.py compares them with the estimator (the recorded files), and
+benchmarks/bench_estimator_gpu_live.py runs this on the card it finds and compares at once (tag gpu).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""What one forward pass saves for backward, grouped by the op that made each saved tensor: CPU against CUDA.
+"""A diagnostic data-recording tool, not a benchmark (the runner does not list it).
+
+What one forward pass saves for backward, grouped by the op that made each saved tensor: CPU against CUDA.
 
 Run: python3 benchmarks/saved_by_op.py [cpu|cuda] [OUT.json]   (torch, transformers and peft; a GPU for cuda)
 

@@ -1,4 +1,6 @@
-"""Benchmark only (benchmarks/bench_workers.py --event-lock): with HUBWATCH_BENCH_EVENT_LOCK=off, every process
+"""A helper of bench_workers.py --event-lock, not a benchmark.
+
+Benchmark only (benchmarks/bench_workers.py --event-lock): with HUBWATCH_BENCH_EVENT_LOCK=off, every process
 started with this folder on PYTHONPATH runs without storage/event_log.py's advisory lock (order_event_writes
 becomes a no-op in every module that imported it), so the lock's price can be measured. Never used by hubwatch."""
 
