@@ -2,7 +2,7 @@
 document (its examples, undeclared methods, generated and negative data, links between operations) and
 checks each answer's status, content type, headers, body and authentication against it, under the default
 configuration (reads open, no Hub webhook secret) and a private one. A fixed seed and a time budget keep
-each run to a few seconds; benchmarks/fuzz_api.py runs the same for longer."""
+each run to a few seconds; benchmarks/bench_fuzz_api.py runs the same for longer."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 examples, coverage with undeclared methods, fuzzing, stateful links) against a served history, its path
 parameters drawn often from the history's real repo ids and commit shas, so that the operations that
 would answer 404 to random names reach their logic. Shared by tests/feeds/test_openapi.py (a fixed seed,
-a few seconds) and benchmarks/fuzz_api.py (longer)."""
+a few seconds) and benchmarks/bench_fuzz_api.py (longer: `python -m benchmarks run fuzz_api`)."""
 
 from __future__ import annotations
 

@@ -8,12 +8,11 @@ every phase (examples, coverage with undeclared methods, fuzzing, stateful links
 often from the stored repo ids and shas (tests/support/fuzzing.py; tests/feeds/test_openapi.py runs the same
 for seconds). Prints, per server: requests, answers by status, 5xx, tracebacks logged, failed checks. Exits 1
 on any 5xx, traceback or failed check.
-Run: .venv/bin/python benchmarks/fuzz_api.py [--minutes 2] [--seed 1] [--max-examples 200]
+Run: python -m benchmarks run fuzz_api   (size: seconds per server, default 120)
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from tests.support.fuzzing import FuzzReport, TracebackCounter, fuzz, history_values
 from tests.support.served import API_TOKEN, READ_TOKEN, ingested_history, serve
 
@@ -30,15 +30,28 @@ SERVERS = {
 }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=2.0, help="time per server")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--max-examples", type=int, default=200, help="generated cases per operation and phase")
-    args = parser.parse_args()
+SEED, MAX_EXAMPLES = 1, 200  # generated cases per operation and phase
+BENCHMARK = Benchmark(
+    name="fuzz_api",
+    about="The HTTP server fuzzed from its OpenAPI document, default and private configuration, 2 minutes each",
+    tags=("slow", "feeds"),
+    size="seconds per server (default 120)",
+    small=15,
+    timeout_s=900,
+    figures=(
+        *(Figure(f"{name}: answers 5xx", "answers", goal=0.0) for name in SERVERS),
+        *(Figure(f"{name}: tracebacks logged", "tracebacks", goal=0.0) for name in SERVERS),
+        *(Figure(f"{name}: failed checks", "checks", goal=0.0) for name in SERVERS),
+        *(Figure(f"{name}: requests", "requests", note="how many depends on the machine") for name in SERVERS),
+    ),
+)
+
+
+def measure(size: int | None = None) -> dict[str, float]:
+    seconds = size or 120
     tracebacks = TracebackCounter()
     logging.getLogger().addHandler(tracebacks)
-    bad = 0
+    figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder, ingested_history(Path(folder) / "source") as history:
         for name, options in SERVERS.items():
             copy = history.copy_to(Path(tempfile.mkdtemp(dir=folder)))
@@ -46,24 +59,25 @@ def main() -> int:
             with serve(copy.store(), api_token=API_TOKEN, trigger=lambda *_: True, allow_private_targets=True,
                        **options) as served:
                 report = fuzz(served.url, history_values(served.store), headers={"Authorization": f"Bearer {API_TOKEN}"},
-                              seed=args.seed, max_time_s=max(1, round(args.minutes * 60)), max_examples=args.max_examples)
-            bad += _print(name, report, tracebacks.count - before)
+                              seed=SEED, max_time_s=max(1, seconds), max_examples=MAX_EXAMPLES)
+            _print(name, report, tracebacks.count - before)
+            figures |= {f"{name}: answers 5xx": report.server_errors, f"{name}: tracebacks logged": tracebacks.count - before,
+                        f"{name}: failed checks": len(report.failures), f"{name}: requests": report.requests}
     if tracebacks.first:
-        print(f"first traceback:\n{tracebacks.first}")
-    return 1 if bad else 0
+        detail(f"first traceback:\n{tracebacks.first}")
+    return figures
 
 
-def _print(name: str, report: FuzzReport, tracebacks: int) -> int:
+def _print(name: str, report: FuzzReport, tracebacks: int) -> None:
     statuses = ", ".join(f"{status}: {n}" for status, n in sorted(report.statuses.items()))
-    print(f"{name}: requests {report.requests}, operations {len(report.operations)}, 5xx {report.server_errors}, "
+    detail(f"{name}: requests {report.requests}, operations {len(report.operations)}, 5xx {report.server_errors}, "
           f"tracebacks {tracebacks}, failed checks {len(report.failures)}, engine errors {len(report.errors)}")
-    print(f"  statuses: {statuses}")
+    detail(f"  statuses: {statuses}")
     for failure in sorted(set(report.failures))[:20]:
-        print(f"  failed: {failure}")
+        detail(f"  failed: {failure}")
     for error in report.errors[:5]:
-        print(f"  error: {error}")
-    return report.server_errors + tracebacks + len(report.failures)
+        detail(f"  error: {error}")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_alone(BENCHMARK, measure)
