@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -31,6 +32,7 @@ from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
 from tracker.pipeline.behaviour_store import BehaviourStore
 from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
+from tracker.pipeline.repo_state import failed_state, restored_state, state_of
 from tracker.pipeline.snapshot_io import FetchedSnapshot, fetch_snapshot
 from tracker.pipeline.template_matrix import MatrixStore
 from tracker.polling.outcome import IngestedRevision, PollOutcome
@@ -83,6 +85,7 @@ class Ingestor:
         started = time.monotonic()
         started_at = datetime.now(UTC)  # on the line: where a Hub webhook's path to delivery spent its time
         outcome = PollOutcome(watch.repo_id, watch.branch, "unchanged")
+        outcome.repo_state = outcome.previous_state = watch.repo_state or "active"
         try:
             self._poll(watch, outcome, watch.backfill if backfill is None else backfill, head, reach, cached, head_sha)
         except Exception as err:  # noqa: BLE001 - one watch's failure, whatever it is, is recorded on that watch
@@ -97,8 +100,10 @@ class Ingestor:
             duration_ms=outcome.duration_ms,
             started_at=started_at.isoformat(),
         )
+        if outcome.state_changed:
+            log.warning("repo_state_changed", state=outcome.repo_state, previous=outcome.previous_state, **log_fields)
         if outcome.failed:
-            log.warning("repo_poll_failed", error=outcome.error, **log_fields)
+            log.warning("repo_poll_failed", error=outcome.error, repo_state=outcome.repo_state, **log_fields)
         else:
             log.info("repo_polled", **log_fields)
         return outcome
@@ -114,8 +119,11 @@ class Ingestor:
         else:
             outcome.error = f"internal error: {type(err).__name__}: {err}"[:500]
             log.error("repo_poll_crashed", repo_id=watch.repo_id, branch=watch.branch, exc_info=err)
+        seen = failed_state(watch, err, outcome.repo_meta) if state_of(err) and watch.id is not None else None  # type: ignore[arg-type]
         try:
-            self.store.watches.record_poll_error(watch.id, outcome.error, self._next_retry(watch, err))  # type: ignore[arg-type]
+            self.store.watches.record_poll_error(watch.id, outcome.error, self._next_retry(watch, err), seen)  # type: ignore[arg-type]
+            if seen is not None:
+                outcome.repo_state = seen.state
         except Exception as record_err:  # only a failing database is absorbed: anything else propagates
             reason = write_failure(record_err)
             if reason is None:
@@ -128,7 +136,7 @@ class Ingestor:
     ) -> None:
         hinted = head is None and _hint_applies(watch, head_sha)
         head = head or (_hinted_head(watch, head_sha) if hinted else self.hub.head(watch.repo_id, watch.branch))  # type: ignore[arg-type]
-        outcome.head_sha = head.sha
+        outcome.head_sha, outcome.repo_meta = head.sha, head.meta()
         if cached and head.sha != watch.last_sha:
             stored_watch = self.store.watches.get_watch(watch.repo_id, watch.branch)  # the copy may be behind another worker
             if stored_watch is None:
@@ -145,7 +153,8 @@ class Ingestor:
                 outcome.stamped = True  # the common case: one UPDATE, nothing read
                 return
             events = [change_event(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, fact, fact.summary) for fact in facts]
-            self.store.watches.record_poll_ok(watch.id, meta, events=events, sha=head.sha)  # type: ignore[arg-type]
+            outcome.notes.extend(fact.summary for fact in facts)
+            self._record_ok(watch, outcome, meta, events=events, sha=head.sha)
             return
         revisions = self.store.history.list_revisions(watch.repo_id)  # newest first, read once per moved head
         stored = {r.sha for r in revisions}
@@ -180,7 +189,16 @@ class Ingestor:
         if not commits and head.sha in stored:
             self.store.watches.move_watch(watch.id, head.sha, head.meta())  # type: ignore[arg-type]
         outcome.status = "ingested" if outcome.revisions else "unchanged"
-        self.store.watches.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
+        self._record_ok(watch, outcome, head.meta())
+
+    def _record_ok(self, watch: Watch, outcome: PollOutcome, meta: dict[str, Any], events: list[NewEvent] | None = None,
+                   sha: str | None = None) -> None:
+        """Record a poll that succeeded; a watch in another state than active is restored with it (one event). A
+        gated watch is restored only by files read (a revision stored) or the gate lifted, not by a head alone."""
+        restored = restored_state(watch, meta, read_files=bool(outcome.revisions))
+        self.store.watches.record_poll_ok(watch.id, meta, events=events or (), sha=sha, restored=restored)  # type: ignore[arg-type]
+        if restored is not None:
+            outcome.repo_state = "active"
 
     def ingest_since(self, target: IngestTarget, head: RepoHead) -> tuple[PollOutcome, Snapshot | None]:
         """Bring a repo without a watch row up to `head`: its commits after the stored revision they descend
@@ -493,4 +511,5 @@ def _dropped(watch: Watch, fork_sha: str | None, revisions: list[Revision]) -> l
 
 def _clean(watch: Watch) -> bool:
     """No error to clear: an unchanged poll of this watch need only stamp the time."""
-    return watch.error_count == 0 and watch.last_error is None and watch.next_retry_at is None
+    return (watch.error_count == 0 and watch.last_error is None and watch.next_retry_at is None
+            and (watch.repo_state or "active") == "active")
