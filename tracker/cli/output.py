@@ -246,6 +246,8 @@ def watch_text(w: Watch) -> str:
     if (w.repo_state or "active") != "active":
         since = f" since {w.state_since:%Y-%m-%d %H:%M}" if w.state_since else ""
         state += f"; repo {w.repo_state.replace('_', ' ')}{since}"
+        if (w.state_detail or {}).get("parked"):
+            state += " (parked: polled again when the listing or a Hub webhook shows it, or at its next retry)"
     if w.last_error:
         state += f"; last error: {w.last_error}"
     return f"{w.repo_id}@{w.branch}  every {w.interval_s}s  ({w.source})  {state}"

@@ -22,7 +22,7 @@ from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.health import write_failure
 from storage.history import NewChange, NewEstimate, NewFile, NewRevision
-from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
+from storage.kinds import ESTIMATE_CHANGED, PARKED_STATES, REPO_VISIBILITY_CHANGED
 from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
@@ -119,7 +119,8 @@ class Ingestor:
         else:
             outcome.error = f"internal error: {type(err).__name__}: {err}"[:500]
             log.error("repo_poll_crashed", repo_id=watch.repo_id, branch=watch.branch, exc_info=err)
-        seen = failed_state(watch, err, outcome.repo_meta) if state_of(err) and watch.id is not None else None  # type: ignore[arg-type]
+        parked = _parks(watch, err, self.settings.poll.park_after)
+        seen = failed_state(watch, err, outcome.repo_meta, parked) if state_of(err) and watch.id is not None else None  # type: ignore[arg-type]
         try:
             self.store.watches.record_poll_error(watch.id, outcome.error, self._next_retry(watch, err), seen)  # type: ignore[arg-type]
             if seen is not None:
@@ -351,10 +352,17 @@ class Ingestor:
         """retry_min, doubling per failure in a row up to retry_max; after a 429 never sooner than the
         Hub said, and doubling from there on repeated 429s."""
         poll = self.settings.poll
+        if _parks(watch, err, poll.park_after):
+            return self.store.clock() + timedelta(seconds=poll.parked_recheck_s)
         told_s = err.retry_after_s if isinstance(err, RateLimited) and err.retry_after_s else 0.0
         base = max(float(poll.retry_min_s), told_s)
         wait_s = max(told_s, backoff_s(base, watch.error_count, float(poll.retry_max_s)))
         return self.store.clock() + timedelta(seconds=wait_s)
+
+
+def _parks(watch: Watch, err: Exception, park_after: int) -> bool:
+    """Whether this failure parks the watch: its repo gone or disabled `park_after` polls in a row (this one too)."""
+    return park_after > 0 and state_of(err) in PARKED_STATES and watch.error_count + 1 >= park_after
 
 
 def _hint_applies(watch: Watch, head_sha: str | None) -> bool:

@@ -28,10 +28,12 @@ def state_of(err: BaseException) -> str | None:
     return err.repo_state if isinstance(err, HubError) else None
 
 
-def failed_state(watch: Watch, err: HubError, repo_meta: dict[str, Any] | None) -> RepoStateSeen:
-    """The state a failed poll's typed error tells, as the store writes it."""
+def failed_state(watch: Watch, err: HubError, repo_meta: dict[str, Any] | None, parked: bool = False) -> RepoStateSeen:
+    """The state a failed poll's typed error tells, as the store writes it. `parked`: no longer polled on its own."""
     state = err.repo_state or "active"
     detail: dict[str, Any] = {"reason": str(err)[:500]}
+    if parked:
+        detail["parked"] = True
     if isinstance(err, RepoGone):
         detail["token_sent"] = err.token_sent
     if state == "gated":
