@@ -50,8 +50,9 @@ REPO_DISABLED = "repo.disabled"
 REPO_GATED = "repo.gated"
 REPO_BRANCH_MISSING = "repo.branch_missing"
 REPO_RESTORED = "repo.restored"
+REPO_MOVED = "repo.moved"
 EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED, DERIVATIVES_REACHED,
-               DERIVATIVE_CAUGHT_UP, REPO_GONE, REPO_DISABLED, REPO_GATED, REPO_BRANCH_MISSING, REPO_RESTORED)
+               DERIVATIVE_CAUGHT_UP, REPO_GONE, REPO_DISABLED, REPO_GATED, REPO_BRANCH_MISSING, REPO_RESTORED, REPO_MOVED)
 EVENT_KIND_DESCRIPTIONS = {
     REVISION_INGESTED: "A new commit of a watched repo was ingested: one event per revision, with the kinds and summaries of "
                        "its changes (or a baseline, the first time a repo is watched).",
@@ -69,13 +70,15 @@ EVENT_KIND_DESCRIPTIONS = {
                 "has not been granted. Warning.",
     REPO_BRANCH_MISSING: "A watched repo's branch no longer exists (deleted) while the repo does. Critical: loading "
                          "that revision name fails.",
+    REPO_MOVED: "A watched repo was renamed on the Hub: its old name answers 307 to the new one, which the detail names "
+                "(`moved_to`); polling follows the redirect and the history stays under the watched name. Warning.",
     REPO_RESTORED: "A watched repo answers again after being gone, disabled, gated or without its branch: polling "
                    "resumes where the stored history ends, every commit since stored. Notice.",
 }
 
 # What the Hub did to a watched repo itself, as its answers tell (the watch's `repo_state`), with the event
 # each change to it is announced by and that event's severity.
-REPO_STATES = ("active", "gone", "gated", "disabled", "branch_missing")
+REPO_STATES = ("active", "gone", "gated", "disabled", "branch_missing", "moved")
 REPO_STATE_DESCRIPTIONS = {
     "active": "The repo and its branch answer as usual.",
     "gone": "The Hub answers RepoNotFound: deleted, or private to this token (401 without a token, 404 with one; "
@@ -83,11 +86,12 @@ REPO_STATE_DESCRIPTIONS = {
     "gated": "The repo lists its files but refuses to serve them (GatedRepo): access not granted to this token.",
     "disabled": "The Hub answers 403 \"Access to this resource is disabled.\"",
     "branch_missing": "The repo answers but the watched branch does not exist (RevisionNotFound).",
+    "moved": "The repo was renamed: the watched name answers 307 to another (`moved_to`), followed.",
 }
 REPO_STATE_EVENTS = {"active": REPO_RESTORED, "gone": REPO_GONE, "gated": REPO_GATED, "disabled": REPO_DISABLED,
-                     "branch_missing": REPO_BRANCH_MISSING}
+                     "branch_missing": REPO_BRANCH_MISSING, "moved": REPO_MOVED}
 REPO_STATE_SEVERITIES = {"active": "notice", "gone": "critical", "gated": "warning", "disabled": "critical",
-                         "branch_missing": "critical"}
+                         "branch_missing": "critical", "moved": "warning"}
 # The states a watch is no longer polled in on its own after `[poll] park_after` polls in a row met them.
 PARKED_STATES = ("gone", "disabled")
 

@@ -60,6 +60,26 @@ class RepoDisabled(HubError):
     repo_state = "disabled"
 
 
+class RepoMoved(HubError):
+    """The repo was renamed on the Hub and the watch is set not to follow it ([poll] on_move = "stop")."""
+
+    exit_code = 3
+    repo_state = "moved"
+
+    def __init__(self, message: str, moved_to: str) -> None:
+        super().__init__(message)
+        self.moved_to = moved_to
+
+
+class RepoReplaced(RepoGone):
+    """Another repo now has the watched name (a new `_id`): the watched one was deleted or renamed away. Its
+    commits are never merged into the watched history."""
+
+    def __init__(self, message: str, uid: str) -> None:
+        super().__init__(message)
+        self.uid = uid
+
+
 class RevisionNotFound(HubError):
     """The branch or commit does not exist in the repo."""
 

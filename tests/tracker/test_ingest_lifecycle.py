@@ -154,3 +154,74 @@ def test_the_state_is_shown_by_watch_list_the_api_the_pages_and_healthz(app: App
         health = client.get("/healthz").json()
         assert health["status"] == "ok"
         assert (health["watches_failing"], health["watches_by_state"]) == (1, {"disabled": 1})
+
+
+def test_a_renamed_repo_is_moved_once_and_followed_through_the_redirect(app: App, replay) -> None:
+    """Renamed on the Hub: the watch is `moved` (to the new name) with one `repo.moved` warning, and the commits made
+    after the rename are still stored under the watched name, through the Hub's 307."""
+    new = "hubwatch-tests/renamed-model"
+    _watched(app, replay)
+    replay.rename(BROKEN, new)
+    replay.set_head(new, 3)
+    [outcome] = app.poller.poll()
+    assert outcome.status == "ingested" and outcome.repo_state == "moved" and len(outcome.revisions) == 2
+    [outcome] = app.poller.poll()
+    assert outcome.status == "unchanged" and outcome.repo_state == "moved" and not outcome.state_changed
+    watch = app.store.watches.get_watch(BROKEN)
+    assert (watch.repo_state, watch.state_detail["moved_to"]) == ("moved", new)
+    assert _state_events(app) == [("repo.moved", "warning")]
+    assert len(app.store.history.list_revisions(BROKEN)) == 3
+
+
+def test_a_rename_with_on_move_stop_fails_the_watch_naming_the_new_name(replay, database_url: str) -> None:
+    """[poll] on_move = "stop": the renamed repo's watch fails in state moved (exit 3's kind), the new name in its
+    detail and error, one `repo.moved` event, and nothing is stored from the new name."""
+    from tests.support.settings import settings_for
+
+    app = App(settings_for(replay.endpoint, database_url, poll={"on_move": "stop"}))  # type: ignore[arg-type]
+    try:
+        _watched(app, replay)
+        replay.rename(BROKEN, "hubwatch-tests/renamed-model")
+        replay.set_head("hubwatch-tests/renamed-model", 2)
+        [outcome] = app.poller.poll()
+        assert outcome.failed and outcome.repo_state == "moved"
+        assert "renamed to hubwatch-tests/renamed-model" in outcome.error
+        watch = app.store.watches.get_watch(BROKEN)
+        assert watch.state_detail["moved_to"] == "hubwatch-tests/renamed-model"
+        assert _state_events(app) == [("repo.moved", "warning")]
+        assert len(app.store.history.list_revisions(BROKEN)) == 1
+    finally:
+        app.store.engine.dispose()
+
+
+def test_a_new_repo_under_a_renamed_repos_old_name_is_never_merged(app: App, replay) -> None:
+    """Renamed, then a new repo created under the old name: its `_id` differs, so the watch is gone (replaced), one
+    `repo.gone` event, and none of the new repo's commits is stored in the old history."""
+    from tracker.standins.replay.history import synthetic_history
+
+    _watched(app, replay)
+    stored = [r.sha for r in app.store.history.list_revisions(BROKEN)]
+    replay.rename(BROKEN, "hubwatch-tests/renamed-model")
+    replay.add_repo(synthetic_history(BROKEN, commits=2))
+    [outcome] = app.poller.poll()
+    assert outcome.failed and outcome.repo_state == "gone"
+    assert "another repo" in outcome.error
+    assert [r.sha for r in app.store.history.list_revisions(BROKEN)] == stored
+    assert app.store.watches.get_watch(BROKEN).state_detail["replaced_by"]
+    assert _state_events(app) == [("repo.gone", "critical")]
+
+
+def test_the_bom_names_the_repo_state_of_a_model_gone_from_the_hub(app: App, replay) -> None:
+    """`hubwatch bom` of a stored revision whose repo is now disabled carries `hubwatch:repo-state` on the model."""
+    import json
+    from datetime import UTC, datetime
+
+    from tracker.pins.bom import render_bom, stored_model
+
+    _watched(app, replay)
+    replay.set_state(BROKEN, "disabled")
+    app.poller.poll()
+    [revision] = app.store.history.list_revisions(BROKEN)
+    bom = json.loads(render_bom([stored_model(app.store, revision)], replay.endpoint, datetime.now(UTC), "test"))
+    [model] = [c for c in bom["components"] if c["type"] == "machine-learning-model"]
+    assert {"name": "hubwatch:repo-state", "value": "disabled"} in model["properties"]

@@ -185,6 +185,9 @@ class PollSettings(Section):
         "in a row found it so (0: never parked): the listing or a Hub webhook showing the repo again wakes it, and it is "
         "still checked every parked_recheck."))
     parked_recheck: str = Field("7d", description="How often a parked watch (see park_after) is still polled on its own.")
+    on_move: str = Field("follow", description=(
+        "A watched repo renamed on the Hub: follow (polls follow the Hub's redirect to the new name, the history stays "
+        "under the watched name) or stop (the watch fails in state moved, saying the new name, until you watch it)."))
     listing: str = Field("auto", description=(
         "Change detection by listing the Hub's models sorted by last modification, polling only the watched repos that "
         "moved: auto (from listing_min_watches watches, or when an ORG/* is followed), on or off."))
@@ -219,6 +222,8 @@ class PollSettings(Section):
             raise problem(f"[poll] listing must be auto, on or off, got {self.listing!r}")
         if self.listing_min_watches < 0:
             raise problem("[poll] listing_min_watches must not be negative")
+        if self.on_move not in {"follow", "stop"}:
+            raise problem(f"[poll] on_move must be follow or stop, got {self.on_move!r}")
         if self.park_after < 0:
             raise problem("[poll] park_after must not be negative")
         if self.max_file_mb < 1:

@@ -59,9 +59,14 @@ class RepoHead:
     private: bool | None = None
     gated: str | bool | None = None
     last_modified: datetime | None = None
+    repo_id: str | None = None  # the id the Hub answered with: another than asked for after a rename (a 307 followed)
+    uid: str | None = None  # the repo's identity (`_id`): the same across renames, another for a new repo of the name
 
     def meta(self) -> dict[str, Any]:
-        return {"private": self.private, "gated": self.gated}
+        meta: dict[str, Any] = {"private": self.private, "gated": self.gated}
+        if self.uid is not None:
+            meta["uid"] = self.uid
+        return meta
 
 
 @dataclass(frozen=True)
@@ -218,7 +223,9 @@ class HubClient:
             _translate(err, repo_id, f"head of {branch}", token_sent=bool(self._token))
         if not info.sha:
             raise HubUnavailable(f"{repo_id}: the Hub returned no commit for {branch}")
-        return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified)
+        uid = vars(info).get("_id")  # kept by ModelInfo among the keys it does not name
+        return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified,
+                        repo_id=info.id, uid=uid if isinstance(uid, str) else None)
 
     def list_models_by_modification(self, author: str | None = None) -> Iterator[ListedModel]:
         """Models, most recently modified first (all of `author`'s when named), with their commit.

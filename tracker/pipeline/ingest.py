@@ -27,12 +27,12 @@ from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
 from tracker.differs import diff_snapshots
-from tracker.errors import HubwatchError, RateLimited
+from tracker.errors import HubwatchError, RateLimited, RepoMoved, RepoReplaced
 from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
 from tracker.pipeline.behaviour_store import BehaviourStore
 from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
-from tracker.pipeline.repo_state import failed_state, restored_state, state_of
+from tracker.pipeline.repo_state import failed_state, moved_state, restored_state, state_of
 from tracker.pipeline.snapshot_io import FetchedSnapshot, fetch_snapshot
 from tracker.pipeline.template_matrix import MatrixStore
 from tracker.polling.outcome import IngestedRevision, PollOutcome
@@ -137,7 +137,14 @@ class Ingestor:
     ) -> None:
         hinted = head is None and _hint_applies(watch, head_sha)
         head = head or (_hinted_head(watch, head_sha) if hinted else self.hub.head(watch.repo_id, watch.branch))  # type: ignore[arg-type]
-        outcome.head_sha, outcome.repo_meta = head.sha, head.meta()
+        outcome.head_sha, outcome.repo_meta, outcome.answered_id = head.sha, head.meta(), head.repo_id
+        known = (watch.repo_meta or {}).get("uid")
+        if known and head.uid and head.uid != known:
+            raise RepoReplaced(f"{watch.repo_id} does not exist on the Hub as it was watched: another repo (id {head.uid}, "
+                               f"not {known}) now has the name; its commits are not merged into this history", head.uid)
+        if self.settings.poll.on_move == "stop" and moved_state(watch, head.repo_id) is not None:
+            raise RepoMoved(f"{watch.repo_id} was renamed to {head.repo_id} on the Hub: not followed ([poll] on_move = "
+                            f"\"stop\"); watch the new name with `hubwatch watch add {head.repo_id}`", head.repo_id or "")
         if cached and head.sha != watch.last_sha:
             stored_watch = self.store.watches.get_watch(watch.repo_id, watch.branch)  # the copy may be behind another worker
             if stored_watch is None:
@@ -150,7 +157,8 @@ class Ingestor:
             # written with the watch's new meta: the same transition at the same head is one event.
             facts = _repo_facts(watch, head, [])
             meta = head.meta()
-            if not facts and meta == watch.repo_meta and _clean(watch) and self.store.watches.stamp_unchanged_poll(watch):
+            renamed = moved_state(watch, head.repo_id) is not None
+            if not facts and not renamed and meta == watch.repo_meta and _clean(watch) and self.store.watches.stamp_unchanged_poll(watch):
                 outcome.stamped = True  # the common case: one UPDATE, nothing read
                 return
             events = [change_event(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, fact, fact.summary) for fact in facts]
@@ -196,10 +204,10 @@ class Ingestor:
                    sha: str | None = None) -> None:
         """Record a poll that succeeded; a watch in another state than active is restored with it (one event). A
         gated watch is restored only by files read (a revision stored) or the gate lifted, not by a head alone."""
-        restored = restored_state(watch, meta, read_files=bool(outcome.revisions))
-        self.store.watches.record_poll_ok(watch.id, meta, events=events or (), sha=sha, restored=restored)  # type: ignore[arg-type]
-        if restored is not None:
-            outcome.repo_state = "active"
+        seen = moved_state(watch, outcome.answered_id) or restored_state(watch, meta, read_files=bool(outcome.revisions))
+        self.store.watches.record_poll_ok(watch.id, meta, events=events or (), sha=sha, restored=seen)  # type: ignore[arg-type]
+        if seen is not None:
+            outcome.repo_state = seen.state
 
     def ingest_since(self, target: IngestTarget, head: RepoHead) -> tuple[PollOutcome, Snapshot | None]:
         """Bring a repo without a watch row up to `head`: its commits after the stored revision they descend
@@ -375,7 +383,7 @@ def _hint_applies(watch: Watch, head_sha: str | None) -> bool:
 def _hinted_head(watch: Watch, head_sha: str) -> RepoHead:
     """The head a Hub webhook named, with the visibility last seen (a change of it is the next head request's)."""
     meta = watch.repo_meta or {}
-    return RepoHead(sha=head_sha, private=meta["private"], gated=meta["gated"])
+    return RepoHead(sha=head_sha, private=meta["private"], gated=meta["gated"], uid=meta.get("uid"))
 
 
 def _repo_facts(watch: Watch, head: RepoHead, dropped: list[str]) -> list[Change]:

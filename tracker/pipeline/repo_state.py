@@ -10,7 +10,7 @@ from storage.event_log import NewEvent
 from storage.kinds import REPO_STATE_EVENTS, REPO_STATE_SEVERITIES
 from storage.models import Watch
 from storage.watches import RepoStateSeen
-from tracker.errors import HubError, RepoGone
+from tracker.errors import HubError, RepoGone, RepoMoved, RepoReplaced
 from tracker.revision.events import event_id
 
 # What to do about each state, for the CLI's lines and the docs.
@@ -20,6 +20,8 @@ ADVICE = {
     "disabled": "nothing to do but wait for the Hub to restore it, or `hubwatch watch remove` it (its history stays)",
     "gated": "request access on the repo's Hub page and set the token variable to a token that was granted it",
     "branch_missing": "watch another branch (`hubwatch watch add REPO --branch B`) or remove this watch",
+    "moved": "watch the new name (`hubwatch watch add NEW`); with [poll] on_move = \"follow\" polls follow the Hub's "
+             "redirect and nothing is needed",
 }
 
 
@@ -36,9 +38,21 @@ def failed_state(watch: Watch, err: HubError, repo_meta: dict[str, Any] | None, 
         detail["parked"] = True
     if isinstance(err, RepoGone):
         detail["token_sent"] = err.token_sent
+    if isinstance(err, RepoReplaced):
+        detail["replaced_by"] = err.uid
+    if isinstance(err, RepoMoved):
+        detail["moved_to"] = err.moved_to
     if state == "gated":
         detail["mode"] = (repo_meta or watch.repo_meta or {}).get("gated") or "unknown"
     return _seen(watch, state, detail)
+
+
+def moved_state(watch: Watch, answered_id: str | None) -> RepoStateSeen | None:
+    """The repo renamed: the Hub answered the watched name with another id (its 307 followed). Ids compare without
+    case, as the Hub's do. None when it answered with the watched name (or said none)."""
+    if not answered_id or answered_id.casefold() == watch.repo_id.casefold():
+        return None
+    return _seen(watch, "moved", {"moved_to": answered_id})
 
 
 def restored_state(watch: Watch, repo_meta: dict[str, Any] | None, read_files: bool) -> RepoStateSeen | None:
@@ -52,6 +66,8 @@ def restored_state(watch: Watch, repo_meta: dict[str, Any] | None, read_files: b
 
 def summary_of(state: str, previous: str, branch: str, detail: dict[str, Any]) -> str:
     """One line a person reads: what happened to the repo."""
+    if state == "gone" and detail.get("replaced_by"):
+        return "repo gone from the Hub: another repo now has its name (not merged into this history)"
     if state == "gone":
         alike = ("this token has no access: the Hub answers both alike" if detail.get("token_sent")
                  else "without a token with access the two look alike")
@@ -62,6 +78,8 @@ def summary_of(state: str, previous: str, branch: str, detail: dict[str, Any]) -
         return f"repo gated ({detail.get('mode', 'unknown')}): its files are refused to this token"
     if state == "branch_missing":
         return f"branch {branch} no longer exists on the Hub"
+    if state == "moved":
+        return f"repo renamed on the Hub to {detail.get('moved_to')}: followed through the Hub's redirect"
     return f"repo restored: answers again after being {previous.replace('_', ' ')}"
 
 

@@ -37,6 +37,7 @@ class PollOutcome:
     repo_state: str = "active"  # what the Hub's answer told of the repo itself (storage/kinds.py REPO_STATES)
     previous_state: str = "active"  # the watch's state before this poll: a change is announced
     repo_meta: dict[str, Any] | None = None  # the head's private/gated, when the head was read
+    answered_id: str | None = None  # the repo id the Hub's head answer named (another after a rename)
     notes: list[str] = field(default_factory=list)  # repo-level facts recorded without a commit (made private, gated)
 
     @property

@@ -121,3 +121,39 @@ def test_the_state_admin_route(replay) -> None:
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(urllib.request.Request(f"{replay.endpoint}/_replay/state/{BROKEN}?state=asleep", method="POST"))
     assert info.value.code == 400
+
+
+def test_a_renamed_repo_answers_307_to_its_new_name_on_the_api_and_resolve(replay, tmp_path) -> None:
+    """Renamed: the old name's API and /resolve/ answer 307 to the new name, which the client follows; model info
+    names the new id with the same `_id`; a repo created under the old name afterwards is another repo."""
+    from tracker.standins.replay.history import synthetic_history
+
+    sha = replay.head_sha(BROKEN)
+    before = _api(replay).model_info(BROKEN)
+    replay.set_state(BROKEN, "private")
+    replay.rename(BROKEN, "hubwatch-tests/renamed-model")
+    replay.set_state("hubwatch-tests/renamed-model", "active")
+    request = urllib.request.Request(f"{replay.endpoint}/api/models/{BROKEN}/revision/main?expand=sha")
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.build_opener(NoRedirect).open(request)
+    assert info.value.code == 307
+    assert info.value.headers["Location"].endswith("/api/models/hubwatch-tests/renamed-model/revision/main?expand=sha")
+    after = _api(replay).model_info(BROKEN, revision="main")
+    assert (after.id, after.sha, vars(after)["_id"]) == ("hubwatch-tests/renamed-model", sha, vars(before)["_id"])
+    assert hf_hub_download(BROKEN, "config.json", revision=sha, endpoint=replay.endpoint, token=False, cache_dir=tmp_path)
+    replay.add_repo(synthetic_history(BROKEN))
+    again = _api(replay).model_info(BROKEN)
+    assert again.id == BROKEN and vars(again)["_id"] != vars(before)["_id"]
+
+
+def test_the_rename_admin_route(replay) -> None:
+    """`POST /_replay/rename/{org}/{name}?to=ORG/NAME` renames (for a replay in another process); the old name answers 307."""
+    url = f"{replay.endpoint}/_replay/rename/{BROKEN}?to=hubwatch-tests/renamed-model"
+    with urllib.request.urlopen(urllib.request.Request(url, method="POST")) as answer:
+        assert json.load(answer) == {"repo_id": "hubwatch-tests/renamed-model", "renamed_from": BROKEN}
+    assert _api(replay).model_info(BROKEN).id == "hubwatch-tests/renamed-model"

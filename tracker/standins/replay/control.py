@@ -43,6 +43,10 @@ as the Hub does), "branch_deleted" (the default branch is gone: its name answers
 branch; commits stay readable by sha) and "active" (restored: as recorded, and last modified now, so the listing
 shows it again). The same is `POST /_replay/state/{org}/{name}?state=S[&gated=auto|manual]`.
 
+`rename(old, new)` is the Hub's rename: the repo is served under `new` (model info's `id` says so, its `_id` and
+`createdAt` stay), and every API and `/resolve/` request for `old` is answered 307 to the same path under `new`
+(the client follows it), until a repo is created under `old` again (`add_repo`): a new repo, another `_id`.
+
 The client's background `GET /api/agent-harnesses` is answered 404 and never recorded; neither are the
 admin routes under `/_replay/` (see `_admin`).
 """
@@ -119,12 +123,14 @@ class ReplayServer:
         self._states: dict[str, str] = {}  # repo id -> a state of REPO_STATES other than "active"
         self._recorded_flags: dict[str, tuple[bool, str | bool]] = {}  # (private, gated) as recorded, while changed
         self._gate_granted: dict[str, bool] = {}  # a gated repo set by `set_state`: whether tokens may read files
+        self._renamed: dict[str, str] = {}  # old repo id -> the id it was renamed to (answered 307)
         self._http = LoopbackServer(_Handler, self, "hub-replay", host, port)
 
     def add_repo(self, history: RepoHistory) -> None:
         """Serve one more repo (built in memory, e.g. `synthetic_history`), all its commits shown. Added
         while the server runs, it is a repo created now: the listing shows it as the newest."""
         with self._lock:
+            self._renamed.pop(history.repo_id, None)  # a new repo under a renamed repo's old name
             self._repos[history.repo_id] = history
             self._heads[history.repo_id] = len(history.commits)
             self._touch(history.repo_id)
@@ -209,6 +215,25 @@ class ReplayServer:
                 else:
                     repo.gated, self._gate_granted[repo_id] = gated, granted
             self._touch(repo_id)
+
+    def rename(self, old: str, new: str) -> None:
+        """The Hub's rename of `old` to `new` (see the module's notes); its state and head go with it."""
+        if new in self._repos:
+            raise ValueError(f"{new} exists already")
+        with self._lock:
+            repo = self._repos.pop(old)
+            repo.repo_id = new
+            self._repos[new], self._heads[new] = repo, self._heads.pop(old)
+            for table in (self._states, self._recorded_flags, self._gate_granted, self._moved_at, self._listed_sha):
+                if old in table:
+                    table[new] = table.pop(old)  # type: ignore[index]
+            self._renamed = {o: (new if n == old else n) for o, n in self._renamed.items()}
+            self._renamed[old] = new
+            self._touch(new)
+
+    def _renamed_to(self, repo_id: str) -> str | None:
+        with self._lock:
+            return None if repo_id in self._repos else self._renamed.get(repo_id)
 
     def state(self, repo_id: str) -> str:
         with self._lock:
@@ -370,7 +395,7 @@ class ReplayServer:
     # -- admin routes, for a server in another process
     def _admin(self, method: str, path: str, query: dict[str, list[str]]) -> Response:
         """POST /_replay/advance/{org}/{name}, POST /_replay/head/{org}/{name}?n=N,
-        POST /_replay/state/{org}/{name}?state=S[&gated=MODE],
+        POST /_replay/state/{org}/{name}?state=S[&gated=MODE], POST /_replay/rename/{org}/{name}?to=ORG/NAME,
         GET /_replay/requests, POST /_replay/reset-requests, GET /_replay/repos."""
         parts = path.strip("/").split("/")
         if method == "GET" and parts == ["_replay", "requests"]:
@@ -381,6 +406,15 @@ class ReplayServer:
         if method == "POST" and parts == ["_replay", "reset-requests"]:
             self.reset_requests()
             return json_response(200, {})
+        if method == "POST" and len(parts) == 4 and parts[1] == "rename":
+            repo_id, new = f"{parts[2]}/{parts[3]}", query.get("to", [""])[-1]
+            if repo_id not in self._repos or new.count("/") != 1:
+                return json_response(404 if repo_id not in self._repos else 400, {"error": f"cannot rename {repo_id} to {new!r}"})
+            try:
+                self.rename(repo_id, new)
+            except ValueError as err:
+                return json_response(400, {"error": str(err)})
+            return json_response(200, {"repo_id": new, "renamed_from": repo_id})
         if method == "POST" and len(parts) == 4 and parts[1] == "state":
             repo_id = f"{parts[2]}/{parts[3]}"
             if repo_id not in self._repos:

@@ -65,6 +65,8 @@ class ReplayState(Protocol):
 
     def _state_of(self, repo_id: str) -> tuple[str, bool]: ...
 
+    def _renamed_to(self, repo_id: str) -> str | None: ...
+
     def _last_modified(self, repo: RepoHistory, commit: ReplayCommit) -> datetime: ...
 
     def _listing(self, anonymous: bool, author: str | None) -> list[tuple[RepoHistory, ReplayCommit, datetime, str]]: ...
@@ -119,7 +121,7 @@ class Exchange:
     """One Hub request: authorisation, repo and revision look-up, and the answer of each route."""
 
     def __init__(self, replay: ReplayState, headers: Message, method: str, raw_path: str, query: str, body: bytes) -> None:
-        self.replay, self.method, self.raw_path = replay, method, raw_path
+        self.replay, self.method, self.raw_path, self.raw_query = replay, method, raw_path, query
         self.query = parse_qs(query, keep_blank_values=True)
         self.form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
         self.base_url = f"http://{headers.get('Host') or replay.endpoint.split('//')[1]}"
@@ -144,6 +146,9 @@ class Exchange:
             return HubError(500, f"replay server error: {err!r}").response()
 
     def _route(self) -> Response:
+        moved = self._moved()
+        if moved is not None:
+            return moved
         if match := RESOLVE_ROUTE.match(self.raw_path):
             if self.method in ("GET", "HEAD"):
                 org, name, rev, path = (unquote(g) for g in match.groups())
@@ -171,6 +176,22 @@ class Exchange:
         elif self.raw_path.startswith(("/api/models/", "/api/datasets/", "/api/spaces/")):
             raise HubError(401 if self.auth == "anonymous" else 404, "Repository not found", "RepoNotFound")
         raise HubError(404, "Sorry, we can't find the page you are looking for.")
+
+    def _moved(self) -> Response | None:
+        """A request for a renamed repo's old name: 307 to the same path and query under the new name, as the Hub
+        answers on the API and on /resolve/."""
+        match = RESOLVE_ROUTE.match(self.raw_path)
+        prefix = ""
+        if match is None:
+            match, prefix = API_ROUTE.match(self.raw_path), "/api/models"
+        if match is None:
+            return None
+        new = self.replay._renamed_to(f"{unquote(match[1])}/{unquote(match[2])}")
+        if new is None:
+            return None
+        rest = self.raw_path[match.end(2):]
+        location = f"{self.base_url}{prefix}/{new}{rest}" + (f"?{self.raw_query}" if self.raw_query else "")
+        return json_response(307, {"error": f"Repository moved to {new}"}, {"Location": location})
 
     # -- look-ups
     def _repo(self, repo_id: str) -> tuple[RepoHistory, int]:
