@@ -225,3 +225,16 @@ def test_the_bom_names_the_repo_state_of_a_model_gone_from_the_hub(app: App, rep
     bom = json.loads(render_bom([stored_model(app.store, revision)], replay.endpoint, datetime.now(UTC), "test"))
     [model] = [c for c in bom["components"] if c["type"] == "machine-learning-model"]
     assert {"name": "hubwatch:repo-state", "value": "disabled"} in model["properties"]
+
+
+def test_poll_lines_of_a_followed_rename(app: App, replay) -> None:
+    """`poll`'s lines for a rename it follows name the new name, never "restored" or "unchanged"."""
+    from tracker.cli.output import outcome_text
+
+    _watched(app, replay)
+    replay.rename(BROKEN, "hubwatch-tests/renamed-model")
+    [outcome] = app.poller.poll()
+    lines = outcome_text(outcome)
+    assert lines[0] == (f"{BROKEN}@main: repo now moved to hubwatch-tests/renamed-model: followed through the Hub's "
+                        "redirect")
+    assert not any("restored" in line or "unchanged" in line for line in lines)

@@ -222,12 +222,15 @@ def outcome_text(o: PollOutcome) -> list[str]:
     if o.failed:
         return [f"{where}: FAILED: {o.error}"]
     lines = []
-    if o.state_changed:
+    if o.state_changed and o.repo_state == "active":
         lines.append(f"{where}: repo restored: answers again after being {o.previous_state.replace('_', ' ')}")
+    elif o.state_changed:  # a state a poll goes on in: renamed, followed through the Hub's redirect
+        lines.append(f"{where}: repo now {o.repo_state.replace('_', ' ')}"
+                     + (f" to {o.answered_id}: followed through the Hub's redirect" if o.repo_state == "moved" else ""))
     lines.extend(f"{where}: {note}" for note in o.notes)
     if not o.revisions:
-        if o.repo_state != "active":
-            lines.append(f"{where}: repo still {o.repo_state.replace('_', ' ')}; head {(o.head_sha or '')[:12]} unchanged")
+        if o.repo_state != "active" and not o.state_changed:
+            lines.append(f"{where}: repo still {o.repo_state.replace('_', ' ')}; no new commit ({(o.head_sha or '')[:12]})")
         elif not lines:
             lines.append(f"{where}: unchanged ({(o.head_sha or '')[:12]})")
         else:
