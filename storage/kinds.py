@@ -45,8 +45,14 @@ ADVISORY_PUBLISHED = "advisory.published"
 REPO_VISIBILITY_CHANGED = "repo.visibility_changed"
 DERIVATIVES_REACHED = "derivatives.reached"  # a base change, and how many of its derivatives carry it
 DERIVATIVE_CAUGHT_UP = "derivative.caught_up"  # a derivative re-uploaded with a base change it lacked
+REPO_GONE = "repo.gone"  # what the Hub did to the repo itself: one event per change of its state (REPO_STATES)
+REPO_DISABLED = "repo.disabled"
+REPO_GATED = "repo.gated"
+REPO_BRANCH_MISSING = "repo.branch_missing"
+REPO_RESTORED = "repo.restored"
+REPO_MOVED = "repo.moved"
 EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED, DERIVATIVES_REACHED,
-               DERIVATIVE_CAUGHT_UP)
+               DERIVATIVE_CAUGHT_UP, REPO_GONE, REPO_DISABLED, REPO_GATED, REPO_BRANCH_MISSING, REPO_RESTORED, REPO_MOVED)
 EVENT_KIND_DESCRIPTIONS = {
     REVISION_INGESTED: "A new commit of a watched repo was ingested: one event per revision, with the kinds and summaries of "
                        "its changes (or a baseline, the first time a repo is watched).",
@@ -56,7 +62,38 @@ EVENT_KIND_DESCRIPTIONS = {
     REPO_VISIBILITY_CHANGED: "A watched repo was made private or public, gated or ungated, without a new commit.",
     DERIVATIVES_REACHED: "A behaviour change of a base model, and how many of its followed derivatives carry it.",
     DERIVATIVE_CAUGHT_UP: "A followed derivative was re-uploaded with a base model's change it lacked.",
+    REPO_GONE: "A watched repo is gone from the Hub: deleted, or made private (to anyone without access the two look "
+               "alike); its history stays. Critical: whatever loads it now fails.",
+    REPO_DISABLED: "The Hub disabled a watched repo (\"Access to this resource is disabled.\"): nothing of it can be "
+                   "read until the Hub restores it. Critical.",
+    REPO_GATED: "A watched repo's files are refused to hubwatch's token: the repo is gated (with its mode) and access "
+                "has not been granted. Warning.",
+    REPO_BRANCH_MISSING: "A watched repo's branch no longer exists (deleted) while the repo does. Critical: loading "
+                         "that revision name fails.",
+    REPO_MOVED: "A watched repo was renamed on the Hub: its old name answers 307 to the new one, which the detail names "
+                "(`moved_to`); polling follows the redirect and the history stays under the watched name. Warning.",
+    REPO_RESTORED: "A watched repo answers again after being gone, disabled, gated or without its branch: polling "
+                   "resumes where the stored history ends, every commit since stored. Notice.",
 }
+
+# What the Hub did to a watched repo itself, as its answers tell (the watch's `repo_state`), with the event
+# each change to it is announced by and that event's severity.
+REPO_STATES = ("active", "gone", "gated", "disabled", "branch_missing", "moved")
+REPO_STATE_DESCRIPTIONS = {
+    "active": "The repo and its branch answer as usual.",
+    "gone": "The Hub answers RepoNotFound: deleted, or private to this token (401 without a token, 404 with one; "
+            "without a token with access the two look alike).",
+    "gated": "The repo lists its files but refuses to serve them (GatedRepo): access not granted to this token.",
+    "disabled": "The Hub answers 403 \"Access to this resource is disabled.\"",
+    "branch_missing": "The repo answers but the watched branch does not exist (RevisionNotFound).",
+    "moved": "The repo was renamed: the watched name answers 307 to another (`moved_to`), followed.",
+}
+REPO_STATE_EVENTS = {"active": REPO_RESTORED, "gone": REPO_GONE, "gated": REPO_GATED, "disabled": REPO_DISABLED,
+                     "branch_missing": REPO_BRANCH_MISSING, "moved": REPO_MOVED}
+REPO_STATE_SEVERITIES = {"active": "notice", "gone": "critical", "gated": "warning", "disabled": "critical",
+                         "branch_missing": "critical", "moved": "warning"}
+# The states a watch is no longer polled in on its own after `[poll] park_after` polls in a row met them.
+PARKED_STATES = ("gone", "disabled")
 
 # How a derivative relates to its base (a card's `base_model_relation`; the Hub's `base_model:<relation>:<id>` tags).
 DERIVATIVE_RELATIONS = ("quantized", "finetune", "adapter", "merge")

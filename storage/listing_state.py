@@ -131,6 +131,19 @@ class ListingStore(EngineStore):
         with self.session() as s:
             return [(repo_id, branch) for repo_id, branch in s.exec(query)]
 
+    def wake_parked(self, repo_ids: Iterable[str]) -> int:
+        """The watches of these repos parked in a gone or disabled state (storage/kinds.py PARKED_STATES): due again
+        now, as the listing or a Hub webhook shows the repo again. Returns how many were woken."""
+        from storage.kinds import PARKED_STATES
+
+        wanted = sorted(set(repo_ids))
+        if not wanted:
+            return 0
+        query = sa.update(Watch).where(col(Watch.repo_id).in_(wanted), col(Watch.repo_state).in_(PARKED_STATES),
+                                       col(Watch.next_retry_at).is_not(None)).values(next_retry_at=None)
+        with self.engine.begin() as conn:
+            return conn.execute(query).rowcount
+
     def watch_count(self, except_authors: Iterable[str] = ()) -> int:
         """How many watches there are, not counting repos of `except_authors`."""
         query = select(func.count()).select_from(Watch)

@@ -334,6 +334,14 @@ class ReadModel(EngineStore):
                 last_event_seq=scalar(select(func.coalesce(func.max(Event.seq), 0))),
             )
 
+    def watch_health(self) -> tuple[int, dict[str, int]]:
+        """Watches whose last poll failed, and the watches not active by repo state (one grouped query)."""
+        with self.engine.connect() as conn:
+            failing = int(conn.execute(select(func.count(col(Watch.id))).where(col(Watch.error_count) > 0)).scalar() or 0)
+            rows = conn.execute(select(Watch.repo_state, func.count(col(Watch.id))).where(col(Watch.repo_state) != "active")
+                                .group_by(Watch.repo_state))
+            return failing, {str(state): int(n) for state, n in rows}
+
     def ping(self) -> None:
         """Raise if the database cannot answer a query on the event table."""
         with self.engine.connect() as conn:

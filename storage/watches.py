@@ -12,7 +12,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from storage.errors import WatchExists
-from storage.models import Watch
+from storage.kinds import REPO_STATES
+from storage.models import RepoStateChange, Watch
 from storage.sessions import EngineStore
 
 if TYPE_CHECKING:
@@ -29,6 +30,22 @@ class ScheduledWatch:
     interval_s: int
     last_polled_at: datetime | None
     next_poll_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RepoStateSeen:
+    """The repo state (storage/kinds.py REPO_STATES) a poll found, with its detail and the event that announces
+    it: written only when it changes the watch's stored state (then with a RepoStateChange row), in the
+    transaction that records the poll. `sha`: the revision the event is attached to (the watch's last)."""
+
+    state: str
+    detail: dict[str, Any]
+    event: NewEvent
+    sha: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.state not in REPO_STATES:
+            raise ValueError(f"repo state must be one of {', '.join(REPO_STATES)}, not {self.state!r}")
 
 
 class WatchStore(EngineStore):
@@ -127,23 +144,26 @@ class WatchStore(EngineStore):
         repo_meta: dict[str, Any] | None = None,
         events: Iterable[NewEvent] = (),
         sha: str | None = None,
+        restored: RepoStateSeen | None = None,
     ) -> None:
         """A poll that found nothing new (new revisions update the watch in save_revision). Repo-level
         `events` seen at head `sha` (made private, gated) are written with the watch's new meta in one
         transaction: a crash leaves both or neither. An event id stored already is not written again,
-        also when another process stored it a moment ago."""
+        also when another process stored it a moment ago. `restored`: the repo answered again (state
+        "active"), announced when the stored state was another."""
         events = list(events)
         try:
-            self._poll_ok(watch_id, repo_meta, events, sha)
+            self._poll_ok(watch_id, repo_meta, events, sha, restored)
         except IntegrityError:
-            if not events:
+            if not events and restored is None:
                 raise
-            self._poll_ok(watch_id, repo_meta, events, sha)  # the racing writer's events are seen now
+            self._poll_ok(watch_id, repo_meta, events, sha, restored)  # the racing writer's events are seen now
 
-    def _poll_ok(self, watch_id: int, repo_meta: dict[str, Any] | None, events: list[NewEvent], sha: str | None) -> None:
+    def _poll_ok(self, watch_id: int, repo_meta: dict[str, Any] | None, events: list[NewEvent], sha: str | None,
+                 restored: RepoStateSeen | None = None) -> None:
         now = self.clock()
         with self.session() as s:
-            if events:
+            if events or restored is not None:
                 from storage.event_log import order_event_writes, write_events  # here: it loads the history tables
 
                 order_event_writes(s)  # first: see order_event_writes
@@ -152,6 +172,7 @@ class WatchStore(EngineStore):
                 return
             if events:
                 write_events(s, watch.repo_id, events, now, sha=sha)
+            _apply_state(s, watch, restored, now)
             watch.last_polled_at = now
             watch.last_ok_at = now
             watch.last_error = None
@@ -182,11 +203,28 @@ class WatchStore(EngineStore):
         watch.last_polled_at = watch.last_ok_at = now
         return now
 
-    def record_poll_error(self, watch_id: int, error: str, next_retry_at: datetime | None) -> None:
+    def record_poll_error(
+        self, watch_id: int, error: str, next_retry_at: datetime | None, state: RepoStateSeen | None = None
+    ) -> None:
+        """A failed poll: the error, one more failure in a row, the next retry. `state`: the repo state the
+        Hub's answer told (gone, disabled...), written with its event and history row when it changed."""
+        try:
+            self._poll_error(watch_id, error, next_retry_at, state)
+        except IntegrityError:
+            if state is None:
+                raise
+            self._poll_error(watch_id, error, next_retry_at, state)  # a racing writer announced it: seen now
+
+    def _poll_error(self, watch_id: int, error: str, next_retry_at: datetime | None, state: RepoStateSeen | None) -> None:
         with self.session() as s:
+            if state is not None:
+                from storage.event_log import order_event_writes
+
+                order_event_writes(s)
             watch = s.get(Watch, watch_id)
             if watch is None:
                 return
+            _apply_state(s, watch, state, self.clock())
             watch.last_polled_at = self.clock()
             watch.last_error = error
             watch.error_count += 1
@@ -200,9 +238,35 @@ class WatchStore(EngineStore):
             point_watch(s, watch_id, sha, repo_meta)
             s.commit()
 
+    def state_changes(self, repo_id: str, branch: str | None = None) -> list[RepoStateChange]:
+        """The repo's state changes, oldest first (one branch, or all)."""
+        with self.session() as s:
+            query = select(RepoStateChange).where(RepoStateChange.repo_id == repo_id)
+            if branch is not None:
+                query = query.where(RepoStateChange.branch == branch)
+            return list(s.exec(query.order_by(col(RepoStateChange.id))))
+
     @staticmethod
     def _watch(s: Session, repo_id: str, branch: str) -> Watch | None:
         return s.exec(select(Watch).where(Watch.repo_id == repo_id, Watch.branch == branch)).first()
+
+
+def _apply_state(session: Session, watch: Watch, seen: RepoStateSeen | None, now: datetime) -> None:
+    """Set the watch's repo state to `seen` in the caller's transaction; when it changes, a RepoStateChange row
+    and the state's event are written with it (the caller commits). The same state again keeps its detail fresh."""
+    if seen is None:
+        return
+    if watch.repo_state == seen.state:
+        if seen.state != "active":
+            watch.state_detail = seen.detail
+        return
+    from storage.event_log import write_events  # here: it loads the history tables
+
+    session.add(RepoStateChange(repo_id=watch.repo_id, branch=watch.branch, state=seen.state, previous=watch.repo_state,
+                                detail=seen.detail, changed_at=now, event_id=seen.event.event_id))
+    write_events(session, watch.repo_id, [seen.event], now, sha=seen.sha)
+    watch.repo_state, watch.state_since = seen.state, now
+    watch.state_detail = seen.detail if seen.state != "active" else None
 
 
 def point_watch(session: Session, watch_id: int, sha: str, repo_meta: dict[str, Any] | None = None) -> None:

@@ -28,6 +28,11 @@ class WatchOut(BaseModel):
     last_error: str | None
     error_count: int
     next_retry_at: datetime | None
+    repo_state: str = Field(default="active", description="What the Hub did to the repo itself: active, gone (deleted or "
+                            "private, alike without a token with access), gated, disabled, branch_missing")
+    state_since: datetime | None = Field(default=None, description="When the repo state last changed")
+    state_detail: dict[str, Any] | None = Field(default=None, description="The state's detail: the Hub's words "
+                                                "(reason), a gated mode, whether a token was sent")
 
 
 class WatchIn(BaseModel):

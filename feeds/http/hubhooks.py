@@ -146,13 +146,20 @@ def _trigger(trigger: Any, repo_id: str, branches: list[str], payload: dict[str,
     # With no ref named, `repo.headSha` is the default branch's head: taken for another watched branch whose
     # last commit it descends from (a branch merged into the default one), it would move that branch where it
     # never went. Only a ref's own `newSha` stands in for the head request.
-    shas = _branch_shas(payload, branches) if _moved_branches(payload) is not None else {}
+    shas = _branch_shas(payload, branches) if _moved_branches(payload) is not None and not _is_move(payload) else {}
     for branch in branches:
         sha = shas.get(branch)
         trigger(repo_id, branch, sha if isinstance(sha, str) and COMMIT_SHA.fullmatch(sha) else None)
     head_sha = payload["repo"].get("headSha")
     log.info("hub_webhook_accepted", repo_id=repo_id, branches=branches, sha=head_sha if isinstance(head_sha, str) else None,
              received_at=received_at.isoformat(), triggered_ms=round((datetime.now(UTC) - received_at).total_seconds() * 1000, 1))
+
+
+def _is_move(payload: dict[str, Any]) -> bool:
+    """A Hub webhook telling a rename: `event.action` "move" with `movedTo.name` a repo id."""
+    event = payload.get("event") if isinstance(payload.get("event"), dict) else {}
+    moved_to = payload.get("movedTo")
+    return event.get("action") == "move" and isinstance(moved_to, dict) and is_repo_id(moved_to.get("name"))
 
 
 def _branch_shas(payload: dict[str, Any], branches: list[str]) -> dict[str, str | None]:
@@ -172,6 +179,8 @@ def _due_branches(services: Any, repo_id: str, payload: dict[str, Any]) -> tuple
     if not branches:
         log.info("hub_webhook_refused", repo_id=repo_id, reason="not watched")
         return 404, "refused", f"not watched: {repo_id} is not watched here", []
+    if _is_move(payload):  # a rename: not about a commit, every watched branch is polled (it follows the 307)
+        return 202, "triggered", f"triggered: {repo_id} moved to {payload['movedTo']['name']}: poll started", branches
     moved = _moved_branches(payload)
     wanted = _branch_shas(payload, branches)
     if not wanted:

@@ -131,6 +131,8 @@ class Liveness(Health):
     hub_budget: dict | None = None  # the Hub request budget: per pool, the window's use and limit, and any stretch
     worker: str | None = None  # with shared polling ([poll] coordination): this worker among those on the database
     polls_in_flight: int | None = None  # with shared polling: the watches this worker holds and polls now
+    watches_failing: int | None = None  # watches whose last poll failed
+    watches_by_state: dict[str, int] | None = None  # watches not active, by repo state (gone, gated, disabled, ...)
 
 
 router = APIRouter(tags=["health"])
@@ -142,7 +144,17 @@ def healthz(request: Request) -> Liveness:
     services = request.app.state.services
     state = services.storage_state() if services.storage_state is not None else {}
     polls = services.poll_state() if services.poll_state is not None else {}
-    return Liveness(status="ok", **state, **polls)
+    return Liveness(status="ok", **state, **polls, **_watch_health(services.queries))
+
+
+def _watch_health(queries: Any) -> dict[str, Any]:
+    """Failing watches, and those not active by repo state; nothing when the database does not answer (liveness
+    is the process's: /readyz tells the database)."""
+    try:
+        failing, by_state = queries.watch_health()
+    except Exception:  # noqa: BLE001 - a failing database must not fail liveness
+        return {}
+    return {"watches_failing": failing, "watches_by_state": by_state}
 
 
 @router.get(

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The tables of each module.
 TABLES = {
-    "watches": ("Watch", "AuthorWatch", "ListingState"),
+    "watches": ("Watch", "AuthorWatch", "ListingState", "RepoStateChange"),
     "subscriptions": ("Subscription",),
     "workers": ("HubBudgetWindow", "JobLease"),
     "history": (

@@ -33,6 +33,12 @@ class Watch(Table, table=True):
     last_error: str | None = None
     error_count: int = 0
     next_retry_at: datetime | None = _utc(nullable=True)
+    # What the Hub did to the repo itself (storage/kinds.py REPO_STATES), from its last typed answer: the state,
+    # since when, and its detail (the Hub's words, a gated mode, whether the token could tell). History:
+    # RepoStateChange. Polls in a row that met the same bad state are `error_count`.
+    repo_state: str = Field(default="active", max_length=20, sa_column_kwargs={"server_default": "active"})
+    state_since: datetime | None = _utc(nullable=True)
+    state_detail: dict[str, Any] | None = _json(nullable=True)
     # Shared polling (several workers on one database, tracker/polling/shared.py): when the watch is next due,
     # and which worker holds it until when. Unused by a process that schedules its own polls.
     next_poll_at: datetime | None = _utc(nullable=True, index=True)
@@ -69,3 +75,19 @@ class ListingState(Table, table=True):
     # Hub pages (of 1,000 models) its last pass read: what choosing between per-author passes and the pass
     # over every model weighs (tracker/polling/pass_choice.py). 0: not known yet.
     pages: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
+
+
+class RepoStateChange(Table, table=True):
+    """One change of a watched repo's state (storage/kinds.py REPO_STATES), written with its event in the
+    transaction that sets the watch's state: the history of what the Hub did to the repo."""
+
+    __tablename__ = "repo_state_change"
+
+    id: int | None = Field(default=None, primary_key=True)
+    repo_id: str = Field(index=True, max_length=200)
+    branch: str = Field(max_length=200)
+    state: str = Field(max_length=20)
+    previous: str = Field(max_length=20)
+    detail: dict[str, Any] | None = _json(nullable=True)
+    changed_at: datetime = _utc()
+    event_id: str | None = Field(default=None, max_length=64)

@@ -70,7 +70,8 @@ def test_documented_environment_variables_are_the_ones_read() -> None:
     (kinds.SEVERITIES, kinds.SEVERITY_DESCRIPTIONS),
     (kinds.CHANGE_KINDS, kinds.CHANGE_KIND_DESCRIPTIONS),
     (kinds.EVENT_KINDS, kinds.EVENT_KIND_DESCRIPTIONS),
-], ids=["severities", "change-kinds", "event-kinds"])
+    (kinds.REPO_STATES, kinds.REPO_STATE_DESCRIPTIONS),
+], ids=["severities", "change-kinds", "event-kinds", "repo-states"])
 def test_every_kind_has_a_description(names, descriptions) -> None:
     """Every severity, change kind and event kind of storage.kinds has a description, and nothing else does."""
     assert set(descriptions) == set(names)

@@ -297,3 +297,22 @@ def test_a_payload_naming_no_ref_hands_the_poll_no_sha(hooked, replay, app: App)
     assert ingests.outcomes.get(timeout=60).status == "ingested"
     assert ingests.heads == [None] and app.store.history.has_revision(BROKEN, new)
     assert [r for r in replay.requests if r.path.startswith(f"/api/models/{BROKEN}/revision/")]
+
+
+def test_a_move_webhook_polls_the_watch_which_records_the_rename(hooked, replay, app: App) -> None:
+    """A Hub webhook `action: "move"` with `movedTo` for a watched repo triggers its poll; following the Hub's 307,
+    the poll records the watch `moved` to the new name with one `repo.moved` event."""
+    served, ingests = hooked
+    new = "hubwatch-tests/renamed-model"
+    replay.rename(BROKEN, new)
+    body = payload(BROKEN, None, replay.head_sha(new), scope="repo")
+    body["event"]["action"] = "move"
+    body["movedTo"] = {"name": new, "owner": "61a0c0ffee"}
+    del body["updatedRefs"]
+    response = _post(served, body)
+    assert response.status_code == 202, response.text
+    outcome = ingests.outcomes.get(timeout=60)
+    assert outcome.repo_state == "moved" and outcome.state_changed
+    watch = app.store.watches.get_watch(BROKEN)
+    assert watch.state_detail["moved_to"] == new
+    assert [e.kind for e in app.store.history.list_events(BROKEN)][0] == "repo.moved"

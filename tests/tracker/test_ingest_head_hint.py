@@ -41,7 +41,8 @@ def test_a_webhook_head_that_moves_the_watch_forward_costs_no_head_request(app: 
     assert _head_requests(replay, BROKEN) == 0
     watch = app.store.watches.get_watch(BROKEN)
     assert watch.last_sha == new and watch.last_error is None
-    assert watch.repo_meta == {"private": False, "gated": False}  # the visibility last seen, carried on
+    # the visibility and identity last seen, carried on
+    assert watch.repo_meta == {"private": False, "gated": False, "uid": replay.commits(BROKEN)[0].sha[:24]}
 
 
 def test_every_commit_up_to_the_webhook_head_is_ingested_oldest_first(app: App, replay) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from tracker.advisories.rejudging import rejudge_job
 from tracker.hub.client import install_budget
 from tracker.polling.budget import RequestBudget, budget_state, set_process_budget
@@ -18,16 +20,25 @@ from tracker.polling.shared import SharedScheduler
 if TYPE_CHECKING:
     from tracker.cli.app import App
 
+log = structlog.get_logger(__name__)
+
 
 @dataclass(frozen=True)
 class Polling:
     """The daemon's polling, built and not yet started (`scheduler.run_until_signalled()` runs it)."""
 
     scheduler: Scheduler
+    wake_parked: Callable[[list[str]], object] | None = None  # watches parked while their repo was gone: due again
 
     def trigger(self, repo_id: str, branch: str | None, head_sha: str | None = None) -> bool:
         """A Hub webhook's poll: at once, on the urgent threads; `head_sha` the branch's new head as the
-        webhook named it (the poll takes it in place of a head request once it checks out)."""
+        webhook named it (the poll takes it in place of a head request once it checks out). A watch parked
+        while its repo was gone or disabled is woken first: the Hub says the repo did something."""
+        if self.wake_parked is not None:
+            try:
+                self.wake_parked([repo_id])
+            except Exception as err:  # noqa: BLE001 - polled all the same when not parked; logged once
+                log.warning("hub_webhook_wake_failed", repo_id=repo_id, error=f"{type(err).__name__}: {err}")
         return self.scheduler.trigger(repo_id, branch or "main", head_sha=head_sha)
 
     def state(self) -> dict[str, Any]:
@@ -58,7 +69,7 @@ def build_polling(app: App, on_revisions: Callable[[], object]) -> Polling:
             "__osv_pending__", app.advisories.retry_pending,
             osv.retry_pending_interval_s,
         )
-    return Polling(scheduler)
+    return Polling(scheduler, app.store.listing.wake_parked)
 
 
 def watch_poll(app: App, on_revisions: Callable[[], object]) -> Callable[..., bool]:

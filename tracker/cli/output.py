@@ -32,6 +32,9 @@ def watch_dict(w: Watch) -> dict[str, Any]:
         "last_error": w.last_error,
         "error_count": w.error_count,
         "next_retry_at": _iso(w.next_retry_at),
+        "repo_state": w.repo_state or "active",
+        "state_since": _iso(w.state_since),
+        "state_detail": w.state_detail,
     }
 
 
@@ -173,6 +176,9 @@ def outcome_dict(o: PollOutcome) -> dict[str, Any]:
         "status": o.status,
         "head_sha": o.head_sha,
         "error": o.error,
+        "repo_state": o.repo_state,
+        "previous_state": o.previous_state,
+        "notes": list(o.notes),
         "duration_ms": o.duration_ms,
         "revisions": [
             {
@@ -207,11 +213,30 @@ def revision_text(r: Revision, changes: Sequence[ChangeRecord]) -> list[str]:
 
 def outcome_text(o: PollOutcome) -> list[str]:
     where = f"{o.repo_id}@{o.branch}"
+    if o.failed and o.repo_state != "active":
+        from tracker.pipeline.repo_state import ADVICE  # here: `watch list` never loads the pipeline
+
+        told = "now" if o.state_changed else "still"
+        return [f"{where}: FAILED: repo {told} {o.repo_state.replace('_', ' ')}: {o.error}",
+                f"  what to do: {ADVICE.get(o.repo_state, 'wait for the Hub')}"]
     if o.failed:
         return [f"{where}: FAILED: {o.error}"]
+    lines = []
+    if o.state_changed and o.repo_state == "active":
+        lines.append(f"{where}: repo restored: answers again after being {o.previous_state.replace('_', ' ')}")
+    elif o.state_changed:  # a state a poll goes on in: renamed, followed through the Hub's redirect
+        lines.append(f"{where}: repo now {o.repo_state.replace('_', ' ')}"
+                     + (f" to {o.answered_id}: followed through the Hub's redirect" if o.repo_state == "moved" else ""))
+    lines.extend(f"{where}: {note}" for note in o.notes)
     if not o.revisions:
-        return [f"{where}: unchanged ({(o.head_sha or '')[:12]})"]
-    lines = [f"{where}: {len(o.revisions)} new revision(s)"]
+        if o.repo_state != "active" and not o.state_changed:
+            lines.append(f"{where}: repo still {o.repo_state.replace('_', ' ')}; no new commit ({(o.head_sha or '')[:12]})")
+        elif not lines:
+            lines.append(f"{where}: unchanged ({(o.head_sha or '')[:12]})")
+        else:
+            lines.append(f"{where}: no new commit ({(o.head_sha or '')[:12]})")
+        return lines
+    lines.append(f"{where}: {len(o.revisions)} new revision(s)")
     for r in o.revisions:
         lines.append(f"  {r.sha[:12]}  {r.title}")
         lines.append(f"    -> {r.event_title}")
@@ -221,6 +246,11 @@ def outcome_text(o: PollOutcome) -> list[str]:
 
 def watch_text(w: Watch) -> str:
     state = f"at {w.last_sha[:12]}" if w.last_sha else "not polled yet"
+    if (w.repo_state or "active") != "active":
+        since = f" since {w.state_since:%Y-%m-%d %H:%M}" if w.state_since else ""
+        state += f"; repo {w.repo_state.replace('_', ' ')}{since}"
+        if (w.state_detail or {}).get("parked"):
+            state += " (parked: polled again when the listing or a Hub webhook shows it, or at its next retry)"
     if w.last_error:
         state += f"; last error: {w.last_error}"
     return f"{w.repo_id}@{w.branch}  every {w.interval_s}s  ({w.source})  {state}"

@@ -56,7 +56,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "outdated": ("outdated", "outdated",
                  "What changed upstream since the revisions you have: every model of the local HF cache, or of "
                  "a lock file."),
-    "poll": ("watch", "poll", "One ingest pass now, then exit (exit code 1 if a repo failed)."),
+    "poll": ("watch", "poll", "One ingest pass now, then exit (exit code 1 if a repo failed, 3 if for its state)."),
     "run": ("daemon", "run",
             "The daemon: poll every watch at its interval, serve HTTP ([server]) and deliver webhooks, until "
             "Ctrl-C or SIGTERM."),

@@ -112,7 +112,12 @@ def _add_one(ctx: click.Context, repo: str, branch: str, interval: str | None, b
         interval_s = parse_interval(interval, "--interval") if interval else app.settings.default_interval_s
     except ConfigError as err:
         raise click.BadParameter(str(err), param_hint="--interval") from err
-    head = None if no_check else app.hub.head(repo, branch)
+    try:
+        head = None if no_check else app.hub.head(repo, branch)
+    except HubwatchError as err:
+        if getattr(err, "repo_state", None) is None:
+            raise
+        ctx.exit(fail(f"{err}{_state_advice(err)}", exit_code_of(err)))
     try:
         app.store.watches.add_watch(repo, branch, interval_s, source="cli", backfill=backfill)
         click.echo(_added_line(app, repo, branch, interval_s, head))
@@ -166,7 +171,17 @@ def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int,
         click.echo(f"{err}: left as it is")
         return 0, None
     except HubwatchError as err:
-        return exit_code_of(err), f"{name}: {err}"
+        return exit_code_of(err), f"{name}: {err}{_state_advice(err)}"
+
+
+def _state_advice(err: HubwatchError) -> str:
+    """For a repo in a state the Hub put it in: which state, and what to do ("" for any other error)."""
+    state = getattr(err, "repo_state", None)
+    if state is None:
+        return ""
+    from tracker.pipeline.repo_state import ADVICE  # here: only a failed check needs it
+
+    return f" [repo state: {state}; what to do: {ADVICE[state]}]"
 
 
 def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
@@ -229,7 +244,8 @@ def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Each repo's outcome as JSON.")
 @click.pass_context
 def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_json: bool) -> None:
-    """One ingest pass now, then exit (exit code 1 if a repo failed).
+    """One ingest pass now, then exit (exit code 1 if a repo failed; 3 if every failure was the repo's state:
+    gone, gated, disabled or its branch missing).
 
     REPOS: the watched repos to poll (default: every watch)."""
     app = app_of(ctx)
@@ -242,5 +258,6 @@ def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_js
         for o in outcomes:
             for line in output.outcome_text(o):
                 click.echo(line)
-    if any(o.failed for o in outcomes):
-        ctx.exit(1)
+    failed = [o for o in outcomes if o.failed]
+    if failed:  # 3: every failure is a repo state (gone, gated, disabled, branch missing), as `watch add` says it
+        ctx.exit(3 if all(o.repo_state != "active" for o in failed) else 1)

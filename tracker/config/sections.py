@@ -180,6 +180,14 @@ class PollSettings(Section):
         "After a failed poll the daemon waits this long, doubling per consecutive failure (a 429 waits what the Hub asked "
         "instead); `hubwatch poll` always tries at once."))
     retry_max: str = Field("6h", description="The longest wait between retries of a failing watch.")
+    park_after: int = Field(3, description=(
+        "A watch whose repo is gone (deleted or private) or disabled is no longer polled on its own after this many polls "
+        "in a row found it so (0: never parked): the listing or a Hub webhook showing the repo again wakes it, and it is "
+        "still checked every parked_recheck."))
+    parked_recheck: str = Field("7d", description="How often a parked watch (see park_after) is still polled on its own.")
+    on_move: str = Field("follow", description=(
+        "A watched repo renamed on the Hub: follow (polls follow the Hub's redirect to the new name, the history stays "
+        "under the watched name) or stop (the watch fails in state moved, saying the new name, until you watch it)."))
     listing: str = Field("auto", description=(
         "Change detection by listing the Hub's models sorted by last modification, polling only the watched repos that "
         "moved: auto (from listing_min_watches watches, or when an ORG/* is followed), on or off."))
@@ -199,7 +207,8 @@ class PollSettings(Section):
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
-        for key in ("default_interval", "jitter", "retry_min", "retry_max", "listing_interval", "reconcile_interval", "lease"):
+        for key in ("default_interval", "jitter", "retry_min", "retry_max", "listing_interval", "reconcile_interval", "lease",
+                    "parked_recheck"):
             value = getattr(self, key)
             if key == "jitter" and value.strip() in {"0", "0s"}:
                 self._seconds[key] = 0
@@ -213,6 +222,10 @@ class PollSettings(Section):
             raise problem(f"[poll] listing must be auto, on or off, got {self.listing!r}")
         if self.listing_min_watches < 0:
             raise problem("[poll] listing_min_watches must not be negative")
+        if self.on_move not in {"follow", "stop"}:
+            raise problem(f"[poll] on_move must be follow or stop, got {self.on_move!r}")
+        if self.park_after < 0:
+            raise problem("[poll] park_after must not be negative")
         if self.max_file_mb < 1:
             raise problem("[poll] max_file_mb must be at least 1")
         if self.chat_template_timeout_s <= 0:
@@ -235,6 +248,10 @@ class PollSettings(Section):
     @property
     def retry_max_s(self) -> int:
         return self._seconds["retry_max"]
+
+    @property
+    def parked_recheck_s(self) -> int:
+        return self._seconds["parked_recheck"]
 
     @property
     def listing_interval_s(self) -> int:

@@ -20,6 +20,7 @@ from urllib.parse import quote
 import httpx2
 from huggingface_hub import HfApi, hf_hub_url
 from huggingface_hub.errors import (
+    DisabledRepoError,
     EntryNotFoundError,
     GatedRepoError,
     HfHubHTTPError,
@@ -31,7 +32,7 @@ from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import build_hf_headers, disable_progress_bars, paginate
 
 from storage.backoff import retry_after_s
-from tracker.errors import HubUnavailable, RateLimited, RepoGated, RepoGone
+from tracker.errors import BranchMissing, HubUnavailable, RateLimited, RepoDisabled, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
 from tracker.formats.manifest import TensorInfo, WeightManifest
 from tracker.formats.ranged import DEFAULT_BUDGET, CountedSource, OverBudget, RangeError
@@ -58,9 +59,14 @@ class RepoHead:
     private: bool | None = None
     gated: str | bool | None = None
     last_modified: datetime | None = None
+    repo_id: str | None = None  # the id the Hub answered with: another than asked for after a rename (a 307 followed)
+    uid: str | None = None  # the repo's identity (`_id`): the same across renames, another for a new repo of the name
 
     def meta(self) -> dict[str, Any]:
-        return {"private": self.private, "gated": self.gated}
+        meta: dict[str, Any] = {"private": self.private, "gated": self.gated}
+        if self.uid is not None:
+            meta["uid"] = self.uid
+        return meta
 
 
 @dataclass(frozen=True)
@@ -211,11 +217,15 @@ class HubClient:
                 expand=["sha", "private", "gated", "lastModified"],
                 timeout=self.timeout_s,
             )
+        except RevisionNotFoundError as err:
+            raise BranchMissing(f"{repo_id}: the branch {branch} does not exist on the Hub (deleted?)") from err
         except Exception as err:  # noqa: BLE001 - every library error is translated in one place
-            _translate(err, repo_id, f"head of {branch}")
+            _translate(err, repo_id, f"head of {branch}", token_sent=bool(self._token))
         if not info.sha:
             raise HubUnavailable(f"{repo_id}: the Hub returned no commit for {branch}")
-        return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified)
+        uid = vars(info).get("_id")  # kept by ModelInfo among the keys it does not name
+        return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified,
+                        repo_id=info.id, uid=uid if isinstance(uid, str) else None)
 
     def list_models_by_modification(self, author: str | None = None) -> Iterator[ListedModel]:
         """Models, most recently modified first (all of `author`'s when named), with their commit.
@@ -484,12 +494,22 @@ def _commit_info(item: dict[str, Any]) -> CommitInfo:
     )
 
 
-def _translate(err: Exception, repo_id: str, what: str) -> NoReturn:
-    """Map a library error to ours; the one place that knows the library's exception classes."""
+def _translate(err: Exception, repo_id: str, what: str, token_sent: bool | None = None) -> NoReturn:
+    """Map a library error to ours; the one place that knows the library's exception classes. `token_sent`:
+    whether the request carried a token (None: read off the request the error answers)."""
     if isinstance(err, GatedRepoError):
         raise RepoGated(f"{repo_id} is gated: request access on the Hub and set the token variable") from err
+    if isinstance(err, DisabledRepoError):
+        raise RepoDisabled(f"{repo_id} was disabled by the Hub (\"Access to this resource is disabled.\"): "
+                           "nothing of it can be read until the Hub restores it") from err
     if isinstance(err, RepositoryNotFoundError):
-        raise RepoGone(f"{repo_id} does not exist on the Hub (or is private to this token)") from err
+        if token_sent is None:
+            token_sent = _sent_a_token(err)
+        if token_sent:
+            raise RepoGone(f"{repo_id} does not exist on the Hub, or is private and this token has no access to it "
+                           "(the Hub answers both alike)", token_sent=True) from err
+        raise RepoGone(f"{repo_id} does not exist on the Hub, or is private: without a token the two look alike "
+                       "(set the token variable to one with access to tell)", token_sent=False) from err
     if isinstance(err, RevisionNotFoundError):
         raise RevisionMissing(f"{repo_id}: revision not found ({what})") from err
     if isinstance(err, HfHubHTTPError):
@@ -504,6 +524,14 @@ def _translate(err: Exception, repo_id: str, what: str) -> NoReturn:
     if isinstance(err, _TRANSPORT_ERRORS):
         raise HubUnavailable(f"{repo_id}: cannot reach the Hub ({what}): {_first_line(err)}") from err
     raise err
+
+
+def _sent_a_token(err: HfHubHTTPError) -> bool:
+    """Whether the request the error answers carried a token."""
+    try:
+        return err.response is not None and "authorization" in err.response.request.headers
+    except RuntimeError:  # a response built without its request
+        return False
 
 
 def _retry_after(err: HfHubHTTPError) -> float | None:

@@ -38,12 +38,16 @@ class BomModel:
     packages: list[tuple[str, str, str]] = field(default_factory=list)  # name, version, where
     own: list[dict[str, Any]] = field(default_factory=list)  # hubwatch's OSV records open at this revision
     osv: list[tuple[str, str, str, list[str]]] = field(default_factory=list)  # key, package, version, ids
+    repo_state: str = "active"  # what the Hub did to the repo itself, as its watch last saw (storage/kinds.py REPO_STATES)
 
 
 def stored_model(store: Storage, revision: Revision) -> BomModel:
     """The BOM's view of a stored revision: its behaviour files, the packages it names, its findings."""
     assert revision.id is not None
     model = BomModel(revision.repo_id, revision.sha, revision.branch)
+    watch = store.watches.get_watch(revision.repo_id, revision.branch)
+    if watch is not None:
+        model.repo_state = watch.repo_state or "active"
     model.files = [
         {"path": f.path, "kind": f.kind, "oid": f.oid, "lfs_sha256": f.lfs_sha256, "size": f.size}
         for f in store.history.revision_files(revision.id) if f.kind in BEHAVIOUR_KINDS
@@ -102,6 +106,8 @@ def render_bom(models: list[BomModel], hub_url: str, created_at: datetime, versi
                                                    url=XsUri(f"{hub_url.rstrip('/')}/{model.repo_id}/tree/{model.sha}"))],
             properties=[Property(name="hubwatch:branch", value=model.branch)],
         )
+        if model.repo_state != "active":  # gone, disabled, moved...: a dependency that may not load any more
+            component.properties.add(Property(name="hubwatch:repo-state", value=model.repo_state))
         for f in sorted(model.files, key=lambda f: f["path"]):
             properties = [Property(name="hubwatch:kind", value=f["kind"]), Property(name="hubwatch:git-blob-id", value=f["oid"])]
             if f["kind"] == CUSTOM_CODE:

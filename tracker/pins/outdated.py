@@ -16,7 +16,7 @@ from storage.errors import WatchExists
 from storage.front import Storage
 from storage.kinds import ADVISORY_PUBLISHED, SEVERITY_RANK
 from storage.models import Revision, Watch
-from tracker.errors import HubError, RepoGated, RepoGone, RevisionNotFound
+from tracker.errors import HubError, RepoDisabled, RepoGated, RepoGone, RevisionNotFound
 from tracker.hub.client import HubClient
 from tracker.pins.cache import Pin
 from tracker.pipeline.ingest import Ingestor
@@ -135,7 +135,7 @@ class OutdatedCheck:
         """One pin's report; a repo gone, gated or unreachable is a status, never an exception."""
         try:
             head = self.hub.head(pin.repo_id, pin.branch)
-        except RepoGone as err:
+        except (RepoGone, RepoDisabled) as err:  # disabled: as gone to a pin, in the Hub's words
             return ModelReport(pin, "gone", message=str(err))
         except RepoGated as err:
             return ModelReport(pin, "gated", message=str(err))

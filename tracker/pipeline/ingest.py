@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -21,16 +22,17 @@ from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.health import write_failure
 from storage.history import NewChange, NewEstimate, NewFile, NewRevision
-from storage.kinds import ESTIMATE_CHANGED, REPO_VISIBILITY_CHANGED
+from storage.kinds import ESTIMATE_CHANGED, PARKED_STATES, REPO_VISIBILITY_CHANGED
 from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
 from tracker.differs import diff_snapshots
-from tracker.errors import HubwatchError, RateLimited
+from tracker.errors import HubwatchError, RateLimited, RepoMoved, RepoReplaced
 from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
 from tracker.pipeline.behaviour_store import BehaviourStore
 from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
+from tracker.pipeline.repo_state import failed_state, moved_state, restored_state, state_of
 from tracker.pipeline.snapshot_io import FetchedSnapshot, fetch_snapshot
 from tracker.pipeline.template_matrix import MatrixStore
 from tracker.polling.outcome import IngestedRevision, PollOutcome
@@ -83,6 +85,7 @@ class Ingestor:
         started = time.monotonic()
         started_at = datetime.now(UTC)  # on the line: where a Hub webhook's path to delivery spent its time
         outcome = PollOutcome(watch.repo_id, watch.branch, "unchanged")
+        outcome.repo_state = outcome.previous_state = watch.repo_state or "active"
         try:
             self._poll(watch, outcome, watch.backfill if backfill is None else backfill, head, reach, cached, head_sha)
         except Exception as err:  # noqa: BLE001 - one watch's failure, whatever it is, is recorded on that watch
@@ -97,8 +100,10 @@ class Ingestor:
             duration_ms=outcome.duration_ms,
             started_at=started_at.isoformat(),
         )
+        if outcome.state_changed:
+            log.warning("repo_state_changed", state=outcome.repo_state, previous=outcome.previous_state, **log_fields)
         if outcome.failed:
-            log.warning("repo_poll_failed", error=outcome.error, **log_fields)
+            log.warning("repo_poll_failed", error=outcome.error, repo_state=outcome.repo_state, **log_fields)
         else:
             log.info("repo_polled", **log_fields)
         return outcome
@@ -114,8 +119,12 @@ class Ingestor:
         else:
             outcome.error = f"internal error: {type(err).__name__}: {err}"[:500]
             log.error("repo_poll_crashed", repo_id=watch.repo_id, branch=watch.branch, exc_info=err)
+        parked = _parks(watch, err, self.settings.poll.park_after)
+        seen = failed_state(watch, err, outcome.repo_meta, parked) if state_of(err) and watch.id is not None else None  # type: ignore[arg-type]
         try:
-            self.store.watches.record_poll_error(watch.id, outcome.error, self._next_retry(watch, err))  # type: ignore[arg-type]
+            self.store.watches.record_poll_error(watch.id, outcome.error, self._next_retry(watch, err), seen)  # type: ignore[arg-type]
+            if seen is not None:
+                outcome.repo_state = seen.state
         except Exception as record_err:  # only a failing database is absorbed: anything else propagates
             reason = write_failure(record_err)
             if reason is None:
@@ -128,7 +137,14 @@ class Ingestor:
     ) -> None:
         hinted = head is None and _hint_applies(watch, head_sha)
         head = head or (_hinted_head(watch, head_sha) if hinted else self.hub.head(watch.repo_id, watch.branch))  # type: ignore[arg-type]
-        outcome.head_sha = head.sha
+        outcome.head_sha, outcome.repo_meta, outcome.answered_id = head.sha, head.meta(), head.repo_id
+        known = (watch.repo_meta or {}).get("uid")
+        if known and head.uid and head.uid != known:
+            raise RepoReplaced(f"{watch.repo_id} does not exist on the Hub as it was watched: another repo (id {head.uid}, "
+                               f"not {known}) now has the name; its commits are not merged into this history", head.uid)
+        if self.settings.poll.on_move == "stop" and moved_state(watch, head.repo_id) is not None:
+            raise RepoMoved(f"{watch.repo_id} was renamed to {head.repo_id} on the Hub: not followed ([poll] on_move = "
+                            f"\"stop\"); watch the new name with `hubwatch watch add {head.repo_id}`", head.repo_id or "")
         if cached and head.sha != watch.last_sha:
             stored_watch = self.store.watches.get_watch(watch.repo_id, watch.branch)  # the copy may be behind another worker
             if stored_watch is None:
@@ -141,11 +157,13 @@ class Ingestor:
             # written with the watch's new meta: the same transition at the same head is one event.
             facts = _repo_facts(watch, head, [])
             meta = head.meta()
-            if not facts and meta == watch.repo_meta and _clean(watch) and self.store.watches.stamp_unchanged_poll(watch):
+            renamed = moved_state(watch, head.repo_id) is not None
+            if not facts and not renamed and meta == watch.repo_meta and _clean(watch) and self.store.watches.stamp_unchanged_poll(watch):
                 outcome.stamped = True  # the common case: one UPDATE, nothing read
                 return
             events = [change_event(watch.repo_id, head.sha, REPO_VISIBILITY_CHANGED, fact, fact.summary) for fact in facts]
-            self.store.watches.record_poll_ok(watch.id, meta, events=events, sha=head.sha)  # type: ignore[arg-type]
+            outcome.notes.extend(fact.summary for fact in facts)
+            self._record_ok(watch, outcome, meta, events=events, sha=head.sha)
             return
         revisions = self.store.history.list_revisions(watch.repo_id)  # newest first, read once per moved head
         stored = {r.sha for r in revisions}
@@ -180,7 +198,16 @@ class Ingestor:
         if not commits and head.sha in stored:
             self.store.watches.move_watch(watch.id, head.sha, head.meta())  # type: ignore[arg-type]
         outcome.status = "ingested" if outcome.revisions else "unchanged"
-        self.store.watches.record_poll_ok(watch.id, head.meta())  # type: ignore[arg-type]
+        self._record_ok(watch, outcome, head.meta())
+
+    def _record_ok(self, watch: Watch, outcome: PollOutcome, meta: dict[str, Any], events: list[NewEvent] | None = None,
+                   sha: str | None = None) -> None:
+        """Record a poll that succeeded; a watch in another state than active is restored with it (one event). A
+        gated watch is restored only by files read (a revision stored) or the gate lifted, not by a head alone."""
+        seen = moved_state(watch, outcome.answered_id) or restored_state(watch, meta, read_files=bool(outcome.revisions))
+        self.store.watches.record_poll_ok(watch.id, meta, events=events or (), sha=sha, restored=seen)  # type: ignore[arg-type]
+        if seen is not None:
+            outcome.repo_state = seen.state
 
     def ingest_since(self, target: IngestTarget, head: RepoHead) -> tuple[PollOutcome, Snapshot | None]:
         """Bring a repo without a watch row up to `head`: its commits after the stored revision they descend
@@ -333,10 +360,17 @@ class Ingestor:
         """retry_min, doubling per failure in a row up to retry_max; after a 429 never sooner than the
         Hub said, and doubling from there on repeated 429s."""
         poll = self.settings.poll
+        if _parks(watch, err, poll.park_after):
+            return self.store.clock() + timedelta(seconds=poll.parked_recheck_s)
         told_s = err.retry_after_s if isinstance(err, RateLimited) and err.retry_after_s else 0.0
         base = max(float(poll.retry_min_s), told_s)
         wait_s = max(told_s, backoff_s(base, watch.error_count, float(poll.retry_max_s)))
         return self.store.clock() + timedelta(seconds=wait_s)
+
+
+def _parks(watch: Watch, err: Exception, park_after: int) -> bool:
+    """Whether this failure parks the watch: its repo gone or disabled `park_after` polls in a row (this one too)."""
+    return park_after > 0 and state_of(err) in PARKED_STATES and watch.error_count + 1 >= park_after
 
 
 def _hint_applies(watch: Watch, head_sha: str | None) -> bool:
@@ -349,7 +383,7 @@ def _hint_applies(watch: Watch, head_sha: str | None) -> bool:
 def _hinted_head(watch: Watch, head_sha: str) -> RepoHead:
     """The head a Hub webhook named, with the visibility last seen (a change of it is the next head request's)."""
     meta = watch.repo_meta or {}
-    return RepoHead(sha=head_sha, private=meta["private"], gated=meta["gated"])
+    return RepoHead(sha=head_sha, private=meta["private"], gated=meta["gated"], uid=meta.get("uid"))
 
 
 def _repo_facts(watch: Watch, head: RepoHead, dropped: list[str]) -> list[Change]:
@@ -493,4 +527,5 @@ def _dropped(watch: Watch, fork_sha: str | None, revisions: list[Revision]) -> l
 
 def _clean(watch: Watch) -> bool:
     """No error to clear: an unchanged poll of this watch need only stamp the time."""
-    return watch.error_count == 0 and watch.last_error is None and watch.next_retry_at is None
+    return (watch.error_count == 0 and watch.last_error is None and watch.next_retry_at is None
+            and (watch.repo_state or "active") == "active")

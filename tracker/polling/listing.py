@@ -293,7 +293,8 @@ class ListingPass:
             item = seen.get(watch.repo_id)
             if item is None:
                 continue
-            if watch.branch == DEFAULT_BRANCH and watch.last_sha is not None and item.sha == watch.last_sha:
+            back = (watch.repo_state or "active") != "active"  # listed at all: the repo answers again
+            if not back and watch.branch == DEFAULT_BRANCH and watch.last_sha is not None and item.sha == watch.last_sha:
                 continue
             result.moved.append((watch.repo_id, watch.branch))
 
@@ -417,7 +418,13 @@ class ListingJob:
 
     def _poll_moved(self, moved: list[tuple[str, str]]) -> None:
         """Hand moved watches to the scheduler (with several workers: made due in the database, so they are
-        polled even if this worker dies next)."""
+        polled even if this worker dies next). Watches parked while their repo was gone or disabled are woken
+        first: listed, the repo is back."""
+        if moved:
+            try:
+                self._listings.wake_parked(repo_id for repo_id, _ in moved)
+            except Exception as err:  # noqa: BLE001 - the moves are still handed on; a parked one waits for its recheck
+                log.error("listing_wake_failed", error=f"{type(err).__name__}: {err}")
         for repo_id, branch in dict.fromkeys(moved):
             self._trigger(repo_id, branch)
 

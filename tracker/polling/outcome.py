@@ -4,6 +4,7 @@ builds it; polling reads it: the type lives here, below the pipeline, so polling
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tracker.revision.changes import Change
 
@@ -33,6 +34,15 @@ class PollOutcome:
     duration_ms: int = 0
     reach_missed: bool = False  # the commit asked to be reached is not on the branch (history rewritten)
     stamped: bool = False  # unchanged, recorded by one UPDATE: the watch given to `poll` is the stored row now
+    repo_state: str = "active"  # what the Hub's answer told of the repo itself (storage/kinds.py REPO_STATES)
+    previous_state: str = "active"  # the watch's state before this poll: a change is announced
+    repo_meta: dict[str, Any] | None = None  # the head's private/gated, when the head was read
+    answered_id: str | None = None  # the repo id the Hub's head answer named (another after a rename)
+    notes: list[str] = field(default_factory=list)  # repo-level facts recorded without a commit (made private, gated)
+
+    @property
+    def state_changed(self) -> bool:
+        return self.repo_state != self.previous_state
 
     @property
     def failed(self) -> bool:

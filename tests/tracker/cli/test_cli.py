@@ -73,13 +73,14 @@ def test_errors_have_clear_messages_and_exit_codes(config: Path, args: list[str]
     assert message in result.stderr
 
 
-def test_failed_repo_makes_poll_exit_1(replay, config: Path) -> None:
-    """`hubwatch poll` exits 1 when a repo failed, after polling the others."""
+def test_failed_repo_makes_poll_exit_non_zero(replay, config: Path) -> None:
+    """`hubwatch poll` exits non-zero when a repo failed, after polling the others: 3 when the failure is the repo's
+    state (here gated without access, as `watch add` exits for a repo in such a state; a Hub fault is 1)."""
     replay.set_head(BROKEN, 1)
     assert run_cli("watch", "add", BROKEN, config=config).returncode == 0
     assert run_cli("watch", "add", "hubwatch-tests/gated-model", config=config).returncode == 0
     result = run_cli("poll", config=config)
-    assert result.returncode == 1
+    assert result.returncode == 3
     assert "gated" in result.stdout
     assert "1 new revision" in result.stdout
 

@@ -34,6 +34,19 @@ server runs (`advance`, `set_head`, `add_repo`) is last modified "now" (strictly
 move), in the listing and in model info. `fault_listing` makes pages repeat or skip entries or the
 cursor loop; `list_with_sha` makes the listing claim a sha model info does not confirm.
 
+`set_state` puts a repo into one of the states the Hub puts repos in (`REPO_STATES`): "deleted" (every route
+answers RepoNotFound: 401 anonymous, 404 with a token, and the listing drops it), "private" (outsiders get
+RepoNotFound, a token with access reads on and model info says `private: true`), "gated" (info, refs, commits and
+trees stay readable; `/resolve/` refuses with GatedRepo: 401 anonymous, 403 for a token not `granted`),
+"disabled" (every route answers 403 with `X-Error-Message: Access to this resource is disabled.`, no error code,
+as the Hub does), "branch_deleted" (the default branch is gone: its name answers RevisionNotFound and refs list no
+branch; commits stay readable by sha) and "active" (restored: as recorded, and last modified now, so the listing
+shows it again). The same is `POST /_replay/state/{org}/{name}?state=S[&gated=auto|manual]`.
+
+`rename(old, new)` is the Hub's rename: the repo is served under `new` (model info's `id` says so, its `_id` and
+`createdAt` stay), and every API and `/resolve/` request for `old` is answered 307 to the same path under `new`
+(the client follows it), until a repo is created under `old` again (`add_repo`): a new repo, another `_id`.
+
 The client's background `GET /api/agent-harnesses` is answered 404 and never recorded; neither are the
 admin routes under `/_replay/` (see `_admin`).
 """
@@ -59,6 +72,7 @@ from tracker.standins.replay.protocol import LIST_FAULTS, LIST_PAGE, Exchange, H
 
 BUNDLED_ROOT = Path(__file__).resolve().parent / "histories"
 RATE_LIMIT_HEADERS = {"RateLimit": '"{kind}";r=0;t=0', "RateLimit-Policy": '"fixed window";"{kind}";q=500;w=300'}
+REPO_STATES = ("active", "deleted", "private", "gated", "disabled", "branch_deleted")
 FAULT_MESSAGES = {429: "You have exceeded our rate limit. Retry later.", 500: "Internal Error"}
 
 
@@ -106,12 +120,17 @@ class ReplayServer:
         self._list_fault: tuple[str, int] | None = None
         self._ratelimit: dict[str, str] = {}  # headers added to every answer (send_ratelimit)
         self.list_page = LIST_PAGE  # entries per /api/models page when the client sends no limit
+        self._states: dict[str, str] = {}  # repo id -> a state of REPO_STATES other than "active"
+        self._recorded_flags: dict[str, tuple[bool, str | bool]] = {}  # (private, gated) as recorded, while changed
+        self._gate_granted: dict[str, bool] = {}  # a gated repo set by `set_state`: whether tokens may read files
+        self._renamed: dict[str, str] = {}  # old repo id -> the id it was renamed to (answered 307)
         self._http = LoopbackServer(_Handler, self, "hub-replay", host, port)
 
     def add_repo(self, history: RepoHistory) -> None:
         """Serve one more repo (built in memory, e.g. `synthetic_history`), all its commits shown. Added
         while the server runs, it is a repo created now: the listing shows it as the newest."""
         with self._lock:
+            self._renamed.pop(history.repo_id, None)  # a new repo under a renamed repo's old name
             self._repos[history.repo_id] = history
             self._heads[history.repo_id] = len(history.commits)
             self._touch(history.repo_id)
@@ -174,6 +193,57 @@ class ReplayServer:
             self._touch(repo_id)
             return True
 
+    # -- what the Hub does to a repo itself
+    def set_state(self, repo_id: str, state: str, gated: str = "auto", granted: bool = False) -> None:
+        """Put the repo into `state` (one of REPO_STATES; see the module's notes): "gated" with its mode
+        (`gated`: auto or manual) and whether a token has been `granted` access; "active" restores it as
+        recorded, last modified now."""
+        if state not in REPO_STATES:
+            raise ValueError(f"state must be one of {', '.join(REPO_STATES)}, not {state!r}")
+        repo = self._repos[repo_id]
+        with self._lock:
+            if repo_id in self._recorded_flags:  # back to the recorded flags before applying the new state
+                repo.private, repo.gated = self._recorded_flags.pop(repo_id)
+            self._gate_granted.pop(repo_id, None)
+            self._states.pop(repo_id, None)
+            if state != "active":
+                self._states[repo_id] = state
+            if state in ("private", "gated"):
+                self._recorded_flags[repo_id] = (repo.private, repo.gated)
+                if state == "private":
+                    repo.private = True
+                else:
+                    repo.gated, self._gate_granted[repo_id] = gated, granted
+            self._touch(repo_id)
+
+    def rename(self, old: str, new: str) -> None:
+        """The Hub's rename of `old` to `new` (see the module's notes); its state and head go with it."""
+        if new in self._repos:
+            raise ValueError(f"{new} exists already")
+        with self._lock:
+            repo = self._repos.pop(old)
+            repo.repo_id = new
+            self._repos[new], self._heads[new] = repo, self._heads.pop(old)
+            for table in (self._states, self._recorded_flags, self._gate_granted, self._moved_at, self._listed_sha):
+                if old in table:
+                    table[new] = table.pop(old)  # type: ignore[index]
+            self._renamed = {o: (new if n == old else n) for o, n in self._renamed.items()}
+            self._renamed[old] = new
+            self._touch(new)
+
+    def _renamed_to(self, repo_id: str) -> str | None:
+        with self._lock:
+            return None if repo_id in self._repos else self._renamed.get(repo_id)
+
+    def state(self, repo_id: str) -> str:
+        with self._lock:
+            return self._states.get(repo_id, "active")
+
+    def _state_of(self, repo_id: str) -> tuple[str, bool]:
+        """The repo's state and, when gated by `set_state`, whether tokens were granted access."""
+        with self._lock:
+            return self._states.get(repo_id, "active"), self._gate_granted.get(repo_id, True)
+
     def _touch(self, repo_id: str) -> None:
         """The head moved now: the listing (and model info) report now as its lastModified, strictly after
         every earlier move, as the Hub's listing does (recorded commit dates are in the past). Before the
@@ -221,6 +291,8 @@ class ReplayServer:
             for repo_id, repo in self._repos.items():
                 n = self._heads[repo_id]
                 if n == 0 or (repo.private and anonymous) or (author and repo_id.split("/")[0] != author):
+                    continue
+                if self._states.get(repo_id) in ("deleted", "disabled"):
                     continue
                 commit = repo.commits[n - 1]
                 out.append((repo, commit, self._last_modified(repo, commit), self._listed_sha.get(repo_id, commit.sha)))
@@ -323,6 +395,7 @@ class ReplayServer:
     # -- admin routes, for a server in another process
     def _admin(self, method: str, path: str, query: dict[str, list[str]]) -> Response:
         """POST /_replay/advance/{org}/{name}, POST /_replay/head/{org}/{name}?n=N,
+        POST /_replay/state/{org}/{name}?state=S[&gated=MODE], POST /_replay/rename/{org}/{name}?to=ORG/NAME,
         GET /_replay/requests, POST /_replay/reset-requests, GET /_replay/repos."""
         parts = path.strip("/").split("/")
         if method == "GET" and parts == ["_replay", "requests"]:
@@ -333,6 +406,24 @@ class ReplayServer:
         if method == "POST" and parts == ["_replay", "reset-requests"]:
             self.reset_requests()
             return json_response(200, {})
+        if method == "POST" and len(parts) == 4 and parts[1] == "rename":
+            repo_id, new = f"{parts[2]}/{parts[3]}", query.get("to", [""])[-1]
+            if repo_id not in self._repos or new.count("/") != 1:
+                return json_response(404 if repo_id not in self._repos else 400, {"error": f"cannot rename {repo_id} to {new!r}"})
+            try:
+                self.rename(repo_id, new)
+            except ValueError as err:
+                return json_response(400, {"error": str(err)})
+            return json_response(200, {"repo_id": new, "renamed_from": repo_id})
+        if method == "POST" and len(parts) == 4 and parts[1] == "state":
+            repo_id = f"{parts[2]}/{parts[3]}"
+            if repo_id not in self._repos:
+                return json_response(404, {"error": f"unknown repo {repo_id}"})
+            try:
+                self.set_state(repo_id, query.get("state", [""])[-1], gated=query.get("gated", ["auto"])[-1])
+            except ValueError as err:
+                return json_response(400, {"error": str(err)})
+            return json_response(200, {"repo_id": repo_id, "state": self.state(repo_id)})
         if method == "POST" and len(parts) == 4 and parts[1] in ("advance", "head"):
             repo_id = f"{parts[2]}/{parts[3]}"
             if repo_id not in self._repos:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 COMMITS_PAGE = 50
 LIST_PAGE = 1000  # the Hub's page of /api/models (and its largest `limit`)
 LIST_FAULTS = ("repeat", "skip", "loop")
+DISABLED_MESSAGE = "Access to this resource is disabled."  # the Hub's words; huggingface_hub keys DisabledRepoError on them
 LIST_SORTS = {"lastModified", "createdAt", "id", "downloads"}
 LIST_DEFAULT_KEYS = "id likes trendingScore private downloads tags pipeline_tag library_name createdAt".split()
 TREE_PAGE, TREE_PAGE_EXPANDED = 1000, 50
@@ -61,6 +62,10 @@ class ReplayState(Protocol):
     def endpoint(self) -> str: ...
 
     def _visible(self, repo_id: str) -> tuple[RepoHistory, int] | None: ...
+
+    def _state_of(self, repo_id: str) -> tuple[str, bool]: ...
+
+    def _renamed_to(self, repo_id: str) -> str | None: ...
 
     def _last_modified(self, repo: RepoHistory, commit: ReplayCommit) -> datetime: ...
 
@@ -116,7 +121,7 @@ class Exchange:
     """One Hub request: authorisation, repo and revision look-up, and the answer of each route."""
 
     def __init__(self, replay: ReplayState, headers: Message, method: str, raw_path: str, query: str, body: bytes) -> None:
-        self.replay, self.method, self.raw_path = replay, method, raw_path
+        self.replay, self.method, self.raw_path, self.raw_query = replay, method, raw_path, query
         self.query = parse_qs(query, keep_blank_values=True)
         self.form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
         self.base_url = f"http://{headers.get('Host') or replay.endpoint.split('//')[1]}"
@@ -141,6 +146,9 @@ class Exchange:
             return HubError(500, f"replay server error: {err!r}").response()
 
     def _route(self) -> Response:
+        moved = self._moved()
+        if moved is not None:
+            return moved
         if match := RESOLVE_ROUTE.match(self.raw_path):
             if self.method in ("GET", "HEAD"):
                 org, name, rev, path = (unquote(g) for g in match.groups())
@@ -169,18 +177,39 @@ class Exchange:
             raise HubError(401 if self.auth == "anonymous" else 404, "Repository not found", "RepoNotFound")
         raise HubError(404, "Sorry, we can't find the page you are looking for.")
 
+    def _moved(self) -> Response | None:
+        """A request for a renamed repo's old name: 307 to the same path and query under the new name, as the Hub
+        answers on the API and on /resolve/."""
+        match = RESOLVE_ROUTE.match(self.raw_path)
+        prefix = ""
+        if match is None:
+            match, prefix = API_ROUTE.match(self.raw_path), "/api/models"
+        if match is None:
+            return None
+        new = self.replay._renamed_to(f"{unquote(match[1])}/{unquote(match[2])}")
+        if new is None:
+            return None
+        rest = self.raw_path[match.end(2):]
+        location = f"{self.base_url}{prefix}/{new}{rest}" + (f"?{self.raw_query}" if self.raw_query else "")
+        return json_response(307, {"error": f"Repository moved to {new}"}, {"Location": location})
+
     # -- look-ups
     def _repo(self, repo_id: str) -> tuple[RepoHistory, int]:
         found = self.replay._visible(repo_id)
-        if found is None or found[1] == 0 or (found[0].private and self.auth != "user"):
+        state = self.replay._state_of(repo_id)[0] if found is not None else "active"
+        if found is None or found[1] == 0 or state == "deleted" or (found[0].private and self.auth != "user"):
             status = 401 if self.auth == "anonymous" else 404
             raise HubError(status, "Repository not found", "RepoNotFound")
+        if state == "disabled":
+            raise HubError(403, DISABLED_MESSAGE)
         return found
 
     def _commit(self, repo: RepoHistory, n: int, rev: str | None) -> ReplayCommit:
         shown = repo.commits[:n]
         branch_head = shown[-1]
         if rev is None or rev in (repo.default_branch, f"refs/heads/{repo.default_branch}"):
+            if rev is not None and self.replay._state_of(repo.repo_id)[0] == "branch_deleted":
+                raise HubError(404, f"Invalid rev id: {rev or repo.default_branch}", "RevisionNotFound")
             return branch_head
         if re.fullmatch(r"[0-9a-f]{7,40}", rev):
             matches = [c for c in shown if c.sha.startswith(rev)]
@@ -189,9 +218,10 @@ class Exchange:
         raise HubError(404, f"Invalid rev id: {rev}", "RevisionNotFound")
 
     def _check_gate(self, repo: RepoHistory) -> None:
-        if repo.gated and self.auth != "user":
+        granted = self.replay._state_of(repo.repo_id)[1]
+        if repo.gated and (self.auth != "user" or not granted):
             raise HubError(
-                401,
+                401 if self.auth != "user" else 403,
                 f"Access to model {repo.repo_id} is restricted. You must have access to it and be authenticated"
                 " to access it. Please log in.",
                 "GatedRepo",
@@ -271,9 +301,11 @@ class Exchange:
 
     def refs(self, repo_id: str) -> Response:
         repo, n = self._repo(repo_id)
-        head = self._commit(repo, n, None)
-        branch = {"name": repo.default_branch, "ref": f"refs/heads/{repo.default_branch}", "targetCommit": head.sha}
-        data: dict[str, Any] = {"branches": [branch], "converts": [], "tags": []}
+        branches = []
+        if self.replay._state_of(repo_id)[0] != "branch_deleted":
+            head = self._commit(repo, n, None)
+            branches.append({"name": repo.default_branch, "ref": f"refs/heads/{repo.default_branch}", "targetCommit": head.sha})
+        data: dict[str, Any] = {"branches": branches, "converts": [], "tags": []}
         if _flag(self.query.get("include_prs")):
             data["pullRequests"] = []
         return json_response(200, data)

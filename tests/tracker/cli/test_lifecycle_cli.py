@@ -1,0 +1,68 @@
+"""`watch add` and `poll` on a repo the Hub deleted, disabled or hid: one exit code (3), the state named with what
+to do, and never "unchanged" after a repo-level fact was recorded (the replay's `set_state`, `hubwatch` in a subprocess)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_cli, write_config
+from tests.support.settings import settings_for
+from tracker.cli.app import App
+
+BROKEN = "hubwatch-tests/broken-model"
+
+
+def _watched_and_polled(replay, database_url: str) -> None:
+    """The repo watched with its first commit stored, in this process (only the command under test is a subprocess)."""
+    replay.set_head(BROKEN, 1)
+    app = App(settings_for(replay.endpoint, database_url))  # type: ignore[arg-type]
+    app.store.watches.add_watch(BROKEN, "main", 900)
+    assert [o.status for o in app.poller.poll()] == ["ingested"]
+    app.store.engine.dispose()
+
+
+@pytest.fixture(autouse=True)
+def no_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+
+
+@pytest.mark.parametrize(("hub_state", "state"), [("deleted", "gone"), ("disabled", "disabled"),
+                                                  ("branch_deleted", "branch_missing")])
+def test_watch_add_of_a_repo_in_a_bad_state_exits_3_naming_it(replay, tmp_path: Path, database_url: str,
+                                                             hub_state: str, state: str) -> None:
+    """`watch add` exits 3 for gone, disabled and a missing branch alike, saying which state and what to do."""
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
+    replay.set_state(BROKEN, hub_state)
+    result = run_cli("watch", "add", BROKEN, config=config)
+    assert result.returncode == 3, result.stderr
+    assert f"[repo state: {state}; what to do: " in result.stderr and "Traceback" not in result.stderr
+
+
+def test_poll_exits_3_for_a_gone_repo_and_says_restored_when_it_returns(replay, tmp_path: Path, database_url: str) -> None:
+    """`poll` of a deleted repo exits 3 (as `watch add`), names the state and what to do; when it returns, the
+    poll says restored and stores the commits made meanwhile."""
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
+    _watched_and_polled(replay, database_url)
+    replay.set_state(BROKEN, "deleted")
+    gone = run_cli("poll", config=config)
+    assert gone.returncode == 3, gone.stderr
+    assert "FAILED: repo now gone: " in gone.stdout and "what to do: " in gone.stdout
+    assert "unchanged" not in gone.stdout
+    replay.set_state(BROKEN, "active")
+    replay.set_head(BROKEN, 2)
+    back = run_cli("poll", config=config)
+    assert back.returncode == 0, back.stderr
+    assert "repo restored: answers again after being gone" in back.stdout and "1 new revision(s)" in back.stdout
+
+
+def test_poll_never_says_unchanged_after_recording_a_repo_fact(replay, tmp_path: Path, database_url: str) -> None:
+    """A repo made private, seen through a token with access: the poll prints the fact it recorded, not "unchanged"."""
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
+    env = {"HF_TOKEN": "hf_owner"}
+    _watched_and_polled(replay, database_url)  # anonymous: the replay shows the same meta to both
+    replay.set_state(BROKEN, "private")
+    result = run_cli("poll", config=config, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "repo private: False -> True" in result.stdout and "unchanged" not in result.stdout
