@@ -58,7 +58,7 @@ def test_crafted_cache_refs_are_skipped_with_one_line_each_and_never_echoed(repl
     snapshot_out = cache_model(cache, "org/snapshot-out", "2" * 40) / "snapshots" / ("3" * 40)
     snapshot_out.symlink_to(outside, target_is_directory=True)
 
-    result = run_cli("outdated", config=config, env={"HF_HUB_CACHE": str(cache)}, timeout=QUICK_S)
+    result = run_cli("outdated", "--cache-dir", str(cache), config=config, timeout=QUICK_S)
     assert result.returncode == 1 and "up to date" in result.stdout, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "TOPSECRET" not in result.stdout + result.stderr
     lines = sorted(result.stderr.splitlines())
@@ -79,7 +79,8 @@ def test_crafted_cache_refs_are_skipped_with_one_line_each_and_never_echoed(repl
 def test_cache_path_that_is_a_file_is_one_line_exit_2(offline_config, tmp_path) -> None:
     """HF_HUB_CACHE naming a file is refused in one line naming it, exit 2."""
     (tmp_path / "cache").write_text("not a folder", encoding="utf-8")
-    result = run_cli("outdated", config=offline_config, env={"HF_HUB_CACHE": str(tmp_path / "cache")}, timeout=QUICK_S)
+    result = run_cli("outdated", config=offline_config, env={"HF_HUB_CACHE": str(tmp_path / "cache")}, timeout=QUICK_S,
+                     process=True)
     assert result.returncode == 2
     assert_one_line_error(result.stderr, f"the Hugging Face cache {tmp_path / 'cache'} is not a directory")
 
