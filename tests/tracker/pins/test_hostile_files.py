@@ -1,6 +1,6 @@
 """`outdated` and `lock` on crafted local files (a CI runner's restored HF cache, a checked-out tree): what
 is not a small regular file inside its tree is refused in one line, never read, echoed or written through.
-Each test runs the CLI in a subprocess with a timeout, so a read that blocks fails the test instead of hanging."""
+Each test runs the CLI with a timeout (tests/support/cli.py), so a read that blocks fails the test instead of hanging."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.support.hf_cache import cache_model
 
 EVERY = "hubwatch-tests/every-kind"
 SECRET = "TOPSECRET-" * 60  # 600 characters: what the old scan quoted (up to 300) of a file a ref pointed to
-QUICK_S = 60  # a refused file costs a process start; a FIFO read that blocks would run into this
+QUICK_S = 60  # a refused file costs at most a process start; a FIFO read that blocks would run into this
 
 
 @pytest.fixture

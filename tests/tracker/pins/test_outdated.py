@@ -1,4 +1,5 @@
-"""`hubwatch outdated` and `hubwatch lock` end to end in a subprocess, against the replay server."""
+"""`hubwatch outdated` and `hubwatch lock` end to end against the replay server (in-process; a subprocess where
+the test sets HF_HOME or HF_HUB_CACHE, which huggingface_hub reads at import)."""
 
 from __future__ import annotations
 
