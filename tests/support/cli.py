@@ -6,8 +6,9 @@ subprocess costs 1.5-3 s of imports per call; in-process the stack is imported o
 `run_cli(..., process=True)` runs `python -m tracker` in a subprocess instead: use it where the process is
 what the test is about (daemons, signals, crashes, start-up imports) or where the test sets a variable a
 library reads when it is imported (`HF_HUB_CACHE`, `HF_HOME`, `HF_ENDPOINT`: in-process, huggingface_hub
-was imported long before; `run_cli` refuses such an `env` rather than silently ignore it; `--cache-dir`
-names a cache without one).
+was imported long before). `run_cli` refuses an in-process `env` that changes any `HF_*` or `HUGGINGFACE_*`
+variable rather than silently ignore it; `--cache-dir` names a cache without one. Other variables (the
+HUBWATCH_* settings, webhook secrets) are read when the config loads, and are set for the call only.
 """
 
 from __future__ import annotations
