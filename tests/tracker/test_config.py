@@ -115,7 +115,7 @@ def test_hostile_config_file_is_a_config_error_in_one_line(tmp_path: Path, make,
 
 
 def test_config_file_that_is_a_fifo_exits_4_without_blocking(tmp_path: Path) -> None:
-    """`--config FIFO` exits 4 with one line, in a subprocess that would time out if the read blocked."""
+    """`--config FIFO` exits 4 with one line, in a call that would time out if the read blocked."""
     fifo = tmp_path / "hubwatch.toml"
     os.mkfifo(fifo)
     result = run_cli("watch", "list", config=fifo, timeout=60)

@@ -1,5 +1,5 @@
 """Webhooks end to end: revisions ingested through the real pipeline get their deliveries in the same
-transaction, `hubwatch deliveries list/redeliver` and `hubwatch run` deliver them, in a subprocess."""
+transaction, `hubwatch deliveries list/redeliver` (in-process) and `hubwatch run` (in a subprocess) deliver them."""
 
 from __future__ import annotations
 

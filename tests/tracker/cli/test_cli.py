@@ -1,4 +1,5 @@
-"""`hubwatch` end to end in a subprocess, against the replay server: outputs and exit codes."""
+"""`hubwatch` end to end against the replay server: outputs and exit codes (the daemon and the logging set-up
+in a subprocess, the rest in-process: tests/support/cli.py)."""
 
 from __future__ import annotations
 
@@ -98,7 +99,7 @@ def test_logs_go_to_stderr_as_json_lines_without_secrets(replay, config: Path) -
     """Off a terminal, logs are JSON lines on stderr with one summary per repo; the token never appears."""
     replay.set_head(BROKEN, 1)
     run_cli("watch", "add", BROKEN, config=config)
-    result = run_cli("poll", config=config, env={"HF_TOKEN": "hf_supersecret"})
+    result = run_cli("poll", config=config, env={"HF_TOKEN": "hf_supersecret"}, process=True)
     events = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
     polled = [e for e in events if e["event"] == "repo_polled"]
     assert len(polled) == 1 and polled[0]["repo_id"] == BROKEN and "duration_ms" in polled[0]

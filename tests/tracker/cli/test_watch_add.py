@@ -197,7 +197,7 @@ def offline_config(tmp_path: Path) -> Path:
 )
 def test_file_that_is_not_a_small_regular_file_is_refused_in_one_line(offline_config, tmp_path, make, reason) -> None:
     """`--file` naming /dev/zero, a FIFO or a 5 MB line is refused with exit 2 and one short line, in a
-    subprocess that would time out if the read blocked or never ended."""
+    call that would time out if the read blocked or never ended."""
     names = tmp_path / "names"
     make(names)
     result = run_cli("watch", "add", "--file", str(names), "--no-check", config=offline_config, timeout=60)

@@ -1,6 +1,6 @@
 """`outdated` and `lock` on crafted local files (a CI runner's restored HF cache, a checked-out tree): what
 is not a small regular file inside its tree is refused in one line, never read, echoed or written through.
-Each test runs the CLI in a subprocess with a timeout, so a read that blocks fails the test instead of hanging."""
+Each test runs the CLI with a timeout (tests/support/cli.py), so a read that blocks fails the test instead of hanging."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.support.hf_cache import cache_model
 
 EVERY = "hubwatch-tests/every-kind"
 SECRET = "TOPSECRET-" * 60  # 600 characters: what the old scan quoted (up to 300) of a file a ref pointed to
-QUICK_S = 60  # a refused file costs a process start; a FIFO read that blocks would run into this
+QUICK_S = 60  # a refused file costs at most a process start; a FIFO read that blocks would run into this
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_crafted_cache_refs_are_skipped_with_one_line_each_and_never_echoed(repl
     snapshot_out = cache_model(cache, "org/snapshot-out", "2" * 40) / "snapshots" / ("3" * 40)
     snapshot_out.symlink_to(outside, target_is_directory=True)
 
-    result = run_cli("outdated", config=config, env={"HF_HUB_CACHE": str(cache)}, timeout=QUICK_S)
+    result = run_cli("outdated", "--cache-dir", str(cache), config=config, timeout=QUICK_S)
     assert result.returncode == 1 and "up to date" in result.stdout, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "TOPSECRET" not in result.stdout + result.stderr
     lines = sorted(result.stderr.splitlines())
@@ -79,7 +79,8 @@ def test_crafted_cache_refs_are_skipped_with_one_line_each_and_never_echoed(repl
 def test_cache_path_that_is_a_file_is_one_line_exit_2(offline_config, tmp_path) -> None:
     """HF_HUB_CACHE naming a file is refused in one line naming it, exit 2."""
     (tmp_path / "cache").write_text("not a folder", encoding="utf-8")
-    result = run_cli("outdated", config=offline_config, env={"HF_HUB_CACHE": str(tmp_path / "cache")}, timeout=QUICK_S)
+    result = run_cli("outdated", config=offline_config, env={"HF_HUB_CACHE": str(tmp_path / "cache")}, timeout=QUICK_S,
+                     process=True)
     assert result.returncode == 2
     assert_one_line_error(result.stderr, f"the Hugging Face cache {tmp_path / 'cache'} is not a directory")
 

@@ -1,4 +1,5 @@
-"""`hubwatch outdated` and `hubwatch lock` end to end in a subprocess, against the replay server."""
+"""`hubwatch outdated` and `hubwatch lock` end to end against the replay server (in-process; a subprocess where
+the test sets HF_HOME or HF_HUB_CACHE, which huggingface_hub reads at import)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def config(replay, tmp_path: Path, database_url: str) -> Path:
 
 
 def outdated(config: Path, cache: Path | None, *args: str):
-    env = {"HF_HUB_CACHE": str(cache)} if cache is not None else None
-    return run_cli("outdated", *args, config=config, env=env)
+    """`hubwatch outdated ARGS`, of the cache `cache` when one is named (HF_HUB_CACHE itself: the tests that set it)."""
+    cache_args = ("--cache-dir", str(cache)) if cache is not None else ()
+    return run_cli("outdated", *cache_args, *args, config=config)
 
 
 def outdated_json(config: Path, cache: Path | None, *args: str) -> tuple[int, dict]:
@@ -158,7 +160,7 @@ def test_cache_written_by_hf_hub_download_under_hf_home(replay, config, tmp_path
     hf_hub_download(EVERY, "config.json", revision="main", endpoint=replay.endpoint, cache_dir=tmp_path / "hf" / "hub")
     replay.set_head(EVERY, 4)
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_CACHE"}
-    result = run_cli("outdated", "--json", config=config, env={**env, "HF_HOME": str(tmp_path / "hf")})
+    result = run_cli("outdated", "--json", config=config, env={**env, "HF_HOME": str(tmp_path / "hf")}, process=True)
     [model] = json.loads(result.stdout)["models"]
     assert model["pinned_sha"] == replay.commits(EVERY)[1].sha and model["commits_behind"] == 2
 
@@ -187,7 +189,8 @@ def test_lock_from_the_cache(replay, config, tmp_path) -> None:
     """`lock` with no repo pins every cached model at the revision on disk."""
     sha = replay.commits(EVERY)[2].sha
     cache_model(tmp_path / "cache", EVERY, sha)
-    result = run_cli("lock", "--lock", str(tmp_path / "l.toml"), config=config, env={"HF_HUB_CACHE": str(tmp_path / "cache")})
+    result = run_cli("lock", "--lock", str(tmp_path / "l.toml"), config=config, env={"HF_HUB_CACHE": str(tmp_path / "cache")},
+                     process=True)
     assert result.returncode == 0, result.stderr
     [entry] = tomllib.loads((tmp_path / "l.toml").read_text())["model"]
     assert entry["revision"] == sha and entry["files"]

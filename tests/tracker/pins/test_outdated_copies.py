@@ -153,9 +153,9 @@ def test_a_lock_pin_older_than_the_derivatives_history_is_read_from_the_hub(fami
     lock.write_text(f'version = 1\n\n[[model]]\nrepo = "{GGUF}"\nbranch = "main"\nrevision = "{first}"\n')
     empty_cache = tmp_path / "no-cache"
     empty_cache.mkdir()
-    env = {"HF_HUB_CACHE": str(empty_cache)}
+    no_cache = ("--cache-dir", str(empty_cache))
     server.inject(403, path=f"/tree/{first}", times=5)
-    result = run_cli("outdated", "--lock", str(lock), "--json", config=config, env=env)
+    result = run_cli("outdated", "--lock", str(lock), *no_cache, "--json", config=config)
     [model] = json.loads(result.stdout)["models"]
     # The derivative's history starts at the head its family pass first saw: an older pin is named as such.
     assert model["status"] == "not_in_history" and model["base_lineage"]["status"] == "not_compared"
@@ -163,7 +163,7 @@ def test_a_lock_pin_older_than_the_derivatives_history_is_read_from_the_hub(fami
     assert f"the files of {GGUF}@{first[:12]} are not known here" in lines[0]
     assert any(line.startswith(f"note: the files of {GGUF}@{first[:12]} could not be read from the Hub") for line in lines)
     server.clear_faults()
-    result = run_cli("outdated", "--lock", str(lock), "--json", config=config, env=env)
+    result = run_cli("outdated", "--lock", str(lock), *no_cache, "--json", config=config)
     lineage = json.loads(result.stdout)["models"][0]["base_lineage"]
     assert lineage["status"] == "behind" and lineage["parts"]["chat_template"]["behind"] == 1
     assert lineage["parts"]["generation"]["status"] == "not_in_format"
@@ -190,7 +190,7 @@ def test_a_lock_pin_in_the_derivatives_own_history_is_read_from_it(tmp_path: Pat
         empty_cache = tmp_path / "no-cache"
         empty_cache.mkdir()
         server.inject(403, path=f"/tree/{first}", times=5)
-        result = run_cli("outdated", "--lock", str(lock), "--json", config=config, env={"HF_HUB_CACHE": str(empty_cache)})
+        result = run_cli("outdated", "--lock", str(lock), "--cache-dir", str(empty_cache), "--json", config=config)
         [model] = json.loads(result.stdout)["models"]
         assert (model["status"], model["commits_behind"]) == ("behind", 1)
         lineage = model["base_lineage"]
