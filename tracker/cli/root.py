@@ -56,7 +56,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "outdated": ("outdated", "outdated",
                  "What changed upstream since the revisions you have: every model of the local HF cache, or of "
                  "a lock file."),
-    "poll": ("watch", "poll", "One ingest pass now, then exit (exit code 1 if a repo failed, 3 if for its state)."),
+    "poll": ("watch", "poll", "One ingest pass now, then exit (exit code 1 if a repo failed; 3 if every failure was the repo's "
+                              "state: gone, gated, disabled or its branch missing)."),
     "run": ("daemon", "run",
             "The daemon: poll every watch at its interval, serve HTTP ([server]) and deliver webhooks, until "
             "Ctrl-C or SIGTERM."),

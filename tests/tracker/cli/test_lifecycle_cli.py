@@ -63,6 +63,6 @@ def test_poll_never_says_unchanged_after_recording_a_repo_fact(replay, tmp_path:
     env = {"HF_TOKEN": "hf_owner"}
     _watched_and_polled(replay, database_url)  # anonymous: the replay shows the same meta to both
     replay.set_state(BROKEN, "private")
-    result = run_cli("poll", config=config, env=env)
+    result = run_cli("poll", config=config, env=env, process=True)  # HF_TOKEN: a variable huggingface_hub reads at import
     assert result.returncode == 0, result.stderr
     assert "repo private: False -> True" in result.stdout and "unchanged" not in result.stdout
