@@ -40,12 +40,12 @@ FAKES = {
             raise RuntimeError("the fake fails")
     ''',
     "bench_sleepy": '''
-        import time
+        import threading
         from benchmarks.declare import Benchmark, Figure
         BENCHMARK = Benchmark(name="sleepy", about="outlives its timeout", tags=("slow",), timeout_s=1,
                               figures=(Figure("x", "s"),))
         def measure(size=None):
-            time.sleep(60)
+            threading.Event().wait(60)  # blocks past the 1 s timeout: the runner must end it
             return {"x": 1.0}
     ''',
     "bench_card": '''
