@@ -64,7 +64,7 @@ def migrated_storage(database_url: str, now: datetime) -> Iterator[Storage]:
     from storage.db import create_db_engine, migrate
     from storage.front import Storage
 
-    engine = create_db_engine(database_url)
+    engine = create_db_engine(premigrated(database_url))
     migrate(engine)
     try:
         yield Storage(engine, clock=lambda: now)
