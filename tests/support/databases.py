@@ -91,11 +91,11 @@ def premigrated(database_url: str) -> str:
     """`database_url` as is, its SQLite file first made a copy of an empty database already at the newest schema
     (migrated once a process) when the file does not exist yet: a fixture whose store migrates anyway then finds
     nothing to do (a migration from nothing is ~90 DDL statements, 0.15 CPU-s and a few fsyncs). A PostgreSQL
-    database, or a file already there, is left to `migrate` as before."""
+    database, a file already there, or one whose folder does not exist yet is left to `migrate` as before."""
     if "://" in database_url and not database_url.startswith("sqlite:///"):
         return database_url
     target = Path(database_url.removeprefix("sqlite:///"))
-    if target.exists():
+    if target.exists() or not target.parent.is_dir():  # a file there, or a directory to create: as the test made it
         return database_url
     if not _MIGRATED:
         import tempfile
