@@ -53,6 +53,16 @@ def moved(app: App, replay) -> tuple[App, str, str]:
     return app, first, second
 
 
+@pytest.fixture
+def served(app: App, replay) -> tuple[App, str, str]:
+    """The same realistic copy on the replay at its second commit, nothing ingested: for what the Hub client
+    does alone (a download), where the stored baseline `moved` pays for (~1.5 CPU-s) is not used."""
+    replay.add_repo(realistic_history(REPO, "config", datetime(2026, 1, 1, tzinfo=UTC)))
+    replay.set_head(REPO, 2)
+    first, second = (c.sha for c in replay.commits(REPO))
+    return app, first, second
+
+
 def test_the_parents_files_are_not_read_back(moved, replay, monkeypatch: pytest.MonkeyPatch) -> None:
     """With the parent in hand, nothing of its blobs, manifests or scans is read from the database: only the
     moved config.json's oid is looked up (and downloaded, one GET, no HEAD); the rest comes from the parent."""
@@ -86,10 +96,10 @@ def test_the_parents_files_are_not_read_back(moved, replay, monkeypatch: pytest.
         (429, {"RateLimit": "", "Retry-After": "7"}, RateLimited, "rate limited"),
     ],
 )
-def test_a_download_fault_is_ours(moved, replay, status, headers, error, message) -> None:
+def test_a_download_fault_is_ours(served, replay, status, headers, error, message) -> None:
     """One GET per file, no retry: the Hub's answer becomes our error (a 404 the Hub names EntryNotFound: the file
     is missing, noted on the revision; a 429 carries the wait it asked for), counted once by the request budget."""
-    app, _, second = moved
+    app, _, second = served
     replay.inject(status, path=f"/resolve/{second}/config.json$", method="GET", headers=headers)
     replay.reset_requests()
     with counting_requests(replay.endpoint) as counted, pytest.raises(error, match=message) as raised:
@@ -100,9 +110,9 @@ def test_a_download_fault_is_ours(moved, replay, status, headers, error, message
     assert app.hub.download(REPO, second, "config.json") == replay.repo(REPO).trees[second]["config.json"].blob.read()
 
 
-def test_a_body_longer_than_the_tree_says_is_cut(moved, replay) -> None:
+def test_a_body_longer_than_the_tree_says_is_cut(served, replay) -> None:
     """`max_bytes` (the tree's size) stops the read one byte past it: such bytes cannot match the tree's oid."""
-    app, _, second = moved
+    app, _, second = served
     data = replay.repo(REPO).trees[second]["config.json"].blob.read()
     assert app.hub.download(REPO, second, "config.json", max_bytes=len(data)) == data
     assert app.hub.download(REPO, second, "config.json", max_bytes=100) == data[:101]
