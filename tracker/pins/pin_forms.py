@@ -6,7 +6,7 @@ be checked, and the flags, environment variables and keys that name a model and 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storage.kinds import is_branch_name, is_repo_id
@@ -56,7 +56,8 @@ def looks_like_repo(value: str) -> bool:
 class CodePin:
     """A model a file names. `revision` is what it pins (None: unpinned); `sha` the 40-hex commit when that
     is what it pins, else `branch` the branch or tag it follows. `start`/`end`: the revision's characters
-    in the file's text, for `--write`."""
+    in the file's text, for `--write`; `yaml_plain`: they are a whole plain (unquoted) YAML scalar, where a
+    new sha YAML would read as a number must be written quoted."""
 
     path: str
     line: int
@@ -66,6 +67,7 @@ class CodePin:
     branch: str | None = None
     start: int | None = None
     end: int | None = None
+    yaml_plain: bool = False
 
     @property
     def location(self) -> str:
@@ -96,13 +98,13 @@ class CodeScan:
         elif pin.revision is None:
             self.unpinned.append(pin)
         elif SHA_RE.match(pin.revision):
-            self.pins.append(CodePin(pin.path, pin.line, pin.repo_id, pin.revision, pin.revision, None, pin.start, pin.end))
+            self.pins.append(replace(pin, sha=pin.revision, branch=None))
         elif HEX_RE.match(pin.revision) and pin.revision.lower() == pin.revision and len(pin.revision) < 40:
             self._problem(pin, "is a short sha: pin the full 40-hex commit")
         elif HEX_RE.match(pin.revision) and len(pin.revision) == 40:
             self._problem(pin, "is an uppercase sha: the Hub's are lowercase")
         elif is_branch_name(pin.revision):
-            self.branch_pins.append(CodePin(pin.path, pin.line, pin.repo_id, pin.revision, None, pin.revision, pin.start, pin.end))
+            self.branch_pins.append(replace(pin, sha=None, branch=pin.revision))
         else:
             self._problem(pin, "is neither a commit sha nor a branch name")
 

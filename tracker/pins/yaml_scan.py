@@ -221,8 +221,9 @@ class _Reader:
         start = self._offset(revision)
         line = self._line(start) if start is not None else _node_line(revision.node)
         end = start + len(revision.text) if start is not None else None
+        plain = revision.node is not None and not revision.node.style and revision.node.value == revision.text
         key = (model.text, model_at, revision.text, start if start is not None else (id(revision.node), revision.at))
-        self.found.setdefault(key, CodePin(self.shown, line, model.text, revision.text, start=start, end=end))
+        self.found.setdefault(key, CodePin(self.shown, line, model.text, revision.text, start=start, end=end, yaml_plain=plain))
 
     def _offset(self, word: Word) -> int | None:
         """Where `word`'s characters start in the file, when the scalar spells them verbatim (no escapes,
