@@ -66,7 +66,7 @@ spec:
 {body}"""
 
 
-@pytest.mark.parametrize(("label", "text", "line"), [
+YAML_FORMS = [
     ("args items", K8S.format(body=(
         f"          args:\n            - --model\n            - org/model\n            - --revision\n            - {SHA_A}\n")), 13),
     ("--flag=value", K8S.format(body=f'          args: ["--model=org/model", "--revision={SHA_A}"]\n'), 9),
@@ -96,7 +96,10 @@ spec:
      f"x-rev: &rev {SHA_A}\nservices:\n  tgi:\n    environment:\n      MODEL_NAME: org/model\n      MODEL_REVISION: *rev\n", 1),
     ("merge key", f"x-env: &env\n  REVISION: {SHA_A}\nservices:\n  tgi:\n    environment:\n      <<: *env\n      MODEL_ID: org/model\n", 2),
     ("second document", f"kind: Service\n---\nmodel_id: org/model\nrevision: {SHA_A}\n", 4),
-])
+]
+
+
+@pytest.mark.parametrize(("label", "text", "line"), YAML_FORMS)
 def test_each_yaml_form_gives_its_repo_sha_and_line(tmp_path: Path, label: str, text: str, line: int) -> None:
     """Each deployment form (args, flags with `=`, shell strings, env references, env pairs, values keys,
     anchors, merges, documents) gives its repo, sha and the line of the sha's characters."""
