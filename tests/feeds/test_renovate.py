@@ -149,16 +149,19 @@ def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: st
 
 def test_renovate_and_outdated_scan_find_the_same_pins_in_deployment_files(served: str, tmp_path: Path) -> None:
     """On the fixture manifests (vLLM, SGLang, TGI/TEI compose, SageMaker, RunPod, Helm values, KServe) and every
-    YAML form the scanner's tests name, Renovate's JSONata manager finds exactly the (file, repo, sha) pins
-    `outdated --scan` finds, and no YAML pin the scanner does not."""
-    from tests.tracker.pins.test_yaml_scan import FIXTURE_PINS, FIXTURES, YAML_FORMS
+    YAML form the scanner's tests name (and those it pairs with nothing), Renovate's JSONata manager finds exactly
+    the (file, repo, sha) pins `outdated --scan` finds, and no YAML pin the scanner does not."""
+    from tests.tracker.pins.test_yaml_scan import FIXTURE_PINS, FIXTURES, NOT_PINS, UNPAIRED_FORMS, YAML_FORMS
     from tracker.pins.code_scan import scan_tree
 
     repo = tmp_path / "manifests"
     shutil.copytree(FIXTURES, repo)
+    (repo / "forms").mkdir()
     for n, (_, text, _) in enumerate(YAML_FORMS):
-        (repo / "forms" / f"form{n}.yaml").parent.mkdir(exist_ok=True)
         (repo / "forms" / f"form{n}.yaml").write_text(text)
+    for n, (_, text) in enumerate(UNPAIRED_FORMS):
+        (repo / "forms" / f"unpaired{n}.yaml").write_text(text)
+    (repo / "forms" / "not-pins.yaml").write_text(NOT_PINS)
     commit_all(repo)
     scanned = {(p.path, p.repo_id, p.sha) for p in scan_tree(repo).pins}
     assert {(path, repo_id, sha) for path, _, repo_id, sha in FIXTURE_PINS} <= scanned

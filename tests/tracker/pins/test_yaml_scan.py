@@ -111,7 +111,7 @@ def test_each_yaml_form_gives_its_repo_sha_and_line(tmp_path: Path, label: str, 
     assert scan.unpinned == [] and scan.problems == []
 
 
-@pytest.mark.parametrize(("label", "text"), [
+UNPAIRED_FORMS = [
     ("two containers", K8S.format(body=(
         '          args: ["--model", "org/model"]\n        - name: sidecar\n'
         f'          args: ["--revision", "{SHA_A}"]\n'))),
@@ -119,7 +119,10 @@ def test_each_yaml_form_gives_its_repo_sha_and_line(tmp_path: Path, label: str, 
     ("sibling mappings", f"chat:\n  model: org/model\nembed:\n  revision: {SHA_A}\n"),
     ("another runtime's variable", f"services:\n  tgi:\n    environment:\n      MODEL_ID: org/model\n      HF_MODEL_REVISION: {SHA_A}\n"),
     ("tokenizer revision", K8S.format(body=f'          args: ["--model", "org/model", "--tokenizer-revision", "{SHA_A}"]\n')),
-])
+]
+
+
+@pytest.mark.parametrize(("label", "text"), UNPAIRED_FORMS)
 def test_a_repo_and_a_revision_pair_only_in_one_container_service_or_mapping(tmp_path: Path, label: str, text: str) -> None:
     """A model in one container (service, mapping, runtime's variables) and a revision in another are no pin:
     the model is unpinned."""
@@ -127,12 +130,15 @@ def test_a_repo_and_a_revision_pair_only_in_one_container_service_or_mapping(tmp
     assert scan.pins == [] and [p.repo_id for p in scan.unpinned] == ["org/model"], label
 
 
+NOT_PINS = K8S.format(body=(
+    '          args: ["--model", "/models/llama", "--served-model-name", "org/alias"]\n'
+    '        - name: late\n          args: ["--model", "org/model", "--revision", "$(UNSET)"]\n'
+    "image:\n  repository: vllm/vllm-openai\n  tag: latest\n"))
+
+
 def test_what_is_not_a_model_pin_is_left_alone(tmp_path: Path) -> None:
     """An image repository with no revision, a revision set at run time, a served-model name and a local path are no pins."""
-    text = K8S.format(body=(
-        '          args: ["--model", "/models/llama", "--served-model-name", "org/alias"]\n'
-        '        - name: late\n          args: ["--model", "org/model", "--revision", "$(UNSET)"]\n'
-        "image:\n  repository: vllm/vllm-openai\n  tag: latest\n"))
+    text = NOT_PINS
     scan = scan_tree(tree(tmp_path, {"m.yaml": text}))
     assert scan.pins == [] and scan.unpinned == [] and scan.branch_pins == [] and scan.problems == []
 
