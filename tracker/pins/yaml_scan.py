@@ -9,7 +9,8 @@ a Kubernetes `$(VAR)` (in a shell string also `$VAR` and `${VAR}`) replaced by t
 value, whose characters are then the ones `--write` edits. A revision flag pairs with the nearest model
 flag of its group before it (else the nearest after): `--model` with `--revision`, `--tokenizer` with
 `--tokenizer-revision`. Environment variables pair by runtime (`MODEL_ID` + `REVISION`, ...): see
-`tracker.pins.pin_forms`.
+`tracker.pins.pin_forms`; text-generation-inference's launcher also pairs `--model-id` in the argv with
+`REVISION` in the env, and `MODEL_ID` in the env with `--revision` in the argv.
 
 A YAML file is hostile input: one that does not parse, nests deeper than the parser can follow, or whose
 aliases expand past `MAX_EXPANDED_NODES` nodes (a billion-laughs bomb, anchors merged into huge
@@ -41,6 +42,7 @@ from tracker.pins.pin_forms import (
 YAML_SUFFIXES = frozenset({".yaml", ".yml"})
 MAX_EXPANDED_NODES = 1_000_000  # nodes a file may stand for once its aliases and merges are expanded
 ARGV_KEYS = ("entrypoint", "command", "args")  # compose's entrypoint then command; Kubernetes' command then args
+LAUNCHER_MODEL_FLAG = "--model-id"  # text-generation-inference's and text-embeddings-inference's spelling
 ENV_KEYS = ("env", "environment", "Environment")  # Kubernetes, compose, CloudFormation (SageMaker)
 MERGE_TAG = "tag:yaml.org,2002:merge"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it: the same nodes, ~10x faster
@@ -167,7 +169,9 @@ class _Reader:
             items = [n for a in argv_nodes for n in (a.value if isinstance(a, yaml.SequenceNode) else [a])]
             scalars = [n for n in items if isinstance(n, yaml.ScalarNode)]
             self.claimed.update(id(n) for n in scalars)
-            self._argv(_words(scalars), env if k8s else {})
+            words = [_resolved(w, env if k8s else {}) for w in _words(scalars)]
+            self._argv(words)
+            self._launcher_pair(words, env)
         for model_key, revision_key in ENV_PAIRS:
             model = env.get(model_key)
             if model is not None and looks_like_repo(model.text):
@@ -184,8 +188,24 @@ class _Reader:
 
     # -- argv: flags and positional models ---------------------------------------------------------
 
-    def _argv(self, words: list[Word], env: dict[str, Word] | None = None) -> None:
-        words = [_resolved(w, env or {}) for w in words]
+    def _launcher_pair(self, words: list[Word], env: dict[str, Word]) -> None:
+        """text-generation-inference's and text-embeddings-inference's launchers read each flag from its
+        variable too: `--model-id ORG/NAME` with `REVISION` in the env (and no `--revision`, no `MODEL_ID`),
+        or `MODEL_ID` in the env with `--revision SHA` (and no model flag, no `REVISION`) is one pin."""
+        model_flags, revision_flags = FLAG_GROUPS[0]
+        flags = [w.text for w in words[:-1]]
+        model = next((words[i + 1] for i, f in enumerate(flags) if f == LAUNCHER_MODEL_FLAG), None)
+        revision = next((words[i + 1] for i, f in enumerate(flags) if f in revision_flags), None)
+        has_model = any(f in model_flags for f in flags) or any(
+            (flags[i - 1].rsplit("/", 1)[-1], flags[i]) in POSITIONAL_COMMANDS for i in range(1, len(flags)))
+        has_revision = revision is not None
+        if model is not None and looks_like_repo(model.text) and not has_revision and "MODEL_ID" not in env and "REVISION" in env:
+            self._pin(model, env["REVISION"])
+        elif revision is not None and not has_model and "REVISION" not in env and "MODEL_ID" in env:
+            if looks_like_repo(env["MODEL_ID"].text) and not revision.text.startswith("$"):
+                self._pin(env["MODEL_ID"], revision)
+
+    def _argv(self, words: list[Word]) -> None:
         models: list[tuple[int, int, Word]] = []  # (index of the value, flag group, value)
         revisions: list[tuple[int, int, Word]] = []
         for i, word in enumerate(words[:-1]):

@@ -96,6 +96,11 @@ YAML_FORMS = [
      f"x-rev: &rev {SHA_A}\nservices:\n  tgi:\n    environment:\n      MODEL_NAME: org/model\n      MODEL_REVISION: *rev\n", 1),
     ("merge key", f"x-env: &env\n  REVISION: {SHA_A}\nservices:\n  tgi:\n    environment:\n      <<: *env\n      MODEL_ID: org/model\n", 2),
     ("second document", f"kind: Service\n---\nmodel_id: org/model\nrevision: {SHA_A}\n", 4),
+    ("TGI flag and env", K8S.format(body=(
+        '          args: ["--model-id", "org/model", "--port", "80"]\n'
+        f"          env:\n            - name: REVISION\n              value: {SHA_A}\n")), 12),
+    ("TGI env and flag", f"services:\n  tgi:\n    command: --revision {SHA_A} --max-total-tokens 8192\n"
+                         "    environment:\n      - MODEL_ID=org/model\n", 3),
 ]
 
 
@@ -119,6 +124,9 @@ UNPAIRED_FORMS = [
     ("sibling mappings", f"chat:\n  model: org/model\nembed:\n  revision: {SHA_A}\n"),
     ("another runtime's variable", f"services:\n  tgi:\n    environment:\n      MODEL_ID: org/model\n      HF_MODEL_REVISION: {SHA_A}\n"),
     ("tokenizer revision", K8S.format(body=f'          args: ["--model", "org/model", "--tokenizer-revision", "{SHA_A}"]\n')),
+    ("vLLM flag, TGI variable", K8S.format(body=(
+        '          args: ["--model", "org/model"]\n'
+        f"          env:\n            - name: REVISION\n              value: {SHA_A}\n"))),
 ]
 
 
