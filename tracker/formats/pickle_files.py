@@ -37,6 +37,7 @@ PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib"}
 SCANNED_SUFFIXES = TORCH_SUFFIXES | PICKLE_SUFFIXES | {".npy", ".npz", ".keras"}
 HEAD_CAP = 16 * 2**20
 FIRST_CHUNK = 64 * 2**10  # a plain pickle's first read; each further read doubles what was read
+READ_AHEAD = 16 * 2**10  # what a Range fetch reads at least: the readers ask for the records they need
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PICKLES = 5  # magic number, protocol version, sys info, the data, the storage keys
 NPY_MAGIC = b"\x93NUMPY"
