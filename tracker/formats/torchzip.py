@@ -48,6 +48,7 @@ class ZipEntry:
     compressed_size: int
     size: int
     local_offset: int
+    crc: int = 0
 
 
 @dataclass
@@ -59,6 +60,7 @@ class ZipDirectory:
     notes: list[str] = field(default_factory=list)
     cd_size: int = 0
     end_offset: int = 0  # where the end records start (the ZIP64 one when there is one)
+    shift: int = 0  # bytes before the zip when it was appended to others (its offsets count from its start)
 
     def named(self, name: str) -> list[ZipEntry]:
         return [e for e in self.entries if e.name == name]
@@ -112,9 +114,27 @@ def read_directory(source: RangeSource) -> ZipDirectory:
     if cd_size > MAX_CENTRAL_BYTES:
         raise ZipFormatError(f"the central directory is {cd_size:,} bytes, over the {MAX_CENTRAL_BYTES:,}-byte cap")
     central = _bytes_at(source, tail, tail_start, cd_offset, cd_size)
-    directory = ZipDirectory(_parse_central(central, count), cd_offset, cd_size=cd_size, end_offset=eocd_offset)
+    shift = eocd_offset - cd_offset - cd_size
+    if central[:4] != CENTRAL and count and shift > 0:
+        # zipfile's reading of a zip appended to other bytes: every offset counts from where the zip starts
+        shifted = _bytes_at(source, tail, tail_start, cd_offset + shift, cd_size)
+        if shifted[:4] == CENTRAL:
+            central, cd_offset = shifted, cd_offset + shift
+        else:
+            shift = 0
+    else:
+        shift = 0
+    entries = [_moved(e, shift) for e in _parse_central(central, count)]
+    directory = ZipDirectory(entries, cd_offset, cd_size=cd_size, end_offset=eocd_offset, shift=shift)
     _check_layout(directory)
     return directory
+
+
+def _moved(entry: ZipEntry, shift: int) -> ZipEntry:
+    if not shift:
+        return entry
+    return ZipEntry(entry.name, entry.method, entry.flags, entry.compressed_size, entry.size, entry.local_offset + shift,
+                    entry.crc)  # fmt: skip
 
 
 def _bytes_at(source: RangeSource, tail: bytes, tail_start: int, offset: int, length: int) -> bytes:
@@ -158,8 +178,8 @@ def _parse_central(central: bytes, count: int) -> list[ZipEntry]:
     for index in range(count):
         if central[at : at + 4] != CENTRAL or at + 46 > len(central):
             raise ZipFormatError(f"central directory record {index} is missing or truncated (at +{at:,})")
-        (flags, method, csize, usize, name_len, extra_len, comment_len, local) = struct.unpack_from(
-            "<8xHH8xIIHHH8xI", central, at
+        (flags, method, crc, csize, usize, name_len, extra_len, comment_len, local) = struct.unpack_from(
+            "<8xHH4xIIIHHH8xI", central, at
         )
         end = at + 46 + name_len + extra_len + comment_len
         if end > len(central):
@@ -167,7 +187,7 @@ def _parse_central(central: bytes, count: int) -> list[ZipEntry]:
         name = central[at + 46 : at + 46 + name_len].decode("utf-8", "replace")
         extra = central[at + 46 + name_len : at + 46 + name_len + extra_len]
         usize, csize, local = _zip64_sizes(extra, usize, csize, local, name)
-        entries.append(ZipEntry(name, method, flags, csize, usize, local))
+        entries.append(ZipEntry(name, method, flags, csize, usize, local, crc))
         at = end
     return entries
 
@@ -233,13 +253,26 @@ def read_entry(source: RangeSource, entry: ZipEntry, cap: int, notes: list[str] 
     return data, start
 
 
-def read_entry_head(source: RangeSource, entry: ZipEntry, limit: int) -> bytes:
-    """The first `limit` uncompressed bytes of an entry (all of it when shorter): a member's header."""
+def read_entry_head(source: RangeSource, entry: ZipEntry, limit: int,
+                    notes: list[str] | None = None) -> tuple[bytes, int]:
+    """The first `limit` uncompressed bytes of an entry (all of it when shorter: a member's header, or the
+    first bytes that say what it is) and where its data starts. A deflated entry is read in growing chunks
+    (4 KiB, doubling) until they inflate to `limit` bytes, never far past what that needs."""
     if entry.method == STORED:
-        return _read_local(source, entry, min(entry.size, limit))[0]
-    data = _read_local(source, entry, min(entry.compressed_size, limit + 65_536))[0]
+        return _read_local(source, entry, min(entry.size, limit), notes)
+    chunk = min(entry.compressed_size, max(4096, limit // 4))
+    data, start = _read_local(source, entry, chunk, notes)
+    inflater, out, taken = zlib.decompressobj(-15), bytearray(), len(data)
     try:
-        return zlib.decompressobj(-15).decompress(data, limit)
+        while True:
+            out += inflater.decompress(data, limit - len(out))
+            if len(out) >= limit or taken >= entry.compressed_size or inflater.eof:
+                return bytes(out), start
+            more = source.read(start + taken, min(entry.compressed_size - taken, 2 * taken))
+            if not more:
+                return bytes(out), start
+            taken += len(more)
+            data = inflater.unconsumed_tail + more
     except zlib.error as err:
         raise ZipFormatError(f"{entry.name} does not inflate: {err}") from err
 
@@ -256,10 +289,16 @@ def _read_local(source: RangeSource, entry: ZipEntry, want: int, notes: list[str
     block = source.read(entry.local_offset, guess + want)
     if len(block) < 30 or block[:4] != LOCAL:
         raise ZipFormatError(f"{entry.name}: no local header at {entry.local_offset:,}")
+    flags, method = struct.unpack_from("<HH", block, 6)
     name_len, extra_len = struct.unpack_from("<HH", block, 26)
     name = block[30 : 30 + name_len].decode("utf-8", "replace")
     if name != entry.name and notes is not None:
         notes.append(f"the local header at {entry.local_offset:,} names {name!r}, the central directory {entry.name!r}")
+    if method != entry.method and notes is not None:
+        notes.append(f"{entry.name}: the local header says compression method {method}, the central directory "
+                     f"{entry.method} (read as the directory says)")  # fmt: skip
+    if (flags ^ entry.flags) & ENCRYPTED and notes is not None:
+        notes.append(f"{entry.name}: the local header's encryption flags ({flags:#06x}) differ from the directory's")
     skip = 30 + name_len + extra_len
     start = entry.local_offset + skip
     if skip + want <= len(block) or len(block) < guess + want:
