@@ -95,7 +95,7 @@ def torch_archive(size: int, layout: str = "usual", tensors: int = 600, pkl: byt
     ends = [(f"{prefix}/{n}", d) for n, d in END_RECORDS]
     comment = b"saved by a tool that writes comments " * 1600 if layout == "comments" else b""
     entry_comment = b"entry comment" if layout == "comments" else b""
-    reserve = 2 * 2**20 + len(comment)  # records, directory and end records: what the storages leave
+    reserve = len(pkl) + 200 * tensors + 4096 + len(comment)  # records, directory, end records: what storages leave
     per_storage = (size - reserve) // tensors
     head = [(f"{prefix}/data.pkl", pkl)] if layout != "data.pkl last" else []
     tail = [(f"{prefix}/data.pkl", pkl)] if layout == "data.pkl last" else []

@@ -283,7 +283,8 @@ def _read_local(source: RangeSource, entry: ZipEntry, want: int, notes: list[str
     file is noted: loaders go by the central directory, so the data is read all the same."""
     if entry.method not in (STORED, DEFLATED):
         raise ZipFormatError(f"{entry.name} uses compression method {entry.method}, which is not read")
-    if entry.method == STORED and entry.compressed_size != entry.size:
+    encrypted_header = 12 if entry.flags & 1 else 0  # traditional encryption prefixes 12 bytes
+    if entry.method == STORED and entry.compressed_size not in (entry.size, entry.size + encrypted_header):
         raise ZipFormatError(f"{entry.name} is stored but its sizes differ ({entry.compressed_size:,} != {entry.size:,})")
     guess = 30 + len(entry.name.encode()) + LOCAL_EXTRA_GUESS
     block = source.read(entry.local_offset, guess + want)
