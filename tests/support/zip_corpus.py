@@ -22,7 +22,8 @@ import zlib
 
 from tests.support.pickle_bytes import Member, Ops, calling, npy_bytes, zip_bytes
 from tests.support.pickle_corpus import Sample
-from tests.support.zip_layouts import state_dict_pickle, torch_archive
+from tests.support.pickle_repos import calling_fragment, tensor_pickle
+from tests.support.zip_layouts import torch_archive
 
 
 def picklescan_payload() -> bytes:
@@ -119,7 +120,7 @@ def _polyglot() -> bytes:
 
 
 def _torch_with(extra: dict[str, bytes]) -> bytes:
-    pkl = state_dict_pickle(["w"])
+    pkl = tensor_pickle(tensors=1)
     return zip_bytes([Member("archive/data.pkl", pkl), Member("archive/byteorder", b"little"),
                       Member("archive/data/0", b"\0" * 64)] + [Member(n, d) for n, d in extra.items()]
                      + [Member("archive/version", b"3\n")])  # fmt: skip
@@ -127,7 +128,7 @@ def _torch_with(extra: dict[str, bytes]) -> bytes:
 
 def _evil_torch_last(size: int) -> bytes:
     """A whole (small) torch archive whose data.pkl, written last, calls os.system after the state dict."""
-    pkl = state_dict_pickle(["w"])[:-1] + Ops(None).call("os", "system", "id").pop.stop.bytes()
+    pkl = tensor_pickle(calling_fragment("os", "system", "id"), tensors=1)
     sparse, _ = torch_archive(size, "data.pkl last", tensors=4, pkl=pkl)
     return sparse.read(0, sparse.size)
 

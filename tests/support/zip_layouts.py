@@ -15,7 +15,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from tests.support.pickle_bytes import Ops
+from tests.support.pickle_repos import state_dict_pickle
 from tracker.formats.ranged import CountedSource, charge
 
 LAYOUTS = ("usual", "data.pkl last", "zip64", "directory in the middle", "comments")
@@ -71,25 +71,14 @@ def pipeline_source(sparse: SparseFile, budget: int, read_ahead: int | None):
                    read_ahead or FIRST_BLOCK, read_ahead or MAX_BLOCK)  # fmt: skip
 
 
-def state_dict_pickle(names: list[str], prefix_key: int = 0) -> bytes:
-    """A data.pkl as torch.save writes a state dict of fp32 vectors: an OrderedDict of
-    `_rebuild_tensor_v2(persistent storage, 0, (n,), (1,), False, OrderedDict())` calls, one storage each."""
-    ops = Ops().glob("collections", "OrderedDict").empty_tuple.reduce.mark
-    for i, name in enumerate(names):
-        ops = (ops.string(name).glob("torch._utils", "_rebuild_tensor_v2").mark.mark.string("storage")
-               .glob("torch", "FloatStorage").string(str(prefix_key + i)).string("cpu").int1(16).tuple_.binpersid
-               .int1(0).int1(16).tuple1.int1(1).tuple1.raw(b"\x89").glob("collections", "OrderedDict").empty_tuple
-               .reduce.tuple_.reduce)  # fmt: skip
-    return ops.setitems.stop.bytes()
-
-
 def torch_archive(size: int, layout: str = "usual", tensors: int = 600, pkl: bytes | None = None,
                   prefix: str = "archive") -> tuple[SparseFile, bytes]:
     """(the file, its data.pkl): a torch checkpoint of `size` bytes (less up to 63: torch's 64-byte alignment)
     whose `tensors` storages share what the records leave, laid out as `layout` (one of LAYOUTS)."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}: one of {LAYOUTS}")
-    pkl = pkl if pkl is not None else state_dict_pickle([f"model.layers.{i}.weight" for i in range(tensors)])
+    if pkl is None:
+        pkl = state_dict_pickle([(f"model.layers.{i}.weight", "FloatStorage", (16,)) for i in range(tensors)])
     zip64 = layout == "zip64" or size >= 2**32
     small = [(f"{prefix}/{n}", d) for n, d in SMALL_RECORDS]
     ends = [(f"{prefix}/{n}", d) for n, d in END_RECORDS]

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.pickle_bytes import Member, zip_bytes
 from tests.support.pickle_corpus import Sample
+from tests.support.pickle_repos import state_dict_pickle
 from tests.support.zip_corpus import EVIL, _hidden_entry, benign, malicious, picklescan_payload, written
 from tracker.formats import zip_members
 from tracker.formats.pickle_files import scan_file
@@ -97,9 +98,7 @@ def test_each_pickle_is_named_by_its_member_path() -> None:
 
 def test_a_torch_archive_keeps_its_manifest_and_data_pkl() -> None:
     """The generic walk still gives a torch checkpoint's tensors and keeps data.pkl; storages are not read."""
-    from tests.support.zip_layouts import state_dict_pickle
-
-    pkl = state_dict_pickle(["a", "b"])
+    pkl = state_dict_pickle([("a", "FloatStorage", (4,)), ("b", "FloatStorage", (4,))])
     data = zip_bytes([Member("archive/data.pkl", pkl), Member("archive/data/0", EVIL + bytes(100_000)),
                       Member("archive/data/1", bytes(64)), Member("archive/version", b"3\n")])  # fmt: skip
     source = BytesSource(data)
