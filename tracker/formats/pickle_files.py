@@ -12,21 +12,20 @@ with a note.
 
 from __future__ import annotations
 
-import ast
 import bz2
 import lzma
-import struct
 import zlib
 from pathlib import PurePosixPath
 from typing import Any
 
 from tracker.formats import torch_manifest
 from tracker.formats.keras_config import keras_imports
+from tracker.formats.npy_header import NPY_HEADER_CAP, NPY_MAGIC, npy_header
 from tracker.formats.pickle_rules import BUILTIN, Rules, scan_result
 from tracker.formats.pickle_scan import PickleScan, scan_pickle
 from tracker.formats.ranged import RangeError, RangeSource
 from tracker.formats.torchzip import ZipFormatError, read_directory, read_entry
-from tracker.formats.zip_members import NPY_MAGIC, Found, starts_as_zip, zip_contents
+from tracker.formats.zip_members import Found, starts_as_zip, zip_contents
 
 TORCH_SUFFIXES = {".bin", ".pt", ".pth", ".ckpt"}
 PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib"}
@@ -37,7 +36,6 @@ FIRST_CHUNK = 64 * 2**10  # a plain pickle's first read; each further read doubl
 READ_AHEAD = 16 * 2**10  # what a Range fetch reads at least: the readers ask for the records they need
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PICKLES = 5  # magic number, protocol version, sys info, the data, the storage keys
-NPY_HEADER_CAP = 65_536
 
 Scanned = tuple[dict[str, Any], bytes, str | None]
 
@@ -55,8 +53,10 @@ def scan_file(path: str, source: RangeSource, rules: Rules = BUILTIN) -> Scanned
     try:
         if suffix == ".keras":
             return _scan_keras(source, rules)
-        if suffix in ZIP_SUFFIXES or (source.size >= 4 and starts_as_zip(source.read(0, 4))):
+        if source.size >= 4 and starts_as_zip(source.read(0, 4)):
             return _scan_zip(source, rules)
+        if suffix in ZIP_SUFFIXES:
+            return _scan_zip_or_pickle(source, rules)
         if suffix == ".npy":
             return _scan_npy(source, rules)
         return _scan_head(source, rules, legacy=suffix in TORCH_SUFFIXES)
@@ -113,6 +113,15 @@ def _scan_zip(source: RangeSource, rules: Rules) -> Scanned:
     return result, _kept(kept, contents.found), note
 
 
+def _scan_zip_or_pickle(source: RangeSource, rules: Rules) -> Scanned:
+    """A `.zip`/`.npz` that does not start as one: a zip after other bytes (its directory says where), or no
+    zip at all, read as a pickle (numpy.load unpickles a file that is neither zip nor .npy)."""
+    try:
+        return _scan_zip(source, rules)
+    except ZipFormatError as err:
+        return _scan_head(source, rules, notes=[f"{err}; read as a pickle instead"])
+
+
 def _kept(kept: bytes | None, found: list[Found]) -> bytes:
     if kept is not None:
         return kept
@@ -130,19 +139,23 @@ def _collected(scan: PickleScan, member: str) -> tuple[list[tuple[str, str]], li
     return imports, occurrences
 
 
-def _scan_head(source: RangeSource, rules: Rules, legacy: bool = False) -> Scanned:
+def _scan_head(source: RangeSource, rules: Rules, legacy: bool = False, head: bytes = b"",
+               notes: list[str] | None = None) -> Scanned:
     """The first bytes of a pickle file (inflated when compressed), walked up to the cap: read in growing chunks
-    (64 KiB, doubling), and no further than the walk needs (bytes that are not a pickle stop it at once)."""
-    head = b""
+    (64 KiB, doubling; `head`, when given, is what was read already), and no further than the walk needs
+    (bytes that are not a pickle stop it at once). `notes` go first in the note."""
+    first = list(notes or [])
+    head = head or _read_more(source, head)
     while True:
-        head = _read_more(source, head)
         data, notes = _inflated(head, source.size)
+        notes = first + notes
         if not data:
             note = "empty file" if not head else "; ".join(notes) or "empty file"
             return scan_result([], rules, source.bytes_read, note, readable=False), b"", note
         scan = scan_pickle(data, max_pickles=LEGACY_PICKLES if legacy else None)
         if not (scan.exhausted and len(head) < min(source.size, HEAD_CAP) and len(data) < HEAD_CAP):
             break
+        head = _read_more(source, head)
     notes += scan.notes
     certain = scan.complete
     if legacy and scan.results and scan.results[0] != LEGACY_MAGIC:
@@ -185,12 +198,14 @@ def _inflated(head: bytes, size: int) -> tuple[bytes, list[str]]:
 
 
 def _scan_npy(source: RangeSource, rules: Rules) -> Scanned:
-    head = b""
+    head = _read_more(source, b"")
+    if head and head[:6] != NPY_MAGIC:  # numpy.load unpickles a file that is not .npy (with allow_pickle)
+        return _scan_head(source, rules, head=head, notes=["not a .npy file (no \\x93NUMPY magic): read as a pickle"])
     while True:
-        head = _read_more(source, head)
         scanned, more = _judge_npy(head, source.size, rules, source.bytes_read, "")
         if not (more and len(head) < min(source.size, HEAD_CAP)):
             return scanned
+        head = _read_more(source, head)
 
 
 def _judge_npy(head: bytes, size: int, rules: Rules, bytes_read: int, member: str) -> tuple[Scanned, bool]:
@@ -212,28 +227,6 @@ def _judge_npy(head: bytes, size: int, rules: Rules, bytes_read: int, member: st
     result = scan_result(imports, rules, bytes_read, note, certain=scan.complete, readable=scan.opcodes > 0,
                          occurrences=occurrences)  # fmt: skip
     return (result, head, note), scan.exhausted
-
-
-def npy_header(head: bytes) -> tuple[Any, int, str | None]:
-    """(dtype descr, where the data starts, problem) of a .npy file's first bytes."""
-    if head[:6] != NPY_MAGIC or len(head) < 10:
-        return None, 0, "not a .npy file (no \\x93NUMPY magic)"
-    major = head[6]
-    if major == 1:
-        length, start = struct.unpack_from("<H", head, 8)[0], 10
-    elif major in (2, 3) and len(head) >= 12:
-        length, start = struct.unpack_from("<I", head, 8)[0], 12
-    else:
-        return None, 0, f".npy version {major} is not read"
-    if length > NPY_HEADER_CAP or start + length > len(head):
-        return None, 0, f".npy header of {length:,} bytes is truncated or over the {NPY_HEADER_CAP:,}-byte cap"
-    try:
-        header = ast.literal_eval(head[start : start + length].decode("latin1"))
-    except (ValueError, SyntaxError, MemoryError, RecursionError) as err:
-        return None, 0, f".npy header is not a Python literal: {err}"
-    if not isinstance(header, dict) or "descr" not in header:
-        return None, 0, ".npy header has no descr"
-    return header["descr"], start + length, None
 
 
 def _scan_keras(source: RangeSource, rules: Rules) -> Scanned:

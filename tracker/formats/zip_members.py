@@ -23,8 +23,9 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from tracker.formats.npy_header import NPY_HEADER_CAP, NPY_MAGIC, npy_header
 from tracker.formats.pickle_scan import scan_pickle
-from tracker.formats.ranged import BytesSource, RangeSource, SliceSource
+from tracker.formats.ranged import BytesSource, RangeError, RangeSource, SliceSource
 from tracker.formats.torchzip import (
     DATA_PKL,
     DATA_PKL_CAP,
@@ -42,10 +43,10 @@ from tracker.formats.torchzip import (
 SNIFF = 64  # first bytes of a member read to tell what it is
 MAX_MEMBERS = 256  # members sniffed per zip; more is a note (each may be a pickle)
 MAX_DEPTH = 3  # zips inside zips
-NPY_CAP = 16 * 2**20
+NPY_FIRST = 4096  # an .npy member's header is read from this many first bytes (more only when it is longer)
+NPY_CAP = 16 * 2**20  # an object array's pickle is read up to this
 NESTED_CAP = 64 * 2**20  # a deflated zip inside a zip is inflated up to this (a stored one is read in place)
 DESCRIPTOR_SLACK = 24  # a data descriptor (CRC and sizes, ZIP64 ones too) may follow an entry's data
-NPY_MAGIC = b"\x93NUMPY"
 COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 PICKLE_NAMES = {".pkl", ".pickle", ".joblib", ".dat", ".data", ".bin", ".pt", ".pth", ".ckpt"}
 ZLIB_HEADER = re.compile(rb"\x78[\x01\x5e\x9c\xda]")
@@ -109,9 +110,9 @@ def _walk(source: RangeSource, contents: ZipContents, within: str, depth: int) -
     for entry in entries:
         try:
             end = _member(source, entry, contents, within, depth, entry is primary, storages)
-        except ZipFormatError as err:
+        except (ZipFormatError, RangeError) as err:  # RangeError: past the file, or over the scan's budget
             contents.unread += 1
-            contents.hidden(f"{within}{err}")
+            contents.hidden(f"{within}{entry.name}: {err}" if isinstance(err, RangeError) else f"{within}{err}")
             continue
         following = next((s for s in starts if s > entry.local_offset), None)
         if following is not None and following - end > DESCRIPTOR_SLACK:
@@ -163,7 +164,9 @@ def _member(source: RangeSource, entry: ZipEntry, contents: ZipContents, within:
         _nested(source, entry, start, contents, name, depth)
         return end
     if kind == "npy":
-        data = read_entry_head(source, entry, NPY_CAP)[0]
+        data = _object_array(source, entry)
+        if data is None:
+            return end
     else:
         data = read_entry(source, entry, DATA_PKL_CAP)[0]
         if zlib.crc32(data) != entry.crc:
@@ -171,6 +174,21 @@ def _member(source: RangeSource, entry: ZipEntry, contents: ZipContents, within:
                             "zipfile refuses the member, readers that skip the check load it")  # fmt: skip
     contents.found.append(Found(name, kind, data, torch=primary, storages=storages if primary else {}))
     return end
+
+
+def _object_array(source: RangeSource, entry: ZipEntry) -> bytes | None:
+    """An .npy member's bytes up to NPY_CAP when its dtype is object (a pickle follows its header), its header
+    alone when that cannot be read (judged as such), None for an array of numbers (nothing to unpickle)."""
+    head = read_entry_head(source, entry, NPY_FIRST)[0]
+    descr, _, problem = npy_header(head)
+    if problem and len(head) < min(entry.size, NPY_HEADER_CAP + 12):
+        head = read_entry_head(source, entry, NPY_HEADER_CAP + 12)[0]
+        descr, _, problem = npy_header(head)
+    if problem:
+        return head
+    if "O" not in str(descr):
+        return None
+    return read_entry_head(source, entry, NPY_CAP)[0]
 
 
 def _nested(source: RangeSource, entry: ZipEntry, start: int, contents: ZipContents, name: str, depth: int) -> None:
@@ -184,7 +202,7 @@ def _nested(source: RangeSource, entry: ZipEntry, start: int, contents: ZipConte
         else:
             inner = BytesSource(read_entry(source, entry, NESTED_CAP)[0])
         _walk(inner, contents, name + "/", depth + 1)
-    except ZipFormatError as err:
+    except (ZipFormatError, RangeError) as err:
         contents.unread += 1
         contents.hidden(f"{name}: a zip inside that cannot be read: {err}")
 
@@ -202,7 +220,7 @@ def _look_between(source: RangeSource, start: int, stop: int, contents: ZipConte
         contents.hidden(f"{where}: a local header for {hidden.name!r} the central directory does not list")
         try:
             _member(source, hidden, contents, within, depth, False, {})
-        except ZipFormatError as err:
+        except (ZipFormatError, RangeError) as err:
             contents.unread += 1
             contents.hidden(f"{within}{err}")
     elif member_kind("", head) == "pickle":

@@ -63,10 +63,13 @@ def test_rules_decide_the_verdict() -> None:
         ("a.npy", npy_bytes("<f4", (2, 2), b"\0" * 16), "safe", "numpy array of <f4, no pickle"),
         ("a.npy", npy_bytes("|O", (2,), numpy_object_array_pickle(["x", "y"])), "safe", "object array"),
         ("a.npy", b"\x93NUMPY\x01\x00\xff\xff{", "unreadable", "truncated"),
-        ("a.npy", b"GIF89a not numpy", "unreadable", "no \\x93NUMPY magic"),
+        ("a.npy", b"GIF89a not numpy", "unknown", "no \\x93NUMPY magic): read as a pickle"),
         ("a.npy", b"PK\x03\x04 not numpy", "unreadable", "shorter than an end-of-central-directory record"),
         ("a.npz", zip_bytes([Member("a.npy", npy_bytes("<i8", (1,), b"\0" * 8)),
-                             Member("b.npy", npy_bytes("<f2", (3,), b"\0" * 6), deflate=True)]), "safe", None),
+                             Member("b.npy", npy_bytes("<f2", (3,), b"\0" * 6), deflate=True)]), "safe",
+         "a zip of 2 member(s), none of them a pickle"),
+        ("a.npy", calling("os", "system", "id"), "dangerous", "not a .npy file"),
+        ("a.npz", calling("os", "system", "id"), "dangerous", "no end-of-central-directory record in the last 64 KiB; read as a pickle"),
         ("m.pkl", pickle.dumps({"weights": [1.0, 2.0], "name": "m"}), "safe", None),
         ("m.joblib", zlib.compress(pickle.dumps({"a": [1, 2]})), "safe", "zlib-compressed"),
         ("m.pkl", b"", "unreadable", "empty file"),
@@ -74,11 +77,12 @@ def test_rules_decide_the_verdict() -> None:
         ("m.pt", b"PK\x03\x04" + b"\0" * 40, "unreadable", "no end-of-central-directory record"),
         ("m.pkl", Ops().empty_dict.bytes() + b"\xff", "unknown", "opcode b'\\xff' unknown"),
     ],
-    ids=["npy", "npy-object", "npy-truncated", "npy-magic", "npy-zip-magic", "npz", "plain", "joblib-zlib", "empty", "garbage",
-         "not-a-zip", "half-pickle"],
+    ids=["npy", "npy-object", "npy-truncated", "npy-magic", "npy-zip-magic", "npz", "npy-pickle", "npz-pickle", "plain",
+         "joblib-zlib", "empty", "garbage", "not-a-zip", "half-pickle"],
 )  # fmt: skip
 def test_other_formats(path: str, data: bytes, verdict: str, note: str | None) -> None:
-    """numpy, joblib and plain pickles are read their own way; bad bytes are a verdict and a note."""
+    """numpy, joblib and plain pickles are read their own way (a .npy or .npz that is a pickle as numpy.load reads
+    it); bad bytes are a verdict and a note."""
     result, _, got_note = scan_file(path, BytesSource(data))
     assert result["verdict"] == verdict
     assert got_note == note if note is None else note in got_note

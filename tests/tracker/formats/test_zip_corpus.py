@@ -126,3 +126,21 @@ def test_a_member_deflated_is_sniffed_from_its_first_kilobytes() -> None:
     source = BytesSource(data)
     assert scan_file("m.zip", source)[0]["verdict"] == "safe"
     assert source.bytes_read < 100_000
+
+
+def test_an_npz_of_numbers_reads_headers_not_arrays() -> None:
+    """An array of numbers is no pickle: its header says so, and its bytes are never read."""
+    from tests.support.pickle_bytes import npy_bytes
+
+    data = written({"big.npy": npy_bytes("<f4", (250_000,), bytes(1_000_000)), "obj.npy": npy_bytes("|O", (1,), EVIL)})
+    source = BytesSource(data)
+    result = scan_file("arrays.npz", source)[0]
+    assert result["verdict"] == "dangerous" and {o["member"] for o in result["occurrences"]} == {"obj.npy"}
+    assert source.bytes_read < 30_000
+
+
+def test_a_member_past_the_scan_budget_leaves_the_others_judged() -> None:
+    """Over the scan's byte budget, one member is a note; the pickle read before it still makes the verdict."""
+    data = written({"evil.pkl": EVIL, "huge.pkl": b"\x80\x02" + bytes(200_000)})
+    result, _, note = scan_file("model.zip", BytesSource(data, budget=60_000))
+    assert result["verdict"] == "dangerous" and "huge.pkl: needs" in note and "cap" in note
