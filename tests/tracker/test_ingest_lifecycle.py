@@ -154,6 +154,9 @@ def test_the_state_is_shown_by_watch_list_the_api_the_pages_and_healthz(app: App
         health = client.get("/healthz").json()
         assert health["status"] == "ok"
         assert (health["watches_failing"], health["watches_by_state"]) == (1, {"disabled": 1})
+        metrics = client.get("/metrics").text
+        assert 'hubwatch_watches_by_state{state="disabled"} 1' in metrics
+        assert 'hubwatch_watches_by_state{state="gone"} 0' in metrics and 'hubwatch_watches_by_state{state="active"} 0' in metrics
 
 
 def test_a_renamed_repo_is_moved_once_and_followed_through_the_redirect(app: App, replay) -> None:
