@@ -82,8 +82,21 @@ def test_failed_repo_makes_poll_exit_non_zero(replay, config: Path) -> None:
     assert run_cli("watch", "add", "hubwatch-tests/gated-model", config=config).returncode == 0
     result = run_cli("poll", config=config)
     assert result.returncode == 3
-    assert "gated" in result.stdout
+    assert "gated: 1 file(s) not read (the Hub refuses them to this token): config.json" in result.stdout
     assert "1 new revision" in result.stdout
+
+
+def test_poll_of_a_gated_repo_without_access_exits_3_and_names_the_unread_files(config: Path) -> None:
+    """A gated repo without access is followed through what stays readable: its baseline is stored from the file
+    list, `poll` exits 3 (a repo state, as `watch add` says it) and its text and JSON name the files not read."""
+    assert run_cli("watch", "add", "hubwatch-tests/gated-model", config=config).returncode == 0
+    as_json = run_cli("poll", "--json", config=config)
+    assert as_json.returncode == 3, as_json.stderr
+    [outcome] = json.loads(as_json.stdout)
+    assert (outcome["status"], outcome["repo_state"], outcome["unread_files"]) == ("ingested", "gated", ["config.json"])
+    assert "gated (manual): 1 file(s) not read: config.json" in outcome["revisions"][0]["changes"][0]["summary"]
+    again = run_cli("poll", config=config)  # nothing new: still gated, still 3
+    assert again.returncode == 3 and "repo still gated; no new commit" in again.stdout
 
 
 def test_bad_config_file_exits_4(tmp_path: Path) -> None:
