@@ -102,3 +102,24 @@ def test_the_token_is_never_forwarded_to_the_cdn(app: App, watched) -> None:
     assert [r.authorization for r in seen] == [None] * len(seen)
     hub_side = [r for r in watched.requests if "/resolve/" in r.path and r.path.endswith(".safetensors")]
     assert hub_side and {r.status for r in hub_side} == {302}  # each with the token: gated, granted
+
+
+def test_a_squash_keeps_what_was_stored_and_is_no_rewrite(app: App, watched) -> None:
+    """A super-squash (the old shas gone, one new commit with the same files): one `repo.history_squashed` warning, the
+    revisions stored before kept, the squashed commit stored with no file change and no "history rewritten"."""
+    watched.set_head(REPO, 2)
+    app.poller.poll()
+    before = [r.sha for r in app.store.history.list_revisions(REPO)]
+    squashed = watched.squash(REPO)
+    [outcome] = app.poller.poll()
+    [revision] = outcome.revisions
+    assert revision.sha == squashed
+    [fact] = revision.changes
+    assert fact.summary.startswith("history squashed: 2 commit(s) seen before are no longer on main")
+    assert (fact.severity.value, fact.security, fact.detail["dropped"]) == ("warning", False, before)
+    assert "rewritten" not in revision.event_title
+    assert [r.sha for r in app.store.history.list_revisions(REPO)] == [squashed, *before]
+    events = [(e.kind, e.severity) for e in app.store.history.list_events(REPO) if e.kind.startswith("repo.")]
+    assert events == [("repo.history_squashed", "warning")]
+    [outcome] = app.poller.poll()
+    assert outcome.status == "unchanged"

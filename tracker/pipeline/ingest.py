@@ -22,7 +22,7 @@ from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.health import write_failure
 from storage.history import NewChange, NewEstimate, NewFile, NewRevision
-from storage.kinds import ESTIMATE_CHANGED, PARKED_STATES, REPO_VISIBILITY_CHANGED
+from storage.kinds import ESTIMATE_CHANGED, PARKED_STATES, REPO_HISTORY_SQUASHED, REPO_VISIBILITY_CHANGED
 from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
@@ -177,6 +177,7 @@ class Ingestor:
                 newest_first = walk.commits
             parent = walk.stopped_at
             dropped: list[str] = []
+            squashed = False
         else:
             walk = self._walk_from_hint(watch, head.sha, stored) if hinted else self.hub.walk_commits(
                 watch.repo_id, head.sha, stop_at=stored)
@@ -185,11 +186,12 @@ class Ingestor:
             newest_first = walk.commits
             parent = watch.last_sha
             dropped = [] if walk.stopped_at == watch.last_sha else _dropped(watch, walk.stopped_at, revisions)
-            if dropped and walk.stopped_at is None:
+            squashed = bool(dropped) and walk.stopped_at is None and self._squashed(watch, walk)
+            if dropped and walk.stopped_at is None and not squashed:
                 # Nothing we stored is reachable any more: take the new head only, against what we saw.
                 newest_first = walk.commits[:1]
         commits = list(reversed(newest_first))
-        repo_facts = _repo_facts(watch, head, dropped)
+        repo_facts = _repo_facts(watch, head, dropped, squashed)
         previous: Snapshot | None = None  # the snapshot just ingested: the next commit's parent
         gate = Gate(gate_mode(head.gated))  # a gated repo is followed through what stays readable
         for commit in commits:
@@ -201,6 +203,20 @@ class Ingestor:
             self.store.watches.move_watch(watch.id, head.sha, head.meta())  # type: ignore[arg-type]
         outcome.status = "ingested" if outcome.revisions else "unchanged"
         self._record_ok(watch, outcome, head.meta(), gate=gate)
+
+    def _squashed(self, watch: Watch, walk: CommitWalk) -> bool:
+        """Whether a branch whose stored commits are all gone was squashed: the new history's root holds exactly the
+        files (by blob id) of the last revision stored, so every commit after it is stored against that. One tree
+        request; a rewrite that changed content is not a squash."""
+        root = walk.commits[-1] if walk.commits else None
+        if root is None or watch.last_sha is None:
+            return False
+        try:
+            stored = self.store.history.find_revision(watch.repo_id, watch.last_sha)
+        except RevisionNotStored:
+            return False
+        files = {f.path: f.oid for f in self.store.history.revision_files(stored.id)}
+        return files == {f.path: f.oid for f in self.hub.list_files(watch.repo_id, root.sha)}
 
     def _record_ok(self, watch: Watch, outcome: PollOutcome, meta: dict[str, Any], events: list[NewEvent] | None = None,
                    sha: str | None = None, gate: Gate | None = None) -> None:
@@ -303,6 +319,7 @@ class Ingestor:
             estimate, estimate_events = self._estimate(watch.repo_id, commit.sha, fetched.snapshot, changes, is_baseline)
         title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
         events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline), *estimate_events]
+        events += [change_event(watch.repo_id, commit.sha, REPO_HISTORY_SQUASHED, c) for c in repo_facts if c.detail.get("squash")]
         extra_writes = []
         if self.advisories is not None:  # OSV is queried here, before the write; a failure is marked pending
             check = self.advisories.check_revision(
@@ -396,9 +413,20 @@ def _hinted_head(watch: Watch, head_sha: str) -> RepoHead:
     return RepoHead(sha=head_sha, private=meta["private"], gated=meta["gated"], uid=meta.get("uid"))
 
 
-def _repo_facts(watch: Watch, head: RepoHead, dropped: list[str]) -> list[Change]:
+def _repo_facts(watch: Watch, head: RepoHead, dropped: list[str], squashed: bool = False) -> list[Change]:
     facts = []
-    if dropped:
+    if dropped and squashed:  # the same files under a new root: no content moved, so no rewrite to warn of
+        facts.append(
+            Change(
+                kind=ChangeKind.REPO,
+                path="",
+                summary=f"history squashed: {len(dropped)} commit(s) seen before are no longer on {watch.branch} "
+                        f"({', '.join(s[:12] for s in dropped[:5])}), kept here; the squashed commit holds the same files",
+                severity=Severity.WARNING,
+                detail={"squash": True, "dropped": dropped, "branch": watch.branch},
+            )
+        )
+    elif dropped:
         shown = ", ".join(s[:12] for s in dropped[:5])
         facts.append(
             Change(

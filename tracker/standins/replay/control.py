@@ -47,6 +47,8 @@ shows it again). The same is `POST /_replay/state/{org}/{name}?state=S[&gated=au
 `createdAt` stay), and every API and `/resolve/` request for `old` is answered 307 to the same path under `new`
 (the client follows it), until a repo is created under `old` again (`add_repo`): a new repo, another `_id`.
 
+`squash(repo)` is the Hub's super-squash: the branch becomes one new commit holding the head's tree, the old shas gone.
+
 `serve_from_cdn(repo)` moves a repo's LFS files to the CDN stand-in (cdn.py, another host): `/resolve/` answers them
 with a 302 to a signed URL that honours Range, its metadata headers kept; `migrate_to_xet(repo)` is the Hub's Xet
 migration: that, and every LFS entry of its trees and paths-info lists a `xetHash` beside its unchanged `lfs.oid`
@@ -58,6 +60,7 @@ admin routes under `/_replay/` (see `_admin`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import time
@@ -271,6 +274,22 @@ class ReplayServer:
     def _on_xet(self, repo_id: str) -> bool:
         with self._lock:
             return self._on_cdn.get(repo_id, False)
+
+    def squash(self, repo_id: str) -> str:
+        """The Hub's super-squash of the default branch: its history becomes one new commit, without a parent, holding
+        the head's tree; every earlier sha is gone (from the commit listing, and by sha). Returns the new sha."""
+        with self._lock:
+            repo = self._repos[repo_id]
+            head = repo.commits[self._heads[repo_id] - 1]
+            sha = hashlib.sha1(f"squash\n{repo_id}\n{head.sha}".encode()).hexdigest()
+            squashed = ReplayCommit(sha=sha, title=f"Super-squash branch '{repo.default_branch}'", message="",
+                                    authors=("squasher",), date=datetime.now(UTC), dirname=f"squash-{head.dirname}",
+                                    parent=None, index=0, touched=frozenset(repo.trees[head.sha]))
+            repo.trees[sha] = repo.trees[head.sha]
+            repo.replace_history([squashed])
+            self._heads[repo_id] = 1
+            self._touch(repo_id)
+        return sha
 
     def _renamed_to(self, repo_id: str) -> str | None:
         with self._lock:

@@ -206,6 +206,21 @@ class RepoHistory:
         self.trees = trees
         self.by_sha = {c.sha: c for c in commits}
         self._tree_oids: dict[tuple[str, str], str] = {}
+        self._identity: tuple[str, datetime] | None = None  # kept when its history is replaced (a squash)
+
+    @property
+    def uid(self) -> str:
+        """The repo's `_id`: the same across renames and squashes (the first commit's, as first recorded)."""
+        return self._identity[0] if self._identity else self.commits[0].sha[:24]
+
+    @property
+    def created_at(self) -> datetime:
+        return self._identity[1] if self._identity else self.commits[0].date
+
+    def replace_history(self, commits: list[ReplayCommit]) -> None:
+        """A new history for the same repo (its `_id` and creation date kept), as a squash leaves it."""
+        self._identity = (self.uid, self.created_at)
+        self.commits, self.by_sha = commits, {c.sha: c for c in commits}
 
     def chain(self, sha: str) -> list[ReplayCommit]:
         """The commits reachable from `sha` through parent links, newest first."""

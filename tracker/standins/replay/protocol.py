@@ -280,7 +280,7 @@ class Exchange:
             repo, commit, modified, _ = entry
             if sort == "downloads":
                 return (f"{repo.downloads:020d}", repo.repo_id)
-            at = modified if sort == "lastModified" else repo.commits[0].date
+            at = modified if sort == "lastModified" else repo.created_at
             return ("" if sort == "id" else _iso(at), repo.repo_id)
 
         entries = self.replay._listing(self.auth == "anonymous", author)
@@ -431,9 +431,9 @@ def _listed_json(entry: tuple[RepoHistory, ReplayCommit, datetime, str], expand:
     else:
         card = repo.meta_card_data or {}
         fields = {
-            "_id": repo.commits[0].sha[:24],
+            "_id": repo.uid,
             "author": repo.repo_id.split("/")[0],
-            "createdAt": _iso(repo.commits[0].date),
+            "createdAt": _iso(repo.created_at),
             "private": repo.private,
             "gated": repo.gated,
             "downloads": repo.downloads,
@@ -478,11 +478,11 @@ def _model_fields(repo: RepoHistory, commit: ReplayCommit, blobs: bool) -> dict[
     if isinstance(card.get("license"), str):
         tags.append(f"license:{card['license']}")
     fields: dict[str, Any] = {
-        "_id": repo.commits[0].sha[:24],
+        "_id": repo.uid,
         "author": repo.repo_id.split("/")[0],
         "sha": commit.sha,
         "lastModified": _iso(commit.date),
-        "createdAt": _iso(repo.commits[0].date),
+        "createdAt": _iso(repo.created_at),
         "private": repo.private,
         "gated": repo.gated,
         "disabled": False,
