@@ -141,12 +141,21 @@ def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path
 
 
 def test_demo_replays_the_bundled_histories(tmp_path: Path) -> None:
-    """`hubwatch demo` replays every bundled repo commit by commit and explains what changed."""
+    """`hubwatch demo` replays every bundled repo commit by commit and explains what changed, then shows a repo
+    deleted and restored and another renamed."""
     result = run_cli("demo", "--data-dir", str(tmp_path / "demo"), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "step 1" in out and "done:" in out
     for kind in ("config", "tokenizer", "chat_template", "weights", "custom_code", "files"):
         assert f"{kind} " in out.split("done:")[1], kind
+    # then what the Hub does to repos themselves: a deletion, its restore, and a rename, each told by its poll
+    minilm, phi = "sentence-transformers/all-MiniLM-L6-v2@main", "microsoft/phi-2@main"
+    lifecycle = out.split("--- the Hub deletes sentence-transformers/all-MiniLM-L6-v2\n")[1].split("done:")[0]
+    assert f"{minilm}: FAILED: repo now gone: " in lifecycle and "  what to do: if it was made private" in lifecycle
+    assert "--- the Hub restores sentence-transformers/all-MiniLM-L6-v2" in lifecycle
+    assert f"{minilm}: repo restored: answers again after being gone" in lifecycle
+    assert "--- the owner renames microsoft/phi-2 to microsoft/phi-2-renamed" in lifecycle
+    assert f"{phi}: repo now moved to microsoft/phi-2-renamed: followed through the Hub's redirect" in lifecycle
     history = run_cli("--config", str(tmp_path / "demo" / "hubwatch.toml"), "watch", "list")
     assert history.returncode == 0
