@@ -226,7 +226,8 @@ class Ingestor:
         if gate is not None and gate.closed:
             seen = gated_state(watch, gate.mode, gate.unread, str(gate.refusal))
         else:
-            seen = moved_state(watch, outcome.answered_id) or restored_state(watch, meta, read_files=bool(outcome.revisions))
+            read_files = gate.reads > 0 if gate is not None else bool(outcome.revisions)
+            seen = moved_state(watch, outcome.answered_id) or restored_state(watch, meta, read_files=read_files)
         self.store.watches.record_poll_ok(watch.id, meta, events=events or (), sha=sha, restored=seen)  # type: ignore[arg-type]
         if seen is not None:
             outcome.repo_state = seen.state

@@ -36,6 +36,7 @@ class Gate:
     mode: str = "unknown"
     refusal: RepoGated | None = None
     unread: list[str] = field(default_factory=list)  # every file of this poll not read, in order, once each
+    reads: int = 0  # files the Hub served in this poll: a gated watch is restored only by a file read
 
     @property
     def closed(self) -> bool:
@@ -49,9 +50,12 @@ class Gate:
         """`call()` (one file's read) unless the gate is closed; a refusal closes it. Raises _Refused for both."""
         if self.refusal is None:
             try:
-                return call()
+                result = call()
             except RepoGated as err:
                 self.refusal = err
+            else:
+                self.reads += 1
+                return result
         if path not in self.unread:
             self.unread.append(path)
         raise _Refused(path)
