@@ -188,6 +188,7 @@ def outcome_dict(o: PollOutcome) -> dict[str, Any]:
         "repo_state": o.repo_state,
         "previous_state": o.previous_state,
         "notes": list(o.notes),
+        "unread_files": list(o.unread),
         "duration_ms": o.duration_ms,
         "revisions": [
             {
@@ -237,6 +238,12 @@ def outcome_text(o: PollOutcome) -> list[str]:
         lines.append(f"{where}: repo now {o.repo_state.replace('_', ' ')}"
                      + (f" to {o.answered_id}: followed through the Hub's redirect" if o.repo_state == "moved" else ""))
     lines.extend(f"{where}: {note}" for note in o.notes)
+    if o.unread:
+        from tracker.pipeline.repo_state import ADVICE  # here: `watch list` never loads the pipeline
+
+        shown = ", ".join(o.unread[:8]) + (f" and {len(o.unread) - 8} more" if len(o.unread) > 8 else "")
+        lines += [f"{where}: gated: {len(o.unread)} file(s) not read (the Hub refuses them to this token): {shown}",
+                  f"  what to do: {ADVICE['gated']}"]
     if not o.revisions:
         if o.repo_state != "active" and not o.state_changed:
             lines.append(f"{where}: repo still {o.repo_state.replace('_', ' ')}; no new commit ({(o.head_sha or '')[:12]})")

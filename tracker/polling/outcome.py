@@ -39,6 +39,7 @@ class PollOutcome:
     repo_meta: dict[str, Any] | None = None  # the head's private/gated, when the head was read
     answered_id: str | None = None  # the repo id the Hub's head answer named (another after a rename)
     notes: list[str] = field(default_factory=list)  # repo-level facts recorded without a commit (made private, gated)
+    unread: list[str] = field(default_factory=list)  # files the Hub refused in this poll (a gated repo): not read
 
     @property
     def state_changed(self) -> bool:
