@@ -173,3 +173,16 @@ def test_a_config_file_watch_of_the_old_name_is_not_watched_again_after_the_move
     _renamed(app, replay)
     app.store.watches.sync_config_watches([(OLD, "main", 900), ("hubwatch-tests/every-kind", "main", 900)])
     assert [w.repo_id for w in app.store.watches.list_watches()] == ["hubwatch-tests/every-kind", NEW]
+
+
+def test_subscriptions_made_through_the_api_that_name_the_old_name_name_the_new_one_too(app: App, replay) -> None:
+    """An API subscription naming OLD exactly names NEW beside it after the move (so the repo's next events still
+    reach it); one with a pattern, and the config file's, are left as written."""
+    subs = app.store.subscriptions
+    exact = subs.add_subscription("https://hooks.example.com/a", "slack", repos=[OLD])
+    pattern = subs.add_subscription("https://hooks.example.com/b", "slack", repos=["hubwatch-tests/*"])
+    configured = subs.add_subscription("https://hooks.example.com/c", "slack", repos=[OLD], source="config")
+    _renamed(app, replay)
+    repos = {s.id: s.repos for s in subs.list_subscriptions()}
+    assert repos[exact.id] == [OLD, NEW]
+    assert (repos[pattern.id], repos[configured.id]) == (["hubwatch-tests/*"], [OLD])
