@@ -39,6 +39,9 @@ class BomModel:
     own: list[dict[str, Any]] = field(default_factory=list)  # hubwatch's OSV records open at this revision
     osv: list[tuple[str, str, str, list[str]]] = field(default_factory=list)  # key, package, version, ids
     repo_state: str = "active"  # what the Hub did to the repo itself, as its watch last saw (storage/kinds.py REPO_STATES)
+    state_since: datetime | None = None
+    moved_from: str | None = None  # a renamed repo: the name it had (its history moved from there)
+    moved_to: str | None = None  # a renamed repo: the name it has now
 
 
 def stored_model(store: Storage, revision: Revision) -> BomModel:
@@ -47,7 +50,10 @@ def stored_model(store: Storage, revision: Revision) -> BomModel:
     model = BomModel(revision.repo_id, revision.sha, revision.branch)
     watch = store.watches.get_watch(revision.repo_id, revision.branch)
     if watch is not None:
-        model.repo_state = watch.repo_state or "active"
+        model.repo_state, model.state_since = watch.repo_state or "active", watch.state_since
+        detail = watch.state_detail or {}
+        if model.repo_state == "moved":
+            model.moved_from, model.moved_to = detail.get("moved_from"), detail.get("moved_to")
     model.files = [
         {"path": f.path, "kind": f.kind, "oid": f.oid, "lfs_sha256": f.lfs_sha256, "size": f.size}
         for f in store.history.revision_files(revision.id) if f.kind in BEHAVIOUR_KINDS
@@ -108,6 +114,11 @@ def render_bom(models: list[BomModel], hub_url: str, created_at: datetime, versi
         )
         if model.repo_state != "active":  # gone, disabled, moved...: a dependency that may not load any more
             component.properties.add(Property(name="hubwatch:repo-state", value=model.repo_state))
+            if model.state_since is not None:
+                component.properties.add(Property(name="hubwatch:repo-state-since", value=model.state_since.isoformat()))
+        for key, value in (("hubwatch:moved-from", model.moved_from), ("hubwatch:moved-to", model.moved_to)):
+            if value:
+                component.properties.add(Property(name=key, value=value))
         for f in sorted(model.files, key=lambda f: f["path"]):
             properties = [Property(name="hubwatch:kind", value=f["kind"]), Property(name="hubwatch:git-blob-id", value=f["oid"])]
             if f["kind"] == CUSTOM_CODE:
