@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -74,18 +75,20 @@ def _target_pin(app: App, target: str) -> Pin:
 
 
 def _stored_revision(app: App, pin: Pin):  # noqa: ANN202 -- (Revision | None, problem | None)
-    """The pin's revision from the stored history, ingesting the branch back to it first when needed."""
+    """The pin's revision from the stored history, ingesting the branch back to it first when needed. A repo renamed
+    on the Hub is read under its new name (where its history moved, or is ingested)."""
     try:
-        return app.store.history.find_revision(pin.repo_id, pin.sha), None
+        return app.store.history.find_revision(app.store.read_model.renamed_to(pin.repo_id) or pin.repo_id, pin.sha), None
     except NotStored:
         pass
     check = OutdatedCheck(app.store, app.hub, app.ingestor, app.settings.default_interval_s)
     report = check.check(pin)
     if not report.checked:
         return None, f"{report.status}: {report.message}"
-    if report.status == "up_to_date":
-        app.ingestor.poll(check.watch_of(pin))  # the head itself: stored as the watch's baseline
+    stored_as = replace(pin, repo_id=report.moved_to or pin.repo_id)
+    if report.head_sha == pin.sha:
+        app.ingestor.poll(check.watch_of(stored_as))  # the head itself: stored as the watch's baseline
     try:
-        return app.store.history.find_revision(pin.repo_id, pin.sha), None
+        return app.store.history.find_revision(stored_as.repo_id, pin.sha), None
     except NotStored:
         return None, f"{pin.sha[:12]} could not be stored ({report.status}{': ' + report.message if report.message else ''})"

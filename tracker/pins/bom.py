@@ -65,6 +65,9 @@ class BomModel:
     specials: dict[str, str] = field(default_factory=dict)  # "eos_token" -> "<|eot_id|> (128009)"
     stops: dict[str, list[int | str]] = field(default_factory=dict)  # "union" and each runtime -> ids
     scans: dict[str, dict[str, str]] = field(default_factory=dict)  # path -> {"format": ..., "verdict": ...}
+    state_since: datetime | None = None
+    moved_from: str | None = None  # a renamed repo: the name it had (its history moved from there)
+    moved_to: str | None = None  # a renamed repo: the name it has now
 
 
 def stored_model(store: Storage, revision: Revision) -> BomModel:
@@ -73,7 +76,10 @@ def stored_model(store: Storage, revision: Revision) -> BomModel:
     model = BomModel(revision.repo_id, revision.sha, revision.branch)
     watch = store.watches.get_watch(revision.repo_id, revision.branch)
     if watch is not None:
-        model.repo_state = watch.repo_state or "active"
+        model.repo_state, model.state_since = watch.repo_state or "active", watch.state_since
+        detail = watch.state_detail or {}
+        if model.repo_state == "moved":
+            model.moved_from, model.moved_to = detail.get("moved_from"), detail.get("moved_to")
     model.files = [
         {"path": f.path, "kind": f.kind, "oid": f.oid, "lfs_sha256": f.lfs_sha256, "size": f.size}
         for f in store.history.revision_files(revision.id) if f.kind in BEHAVIOUR_KINDS
@@ -207,6 +213,11 @@ def render_bom(models: list[BomModel], hub_url: str, created_at: datetime, versi
         )
         if model.repo_state != "active":  # gone, disabled, moved...: a dependency that may not load any more
             component.properties.add(Property(name="hubwatch:repo-state", value=model.repo_state))
+            if model.state_since is not None:
+                component.properties.add(Property(name="hubwatch:repo-state-since", value=model.state_since.isoformat()))
+        for key, value in (("hubwatch:moved-from", model.moved_from), ("hubwatch:moved-to", model.moved_to)):
+            if value:
+                component.properties.add(Property(name=key, value=value))
         if not vex_only:
             _describe_component(component, model, with_template, cards, purl)
             if model.licence:

@@ -161,3 +161,42 @@ def test_the_bom_carries_the_cards_licence_datasets_and_each_weight_files_format
     assert formats["pytorch_model.bin"]["hubwatch:pickle-verdict"] == scanned["pickle_scan"]["verdict"]
     assert formats["model.safetensors"]["hubwatch:format"] == "safetensors"
     assert any(p.get("hubwatch:format") == "onnx" for name, p in formats.items() if name.endswith(".onnx"))
+
+
+def test_bom_of_a_renamed_repo_names_it_as_it_is_now_and_as_it_was(replay, config: Path, monkeypatch) -> None:
+    """`bom OLD@SHA` of a repo renamed on the Hub (watched, its history moved to the new name): a valid document
+    whose model has the new name's purl, `hubwatch:repo-state` moved, since when, and both names."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    old, new = "hubwatch-tests/broken-model", "hubwatch-tests/renamed-model"
+    replay.set_head(old, 1)
+    assert run_cli("watch", "add", old, config=config).returncode == 0
+    assert run_cli("poll", config=config).returncode == 0
+    replay.rename(old, new)
+    replay.set_head(new, 2)
+    assert run_cli("poll", config=config).returncode == 0
+    sha = replay.commits(new)[0].sha
+    result = run_cli("bom", f"{old}@{sha}", config=config)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [model] = [c for c in valid_bom(result.stdout)["components"] if c["type"] == "machine-learning-model"]
+    assert model["purl"] == f"pkg:huggingface/{new}@{sha}"
+    properties = {p["name"]: p["value"] for p in model["properties"]}
+    assert (properties["hubwatch:repo-state"], properties["hubwatch:moved-from"], properties["hubwatch:moved-to"]) == (
+        "moved", old, new)
+    assert properties["hubwatch:repo-state-since"]
+
+
+def test_bom_of_a_pin_renamed_before_hubwatch_saw_it_is_ingested_under_the_new_name(replay, config: Path, tmp_path,
+                                                                                     monkeypatch) -> None:
+    """`bom --lock` of a pin whose repo was renamed before hubwatch stored anything of it: ingested under the new
+    name and listed with the new name's purl, exit 0."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    old, new = "hubwatch-tests/broken-model", "hubwatch-tests/renamed-model"
+    replay.set_head(old, 2)
+    sha = replay.commits(old)[0].sha
+    replay.rename(old, new)
+    lock_file = tmp_path / "renamed.lock"
+    lock_file.write_text(f'version = 1\n[[model]]\nrepo = "{old}"\nrevision = "{sha}"\n', encoding="utf-8")
+    result = run_cli("bom", "--lock", str(lock_file), config=config)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [model] = [c for c in valid_bom(result.stdout)["components"] if c["type"] == "machine-learning-model"]
+    assert model["purl"] == f"pkg:huggingface/{new}@{sha}"

@@ -110,19 +110,19 @@ def test_markdown_report_is_cut_past_60_kb_with_a_link(replay, config: Path, tmp
     lock_file.write_text(f"version = 1\n{entries}", encoding="utf-8")
     result = run_cli("outdated", "--lock", str(lock_file), "--format", "markdown", config=config, timeout=300)
     md = result.stdout
-    assert result.returncode == 1 and len(md.encode()) <= 60_000
+    assert result.returncode == 3 and len(md.encode()) <= 60_000
     assert "…truncated:" in md and "more model(s) not shown" in md
     assert md.count("gone upstream") + int(md.split("…truncated: ")[1].split()[0]) == 400
 
 
 def test_gated_repo_in_a_lock_file_is_named_the_rest_checked(replay, config: Path, tmp_path: Path) -> None:
-    """A lock file naming a gated repo reports it `gated` (exit 1) and still checks the others."""
+    """A lock file naming a gated repo reports it `gated` (exit 3: a state to act on) and still checks the others."""
     lock_file = tmp_path / "gated.lock"
     lock_file.write_text(
         f'version = 1\n[[model]]\nrepo = "{GATED}"\nrevision = "{"b" * 40}"\n'
         f'[[model]]\nrepo = "{EVERY}"\nrevision = "{replay.head_sha(EVERY)}"\n', encoding="utf-8")
     result = run_cli("outdated", "--lock", str(lock_file), "--format", "markdown", config=config)
-    assert result.returncode == 1
+    assert result.returncode == 3
     assert f"`{GATED}@main`: gated" in result.stdout and f"`{EVERY}@main`: up to date" in result.stdout
 
 
