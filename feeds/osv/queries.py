@@ -93,6 +93,8 @@ def parse_query(query: QueryIn, hub_url: str) -> ModelQuery:
         found = ModelQuery(None, commit)
     else:
         repo_id, version, known = _package(package, hub_url)
+        if not known:  # another ecosystem's versions are its own business: nothing here to place them in
+            return ModelQuery(None, None, 0, known=False)
         if version is not None and query.version is not None:
             raise InvalidQuery("Invalid query: the version is given twice, in the purl and in `version`")
         version = version if version is not None else query.version

@@ -11,8 +11,8 @@ and version each concerns. The stored record itself is never changed.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from storage.kinds import model_purl
@@ -25,17 +25,14 @@ MAX_LOADER_ADVISORIES = 50
 def served_record(own: OwnAdvisory, upstream: Iterable[AdvisoryLink] = (), pages_url: str | None = None) -> dict[str, Any]:
     """The OSV record of one own finding; `upstream`: the relevant, affecting links of its introducing revision;
     `pages_url`: this server's base URL (without it, no link to the revision's page)."""
-    record: dict[str, Any] = copy.deepcopy(own.record)
+    record: dict[str, Any] = dict(own.record)  # the parts changed below are copied, the rest shared
     record.setdefault("schema_version", SCHEMA_VERSION)
-    for affected in record.get("affected") or ():
-        package = affected.get("package")
-        if isinstance(package, dict) and package.get("ecosystem") == "GIT":
-            package.setdefault("purl", model_purl(own.repo_id))
+    record["affected"] = [_with_purl(a, own.repo_id) for a in record.get("affected") or ()]
     links = sorted(upstream, key=lambda lk: (lk.advisory_key, lk.package))
     related = {str(i) for lk in links for i in (lk.ids or [lk.advisory_key])} - {record["id"]}
     if related:
         record["related"] = sorted(set(record.get("related") or ()) | related)
-    references = record.setdefault("references", [])
+    references = record["references"] = list(record.get("references") or ())
     if pages_url:
         for sha in dict.fromkeys(s for s in (own.sha, own.fixed_sha) if s):
             page = {"type": "WEB", "url": f"{pages_url.rstrip('/')}/repos/{own.repo_id}/revisions/{sha}"}
@@ -43,7 +40,7 @@ def served_record(own: OwnAdvisory, upstream: Iterable[AdvisoryLink] = (), pages
                 references.append(page)
     specific = record.get("database_specific") or {}
     ours = dict(specific.get("hubwatch") or {})
-    ours["purl"] = model_purl(own.repo_id, own.sha)
+    ours["purl"] = _purl(own.repo_id, own.sha)
     if links:
         ours["loader_advisories"] = [
             {"id": lk.advisory_key, "aliases": [i for i in lk.ids if i != lk.advisory_key], "package": lk.package,
@@ -52,6 +49,18 @@ def served_record(own: OwnAdvisory, upstream: Iterable[AdvisoryLink] = (), pages
         ]
     record["database_specific"] = {**specific, "kind": own.class_id, "severity": own.severity, "hubwatch": ours}
     return record
+
+
+def _with_purl(affected: dict[str, Any], repo_id: str) -> dict[str, Any]:
+    package = affected.get("package")
+    if not isinstance(package, dict) or package.get("ecosystem") != "GIT" or "purl" in package:
+        return affected
+    return {**affected, "package": {**package, "purl": _purl(repo_id)}}
+
+
+@lru_cache(maxsize=4096)
+def _purl(repo_id: str, sha: str | None = None) -> str:
+    return model_purl(repo_id, sha)
 
 
 def brief(own: OwnAdvisory) -> dict[str, str]:
