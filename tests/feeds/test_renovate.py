@@ -119,6 +119,7 @@ def project(root: Path, old: str, renamed: str) -> Path:
         f'gone = AutoModelForCausalLM.from_pretrained("{GONE}", revision="{"b" * 40}")\n'
         f'moved = AutoModelForCausalLM.from_pretrained("{OLD}", revision="{renamed}")\n')
     (root / "serve.sh").write_text(f"#!/bin/sh\nvllm serve {EVERY} \\\n  --revision {old} --port 8000\n")
+    (root / "sglang.sh").write_text(f"python3 -m sglang.launch_server --model-path {EVERY} --revision {old} --tp 4\n")
     (root / "Dockerfile").write_text(f"FROM python:3.11\nRUN huggingface-cli download {EVERY} --revision {old}\n")
     (root / "compose.yaml").write_text(f'services:\n  tgi:\n    command: ["--model-id", "{EVERY}", "--revision", "{old}"]\n')
     (root / "values.yaml").write_text(f"model:\n  model_id: {EVERY}\n  revision: {old}\n")
@@ -169,8 +170,8 @@ def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: st
     deps, _ = run_renovate(repo, served, tmp_path)
     head = replay.head_sha(EVERY)
     ours = {k: d for k, d in deps.items() if k[1] == EVERY}
-    assert {path for path, _ in ours} == {"model.py", "serve.sh", "Dockerfile", "compose.yaml", "values.yaml", "models.toml",
-                                          "k8s/deployment.yaml"}
+    assert {path for path, _ in ours} == {"model.py", "serve.sh", "sglang.sh", "Dockerfile", "compose.yaml", "values.yaml",
+                                          "models.toml", "k8s/deployment.yaml"}
     for key, dep in ours.items():
         assert dep["currentDigest"] == commits[0].sha and dep["currentValue"] == "main", key
         assert [(u["updateType"], u["newDigest"]) for u in dep["updates"]] == [("digest", head)], key

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tracker.errors import BadInput
 from tracker.formats.local_files import clipped, decode_utf8, read_regular_file
-from tracker.pins.pin_forms import CodePin, CodeScan, looks_like_repo
+from tracker.pins.pin_forms import FLAG_GROUPS, CodePin, CodeScan, looks_like_repo
 from tracker.pins.yaml_scan import YAML_SUFFIXES, scan_yaml
 
 __all__ = ["MAX_FILE_BYTES", "CodePin", "CodeScan", "scan_tree"]
@@ -41,15 +41,24 @@ REPO_KEYWORDS = ("repo_id", "pretrained_model_name_or_path", "model", "model_nam
 NOT_MODEL_REPO_TYPES = frozenset({"dataset", "space"})
 _QUICK = re.compile("|".join(sorted(MODEL_CALLS)))  # a .py file naming none of them is not parsed
 
+def _alternatives(flags: frozenset[str]) -> str:
+    """A regex alternation of `flags`, longest first (`--model-id` before `--model`), each ending at a word's end."""
+    return "|".join(re.escape(f) + r"(?![\w-])" for f in sorted(flags, key=len, reverse=True))
+
+
 # Text forms: a model mention (`--model org/name`, `--model-id`, `vllm serve org/name`, `model: org/name`,
 # `model_id = "org/name"`, `huggingface-cli download org/name`) and a revision (`--revision sha`,
 # `revision: sha`, `revision = "sha"`, `"--revision", "sha"` in a compose list).
 _SEP = r"""["']?[ \t]*(?:[=:,][ \t]*|[ \t]+)["']?"""  # within a line: `model:` above a block names nothing
+_MODEL_FLAGS, _REVISION_FLAGS = FLAG_GROUPS[0]  # the serving runtimes' spellings, shared with the YAML reader
 MODEL_TEXT_RE = re.compile(
-    r"(?:(?<![\w-])--model(?:[-_](?:id|name))?|(?<![\w-])(?:model|model_id|model_name|repo_id|model_name_or_path)"
+    r"(?:(?<![\w-])(?:" + _alternatives(_MODEL_FLAGS) + r")"
+    r"|(?<![\w-])(?:model|model_id|model_name|repo_id|model_name_or_path)"
     r"|\bvllm\s+serve|\b(?:huggingface-cli|hf)\s+download)" + _SEP + r"(?P<value>[^\s\"',\]\}#]+)"
 )
-REVISION_TEXT_RE = re.compile(r"(?:(?<![\w-])--revision|(?<![\w-])revision)" + _SEP + r"(?P<value>[^\s\"',\]\}#]+)")
+REVISION_TEXT_RE = re.compile(
+    r"(?:(?<![\w-])(?:" + _alternatives(_REVISION_FLAGS) + r")|(?<![\w-])revision)" + _SEP + r"(?P<value>[^\s\"',\]\}#]+)"
+)
 PAIR_LINES = 3  # a revision belongs to the nearest model mention at most this many lines away
 
 
