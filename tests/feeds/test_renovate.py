@@ -187,8 +187,9 @@ def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: st
 def test_renovate_and_outdated_scan_find_the_same_pins_in_deployment_files(served: str, tmp_path: Path) -> None:
     """On the fixture manifests (vLLM, SGLang, TGI/TEI compose, SageMaker, RunPod, Helm values, KServe) and every
     YAML form the scanner's tests name (and those it pairs with nothing), Renovate's JSONata manager finds exactly
-    the (file, repo, sha) pins `outdated --scan` finds, and no YAML pin the scanner does not."""
-    from tests.tracker.pins.test_yaml_scan import FIXTURE_PINS, FIXTURES, NOT_PINS, UNPAIRED_FORMS, YAML_FORMS
+    the (file, repo, sha) pins `outdated --scan` finds, and no YAML pin the scanner does not; YAML bombs and a
+    broken file beside them are skipped by both, the run carried on."""
+    from tests.tracker.pins.test_yaml_scan import BOMB, FIXTURE_PINS, FIXTURES, MERGED, NOT_PINS, UNPAIRED_FORMS, YAML_FORMS
     from tracker.pins.code_scan import scan_tree
 
     repo = tmp_path / "manifests"
@@ -199,8 +200,14 @@ def test_renovate_and_outdated_scan_find_the_same_pins_in_deployment_files(serve
     for n, (_, text) in enumerate(UNPAIRED_FORMS):
         (repo / "forms" / f"unpaired{n}.yaml").write_text(text)
     (repo / "forms" / "not-pins.yaml").write_text(NOT_PINS)
+    (repo / "hostile").mkdir()
+    (repo / "hostile" / "bomb.yaml").write_text(BOMB)
+    (repo / "hostile" / "merged.yaml").write_text(MERGED)
+    (repo / "hostile" / "broken.yaml").write_text("services:\n  tgi:\n    environment: [unclosed\n")
     commit_all(repo)
-    scanned = {(p.path, p.repo_id, p.sha) for p in scan_tree(repo).pins}
+    scan = scan_tree(repo)
+    scanned = {(p.path, p.repo_id, p.sha) for p in scan.pins}
+    assert sorted(path for path, _ in scan.skipped) == ["hostile/bomb.yaml", "hostile/broken.yaml", "hostile/merged.yaml"]
     assert {(path, repo_id, sha) for path, _, repo_id, sha in FIXTURE_PINS} <= scanned
     deps, _ = run_renovate(repo, served, tmp_path)
     found = {(path, name, d["currentDigest"]) for (path, name), d in deps.items()}
