@@ -247,12 +247,15 @@ class _Reader:
         self.found.setdefault(key, CodePin(self.shown, line, model.text, revision.text, start=start, end=end, yaml_plain=plain))
 
     def _offset(self, word: Word) -> int | None:
-        """Where `word`'s characters start in the file, when the scalar spells them verbatim (no escapes,
-        no folding inside them): the same occurrence of the text in the node's source as in its value."""
+        """Where `word`'s characters start in the file, when the scalar spells them verbatim (a double-quoted
+        scalar with no escape at all, no folding inside them): the same occurrence of the text in the node's
+        source as in its value."""
         node = word.node
         if node is None:
             return None
         value, low, high = node.value, node.start_mark.index, node.end_mark.index
+        if node.style == '"' and "\\" in self.text[low:high]:
+            return None  # escapes: the characters in the file are not the value's (`"\x30123..."` holds a sha's "0123...")
         if not word.text or value.count(word.text) != self.text.count(word.text, low, high):
             return None
         nth = value.count(word.text, 0, word.at)

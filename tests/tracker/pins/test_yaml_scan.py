@@ -243,3 +243,15 @@ def _replaced(data: object, shas: dict[str, str]) -> object:
         for old, new in shas.items():
             data = data.replace(old, new)
     return data
+
+
+def test_a_sha_spelled_with_escapes_is_found_but_left_to_move_by_hand(tmp_path: Path) -> None:
+    """A double-quoted sha written with an escape is still a pin on its line; --write leaves it, saying why, rather than guess."""
+    escaped = "\\x30" + SHA_A[1:]  # "\x30" is "0"
+    root = tree(tmp_path, {"v.yaml": f'model_id: org/model\nrevision: "{escaped}"\n'})
+    scan = scan_tree(root)
+    [pin] = scan.pins
+    assert (pin.sha, pin.line, pin.start) == (SHA_A, 2, None)
+    done, left = write_moves(root, [Move(pin, SHA_B)])
+    assert done == [] and left == [("v.yaml:2", "the revision is not one plain literal (escapes or concatenation): move it by hand")]
+    assert SHA_B not in (root / "v.yaml").read_text()
