@@ -75,7 +75,8 @@ def scan_yaml(scan: CodeScan, text: str, shown: str) -> None:
             for document in documents:
                 _check_size(document)
     except yaml.YAMLError as err:
-        scan.skipped.append((shown, f"does not parse as YAML: {clipped(_yaml_error(err), 160)}"))
+        hint = " (a template: its pins are in the values it is rendered with)" if "{{" in text else ""
+        scan.skipped.append((shown, f"does not parse as YAML{hint}: {clipped(_yaml_error(err), 160)}"))
         return
     except RecursionError:
         scan.skipped.append((shown, "does not parse as YAML: nested too deep"))

@@ -172,7 +172,7 @@ MERGED = "m0: &m0 {k: [x, x, x, x, x, x, x, x, x, x]}\n" + "".join(  # each mapp
 
 @pytest.mark.parametrize(("name", "content", "why"), [
     ("broken.yaml", "services:\n  tgi:\n    environment: [unclosed\n", "does not parse as YAML"),
-    ("template.yaml", "spec:\n  args:\n    {{- toYaml .Values.args | nindent 4 }}\n", "does not parse as YAML"),
+    ("template.yaml", "spec:\n  args:\n    {{- toYaml .Values.args | nindent 4 }}\n", "does not parse as YAML (a template"),
     ("bomb.yaml", BOMB, f"expand to more than {MAX_EXPANDED_NODES:,} nodes"),
     ("merged.yaml", MERGED, f"expand to more than {MAX_EXPANDED_NODES:,} nodes"),
     ("loop.yaml", "a: &a [x, *a]\n", "refers to its own anchor"),
