@@ -182,8 +182,26 @@ def malicious() -> list[Sample]:
                "ZIP64 end records on a plain zip", "os.system"),
         Sample("model.zip", written({"data.pkl": EVIL}, zipfile.ZIP_DEFLATED), "a deflated pickle member", "os.system"),
         Sample("pytorch_model.bin", _evil_torch_last(2**20), "data.pkl last in a torch archive", "os.system"),
+        Sample("model.zip", written({"notes.txt": _after_a_long_string(70_000)}),
+               "a protocol 0 pickle whose first string runs past 64 KiB, named .txt", "os.system"),
+        Sample("model.zip", written({"notes.txt": _after_a_long_string(1_000)}, zipfile.ZIP_DEFLATED),
+               "a deflated pickle whose first string runs past the first bytes", "os.system"),
         Sample("model.zip", zip_crypto("model.pkl", EVIL), "a pickle truly encrypted (unknown: cannot be read)", None),
     ]  # fmt: skip
+
+
+def _after_a_long_string(length: int) -> bytes:
+    """A protocol 0 pickle that pushes a `length`-character string and drops it before calling os.system."""
+    return b"S'" + b"a" * length + b"'\np0\n0" + b"cos\nsystem\n(S'id'\ntR."
+
+
+def _torchscript() -> bytes:
+    """What torch.jit.save writes beside data.pkl: constants.pkl, Python source and its .debug_pkl pickles."""
+    code = b"class Net(Module):\n  __parameters__ = []\n  def forward(self: __torch__.Net, x: Tensor) -> Tensor:\n"
+    debug = b"\x80\x02((K\x00X\x03\x00\x00\x00fooK\x01K\x02\x87tq\x00\x85q\x01."
+    return written({"archive/data.pkl": tensor_pickle(tensors=1), "archive/constants.pkl": b"\x80\x02).",
+                    "archive/code/__torch__/model.py": code, "archive/code/__torch__/model.py.debug_pkl": debug,
+                    "archive/data/0": bytes(128), "archive/version": b"1"})  # fmt: skip
 
 
 def _gzip(data: bytes) -> bytes:
@@ -212,6 +230,7 @@ def benign() -> list[Sample]:
         Sample("model.zip", written({"good.pkl": b"\x80\x04]q\x00.", "bad.pkl": b"\x00\x01corrupt_pickle"}),
                "fickling: a good and a corrupt member"),
         Sample("empty.zip", written({}), "an empty zip"),
+        Sample("model.pt", _torchscript(), "a TorchScript archive: source code, constants.pkl, debug pickles"),
         Sample("nested.zip", written({"inner.zip": written({"data.pkl": b"\x80\x02}q\x00."})}), "a benign zip in a zip"),
         *[Sample("pytorch_model.bin", s.read(0, s.size), f"a benign torch archive, {layout}")
           for s, layout in zip(layouts, ("usual", "data.pkl last", "comments"), strict=True)],

@@ -141,6 +141,30 @@ def test_an_npz_of_numbers_reads_headers_not_arrays() -> None:
 
 def test_a_member_past_the_scan_budget_leaves_the_others_judged() -> None:
     """Over the scan's byte budget, one member is a note; the pickle read before it still makes the verdict."""
-    data = written({"evil.pkl": EVIL, "huge.pkl": b"\x80\x02" + bytes(200_000)})
+    data = written({"evil.pkl": EVIL, "huge.pkl": b"\x80\x02X" + struct.pack("<I", 200_000) + b"a" * 200_000 + b"."})
     result, _, note = scan_file("model.zip", BytesSource(data, budget=60_000))
     assert result["verdict"] == "dangerous" and "huge.pkl: needs" in note and "cap" in note
+
+
+@pytest.mark.parametrize(
+    ("head", "size", "kind"),
+    [
+        (b"\x80\x02}q\x00.", 6, "pickle"),
+        (b"cos\nsystem\n(S'id'\ntR.", 20, "pickle"),
+        (b"N.", 2, "pickle"),
+        (b"S'" + b"a" * 62, 10_000, "more"),
+        (b"S'" + b"a" * 62, 64, None),
+        (b"S'" + b"a" * 65_534, 100_000, "pickle"),
+        (b"class Net(Module):\n  __parameters__ = []\n  def forward(self, x):\n", 10_000, None),
+        (b"little", 6, None),
+        (b'{"a": 1}', 8, None),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 10_000, None),
+        (bytes(64), 10_000, None),
+    ],
+    ids=["proto", "protocol-0-call", "tiny", "long-string", "long-string-whole", "long-string-at-cap", "python-source",
+         "byteorder", "json", "png", "zeros"],
+)  # fmt: skip
+def test_members_are_told_by_a_walk_as_a_loader_would_do_it(head: bytes, size: int, kind: str | None) -> None:
+    """A resolvable import or a finished pickle is one; bytes that stop being opcodes are not; a walk still
+    going reads on, and is a pickle at the 64 KiB cap."""
+    assert zip_members.pickle_sniff(head, size) == kind
