@@ -108,12 +108,13 @@ def _walk(source: RangeSource, contents: ZipContents, within: str, depth: int) -
     if len(entries) > MAX_MEMBERS:
         contents.hidden(f"{within}{len(entries):,} members: the first {MAX_MEMBERS} were looked at")
         entries = entries[:MAX_MEMBERS]
+    byteorder = f"{primary.name.split('/', 1)[0]}/byteorder" if primary is not None else None
     starts = sorted({e.local_offset for e in directory.entries} | {directory.central_offset, directory.end_offset})
     if starts[0] > 0:
         _look_between(source, 0, starts[0], contents, within, depth)
     for entry in entries:
         try:
-            end = _member(source, entry, contents, within, depth, entry is primary, storages)
+            end = _member(source, entry, contents, within, depth, entry is primary, storages, byteorder)
         except (ZipFormatError, RangeError) as err:  # RangeError: past the file, or over the scan's budget
             contents.unread += 1
             contents.hidden(f"{within}{entry.name}: {err}" if isinstance(err, RangeError) else f"{within}{err}")
@@ -151,13 +152,17 @@ def _torch_layout(directory: ZipDirectory) -> tuple[ZipEntry | None, set[int], d
 
 
 def _member(source: RangeSource, entry: ZipEntry, contents: ZipContents, within: str, depth: int, primary: bool,
-            storages: dict[str, int]) -> int:
-    """Look at one member and keep it if it is a pickle (or read the zip it is); where its data ends."""
+            storages: dict[str, int], byteorder: str | None = None) -> int:
+    """Look at one member and keep it if it is a pickle (or read the zip it is); where its data ends.
+    `byteorder` names the checkpoint's byteorder record, whose text is noted when it is not "little"."""
     name, notes = within + entry.name, []
     head, start = read_entry_head(source, entry, SNIFF, notes)
     contents.members += 1
     for note in notes:
         contents.hidden(f"{within}{note}")
+    if entry.name == byteorder and head.strip() != b"little":
+        contents.notes.append(f"{name}: {head.decode('utf-8', 'replace').strip()[:20]!r} (torch reads the storages "
+                              "in that byte order)")  # fmt: skip
     kind = member_kind(entry.name, head, entry.size)
     while kind == "more":  # opcodes that walk to the end of what was read: read on before deciding
         head = read_entry_head(source, entry, min(entry.size, SNIFF_CAP, 64 * len(head)))[0]
