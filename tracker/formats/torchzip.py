@@ -1,4 +1,4 @@
-"""A zip archive read by range: torch's checkpoint format, and the zips `.npz`, `.keras` and `.zip` files are.
+"""A zip archive read by range: torch's checkpoint format, the zips `.npz` and `.keras` files are, and any zip under a weight file's name.
 
 Only the end of the file (the end-of-central-directory record, ZIP64 too), the central directory wherever
 it lies and the entries asked for are fetched (zip_members.py asks for each member's first bytes and its
