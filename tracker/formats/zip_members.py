@@ -5,8 +5,9 @@ array in a `.npy` member, and each pickle of a zip stored in the zip (MAX_DEPTH 
 by its first bytes (SNIFF of them, read with its local header; more, up to SNIFF_CAP, while opcodes walk to
 their end), never by its name: an import a loader could resolve, a finished pickle, opcodes still walking
 at the cap, a zip's or numpy's magic (torch's own data.pkl and constants.pkl are pickles whatever they
-hold). What no loader unpickles is not read: the storages under `<prefix>/data/` of a checkpoint (raw
-tensor bytes, the bulk of the file). Each pickle comes back whole (up
+hold). What no Python unpickler reads is not read: the storages under `<prefix>/data/` of a checkpoint (raw
+tensor bytes, the bulk of the file), and TorchScript's `code/**.debug_pkl` (read by torch.jit's own
+unpickler alone). Each pickle comes back whole (up
 to its cap) with its CRC checked, to be judged by the caller (pickle_files.py).
 
 Whatever the layout does to hide a pickle is a note that makes the contents uncertain (`hidden`): a member
@@ -54,6 +55,7 @@ DESCRIPTOR_SLACK = 24  # a data descriptor (CRC and sizes, ZIP64 ones too) may f
 COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 PICKLE_NAMES = {".pkl", ".pickle", ".joblib", ".dat", ".data", ".bin", ".pt", ".pth", ".ckpt"}
 ZLIB_HEADER = re.compile(rb"\x78[\x01\x5e\x9c\xda]")
+DEBUG_PICKLE = re.compile(r"(?P<prefix>[^/]+)/code/.+\.debug_pkl")
 
 
 @dataclass
@@ -131,8 +133,10 @@ def _walk(source: RangeSource, contents: ZipContents, within: str, depth: int) -
 
 
 def _torch_layout(directory: ZipDirectory) -> tuple[ZipEntry | None, set[int], dict[str, int]]:
-    """(the data.pkl torch.load reads, the storage entries no loader unpickles, that checkpoint's storage sizes).
-    torch opens the prefix of the first entry; every prefix holding a data.pkl has its storages skipped."""
+    """(the data.pkl torch.load reads, the entries no Python unpickler reads, that checkpoint's storage sizes).
+    torch opens the prefix of the first entry; every prefix holding a data.pkl has its storages skipped, and
+    the `.debug_pkl` files of TorchScript's code/ (debug info that only torch.jit's own unpickler reads, which
+    resolves TorchScript's helpers and no Python callable)."""
     pickles = [e for e in directory.entries if DATA_PKL.fullmatch(e.name)]
     if not pickles:
         return None, set(), {}
@@ -148,6 +152,8 @@ def _torch_layout(directory: ZipDirectory) -> tuple[ZipEntry | None, set[int], d
             skipped.add(id(entry))
             if match["prefix"] == primary.name.split("/", 1)[0]:
                 storages[match["key"]] = entry.size
+        elif (debug := DEBUG_PICKLE.fullmatch(entry.name)) and debug["prefix"] in prefixes:
+            skipped.add(id(entry))
     return primary, skipped, storages
 
 
