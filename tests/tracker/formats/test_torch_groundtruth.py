@@ -84,3 +84,18 @@ def test_a_live_torchscript_archive_is_judged_by_what_python_would_unpickle() ->
     members = {o["member"] for o in result["occurrences"]}
     assert members == {"archive/data.pkl"}
     assert {i["verdict"] for i in result["imports"] if i["module"].startswith("__torch__")} == {"unknown"}
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["savez", "savez_compressed"])
+def test_live_numpy_npz_object_arrays_are_judged_and_number_arrays_not_read(compressed: bool) -> None:
+    """numpy's own .npz: an object array's pickle judged (safe: numpy's reconstruction), an array of numbers
+    read no further than its header."""
+    import numpy as np
+
+    save = np.savez_compressed if compressed else np.savez
+    out = io.BytesIO()
+    save(out, numbers=np.arange(200_000), objects=np.array([{"x": 1}, "s"], dtype=object))
+    source = BytesSource(out.getvalue())
+    result, _, note = scan_file("arrays.npz", source)
+    assert result["verdict"] == "safe" and "objects.npy" in {o["member"] for o in result["occurrences"]}
+    assert source.bytes_read < 40_000 < len(out.getvalue())
