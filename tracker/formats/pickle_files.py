@@ -33,6 +33,7 @@ ZIP_SUFFIXES = {".npz"}
 SCANNED_SUFFIXES = TORCH_SUFFIXES | PICKLE_SUFFIXES | ZIP_SUFFIXES | {".npy", ".keras"}
 HEAD_CAP = 16 * 2**20
 FIRST_CHUNK = 64 * 2**10  # a plain pickle's first read; each further read doubles what was read
+MAX_NOTES = 12  # notes kept of a zip's walk (each member may add some)
 READ_AHEAD = 16 * 2**10  # what a Range fetch reads at least: the readers ask for the records they need
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PICKLES = 5  # magic number, protocol version, sys info, the data, the storage keys
@@ -106,7 +107,10 @@ def _scan_zip(source: RangeSource, rules: Rules) -> Scanned:
             kept = data[: scan.end] if scan.complete else data
     if not contents.found:
         notes.append(f"a zip of {contents.members} member(s), none of them a pickle")
-    note = "; ".join(n for n in notes if n) or None
+    notes = [n for n in notes if n]
+    if len(notes) > MAX_NOTES:  # a zip of many odd members: the first notes say what kind of zip it is
+        notes = notes[:MAX_NOTES] + [f"and {len(notes) - MAX_NOTES} more notes"]
+    note = "; ".join(notes) or None
     readable = judged > 0 or contents.unread == 0
     result = scan_result(imports, rules, source.bytes_read, note, certain=certain, readable=readable,
                          occurrences=occurrences, tensors=tensors)  # fmt: skip

@@ -168,3 +168,10 @@ def test_members_are_told_by_a_walk_as_a_loader_would_do_it(head: bytes, size: i
     """A resolvable import or a finished pickle is one; bytes that stop being opcodes are not; a walk still
     going reads on, and is a pickle at the 64 KiB cap."""
     assert zip_members.pickle_sniff(head, size) == kind
+
+
+def test_a_zip_of_many_odd_members_keeps_a_short_note() -> None:
+    """Thirty members claiming encryption: the first notes and a count of the rest, the verdict unknown."""
+    data = zip_bytes([Member(f"m{i}.txt", b"text", flags=1) for i in range(30)])
+    result, _, note = scan_file("model.pt", BytesSource(data))
+    assert result["verdict"] == "unknown" and note.count("claims encryption") == 12 and "and 19 more notes" in note
