@@ -9,7 +9,9 @@ it), and on the ways the issue names (a zip in a zip, wrong extensions, a direct
 disagree, an entry the directory does not list). Each generator writes its own bytes here, with zipfile
 where a real writer would be used and by hand (pickle_bytes.zip_bytes) where no writer would do it.
 
-`malicious()` must each be judged dangerous or unknown (at least 95% dangerous); `benign()` never dangerous.
+Each is named as a model repo would carry it (a `.pt`/`.bin` that is a zip, an `.npz`); the technique names
+the sample it is modelled on. `malicious()` must each be judged dangerous or unknown (at least 95%
+dangerous); `benign()` never dangerous.
 """
 
 from __future__ import annotations
@@ -138,35 +140,35 @@ def malicious() -> list[Sample]:
     payload, culprit = picklescan_payload(), "builtins.eval"
     inner = written({"archive/data.pkl": EVIL})
     return [
-        Sample("malicious1.zip", written({"data.pkl": payload}), "picklescan malicious1.zip: data.pkl in a zip", culprit),
-        Sample("malicious1_0x1.zip", _flagged(0x1), "picklescan 0x1: model/config.pkl, flags claim encryption", culprit),
-        Sample("malicious1_0x20.zip", _flagged(0x20), "picklescan 0x20: flags claim patched data", culprit),
-        Sample("malicious1_0x40.zip", _flagged(0x40), "picklescan 0x40: flags claim strong encryption", culprit),
-        Sample("malicious1_central_directory.zip", _renamed_local(),
+        Sample("malicious1.pt", written({"data.pkl": payload}), "picklescan malicious1.zip: data.pkl in a zip", culprit),
+        Sample("malicious1_0x1.pt", _flagged(0x1), "picklescan 0x1: model/config.pkl, flags claim encryption", culprit),
+        Sample("malicious1_0x20.pt", _flagged(0x20), "picklescan 0x20: flags claim patched data", culprit),
+        Sample("malicious1_0x40.pt", _flagged(0x40), "picklescan 0x40: flags claim strong encryption", culprit),
+        Sample("malicious1_central_directory.pt", _renamed_local(),
                "picklescan central_directory: the local header renamed datap.kl", culprit),
-        Sample("malicious1_crc.zip", _bad_crc(), "picklescan crc: the payload edited after the CRC was written",
+        Sample("malicious1_crc.pt", _bad_crc(), "picklescan crc: the payload edited after the CRC was written",
                culprit),
-        Sample("malicious1_wrong_ext.zip", written({"data.txt": payload}), "picklescan wrong_ext: a pickle named data.txt",
+        Sample("malicious1_wrong_ext.pt", written({"data.txt": payload}), "picklescan wrong_ext: a pickle named data.txt",
                culprit),
         Sample("pytorch_model.bin", written({"data.pkl": payload}), "a plain zip (no torch prefix) named .bin", culprit),
-        Sample("model.zip", written({"model.pkl": EVIL}), "fickling: model.pkl in a zip", "os.system"),
-        Sample("model.zip", written({"model.pkl": b"\x80\x04K*.", "model.pickle": b"\x80\x04K*.", "model.bin": EVIL}),
+        Sample("model.pt", written({"model.pkl": EVIL}), "fickling: model.pkl in a zip", "os.system"),
+        Sample("model.pt", written({"model.pkl": b"\x80\x04K*.", "model.pickle": b"\x80\x04K*.", "model.bin": EVIL}),
                "fickling: every pickle extension in one zip, the payload in model.bin", "os.system"),
-        Sample("testzip.zip", written({"pickle.npy": _object_npy(EVIL)}), "fickling: an object .npy in a zip",
+        Sample("testzip.pt", written({"pickle.npy": _object_npy(EVIL)}), "fickling: an object .npy in a zip",
                "os.system"),
         Sample("object_arrays.npz", written({"a.npy": npy_bytes("<i8", (1,), b"\0" * 8), "b.npy": _object_npy(EVIL)},
                                             zipfile.ZIP_DEFLATED),
                "picklescan object_arrays_compressed.npz: a deflated object array", "os.system"),
-        Sample("model.zip", written({"good.pkl": b"\x80\x04K*.", "bad.pkl": b"\x00\x01corrupt", "evil.pkl": EVIL}),
+        Sample("model.pt", written({"good.pkl": b"\x80\x04K*.", "bad.pkl": b"\x00\x01corrupt", "evil.pkl": EVIL}),
                "fickling: good, corrupt and evil members side by side", "os.system"),
-        Sample("model.zip", _polyglot(), "fickling polyglot: a pickle with a zip appended", "os.system"),
-        Sample("model.zip", written({"inner.zip": inner}), "a zip stored in a zip", "os.system"),
-        Sample("model.zip", written({"inner.zip": inner}, zipfile.ZIP_DEFLATED), "a zip deflated in a zip", "os.system"),
-        Sample("model.zip", written({"a/b.zip": written({"c.zip": inner})}), "a zip in a zip in a zip", "os.system"),
+        Sample("model.npz", _polyglot(), "fickling polyglot: a pickle with a zip appended (np.load unpickles it)", "os.system"),
+        Sample("model.pt", written({"inner.zip": inner}), "a zip stored in a zip", "os.system"),
+        Sample("model.pt", written({"inner.zip": inner}, zipfile.ZIP_DEFLATED), "a zip deflated in a zip", "os.system"),
+        Sample("model.pt", written({"a/b.zip": written({"c.zip": inner})}), "a zip in a zip in a zip", "os.system"),
         Sample("pytorch_model.bin", written({"archive/data.pkl": b"\x80\x02}q\x00.", "archive/extra.zip": inner}),
                "a torch archive carrying a zip member", "os.system"),
-        Sample("model.zip", _hidden_entry(), "a local entry the central directory does not list", "os.system"),
-        Sample("model.zip", _method_mismatch(), "local header and directory disagree on the method", "os.system"),
+        Sample("model.pt", _hidden_entry(), "a local entry the central directory does not list", "os.system"),
+        Sample("model.pt", _method_mismatch(), "local header and directory disagree on the method", "os.system"),
         Sample("model.pkl", written({"archive/data.pkl": EVIL}), "a zip named .pkl", "os.system"),
         Sample("arrays.npy", written({"x.npy": _object_npy(EVIL)}), "a zip named .npy (np.load opens it as npz)",
                "os.system"),
@@ -178,12 +180,32 @@ def malicious() -> list[Sample]:
                "a zlib-compressed joblib member", "os.system"),
         Sample("pytorch_model.bin", _torch_with({"archive/state.pkl": _gzip(EVIL)}), "a gzip-compressed member",
                "os.system"),
-        Sample("model.zip", zip_bytes([Member("payload.dat", EVIL), Member("x.txt", b"x")], zip64=True),
+        Sample("model.pt", zip_bytes([Member("payload.dat", EVIL), Member("x.txt", b"x")], zip64=True),
                "ZIP64 end records on a plain zip", "os.system"),
-        Sample("model.zip", written({"data.pkl": EVIL}, zipfile.ZIP_DEFLATED), "a deflated pickle member", "os.system"),
+        Sample("model.pt", written({"data.pkl": EVIL}, zipfile.ZIP_DEFLATED), "a deflated pickle member", "os.system"),
         Sample("pytorch_model.bin", _evil_torch_last(2**20), "data.pkl last in a torch archive", "os.system"),
-        Sample("model.zip", zip_crypto("model.pkl", EVIL), "a pickle truly encrypted (unknown: cannot be read)", None),
+        Sample("model.pt", written({"notes.txt": _after_a_long_string(70_000)}),
+               "a protocol 0 pickle whose first string runs past 64 KiB, named .txt", "os.system"),
+        Sample("model.pt", written({"notes.txt": _after_a_long_string(1_000)}, zipfile.ZIP_DEFLATED),
+               "a deflated pickle whose first string runs past the first bytes", "os.system"),
+        Sample("model.pt", zip_crypto("model.pkl", EVIL), "a pickle truly encrypted (unknown: cannot be read)", None),
     ]  # fmt: skip
+
+
+def _after_a_long_string(length: int) -> bytes:
+    """A protocol 0 pickle that pushes a `length`-character string and drops it before calling os.system."""
+    return b"S'" + b"a" * length + b"'\np0\n0" + b"cos\nsystem\n(S'id'\ntR."
+
+
+def _torchscript() -> bytes:
+    """What torch.jit.save writes beside data.pkl: constants.pkl, TorchScript source and its .debug_pkl pickles
+    (which name torch.jit._pickle helpers: read by torch.jit's unpickler alone, never by Python's)."""
+    code = b"class Net(Module):\n  __parameters__ = []\n  def forward(self: __torch__.Net, x: Tensor) -> Tensor:\n"
+    # torch.jit writes its debug pickles with its own helpers, which only its own unpickler resolves
+    debug = Ops().glob("torch.jit._pickle", "build_intlist").mark.int1(0).int1(1).raw(b"l").tuple1.reduce.stop.bytes()
+    return written({"archive/data.pkl": tensor_pickle(tensors=1), "archive/constants.pkl": b"\x80\x02).",
+                    "archive/code/__torch__/model.py": code, "archive/code/__torch__/model.py.debug_pkl": debug,
+                    "archive/data/0": bytes(128), "archive/version": b"1"})  # fmt: skip
 
 
 def _gzip(data: bytes) -> bytes:
@@ -199,20 +221,21 @@ def benign() -> list[Sample]:
     prefix = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(20)).encode()
     layouts = [torch_archive(2**20, layout, tensors=4)[0] for layout in ("usual", "data.pkl last", "comments")]
     return [
-        Sample("docs.zip", written({"README.md": b"# model\n", "config.json": b'{"a": 1}', "logo.png": b"\x89PNG\r\n"}),
+        Sample("docs.pt", written({"README.md": b"# model\n", "config.json": b'{"a": 1}', "logo.png": b"\x89PNG\r\n"}),
                "a zip of text and images"),
         Sample("int_arrays.npz", written({"a.npy": npy_bytes("<i8", (2,), b"\0" * 16)}), "picklescan int_arrays.npz"),
         Sample("int_arrays_compressed.npz", written({"a.npy": npy_bytes("<i8", (2,), b"\0" * 16)}, zipfile.ZIP_DEFLATED),
                "picklescan int_arrays_compressed.npz"),
-        Sample("benign_password_protected.zip", zip_crypto("test.txt", b"just some text"),
+        Sample("benign_password_protected.pt", zip_crypto("test.txt", b"just some text"),
                "picklescan benign_password_protected.zip"),
-        Sample("test_random.zip", prefix + random_zip, "fickling: a random zip with a string before it"),
-        Sample("model.zip", written({"model.pkl": b"\x80\x04K*.", "model.pickle": b"\x80\x04K*.", "model.bin": b"\x80\x04K*."}),
+        Sample("test_random.npz", prefix + random_zip, "fickling: a random zip with a string before it"),
+        Sample("model.pt", written({"model.pkl": b"\x80\x04K*.", "model.pickle": b"\x80\x04K*.", "model.bin": b"\x80\x04K*."}),
                "fickling: safe pickles under every extension"),
-        Sample("model.zip", written({"good.pkl": b"\x80\x04]q\x00.", "bad.pkl": b"\x00\x01corrupt_pickle"}),
+        Sample("model.pt", written({"good.pkl": b"\x80\x04]q\x00.", "bad.pkl": b"\x00\x01corrupt_pickle"}),
                "fickling: a good and a corrupt member"),
-        Sample("empty.zip", written({}), "an empty zip"),
-        Sample("nested.zip", written({"inner.zip": written({"data.pkl": b"\x80\x02}q\x00."})}), "a benign zip in a zip"),
+        Sample("empty.pt", written({}), "an empty zip"),
+        Sample("model.pt", _torchscript(), "a TorchScript archive: source code, constants.pkl, debug pickles"),
+        Sample("nested.pt", written({"inner.zip": written({"data.pkl": b"\x80\x02}q\x00."})}), "a benign zip in a zip"),
         *[Sample("pytorch_model.bin", s.read(0, s.size), f"a benign torch archive, {layout}")
           for s, layout in zip(layouts, ("usual", "data.pkl last", "comments"), strict=True)],
     ]  # fmt: skip

@@ -5,7 +5,7 @@ magic too): every pickle it holds is judged, wherever it is and whatever it is n
 torch checkpoint's data.pkl giving the tensor manifest. Otherwise by suffix: `.bin .pt .pth .ckpt` are
 torch's legacy format (first bytes read up to a cap); `.pkl .pickle .joblib` plain pickles (first bytes
 up to a cap; gzip, zlib, bz2 and xz streams inflated up to it); `.npy` (a header, then a pickle when the
-dtype is object); `.npz` and `.zip` zips whose end records may follow other bytes; `.keras` (a zip whose
+dtype is object); `.npz` a zip whose end records may follow other bytes (or a pickle); `.keras` (a zip whose
 config.json names the layers). Bad bytes never raise: they become an `unreadable` or `unknown` verdict
 with a note.
 """
@@ -29,10 +29,11 @@ from tracker.formats.zip_members import Found, starts_as_zip, zip_contents
 
 TORCH_SUFFIXES = {".bin", ".pt", ".pth", ".ckpt"}
 PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib"}
-ZIP_SUFFIXES = {".npz", ".zip"}
+ZIP_SUFFIXES = {".npz"}
 SCANNED_SUFFIXES = TORCH_SUFFIXES | PICKLE_SUFFIXES | ZIP_SUFFIXES | {".npy", ".keras"}
 HEAD_CAP = 16 * 2**20
 FIRST_CHUNK = 64 * 2**10  # a plain pickle's first read; each further read doubles what was read
+MAX_NOTES = 12  # notes kept of a zip's walk (each member may add some)
 READ_AHEAD = 16 * 2**10  # what a Range fetch reads at least: the readers ask for the records they need
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PICKLES = 5  # magic number, protocol version, sys info, the data, the storage keys
@@ -106,7 +107,10 @@ def _scan_zip(source: RangeSource, rules: Rules) -> Scanned:
             kept = data[: scan.end] if scan.complete else data
     if not contents.found:
         notes.append(f"a zip of {contents.members} member(s), none of them a pickle")
-    note = "; ".join(n for n in notes if n) or None
+    notes = [n for n in notes if n]
+    if len(notes) > MAX_NOTES:  # a zip of many odd members: the first notes say what kind of zip it is
+        notes = notes[:MAX_NOTES] + [f"and {len(notes) - MAX_NOTES} more notes"]
+    note = "; ".join(notes) or None
     readable = judged > 0 or contents.unread == 0
     result = scan_result(imports, rules, source.bytes_read, note, certain=certain, readable=readable,
                          occurrences=occurrences, tensors=tensors)  # fmt: skip
@@ -114,7 +118,7 @@ def _scan_zip(source: RangeSource, rules: Rules) -> Scanned:
 
 
 def _scan_zip_or_pickle(source: RangeSource, rules: Rules) -> Scanned:
-    """A `.zip`/`.npz` that does not start as one: a zip after other bytes (its directory says where), or no
+    """An `.npz` that does not start as a zip: a zip after other bytes (its directory says where), or no
     zip at all, read as a pickle (numpy.load unpickles a file that is neither zip nor .npy)."""
     try:
         return _scan_zip(source, rules)

@@ -1,10 +1,12 @@
-"""A zip archive read by range: torch's checkpoint format, and the zips `.npz` and `.keras` files are.
+"""A zip archive read by range: torch's checkpoint format, the zips `.npz` and `.keras` files are, and any zip under a weight file's name.
 
-Only the end of the file (the end-of-central-directory record, ZIP64 too), the central directory and the
-entries asked for are fetched: for a torch checkpoint that is `<prefix>/data.pkl`, `byteorder` and
-`version`, never the storages under `data/`. Every count, offset and size is checked against the file
-before anything is allocated; a zip that is truncated, whose entries overlap, that is encrypted or
-claims absurd counts raises `ZipFormatError` with a sentence saying which.
+Only the end of the file (the end-of-central-directory record, ZIP64 too), the central directory wherever
+it lies and the entries asked for are fetched (zip_members.py asks for each member's first bytes and its
+pickles, never a torch checkpoint's storages under `data/`). Every count, offset and size is checked
+against the file before anything is allocated; a zip that is truncated, whose entries or directory
+overlap, or that claims absurd counts raises `ZipFormatError` with a sentence saying which. Oddities a
+loader reads past (encryption flags, a local header that disagrees with the directory, a name given twice)
+are notes, and the bytes are read as they are.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ ENCRYPTED = 0x0001 | 0x0040  # traditional and strong encryption flags
 MAX_ENTRIES = 200_000
 MAX_CENTRAL_BYTES = 32 * 2**20
 DATA_PKL_CAP = 32 * 2**20
-SMALL_ENTRY_CAP = 4096
 LOCAL_EXTRA_GUESS = 128  # torch pads local headers to 64-byte alignment with an extra field
 STORED, DEFLATED = 0, 8
 DATA_PKL = re.compile(r"(?P<prefix>[^/]+)/data\.pkl")
@@ -64,20 +65,6 @@ class ZipDirectory:
 
     def named(self, name: str) -> list[ZipEntry]:
         return [e for e in self.entries if e.name == name]
-
-
-@dataclass
-class TorchArchive:
-    """What a torch zip checkpoint holds besides its weights."""
-
-    prefix: str
-    data_pkl: bytes
-    data_pkl_offset: int
-    storages: dict[str, int]  # storage key -> bytes, from the entries' uncompressed sizes
-    byteorder: str | None
-    version: str | None
-    other_pickles: dict[str, bytes]  # any further *.pkl entry (a second data.pkl, constants.pkl ...)
-    notes: list[str]
 
 
 def read_directory(source: RangeSource) -> ZipDirectory:
@@ -315,45 +302,3 @@ def _inflate(entry: ZipEntry, data: bytes, cap: int) -> bytes:
     if len(out) > cap:
         raise ZipFormatError(f"{entry.name} inflates past the {cap:,}-byte cap")
     return out
-
-
-def read_torch_archive(source: RangeSource, pkl_cap: int = DATA_PKL_CAP) -> TorchArchive:
-    """The data.pkl of a torch checkpoint and what describes its storages, without the storages."""
-    directory = read_directory(source)
-    pickles = [e for e in directory.entries if DATA_PKL.fullmatch(e.name)]
-    if not pickles:
-        raise ZipFormatError("a zip, but not a torch checkpoint: no <prefix>/data.pkl entry")
-    # torch opens the prefix of the first entry; a second data.pkl is scanned too, never ignored
-    first_prefix = directory.entries[0].name.split("/", 1)[0]
-    primary = next((e for e in pickles if e.name == f"{first_prefix}/data.pkl"), pickles[0])
-    prefix = primary.name.split("/", 1)[0]
-    notes = list(directory.notes)
-    data_pkl, data_offset = read_entry(source, primary, pkl_cap, notes)
-    others: dict[str, bytes] = {}
-    for entry in directory.entries:
-        if entry is not primary and entry.name.endswith(".pkl"):
-            others[f"{entry.name}@{entry.local_offset}"] = read_entry(source, entry, pkl_cap, notes)[0]
-    if len(pickles) > 1:
-        notes.append(f"{len(pickles)} data.pkl entries: {', '.join(e.name for e in pickles)}")
-    storages = {}
-    for entry in directory.entries:
-        match = STORAGE.fullmatch(entry.name)
-        if match and match["prefix"] == prefix:
-            storages[match["key"]] = entry.size
-    return TorchArchive(
-        prefix=prefix,
-        data_pkl=data_pkl,
-        data_pkl_offset=data_offset,
-        storages=storages,
-        byteorder=_small_text(source, directory, f"{prefix}/byteorder"),
-        version=_small_text(source, directory, f"{prefix}/version") or _small_text(source, directory, f"{prefix}/.data/version"),
-        other_pickles=others,
-        notes=notes,
-    )
-
-
-def _small_text(source: RangeSource, directory: ZipDirectory, name: str) -> str | None:
-    found = directory.named(name)
-    if not found:
-        return None
-    return read_entry(source, found[0], SMALL_ENTRY_CAP)[0].decode("utf-8", "replace").strip()

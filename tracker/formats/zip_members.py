@@ -2,9 +2,12 @@
 
 A torch checkpoint's `data.pkl` is one; so is a `model/config.pkl`, a pickle named `data.txt`, an object
 array in a `.npy` member, and each pickle of a zip stored in the zip (MAX_DEPTH levels). A member is told
-by its first bytes (SNIFF of them, read with its local header), never by its name: a pickle's PROTO opcode
-or opcodes that walk, a zip's or numpy's magic. What no loader unpickles is not read: the storages under
-`<prefix>/data/` of a checkpoint (raw tensor bytes, the bulk of the file). Each pickle comes back whole (up
+by its first bytes (SNIFF of them, read with its local header; more, up to SNIFF_CAP, while opcodes walk to
+their end), never by its name: an import a loader could resolve, a finished pickle, opcodes still walking
+at the cap, a zip's or numpy's magic (torch's own data.pkl and constants.pkl are pickles whatever they
+hold). What no Python unpickler reads is not read: the storages under `<prefix>/data/` of a checkpoint (raw
+tensor bytes, the bulk of the file), and TorchScript's `code/**.debug_pkl` (read by torch.jit's own
+unpickler alone). Each pickle comes back whole (up
 to its cap) with its CRC checked, to be judged by the caller (pickle_files.py).
 
 Whatever the layout does to hide a pickle is a note that makes the contents uncertain (`hidden`): a member
@@ -41,6 +44,8 @@ from tracker.formats.torchzip import (
 )
 
 SNIFF = 64  # first bytes of a member read to tell what it is
+SNIFF_CAP = 65_536  # a walk still going after SNIFF bytes is given up to this many before it counts as a pickle
+TORCH_PICKLES = {"data.pkl", "constants.pkl"}  # what torch.load and torch.jit.load unpickle, whatever it looks like
 MAX_MEMBERS = 256  # members sniffed per zip; more is a note (each may be a pickle)
 MAX_DEPTH = 3  # zips inside zips
 NPY_FIRST = 4096  # an .npy member's header is read from this many first bytes (more only when it is longer)
@@ -50,6 +55,7 @@ DESCRIPTOR_SLACK = 24  # a data descriptor (CRC and sizes, ZIP64 ones too) may f
 COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 PICKLE_NAMES = {".pkl", ".pickle", ".joblib", ".dat", ".data", ".bin", ".pt", ".pth", ".ckpt"}
 ZLIB_HEADER = re.compile(rb"\x78[\x01\x5e\x9c\xda]")
+DEBUG_PICKLE = re.compile(r"(?P<prefix>[^/]+)/code/.+\.debug_pkl")
 
 
 @dataclass
@@ -104,12 +110,13 @@ def _walk(source: RangeSource, contents: ZipContents, within: str, depth: int) -
     if len(entries) > MAX_MEMBERS:
         contents.hidden(f"{within}{len(entries):,} members: the first {MAX_MEMBERS} were looked at")
         entries = entries[:MAX_MEMBERS]
+    byteorder = f"{primary.name.split('/', 1)[0]}/byteorder" if primary is not None else None
     starts = sorted({e.local_offset for e in directory.entries} | {directory.central_offset, directory.end_offset})
     if starts[0] > 0:
         _look_between(source, 0, starts[0], contents, within, depth)
     for entry in entries:
         try:
-            end = _member(source, entry, contents, within, depth, entry is primary, storages)
+            end = _member(source, entry, contents, within, depth, entry is primary, storages, byteorder)
         except (ZipFormatError, RangeError) as err:  # RangeError: past the file, or over the scan's budget
             contents.unread += 1
             contents.hidden(f"{within}{entry.name}: {err}" if isinstance(err, RangeError) else f"{within}{err}")
@@ -126,8 +133,10 @@ def _walk(source: RangeSource, contents: ZipContents, within: str, depth: int) -
 
 
 def _torch_layout(directory: ZipDirectory) -> tuple[ZipEntry | None, set[int], dict[str, int]]:
-    """(the data.pkl torch.load reads, the storage entries no loader unpickles, that checkpoint's storage sizes).
-    torch opens the prefix of the first entry; every prefix holding a data.pkl has its storages skipped."""
+    """(the data.pkl torch.load reads, the entries no Python unpickler reads, that checkpoint's storage sizes).
+    torch opens the prefix of the first entry; every prefix holding a data.pkl has its storages skipped, and
+    the `.debug_pkl` files of TorchScript's code/ (debug info that only torch.jit's own unpickler reads, which
+    resolves TorchScript's helpers and no Python callable)."""
     pickles = [e for e in directory.entries if DATA_PKL.fullmatch(e.name)]
     if not pickles:
         return None, set(), {}
@@ -143,18 +152,27 @@ def _torch_layout(directory: ZipDirectory) -> tuple[ZipEntry | None, set[int], d
             skipped.add(id(entry))
             if match["prefix"] == primary.name.split("/", 1)[0]:
                 storages[match["key"]] = entry.size
+        elif (debug := DEBUG_PICKLE.fullmatch(entry.name)) and debug["prefix"] in prefixes:
+            skipped.add(id(entry))
     return primary, skipped, storages
 
 
 def _member(source: RangeSource, entry: ZipEntry, contents: ZipContents, within: str, depth: int, primary: bool,
-            storages: dict[str, int]) -> int:
-    """Look at one member and keep it if it is a pickle (or read the zip it is); where its data ends."""
+            storages: dict[str, int], byteorder: str | None = None) -> int:
+    """Look at one member and keep it if it is a pickle (or read the zip it is); where its data ends.
+    `byteorder` names the checkpoint's byteorder record, whose text is noted when it is not "little"."""
     name, notes = within + entry.name, []
     head, start = read_entry_head(source, entry, SNIFF, notes)
     contents.members += 1
     for note in notes:
         contents.hidden(f"{within}{note}")
-    kind = member_kind(entry.name, head)
+    if entry.name == byteorder and head.strip() != b"little":
+        contents.notes.append(f"{name}: {head.decode('utf-8', 'replace').strip()[:20]!r} (torch reads the storages "
+                              "in that byte order)")  # fmt: skip
+    kind = member_kind(entry.name, head, entry.size)
+    while kind == "more":  # opcodes that walk to the end of what was read: read on before deciding
+        head = read_entry_head(source, entry, min(entry.size, SNIFF_CAP, 64 * len(head)))[0]
+        kind = member_kind(entry.name, head, entry.size)
     end = start + entry.compressed_size
     if kind is None:
         if PurePosixPath(entry.name).suffix.lower() in PICKLE_NAMES and entry.size:
@@ -211,6 +229,8 @@ def _look_between(source: RangeSource, start: int, stop: int, contents: ZipConte
     """Bytes no directory record names (before the first entry, or between two): a local header there is an
     entry the directory hides, a pickle there one that a loader reading from that offset would run."""
     head = source.read(start, min(SNIFF, stop - start))
+    if member_kind("", head, stop - start) == "more":
+        head = source.read(start, min(SNIFF_CAP, stop - start))
     where = f"{within}{stop - start:,} bytes at {start:,} that no directory record names"
     if head[:4] == LOCAL and len(head) >= 30:
         flags, method, crc, csize, usize, name_len = struct.unpack_from("<HHxxxxIIIH", head, 6)
@@ -223,35 +243,44 @@ def _look_between(source: RangeSource, start: int, stop: int, contents: ZipConte
         except (ZipFormatError, RangeError) as err:
             contents.unread += 1
             contents.hidden(f"{within}{err}")
-    elif member_kind("", head) == "pickle":
+    elif member_kind("", head, len(head)) == "pickle":
         contents.hidden(f"{where}: a pickle")
         data = source.read(start, min(stop - start, DATA_PKL_CAP))
         contents.found.append(Found(f"{within}<bytes at {start:,}>", "pickle", data))
 
 
-def member_kind(name: str, head: bytes) -> str | None:
-    """What a member's first bytes say it is: "zip", "npy", "pickle" (a compressed one only under a pickle's
-    name, as joblib writes them), or None for anything no loader unpickles."""
+def member_kind(name: str, head: bytes, size: int) -> str | None:
+    """What a member of `size` bytes is, by its first bytes `head`: "zip", "npy", "pickle" (a compressed one
+    only under a pickle's name, as joblib writes them; torch's data.pkl and constants.pkl always), None for
+    anything no loader unpickles, or "more" when opcodes walk to the end of `head` and more bytes would tell."""
     if starts_as_zip(head):
         return "zip"
     if head[:6] == NPY_MAGIC:
         return "npy"
-    if looks_like_pickle(head):
+    if PurePosixPath(name).name in TORCH_PICKLES:
         return "pickle"
     compressed = head.startswith(COMPRESSED_MAGIC) or ZLIB_HEADER.match(head) is not None
     if compressed and PurePosixPath(name).suffix.lower() in PICKLE_NAMES:
         return "pickle"
-    return None
+    return pickle_sniff(head, size)
 
 
-def looks_like_pickle(head: bytes) -> bool:
-    """A PROTO opcode first, or opcodes that walk: an import, a finished pickle of more than one opcode, or
-    a walk still going where the bytes end."""
-    if len(head) >= 2 and head[0] == 0x80 and head[1] <= 5:
-        return True
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def pickle_sniff(head: bytes, size: int) -> str | None:
+    """Walk the first bytes of `size` as a loader would: "pickle" at an import it could resolve (a dotted name,
+    or an extension code) or a finished pickle (PROTO first, or more than one opcode); None where they stop
+    being opcodes first (text, images, numbers: a loader fails there before anything could run), or end with
+    the member; "more" when they walk to the end of `head` and more of the member would tell, and "pickle"
+    when that is SNIFF_CAP bytes and the walk still goes."""
     scan = scan_pickle(head, max_pickles=1)
-    if scan.imports or scan.dynamic_calls:
-        return True
-    if scan.complete and scan.results and scan.opcodes > 1:
-        return True
-    return scan.exhausted and not scan.complete and scan.opcodes >= 3
+    for found in scan.imports:
+        if found.opcode == "EXT" or (IDENTIFIER.fullmatch(found.module) and IDENTIFIER.fullmatch(found.name)):
+            return "pickle"
+    if scan.complete and scan.results:
+        proto = len(head) >= 2 and head[0] == 0x80 and head[1] <= 5
+        return "pickle" if proto or scan.opcodes > 1 else None
+    if not scan.exhausted or len(head) >= size:
+        return None
+    return "pickle" if len(head) >= SNIFF_CAP else "more"

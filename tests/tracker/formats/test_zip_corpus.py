@@ -68,14 +68,14 @@ def _patched(data: bytes, signature: bytes, at: int, fmt: str, value: int) -> by
 )  # fmt: skip
 def test_a_layout_that_may_hide_a_pickle_is_never_quiet(data: bytes, note: str) -> None:
     """With only benign pickles inside, a layout that could hide one makes the file unknown and says why."""
-    result, _, got = scan_file("model.zip", BytesSource(data))
+    result, _, got = scan_file("model.npz", BytesSource(data))
     assert result["verdict"] == "unknown" and note in got
 
 
 def test_members_that_cannot_be_read_leave_the_readable_ones_judged() -> None:
     """A member whose local header is gone is a note; the pickle beside it is still judged (dangerous)."""
     data = _patched(written({"broken.pkl": SAFE_PKL, "evil.pkl": EVIL}), b"PK\x03\x04", 0, "<I", 0)
-    result, kept, note = scan_file("model.zip", BytesSource(data))
+    result, kept, note = scan_file("arrays.npz", BytesSource(data))  # no longer starting as a zip: by its name
     assert result["verdict"] == "dangerous" and "broken.pkl: no local header" in note
     assert kept == EVIL
 
@@ -83,7 +83,7 @@ def test_members_that_cannot_be_read_leave_the_readable_ones_judged() -> None:
 def test_nothing_readable_is_unreadable() -> None:
     """When no member can be read at all, nothing was judged: unreadable, with the reason."""
     data = _patched(written({"broken.pkl": SAFE_PKL}), b"PK\x03\x04", 0, "<I", 0)
-    result, _, note = scan_file("model.zip", BytesSource(data))
+    result, _, note = scan_file("arrays.npz", BytesSource(data))
     assert result["verdict"] == "unreadable" and "no local header" in note
 
 
@@ -91,7 +91,7 @@ def test_each_pickle_is_named_by_its_member_path() -> None:
     """Occurrences name the member, nested zips joined by '/', and each pickle is judged on its own."""
     inner = written({"archive/data.pkl": EVIL})
     data = written({"outer.pkl": picklescan_payload(), "nested/inner.zip": inner})
-    result = scan_file("model.zip", BytesSource(data))[0]
+    result = scan_file("model.pt", BytesSource(data))[0]
     members = {(o["callable"], o["member"]) for o in result["occurrences"]}
     assert members == {("builtins.eval", "outer.pkl"), ("os.system", "nested/inner.zip/archive/data.pkl")}
 
@@ -111,11 +111,11 @@ def test_a_torch_archive_keeps_its_manifest_and_data_pkl() -> None:
 def test_too_many_members_or_too_deep_a_nesting_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the member cap or the nesting depth the rest is not looked at, and the verdict says so."""
     monkeypatch.setattr(zip_members, "MAX_MEMBERS", 3)
-    result, _, note = scan_file("a.zip", BytesSource(written({f"{i}.txt": b"text" for i in range(5)})))
+    result, _, note = scan_file("a.pt", BytesSource(written({f"{i}.txt": b"text" for i in range(5)})))
     assert result["verdict"] == "unknown" and "5 members: the first 3" in note
     monkeypatch.setattr(zip_members, "MAX_DEPTH", 1)
     deep = written({"a.zip": written({"b.zip": written({"c.pkl": SAFE_PKL})})})
-    result, _, note = scan_file("a.zip", BytesSource(deep))
+    result, _, note = scan_file("a.pt", BytesSource(deep))
     assert result["verdict"] == "unknown" and "a.zip/b.zip: a zip nested more than 1 deep" in note
 
 
@@ -124,7 +124,7 @@ def test_a_member_deflated_is_sniffed_from_its_first_kilobytes() -> None:
     noise = bytes(range(256)) * 40_000  # 10 MB of text-like bytes that deflate poorly enough
     data = written({"weights.raw": noise, "model.pkl": SAFE_PKL}, zipfile.ZIP_DEFLATED)
     source = BytesSource(data)
-    assert scan_file("m.zip", source)[0]["verdict"] == "safe"
+    assert scan_file("m.pt", source)[0]["verdict"] == "safe"
     assert source.bytes_read < 100_000
 
 
@@ -141,6 +141,37 @@ def test_an_npz_of_numbers_reads_headers_not_arrays() -> None:
 
 def test_a_member_past_the_scan_budget_leaves_the_others_judged() -> None:
     """Over the scan's byte budget, one member is a note; the pickle read before it still makes the verdict."""
-    data = written({"evil.pkl": EVIL, "huge.pkl": b"\x80\x02" + bytes(200_000)})
-    result, _, note = scan_file("model.zip", BytesSource(data, budget=60_000))
+    data = written({"evil.pkl": EVIL, "huge.pkl": b"\x80\x02X" + struct.pack("<I", 200_000) + b"a" * 200_000 + b"."})
+    result, _, note = scan_file("model.pt", BytesSource(data, budget=60_000))
     assert result["verdict"] == "dangerous" and "huge.pkl: needs" in note and "cap" in note
+
+
+@pytest.mark.parametrize(
+    ("head", "size", "kind"),
+    [
+        (b"\x80\x02}q\x00.", 6, "pickle"),
+        (b"cos\nsystem\n(S'id'\ntR.", 20, "pickle"),
+        (b"N.", 2, "pickle"),
+        (b"S'" + b"a" * 62, 10_000, "more"),
+        (b"S'" + b"a" * 62, 64, None),
+        (b"S'" + b"a" * 65_534, 100_000, "pickle"),
+        (b"class Net(Module):\n  __parameters__ = []\n  def forward(self, x):\n", 10_000, None),
+        (b"little", 6, None),
+        (b'{"a": 1}', 8, None),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 10_000, None),
+        (bytes(64), 10_000, None),
+    ],
+    ids=["proto", "protocol-0-call", "tiny", "long-string", "long-string-whole", "long-string-at-cap", "python-source",
+         "byteorder", "json", "png", "zeros"],
+)  # fmt: skip
+def test_members_are_told_by_a_walk_as_a_loader_would_do_it(head: bytes, size: int, kind: str | None) -> None:
+    """A resolvable import or a finished pickle is one; bytes that stop being opcodes are not; a walk still
+    going reads on, and is a pickle at the 64 KiB cap."""
+    assert zip_members.pickle_sniff(head, size) == kind
+
+
+def test_a_zip_of_many_odd_members_keeps_a_short_note() -> None:
+    """Thirty members claiming encryption: the first notes and a count of the rest, the verdict unknown."""
+    data = zip_bytes([Member(f"m{i}.txt", b"text", flags=1) for i in range(30)])
+    result, _, note = scan_file("model.pt", BytesSource(data))
+    assert result["verdict"] == "unknown" and note.count("claims encryption") == 12 and "and 19 more notes" in note
