@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as package_version
 from pathlib import Path
 
 import click
@@ -12,7 +10,7 @@ import click
 from storage.errors import NotStored
 from tracker.cli.app import App
 from tracker.cli.outdated import _print_bad, _repo_at
-from tracker.cli.root import app_of
+from tracker.cli.root import app_of, hubwatch_version
 from tracker.errors import BadInput
 from tracker.pins.cache import SHA_RE, BadEntry, Pin
 from tracker.pins.outdated import OutdatedCheck
@@ -45,7 +43,7 @@ def bom(ctx: click.Context, target: str | None, lock_file: Path | None, output: 
             bad.append(BadEntry(pin.entry, problem or "not stored"))
             continue
         models.append(stored_model(app.store, revision))
-    document = render_bom(models, app.settings.hub.endpoint, app.clock(), _hubwatch_version())
+    document = render_bom(models, app.settings.hub.endpoint, app.clock(), hubwatch_version())
     if output is not None:
         replace_file(output, document.encode("utf-8"), what="the bill of materials")
     else:
@@ -84,10 +82,3 @@ def _stored_revision(app: App, pin: Pin):  # noqa: ANN202 -- (Revision | None, p
         return app.store.history.find_revision(pin.repo_id, pin.sha), None
     except NotStored:
         return None, f"{pin.sha[:12]} could not be stored ({report.status}{': ' + report.message if report.message else ''})"
-
-
-def _hubwatch_version() -> str:
-    try:
-        return package_version("hubwatch")
-    except PackageNotFoundError:
-        return "unknown"

@@ -94,6 +94,15 @@ def behaviour_keys(changes: Iterable[ChangeRecord | Change]) -> dict[str, Any]:
     return out
 
 
+def stop_tokens_shown(change: dict[str, Any] | None, snapshot: Any) -> dict[str, Any]:
+    """`show --json`'s `stop_tokens`: the revision's change of the set when it made one (as `history` gives it),
+    with `changed`, and always `by_runtime`: each runtime (transformers, vllm, tgi, llama.cpp) mapped to the ids it
+    stops on at this revision, read from its stored files."""
+    from tracker.differs.stop_tokens import by_runtime, stop_sets
+
+    return {**(change or {}), "changed": change is not None, "by_runtime": by_runtime(stop_sets(snapshot))}
+
+
 def file_dict(f: RevisionFile, scan: FileScan | None = None) -> dict[str, Any]:
     """A file of a revision; with its scan (tracker/formats), the scan's facts under the format's key."""
     out = {
