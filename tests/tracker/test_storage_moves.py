@@ -146,3 +146,16 @@ def test_the_squash_event_goes_out_through_every_channel(app: App, watched, fmt)
         feed = FeedBuilder(app.store, app.store.read_model).build(FeedRequest("repo", "atom", REPO), "http://h").body
         [entry] = [e for e in feedparser.parse(feed).entries if "repo.history_squashed" in {t.term for t in e.tags}]
         assert "history squashed" in entry.title and "severity:warning" in {t.term for t in entry.tags}
+
+
+def test_cdn_requests_do_not_count_as_hub_requests(watched) -> None:
+    """The request budget counts the Hub's host only: a download through the 302 is one Hub request (the 302), the
+    CDN's answer is not counted against the Hub's limits."""
+    from tracker.hub.client import counting_requests
+
+    watched.serve_from_cdn(REPO)
+    hub = HubClient(watched.endpoint)
+    sha = watched.head_sha(REPO)
+    with counting_requests(watched.endpoint) as counted:
+        hub.download(REPO, sha, "model.safetensors")
+    assert counted == [1] and len(watched.cdn.requests) == 1
