@@ -99,6 +99,8 @@ REPO_STATE_SEVERITIES = {"active": "notice", "gone": "critical", "gated": "warni
                          "branch_missing": "critical", "moved": "warning"}
 # The states a watch is no longer polled in on its own after `[poll] park_after` polls in a row met them.
 PARKED_STATES = ("gone", "disabled")
+# The states in which a branch's revisions cannot be fetched from the Hub at all (gated: with a granted token).
+UNFETCHABLE_STATES = ("gone", "disabled", "branch_missing")
 
 # How a derivative relates to its base (a card's `base_model_relation`; the Hub's `base_model:<relation>:<id>` tags).
 DERIVATIVE_RELATIONS = ("quantized", "finetune", "adapter", "merge")

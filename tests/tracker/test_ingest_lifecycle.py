@@ -161,7 +161,8 @@ def test_the_state_is_shown_by_watch_list_the_api_the_pages_and_healthz(app: App
 
 def test_a_renamed_repo_is_moved_once_and_followed_through_the_redirect(app: App, replay) -> None:
     """Renamed on the Hub: the watch is `moved` (to the new name) with one `repo.moved` warning, and the commits made
-    after the rename are still stored under the watched name, through the Hub's 307."""
+    after the rename are stored, through the Hub's 307, with the whole history under the new name
+    (tests/tracker/test_ingest_rename.py)."""
     new = "hubwatch-tests/renamed-model"
     _watched(app, replay)
     replay.rename(BROKEN, new)
@@ -170,10 +171,11 @@ def test_a_renamed_repo_is_moved_once_and_followed_through_the_redirect(app: App
     assert outcome.status == "ingested" and outcome.repo_state == "moved" and len(outcome.revisions) == 2
     [outcome] = app.poller.poll()
     assert outcome.status == "unchanged" and outcome.repo_state == "moved" and not outcome.state_changed
-    watch = app.store.watches.get_watch(BROKEN)
+    watch = app.store.watches.get_watch(new)
     assert (watch.repo_state, watch.state_detail["moved_to"]) == ("moved", new)
-    assert _state_events(app) == [("repo.moved", "warning")]
-    assert len(app.store.history.list_revisions(BROKEN)) == 3
+    events = reversed(app.store.history.list_events(new))
+    assert [(e.kind, e.severity) for e in events if e.kind == "repo.moved"] == [("repo.moved", "warning")]
+    assert len(app.store.history.list_revisions(new)) == 3
 
 
 def test_a_rename_with_on_move_stop_fails_the_watch_naming_the_new_name(replay, database_url: str) -> None:

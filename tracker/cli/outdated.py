@@ -88,9 +88,18 @@ def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None,
         _print_reports(reports, bad)
         if scan is not None:
             _print_scan(scan, moved)
-    failed = bool(bad) or any(not r.checked for r in reports)
-    if failed or (fail_on is not None and any(r.reaches(fail_on) for r in reports)):
-        ctx.exit(1)
+    ctx.exit(outdated_exit_code(reports, bad, fail_on))
+
+
+def outdated_exit_code(reports: list[ModelReport], bad: list[BadEntry], fail_on: str | None) -> int:
+    """1 when an entry cannot be used, a model could not be checked for another reason than its repo's state (the
+    Hub unreachable), or a change reaches `fail_on`; else 3 when a pin's repo is in a state to act on (gone,
+    disabled, gated, branch missing, renamed), as `poll` exits for them; else 0."""
+    if bad or any(not r.checked and r.repo_state is None for r in reports):
+        return 1
+    if fail_on is not None and any(r.reaches(fail_on) for r in reports):
+        return 1
+    return 3 if any(r.repo_state is not None for r in reports) else 0
 
 
 @click.command()
@@ -291,9 +300,14 @@ def _report_lines(report: ModelReport) -> list[str]:
         "up_to_date": f"up to date at {pin.sha[:12]}",
         "behind": f"{report.commits_behind} commit(s) behind: {pin.sha[:12]} -> {(report.head_sha or '')[:12]}",
     }
+    if report.status == "moved":
+        status["moved"] = (f"moved to {report.moved_to}: " + (f"up to date at {pin.sha[:12]}" if report.commits_behind == 0
+                           else f"{report.commits_behind} commit(s) behind: {pin.sha[:12]} -> {(report.head_sha or '')[:12]}"))
     lines = [f"{name}  {status.get(report.status, report.status.replace('_', ' '))}"]
     if report.message:
         lines.append(f"    {report.message}")
+    if report.advice:
+        lines.append(f"    what to do: {report.advice}")
     summary = report.summary()
     if summary:
         counted = (f"{kind}: " + ", ".join(f"{n} {sev}" for sev, n in counts.items()) for kind, counts in summary.items())

@@ -223,14 +223,23 @@ class Ingestor:
         """Record a poll that succeeded; a watch in another state than active is restored with it (one event). A
         gated watch is restored only by files read (a revision stored with nothing refused) or the gate lifted, not
         by a head alone; a poll whose files the Hub refused (`gate` closed) makes it gated (one event)."""
+        moved = None
         if gate is not None and gate.closed:
             seen = gated_state(watch, gate.mode, gate.unread, str(gate.refusal))
         else:
             read_files = gate.reads > 0 if gate is not None else bool(outcome.revisions)
-            seen = moved_state(watch, outcome.answered_id) or restored_state(watch, meta, read_files=read_files)
-        self.store.watches.record_poll_ok(watch.id, meta, events=events or (), sha=sha, restored=seen)  # type: ignore[arg-type]
+            moved = moved_state(watch, outcome.answered_id)
+            seen = moved or restored_state(watch, meta, read_files=read_files)
+        move_to = outcome.answered_id if moved is not None and watch.id is not None else None
+        result = self.store.watches.record_poll_ok(watch.id, meta, events=events or (), sha=sha, restored=seen,  # type: ignore[arg-type]
+                                                   move_to=move_to)
         if seen is not None:
             outcome.repo_state = seen.state
+        if result is not None:
+            outcome.history_moved_to = None if result.refused else result.new
+            outcome.move_refused = result.refused
+            log.warning("repo_history_moved" if result.refused is None else "repo_history_not_moved", repo_id=result.old,
+                        moved_to=result.new, rows=result.moved, reason=result.refused)
 
     def ingest_since(self, target: IngestTarget, head: RepoHead) -> tuple[PollOutcome, Snapshot | None]:
         """Bring a repo without a watch row up to `head`: its commits after the stored revision they descend
@@ -579,5 +588,7 @@ def _dropped(watch: Watch, fork_sha: str | None, revisions: list[Revision]) -> l
 
 def _clean(watch: Watch) -> bool:
     """No error to clear: an unchanged poll of this watch need only stamp the time."""
+    state = watch.repo_state or "active"
+    followed = state == "moved" and bool((watch.state_detail or {}).get("moved_from"))  # polled under its new name
     return (watch.error_count == 0 and watch.last_error is None and watch.next_retry_at is None
-            and (watch.repo_state or "active") == "active")
+            and (state == "active" or followed))

@@ -69,6 +69,8 @@ def restored_state(watch: Watch, repo_meta: dict[str, Any] | None, read_files: b
     state = watch.repo_state or "active"
     if state == "active" or (state == "gated" and not read_files and (repo_meta or {}).get("gated")):
         return None
+    if state == "moved" and (watch.state_detail or {}).get("moved_from"):
+        return None  # its history moved to the new name, which the watch now polls: the rename stands
     return _seen(watch, "active", {})
 
 
@@ -91,7 +93,8 @@ def summary_of(state: str, previous: str, branch: str, detail: dict[str, Any]) -
     if state == "branch_missing":
         return f"branch {branch} no longer exists on the Hub"
     if state == "moved":
-        return f"repo renamed on the Hub to {detail.get('moved_to')}: followed through the Hub's redirect"
+        return (f"repo renamed on the Hub to {detail.get('moved_to')}: followed, its history moves to the new name "
+                "(the old name's feeds and pages answer with it)")
     return f"repo restored: answers again after being {previous.replace('_', ' ')}"
 
 

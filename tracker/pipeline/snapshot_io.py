@@ -214,7 +214,8 @@ def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot, rules:
             spec = scanner_for(entry.path)
             assert spec is not None
             size = entry.lfs_size if entry.lfs_size is not None else entry.size
-            source = hub.open_range(snapshot.repo_id, snapshot.sha, entry.path, size, spec.budget)
+            source = hub.open_range(snapshot.repo_id, snapshot.sha, entry.path, size, spec.budget,
+                                    first_block=spec.read_ahead, max_block=spec.read_ahead)
             try:
                 scan, data = _read(gate, fetched, entry.path, lambda s=spec, src=source, e=entry: run_scan(s, src, e.path, rules))
             except _Refused:

@@ -333,6 +333,7 @@ def test_a_runtime_set_of_unnamed_ids_leaves_the_end_of_turn_undecided(kit):
     assert finding["not_stopped_by"] == []
     assert finding["undecided"] == ["transformers", "tgi"] and finding["stopped_by"] == ["vllm", "llama.cpp"]
 
+
 def test_an_unread_deciding_file_is_not_compared_rather_than_dropped(kit):
     """generation_config.json changed but its bytes were not read (a gated repo refused them): no "dropped" verdict
     from a file that only looks empty, one "not compared" change naming it and why."""

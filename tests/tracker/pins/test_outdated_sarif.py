@@ -135,3 +135,23 @@ def test_sha_positions() -> None:
     assert sha_columns("x = 1\n", 5, sha) is None and sha_columns("x = 1\n", 1, sha) is None
     assert sha_site("l.lock", f'a\nrevision = "{sha}"\n', sha, "e") == PinSite("l.lock", 2, 13, 53, "e")
     assert sha_site("l.lock", "nothing\n", sha, "e") == PinSite("l.lock", 1, entry="e")
+
+
+def test_a_pin_in_a_kubernetes_manifest_stands_on_its_sha(replay, config: Path, tmp_path: Path) -> None:
+    """vLLM's args with the revision in the container's env ($(REV)): the result stands on the line that holds the
+    sha, with its columns and the fix."""
+    replay.set_head(EVERY, 4)
+    old = replay.commits(EVERY)[0].sha
+    root = tmp_path / "deploy"
+    root.mkdir()
+    (root / "vllm.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: vllm\n"
+        f"          args: [--model, {EVERY}, --revision, $(REV)]\n          env:\n            - name: REV\n"
+        f"              value: {old}\n")
+    log = valid(json.loads(run_cli("outdated", "--scan", str(root), "--format", "sarif", config=config).stdout))
+    [behind] = [r for r in log["runs"][0]["results"] if r["ruleId"] == "HW001"]
+    location = behind["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "vllm.yaml"
+    line = (root / "vllm.yaml").read_text().splitlines()[location["region"]["startLine"] - 1]
+    assert line[location["region"]["startColumn"] - 1:location["region"]["endColumn"] - 1] == old
+    assert behind["fixes"][0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == replay.head_sha(EVERY)
