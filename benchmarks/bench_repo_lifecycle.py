@@ -12,7 +12,7 @@ Poller and ListingJob on a simulated clock that moves a minute at a time ([poll]
      active again (goal: the first, one listing interval), and the new commit stored;
   5. 10 repos renamed on the Hub, each announced by a Hub webhook `action: "move"` POSTed to the real HTTP server
      (uvicorn on loopback, its trigger polling at once as the daemon's does): the wall time from the POST to the watch
-     recorded `moved` to the new name, followed through the Hub's 307.
+     and its history under the new name (`moved`), found through the Hub's 307.
 Run: python -m benchmarks run repo_lifecycle   (size: watched repos, default 100)
 """
 
@@ -187,9 +187,9 @@ def measure(size: int | None = None) -> dict[str, float]:
                 assert answer.status_code == 202, answer.text
                 outcome = outcomes.get(timeout=60)
                 times_ms.append((time.perf_counter() - started) * 1000)
-                watch = app.store.watches.get_watch(repo_id)
-                if getattr(outcome, "repo_state", None) != "moved" or (watch.state_detail or {}).get("moved_to") != new:
-                    raise RuntimeError(f"{repo_id}: the move webhook's poll did not record the rename: {outcome}")
+                watch = app.store.watches.get_watch(new)  # the watch and its history follow the new name
+                if getattr(outcome, "history_moved_to", None) != new or watch is None or watch.repo_state != "moved":
+                    raise RuntimeError(f"{repo_id}: the move webhook's poll did not follow the rename: {outcome}")
         print(f"move webhook to moved: {[round(t) for t in times_ms]} ms")
     detail(f"{n} repos; {listing_hour} listing requests in the hour once known gone (one page a pass)")
     return {

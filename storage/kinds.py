@@ -33,7 +33,8 @@ CHANGE_KIND_DESCRIPTIONS = {
                "and GGUF headers, and pickle formats.",
     "custom_code": "Python files named by auto_map, and requirements.txt: always security-relevant.",
     "files": "Any other file, added, removed or changed, by name only.",
-    "repo": "Facts about the repo rather than a file: a history rewrite (force-push), the repo made private or gated.",
+    "repo": "Facts about the repo rather than a file: a history rewrite (force-push) or squash, the repo made private or "
+            "gated, the files a gated repo refused to be read.",
     "estimate": "The estimator's parameters and memory per card changed (rerun when the structure changed).",
     "stop_tokens": "The set of token ids generation stops on, and the chat template's end of turn.",
 }

@@ -23,10 +23,15 @@ def _gen(**keys: object) -> bytes:
     return json.dumps({"eos_token_id": 2, **keys}).encode()
 
 
+def _tok(template: str) -> bytes:
+    return json.dumps({"eos_token": "</s>", "chat_template": template}).encode()
+
+
 STEPS = [
     {"config.json": b'{"model_type": "llama"}', "generation_config.json": _gen(), "README.md": b"# one\n",
-     "tokenizer_config.json": b'{"eos_token": "</s>"}', "model.safetensors": lfs_entry(HEADER)},
-    {"generation_config.json": _gen(temperature=0.6), "model.safetensors": lfs_entry(WIDER)},  # eos 2 kept
+     "tokenizer_config.json": _tok("{{ messages[0].content }}</s>"), "model.safetensors": lfs_entry(HEADER)},
+    {"generation_config.json": _gen(temperature=0.6), "model.safetensors": lfs_entry(WIDER),  # eos 2 kept
+     "tokenizer_config.json": _tok("{{ messages[0].content }} </s>")},
     {"README.md": b"# two\n"},
     {"README.md": b"# three\n"},
 ]
@@ -60,18 +65,24 @@ def _lifecycle(app: App) -> list[tuple[str, str]]:
 
 def test_new_revisions_are_stored_from_what_stays_readable(app: App, gated) -> None:
     """The new commit is stored from its file list: the refused files are noted on the revision and on each file,
-    the weights' new LFS hash is a change, the stop tokens are "not compared" (not "dropped"), one refused read."""
+    the weights' new LFS hash is a change, the config, tokenizer, chat template and stop tokens are "not compared"
+    (nothing "dropped" or "removed"), one refused read."""
     gated.reset_requests()
     gated.set_head(REPO, 2)
     [outcome] = app.poller.poll()
     assert outcome.status == "ingested" and outcome.repo_state == "gated" and outcome.state_changed
-    assert outcome.unread == ["generation_config.json", "model.safetensors"]
+    assert outcome.unread == ["generation_config.json", "tokenizer_config.json", "model.safetensors"]
     assert _refused(gated) == 1
     [revision] = outcome.revisions
     summaries = [c.summary for c in revision.changes]
-    assert "gated (manual): 2 file(s) not read: generation_config.json, model.safetensors" in summaries
+    assert "gated (manual): 3 file(s) not read: generation_config.json, tokenizer_config.json, model.safetensors" in summaries
+    assert not [s for s in summaries if "removed" in s]  # nothing unread is said to be gone
     [stops] = [c for c in revision.changes if c.kind.value == "stop_tokens"]
-    assert stops.summary.startswith("stop tokens not compared: new generation_config.json not read (gated (manual)")
+    assert stops.summary.startswith("stop tokens not compared: new generation_config.json, new tokenizer_config.json not "
+                                    "read (gated (manual)")
+    assert [c.summary.split(";")[0] for c in revision.changes if c.kind.value in ("config", "tokenizer", "chat_template")] \
+        == ["generation_config.json changed", "tokenizer_config.json changed", "chat_template: could not be read (gated "
+            "(manual): not read, the Hub refuses its files to this token)"]
     assert stops.severity.value == "info"
     [weights] = [c for c in revision.changes if c.path == "model.safetensors"]
     assert "changed" in weights.summary and "tensors not compared" in weights.summary
@@ -93,7 +104,7 @@ def test_one_refused_read_per_poll_and_the_return_is_told(app: App, gated) -> No
     gated.set_head(REPO, 3)
     [outcome] = app.poller.poll()
     assert len(outcome.revisions) == 2 and _refused(gated) == 1
-    assert outcome.unread == ["generation_config.json", "model.safetensors", "README.md"]
+    assert outcome.unread == ["generation_config.json", "tokenizer_config.json", "model.safetensors", "README.md"]
     [outcome] = app.poller.poll()
     assert outcome.status == "unchanged" and outcome.repo_state == "gated" and _refused(gated) == 1
     assert not [r for r in gated.requests if "/resolve/" in r.path and r.status < 400]

@@ -4,6 +4,8 @@ that honour Range) is followed without ever carrying the token there. Against th
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -123,3 +125,37 @@ def test_a_squash_keeps_what_was_stored_and_is_no_rewrite(app: App, watched) -> 
     assert events == [("repo.history_squashed", "warning")]
     [outcome] = app.poller.poll()
     assert outcome.status == "unchanged"
+
+
+@pytest.mark.parametrize("fmt", ["generic", "slack", "discord", "apprise"])
+def test_the_squash_event_goes_out_through_every_channel(app: App, watched, fmt) -> None:
+    """`repo.history_squashed` renders in every webhook format (the generic one typed by its kind) and is an Atom entry
+    in its own category with its severity."""
+    import feedparser
+
+    from feeds.views.feed import FeedBuilder, FeedRequest
+    from feeds.webhooks import Links, render
+
+    watched.squash(REPO)
+    app.poller.poll()
+    [event] = [e for e in app.store.history.list_events(REPO) if e.kind == "repo.history_squashed"]
+    body = render(event, fmt, Links(hub_endpoint=watched.endpoint))
+    assert "history squashed" in json.dumps(json.loads(body))
+    if fmt == "generic":
+        assert json.loads(body)["type"] == "repo.history_squashed"
+        feed = FeedBuilder(app.store, app.store.read_model).build(FeedRequest("repo", "atom", REPO), "http://h").body
+        [entry] = [e for e in feedparser.parse(feed).entries if "repo.history_squashed" in {t.term for t in e.tags}]
+        assert "history squashed" in entry.title and "severity:warning" in {t.term for t in entry.tags}
+
+
+def test_cdn_requests_do_not_count_as_hub_requests(watched) -> None:
+    """The request budget counts the Hub's host only: a download through the 302 is one Hub request (the 302), the
+    CDN's answer is not counted against the Hub's limits."""
+    from tracker.hub.client import counting_requests
+
+    watched.serve_from_cdn(REPO)
+    hub = HubClient(watched.endpoint)
+    sha = watched.head_sha(REPO)
+    with counting_requests(watched.endpoint) as counted:
+        hub.download(REPO, sha, "model.safetensors")
+    assert counted == [1] and len(watched.cdn.requests) == 1

@@ -101,7 +101,7 @@ def _poll_and_show(app: App, echo: Echo, repo_ids: list[str] | None = None) -> N
 def _summary(app: App, repos: list[str], echo: Echo, folder: Path) -> None:
     kinds: Counter[str] = Counter()
     revisions = 0
-    for repo_id in repos:
+    for repo_id in app.store.history.repo_ids():  # a renamed repo's history is under its new name now
         rows = app.store.history.list_revisions(repo_id)
         revisions += len(rows)
         for changes in app.store.history.changes_by_revision(r.id for r in rows).values():  # type: ignore[misc]

@@ -245,7 +245,10 @@ def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
 @click.pass_context
 def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_json: bool) -> None:
     """One ingest pass now, then exit (exit code 1 if a repo failed; 3 if every failure was the repo's state:
-    gone, gated without access (followed through what stays readable), disabled or its branch missing).
+    gone, gated, disabled or its branch missing).
+
+    A gated repo without access is followed through what stays readable: its new commits are stored, the files the
+    Hub refused are named (`unread_files` in --json), and it counts as a failure of its state (exit 3).
 
     REPOS: the watched repos to poll (default: every watch)."""
     app = app_of(ctx)

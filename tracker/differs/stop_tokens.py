@@ -27,7 +27,8 @@ INPUTS = (GENERATION_CONFIG, CONFIG, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, TOKEN
 # The files whose eos ids join the set (only those keys of them decide it), and the files read whole.
 EOS_FILES = (GENERATION_CONFIG, CONFIG)
 TOKENIZER_FILES = (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, TOKENIZER_JSON)
-# The files that decide the set (tokenizer.json only names its tokens): one not read on either side, no verdict.
+# The files that decide the sets: one not read on either side, no verdict (tokenizer.json, which names the tokens and
+# gives llama.cpp its end-of-generation texts, when read on one side only: a large one unread on both is consistent).
 DECIDING = (GENERATION_CONFIG, CONFIG, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
 PROBE = "hubwatch-end-of-turn-probe"
 # The assistant turn is followed by a user turn, so a template that ends only finished turns still ends it.
@@ -293,6 +294,8 @@ def diff(old: Snapshot | None, new: Snapshot) -> list[Change]:
         return []
     touched = [p for p in INPUTS if _oid(old, p) != _oid(new, p)]
     unread = [(side, p) for side, snap in (("old", old), ("new", new)) for p in DECIDING if _unread(snap, p)]
+    if _unread(old, TOKENIZER_JSON) != _unread(new, TOKENIZER_JSON):  # its vocabulary on one side only (llama.cpp's)
+        unread.append(("old" if _unread(old, TOKENIZER_JSON) else "new", TOKENIZER_JSON))
     if unread:  # a file that decides the set was not read (gated, too large): no verdict rather than a false one
         return [_not_compared(touched, unread, old, new)]
     new_names = TokenNames(new)

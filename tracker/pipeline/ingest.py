@@ -221,8 +221,8 @@ class Ingestor:
     def _record_ok(self, watch: Watch, outcome: PollOutcome, meta: dict[str, Any], events: list[NewEvent] | None = None,
                    sha: str | None = None, gate: Gate | None = None) -> None:
         """Record a poll that succeeded; a watch in another state than active is restored with it (one event). A
-        gated watch is restored only by files read (a revision stored with nothing refused) or the gate lifted, not
-        by a head alone; a poll whose files the Hub refused (`gate` closed) makes it gated (one event)."""
+        gated watch is restored only by a file the Hub served in this poll or the gate lifted, not by a head alone; a
+        poll whose files the Hub refused (`gate` closed) makes it gated (one event)."""
         moved = None
         if gate is not None and gate.closed:
             seen = gated_state(watch, gate.mode, gate.unread, str(gate.refusal))

@@ -345,3 +345,18 @@ def test_an_unread_deciding_file_is_not_compared_rather_than_dropped(kit):
     [change] = st.diff(old, new)
     assert change.severity is Severity.INFO and change.detail["stop_tokens"]["compared"] is False
     assert change.summary.startswith("stop tokens not compared: new generation_config.json not read (gated (manual)")
+
+
+def test_a_tokenizer_json_read_on_one_side_only_is_not_compared(kit):
+    """tokenizer.json refused on the new side (a gated repo): llama.cpp's set, read from its vocabulary, is not
+    reported changed; the stop tokens are "not compared"."""
+    vocab = {"model": {"vocab": {"<|eot_id|>": 128009, "<|end_of_text|>": 128001}}}
+    old = kit.build({"tokenizer_config.json": {"eos_token": "<|eot_id|>"}, "tokenizer.json": vocab,
+                     "generation_config.json": {"eos_token_id": 128009}})
+    new = kit.build({"tokenizer_config.json": {"eos_token": "<|eot_id|>"}, "tokenizer.json": vocab,
+                     "generation_config.json": {"eos_token_id": 128009}}, sha="1" * 40)
+    new.files["tokenizer.json"] = FileEntry("tokenizer.json", "e" * 40, 30)
+    del new.contents["tokenizer.json"]
+    new.unavailable["tokenizer.json"] = "gated (auto): not read, the Hub refuses its files to this token"
+    [change] = st.diff(old, new)
+    assert change.summary.startswith("stop tokens not compared: new tokenizer.json not read (gated (auto)")

@@ -49,10 +49,12 @@ shows it again). The same is `POST /_replay/state/{org}/{name}?state=S[&gated=au
 
 `squash(repo)` is the Hub's super-squash: the branch becomes one new commit holding the head's tree, the old shas gone.
 
+(`POST /_replay/squash/{org}/{name}`.)
+
 `serve_from_cdn(repo)` moves a repo's LFS files to the CDN stand-in (cdn.py, another host): `/resolve/` answers them
 with a 302 to a signed URL that honours Range, its metadata headers kept; `migrate_to_xet(repo)` is the Hub's Xet
 migration: that, and every LFS entry of its trees and paths-info lists a `xetHash` beside its unchanged `lfs.oid`
-(no commit is made).
+(no commit is made). For a replay in another process: `POST /_replay/storage/{org}/{name}?to=cdn|xet`.
 
 The client's background `GET /api/agent-harnesses` is answered 404 and never recorded; neither are the
 admin routes under `/_replay/` (see `_admin`).
@@ -456,6 +458,7 @@ class ReplayServer:
     def _admin(self, method: str, path: str, query: dict[str, list[str]]) -> Response:
         """POST /_replay/advance/{org}/{name}, POST /_replay/head/{org}/{name}?n=N,
         POST /_replay/state/{org}/{name}?state=S[&gated=MODE], POST /_replay/rename/{org}/{name}?to=ORG/NAME,
+        POST /_replay/storage/{org}/{name}?to=cdn|xet, POST /_replay/squash/{org}/{name},
         GET /_replay/requests, POST /_replay/reset-requests, GET /_replay/repos."""
         parts = path.strip("/").split("/")
         if method == "GET" and parts == ["_replay", "requests"]:
@@ -475,6 +478,17 @@ class ReplayServer:
             except ValueError as err:
                 return json_response(400, {"error": str(err)})
             return json_response(200, {"repo_id": new, "renamed_from": repo_id})
+        if method == "POST" and len(parts) == 4 and parts[1] in ("storage", "squash"):
+            repo_id = f"{parts[2]}/{parts[3]}"
+            if repo_id not in self._repos:
+                return json_response(404, {"error": f"unknown repo {repo_id}"})
+            if parts[1] == "squash":
+                return json_response(200, {"repo_id": repo_id, "head": self.squash(repo_id)})
+            to = query.get("to", [""])[-1]
+            if to not in ("cdn", "xet"):
+                return json_response(400, {"error": f"storage must be cdn or xet, not {to!r}"})
+            self.migrate_to_xet(repo_id) if to == "xet" else self.serve_from_cdn(repo_id)
+            return json_response(200, {"repo_id": repo_id, "storage": to, "cdn": self.cdn.origin})
         if method == "POST" and len(parts) == 4 and parts[1] == "state":
             repo_id = f"{parts[2]}/{parts[3]}"
             if repo_id not in self._repos:
