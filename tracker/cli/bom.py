@@ -30,8 +30,10 @@ from tracker.pins.outdated import OutdatedCheck
 def bom(ctx: click.Context, target: str | None, lock_file: Path | None, output: Path | None, with_template: bool,
         vex_only: bool) -> None:
     """A CycloneDX 1.6 JSON bill of materials: REPO[@REV] (a commit sha, or a branch: its head; default main),
-    or every model of a lock file, with every hubwatch record about each repo analysed for the listed revision
-    (exploitable, resolved, not affected). Exit 1 when a model could not be listed (named on stderr)."""
+    or every model of a lock file. Exit 1 when a model could not be listed (named on stderr).
+
+    Every hubwatch record about each repo is analysed for the listed revision (exploitable, resolved, not
+    affected); --vex writes only those."""
     from tracker.formats.local_files import replace_file
     from tracker.pins.bom import render_bom, stored_model
 

@@ -73,6 +73,8 @@ def behaviour_since(store: Storage, repo_id: str, pinned_sha: str, head_sha: str
     return found
 
 
+GATED_NOTE = ("gated: the Hub refuses its files to this token; compared from what it still lists (commits, file "
+              "list, sizes, LFS hashes), the files' contents not read")
 # The statuses that are the repo's state on the Hub (tracker/pipeline/repo_state.py): each says what to do, and
 # `outdated` exits 3 for them when nothing else failed.
 STATE_STATUSES = ("gone", "disabled", "gated", "branch_missing", "moved")
@@ -206,14 +208,21 @@ class OutdatedCheck:
             status = outcome.repo_state if outcome.repo_state in STATE_STATUSES else "gated" if head.gated else "unavailable"
             return ModelReport(pin, status, head.sha, message=outcome.error)
         chain = None if outcome.reach_missed else stored_chain(self.store.history.list_revisions(pin.repo_id), head.sha, pin.sha)
+        gated = outcome.repo_state == "gated"  # followed through what the Hub still lists: compared, but say so
         if chain is None:
+            if gated:
+                return ModelReport(pin, "gated", head.sha, message=f"{GATED_NOTE}; {pin.sha[:12]} is not in the "
+                                   "history stored from what it lists")
             return self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
         records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
         changes = [since_change(r.sha, c) for r, c in records]
         changes += _advisories_of(self.store, chain)
         rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
         message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
-        return ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
+        status = "rewritten" if rewritten else "behind"
+        if gated:
+            status, message = "gated", "; ".join(filter(None, [GATED_NOTE, message]))
+        return ModelReport(pin, status, head.sha, len(chain), changes, message)
 
     def watch_of(self, pin: Pin) -> Watch:
         """The watch the pin is checked through (added, source `outdated`, on first use)."""
