@@ -16,7 +16,9 @@ runtime:
   ``MambaSpec`` one state per sequence whose shapes are ``MambaStateShapeCalculator``'s
   (``vllm/model_executor/layers/mamba/mamba_utils.py``: conv states keep ``d_conv - 1`` columns, states in the
   model dtype as ``mamba_ssm_cache_dtype="auto"``, except Nemotron-H, whose ``NemotronHForCausalLMConfig`` takes
-  the config's ``mamba_ssm_cache_dtype``, float32 when absent); ``CrossAttentionSpec`` the encoder's length.
+  the config's ``mamba_ssm_cache_dtype``, float32 when absent, Qwen3.5, whose hook takes the config's
+  ``mamba_ssm_dtype``, and Kimi's delta attention, whose state is float32); ``CrossAttentionSpec`` the encoder's
+  length.
 
 Hybrids are read layer by layer, never by a formula per family: which layer holds attention, a state, both
 (Falcon-H1, Zamba2's ``hybrid`` layers, where a shared attention block runs before the layer's mamba and keeps
@@ -269,6 +271,22 @@ def _kinds(c: dict, layers: int, notes: list[str]) -> list[str]:
         if len(attention) != len(indices):
             notes.append(f"attn_layer_indices {indices!r} names layers outside 0..{layers - 1}: those ignored")
         return ["full" if i in attention else "state" for i in range(layers)]  # Bamba: mamba everywhere else
+    lac = c.get("linear_attn_config")
+    if mt == "kimi_linear" and isinstance(lac, dict):
+        # Kimi Linear's checkpoint numbers its layers from 1 (KimiLinearConfig reads them so)
+        full, kda = lac.get("full_attn_layers"), lac.get("kda_layers")
+        if isinstance(full, list) and isinstance(kda, list):
+            kinds = ["none"] * layers
+            for name, listed in (("full", full), ("state", kda)):
+                for n in listed:
+                    if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= layers:
+                        kinds[n - 1] = name
+            if kinds.count("none"):
+                notes.append(f"linear_attn_config names {layers - kinds.count('none')} of {layers} layers: the "
+                             "others priced as keeping nothing")
+            return kinds
+    if mt == "kimi_linear":
+        return ["full" if i and i % 4 == 0 else "state" for i in range(layers)]
     if mt == "jamba":
         period, offset = _int(c, "attn_layer_period") or 8, c.get("attn_layer_offset", 4)
         return ["full" if i % period == offset else "state" for i in range(layers)]
@@ -324,13 +342,33 @@ def _state(c: dict, notes: list[str]) -> dict | None:
             notes.append("lfm2 without hidden_size")
             return None
         return _priced(width, kernel, 0)
-    if mt == "qwen3_next":
+    if mt == "qwen3_next" or "linear_num_value_heads" in c:
+        # gated delta net (Qwen3-Next, Qwen3.5, OLMo hybrid): conv over q, k and v; a (v heads, k dim, v dim) state
         kh, vh = _int(c, "linear_num_key_heads"), _int(c, "linear_num_value_heads")
         kd, vd, kernel = _int(c, "linear_key_head_dim"), _int(c, "linear_value_head_dim"), _int(c, "linear_conv_kernel_dim")
         if None in (kh, vh, kd, vd, kernel):
-            notes.append("qwen3_next without its linear_* keys")
+            notes.append(f"{mt} without its linear_* keys (gated delta net heads and widths)")
             return None
-        return _priced(2 * kh * kd + vh * vd, kernel, vh * kd * vd)  # type: ignore[operator]
+        ssm_bytes = STATE_BYTES
+        if str(mt).startswith("qwen3_5") and "mamba_ssm_dtype" in c:
+            # vLLM's Qwen3.5 config hook keeps the state at the checkpoint's mamba_ssm_dtype (float32 as published)
+            ssm_bytes = SSM_BYTES.get(str(c["mamba_ssm_dtype"]), 4)
+            if str(c["mamba_ssm_dtype"]) not in SSM_BYTES:
+                notes.append(f"mamba_ssm_dtype {c['mamba_ssm_dtype']!r} is not known: vLLM's state priced at float32")
+        return _priced(2 * kh * kd + vh * vd, kernel, vh * kd * vd, ssm_bytes)  # type: ignore[operator]
+    if mt == "kimi_linear" or "linear_num_heads" in c:
+        # Kimi delta attention: conv over q, k and v of heads x head_dim each; a (heads, dim, dim) state, fp32 in both.
+        # The checkpoint states them in linear_attn_config, which KimiLinearConfig reads over the flat keys
+        lac = c.get("linear_attn_config") if isinstance(c.get("linear_attn_config"), dict) else {}
+        heads, dim = _int(lac, "num_heads") or _int(c, "linear_num_heads"), _int(lac, "head_dim") or _int(c, "linear_head_dim")
+        kernel = _int(lac, "short_conv_kernel_size") or _int(c, "linear_conv_kernel_dim") or 4
+        if not any(k in lac or f"linear_{k}" in c for k in ("num_heads", "head_dim")):
+            heads, dim = 32, 128
+            notes.append("kimi_linear states no delta-attention heads: KimiLinearConfig's 32 heads of 128 assumed")
+        if heads is None or dim is None:
+            notes.append(f"{mt} without positive linear_num_heads / linear_head_dim")
+            return None
+        return _priced(3 * heads * dim, kernel, heads * dim * dim, vllm_ssm_bytes=4)
     kernel = _int(c, "mamba_d_conv", "conv_kernel", "d_conv") or 4
     d_state = _int(c, "mamba_d_state", "state_size", "ssm_state_size", "d_state")
     expand = _int(c, "mamba_expand", "expand") or 2

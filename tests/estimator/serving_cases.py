@@ -54,8 +54,15 @@ HYBRID_PATHS = (
     "serving/granitemoehybrid/granite-4.0-h-small.json",  # layer_types: 4 attention among 36 mamba, MoE
     "serving/nemotron_h/Nemotron-H-8B-Base-8K.json",  # hybrid_override_pattern: 24 mamba, 4 attention, 24 MLP-only
 )
+# delta-rule hybrids behind hundreds of experts: 1k live; at 8k the delta rule's reference takes ~30 s on the meta
+# device (Qwen3.5-35B-A3B measured exact there once, 232,652,800 bytes, when its 1k figure was recorded)
+DELTA_PATHS = (
+    "serving/qwen3_5_moe/Qwen3.5-35B-A3B.json",    # text_config; 3 gated delta : 1 attention, 256 experts
+    "serving/kimi_linear/Kimi-Linear-48B-A3B-Instruct.json",  # linear_attn_config's 1-based layers; MLA
+)
 KV_CASES = ([(path, tokens) for path in PATHS for tokens in (300, 5000)]
-            + [(path, tokens) for path in HYBRID_PATHS for tokens in (1024, 8192)])
+            + [(path, tokens) for path in HYBRID_PATHS for tokens in (1024, 8192)]
+            + [(path, 1024) for path in DELTA_PATHS])
 
 
 def case_key(path: str, tokens: int) -> str:

@@ -56,6 +56,9 @@ def test_transformers_figure_is_exact_live(path, tokens):
     ("serving/zamba2/Zamba2-1.2B.json", 6 * 2 * 32 * 128 * 2),
     # Nemotron-H: the 4 '*' of its pattern; the 24 MLP-only '-' layers keep nothing
     ("serving/nemotron_h/Nemotron-H-8B-Base-8K.json", 4 * 2 * 8 * 128 * 2),
+    # Qwen3.5: 10 full-attention layers of 2 KV heads x 256; Kimi Linear: 7 latent (MLA) layers of 512 + 64
+    ("serving/qwen3_5_moe/Qwen3.5-35B-A3B.json", 10 * 2 * 2 * 256 * 2),
+    ("serving/kimi_linear/Kimi-Linear-48B-A3B-Instruct.json", 7 * (512 + 64) * 2),
 ])
 def test_vllm_grows_by_the_published_rule(path, per_token):
     """vLLM's cache grows by its published per-token rule: latent for MLA, attention layers only for hybrids."""
@@ -77,6 +80,10 @@ def test_vllm_grows_by_the_published_rule(path, per_token):
     ("serving/zamba2/Zamba2-1.2B.json", 38 * 2 * (4352 * 3 + 64 * 64 * 128)),
     # Nemotron-H: 24 'M' layers, 8 groups; NemotronHForCausalLMConfig keeps the SSM state in float32
     ("serving/nemotron_h/Nemotron-H-8B-Base-8K.json", 24 * (2 * 10240 * 3 + 4 * 128 * 64 * 128)),
+    # gated_delta_net_state_shape for Qwen3.5's 30 layers, the state at its mamba_ssm_dtype float32
+    ("serving/qwen3_5_moe/Qwen3.5-35B-A3B.json", 30 * (2 * 8192 * 3 + 4 * 32 * 128 * 128)),
+    # kda_state_shape: conv (kernel - 1, 3 * 32 * 128) in bf16, recurrent (32, 128, 128) in float32; 20 KDA layers
+    ("serving/kimi_linear/Kimi-Linear-48B-A3B-Instruct.json", 20 * (2 * 12288 * 3 + 4 * 32 * 128 * 128)),
     # short_conv_state_shape: (L_cache - 1, hidden)
     ("serving/lfm2/LFM2-1.2B.json", 10 * 2 * 2048 * 2),
     # CrossAttentionSpec: Whisper's 1500 encoder frames in pages of 16, 4 layers of 6 heads x 64
@@ -121,6 +128,8 @@ def test_hybrid_layers_are_read_one_by_one():
     assert kinds("serving/zamba2/Zamba2-1.2B.json") == {"full": 6, "state": 38}
     assert kinds("serving/bamba/Bamba-9B.json") == {"full": 3, "state": 29}
     assert kinds("serving/granitemoehybrid/granite-4.0-h-small.json") == {"full": 4, "state": 36}
+    # Kimi Linear numbers its layers from 1: 4, 8, ..., 24 and the last (27) are latent attention
+    assert kinds("serving/kimi_linear/Kimi-Linear-48B-A3B-Instruct.json") == {"latent": 7, "state": 20}
     # the same layers moved: the figure follows the pattern, not the family
     nemotron = serving_config("serving/nemotron_h/Nemotron-H-8B-Base-8K.json")
     moved = {**nemotron, "hybrid_override_pattern": nemotron["hybrid_override_pattern"].replace("-", "*", 2)}
@@ -164,3 +173,12 @@ def test_attention_indices_outside_the_model_are_noted():
     lay = layout({**serving_config("serving/bamba/Bamba-9B.json"), "attn_layer_indices": [9, 18, 40]})
     assert {g.kind: g.count for g in lay.groups} == {"full": 2, "state": 30}
     assert any("outside" in n for n in lay.notes)
+
+
+def test_kimi_linear_layers_left_unnamed_are_noted():
+    """A linear_attn_config that leaves layers out says how many it named; those layers are priced at nothing."""
+    config = serving_config("serving/kimi_linear/Kimi-Linear-48B-A3B-Instruct.json")
+    lac = {**config["linear_attn_config"], "kda_layers": config["linear_attn_config"]["kda_layers"][:-2]}
+    lay = layout({**config, "linear_attn_config": lac})
+    assert {g.kind: g.count for g in lay.groups} == {"latent": 7, "state": 18}
+    assert any("names 25 of 27 layers" in n for n in lay.notes), lay.notes
