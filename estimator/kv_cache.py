@@ -336,10 +336,10 @@ def _state(c: dict, notes: list[str]) -> dict | None:
     (conv at d_conv - 1, everything in the serving dtype)."""
     mt = c.get("model_type")
     hidden = _int(c, "hidden_size", "d_model")
-    if mt == "lfm2":
+    if mt in ("lfm2", "lfm2_moe"):
         width, kernel = hidden, _int(c, "conv_L_cache") or 3
         if width is None:
-            notes.append("lfm2 without hidden_size")
+            notes.append(f"{mt} without hidden_size")
             return None
         return _priced(width, kernel, 0)
     if mt == "qwen3_next" or "linear_num_value_heads" in c:

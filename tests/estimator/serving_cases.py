@@ -49,6 +49,7 @@ PATHS = (
 HYBRID_PATHS = (
     "serving/falcon_h1/Falcon-H1-0.5B-Instruct.json",
     "serving/lfm2/LFM2-1.2B.json",
+    "serving/lfm2_moe/LFM2-8B-A1B.json",           # short convolutions beside 6 attention layers, 32 experts
     "serving/bamba/Bamba-9B.json",                 # mamba 2, attention at attn_layer_indices 9, 18, 27
     "serving/zamba2/Zamba2-1.2B.json",             # one shared attention block with its own K/V at 6 layers
     "serving/granitemoehybrid/granite-4.0-h-small.json",  # layer_types: 4 attention among 36 mamba, MoE

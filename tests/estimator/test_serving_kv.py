@@ -56,6 +56,8 @@ def test_transformers_figure_is_exact_live(path, tokens):
     ("serving/zamba2/Zamba2-1.2B.json", 6 * 2 * 32 * 128 * 2),
     # Nemotron-H: the 4 '*' of its pattern; the 24 MLP-only '-' layers keep nothing
     ("serving/nemotron_h/Nemotron-H-8B-Base-8K.json", 4 * 2 * 8 * 128 * 2),
+    # LFM2-8B-A1B: 6 attention layers of 8 KV heads x 64
+    ("serving/lfm2_moe/LFM2-8B-A1B.json", 6 * 2 * 8 * 64 * 2),
     # Qwen3.5: 10 full-attention layers of 2 KV heads x 256; Kimi Linear: 7 latent (MLA) layers of 512 + 64
     ("serving/qwen3_5_moe/Qwen3.5-35B-A3B.json", 10 * 2 * 2 * 256 * 2),
     ("serving/kimi_linear/Kimi-Linear-48B-A3B-Instruct.json", 7 * (512 + 64) * 2),
@@ -86,6 +88,7 @@ def test_vllm_grows_by_the_published_rule(path, per_token):
     ("serving/kimi_linear/Kimi-Linear-48B-A3B-Instruct.json", 20 * (2 * 12288 * 3 + 4 * 32 * 128 * 128)),
     # short_conv_state_shape: (L_cache - 1, hidden)
     ("serving/lfm2/LFM2-1.2B.json", 10 * 2 * 2048 * 2),
+    ("serving/lfm2_moe/LFM2-8B-A1B.json", 18 * 2 * 2048 * 2),
     # CrossAttentionSpec: Whisper's 1500 encoder frames in pages of 16, 4 layers of 6 heads x 64
     ("configs/whisper/whisper-tiny.json", 4 * 2 * 6 * 64 * 1504 * 2),
 ])
