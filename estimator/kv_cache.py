@@ -23,8 +23,8 @@ runtime:
 Hybrids are read layer by layer, never by a formula per family: which layer holds attention, a state, both
 (Falcon-H1, Zamba2's ``hybrid`` layers, where a shared attention block runs before the layer's mamba and keeps
 its own K/V at every place it runs) or nothing (Nemotron-H's MLP-only ``-`` layers) comes from ``layer_types`` /
-``layers_block_type``, Nemotron-H's ``hybrid_override_pattern``, Bamba's ``attn_layer_indices`` or the family's
-period (Jamba, Qwen3-Next).
+``layers_block_type``, Nemotron-H's ``hybrid_override_pattern``, Bamba's ``attn_layer_indices``, Kimi Linear's
+``linear_attn_config`` (1-based) or the family's period (Jamba, Qwen3-Next).
 
 Nothing here raises on odd input: a layer that cannot be read is priced by an assumption that is noted, and
 a config with no layer this module can read yields a layout whose ``unknown`` says why.
