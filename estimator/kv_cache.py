@@ -379,11 +379,15 @@ def _state(c: dict, notes: list[str]) -> dict | None:
         return None
     if heads:  # mamba2: Falcon-H1, Bamba, Granite 4, Nemotron-H, Zamba2
         groups = _int(c, "mamba_n_groups", "n_groups", "mamba_ngroups") or 1
+        d_ssm = _int(c, "mamba_d_ssm")
         if mt == "zamba2":  # Zamba2Config derives the head width; a mamba_headdim in the file is not read
             head_dim = expand * hidden // heads
         else:
-            head_dim = _int(c, "mamba_d_head", "mamba_head_dim", "head_dim") or (expand * hidden // heads)
-        inner = _int(c, "mamba_d_ssm") or heads * head_dim
+            # a hybrid's head_dim is its attention's (a GGUF header gives only that): the SSM's width per head is
+            # mamba_d_head, else d_ssm / heads as llama.cpp reads it, else expand * hidden / heads
+            head_dim = (_int(c, "mamba_d_head", "mamba_head_dim", "head_dim" if mt == "mamba2" else "mamba_d_head")
+                        or (d_ssm // heads if d_ssm else expand * hidden // heads))
+        inner = d_ssm or heads * head_dim
         ssm_bytes = STATE_BYTES
         if mt == "nemotron_h":
             # vLLM's NemotronHForCausalLMConfig: the config's mamba_ssm_cache_dtype, float32 when absent
