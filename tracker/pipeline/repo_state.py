@@ -20,8 +20,8 @@ ADVICE = {
     "disabled": "nothing to do but wait for the Hub to restore it, or `hubwatch watch remove` it (its history stays)",
     "gated": "request access on the repo's Hub page and set the token variable to a token that was granted it",
     "branch_missing": "watch another branch (`hubwatch watch add REPO --branch B`) or remove this watch",
-    "moved": "watch the new name (`hubwatch watch add NEW`); with [poll] on_move = \"follow\" polls follow the Hub's "
-             "redirect and nothing is needed",
+    "moved": "watch the new name (`hubwatch watch add NEW`); a watch that follows the rename ([poll] on_move = "
+             "\"follow\") moves there with its history by itself",
 }
 
 
