@@ -129,6 +129,17 @@ def test_the_old_name_redirects_feeds_api_and_pages_to_the_new_name(app: App, re
         followed = client.get(f"/api/v1/repos/{OLD}/revisions", follow_redirects=True).json()
         assert followed["total"] == 3
         assert client.get("/repos/hubwatch-tests/never-watched").status_code == 404
+        page = client.get(f"/repos/{NEW}").text
+        assert f"renamed on the Hub from <code>{OLD}</code>" in page
+
+
+def test_watch_list_names_where_a_watch_moved_from(app: App, replay) -> None:
+    """`watch list`'s line of a moved watch says the name it had."""
+    from tracker.cli.output import watch_text
+
+    _renamed(app, replay)
+    assert "; repo moved since " in watch_text(app.store.watches.get_watch(NEW))
+    assert watch_text(app.store.watches.get_watch(NEW)).endswith(f"(from {OLD})")
 
 
 def test_history_and_show_answer_under_the_old_name(app: App, replay, tmp_path) -> None:
