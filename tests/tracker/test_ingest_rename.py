@@ -112,7 +112,7 @@ def test_a_new_repo_under_the_old_name_after_the_move_is_its_own_history(app: Ap
 
 def test_the_old_name_redirects_feeds_api_and_pages_to_the_new_name(app: App, replay) -> None:
     """Feeds, API and pages asked under OLD answer a permanent redirect to the same URL under NEW (query kept), which
-    serves the whole history; a name never watched is still a 404."""
+    serves the whole history; `/api/v1/events?repo=OLD` answers NEW's events; a name never watched is still a 404."""
     from tests.support.served import serve
 
     _renamed(app, replay)
@@ -129,6 +129,8 @@ def test_the_old_name_redirects_feeds_api_and_pages_to_the_new_name(app: App, re
         followed = client.get(f"/api/v1/repos/{OLD}/revisions", follow_redirects=True).json()
         assert followed["total"] == 3
         assert client.get("/repos/hubwatch-tests/never-watched").status_code == 404
+        by_old = client.get("/api/v1/events", params={"repo": OLD}).json()["items"]
+        assert by_old and by_old == client.get("/api/v1/events", params={"repo": NEW}).json()["items"]
         page = client.get(f"/repos/{NEW}").text
         assert f"renamed on the Hub from <code>{OLD}</code>" in page
 
