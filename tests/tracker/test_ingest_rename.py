@@ -199,3 +199,26 @@ def test_subscriptions_made_through_the_api_that_name_the_old_name_name_the_new_
     repos = {s.id: s.repos for s in subs.list_subscriptions()}
     assert repos[exact.id] == [OLD, NEW]
     assert (repos[pattern.id], repos[configured.id]) == (["hubwatch-tests/*"], [OLD])
+
+
+def test_poll_and_watch_remove_of_the_old_name_name_the_new_one(app: App, replay, tmp_path) -> None:
+    """`poll OLD` and `watch remove OLD` after the move exit 3 saying the watch is under NEW now."""
+    _renamed(app, replay)
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, app.settings.database_url)
+    for args in (("poll", OLD), ("watch", "remove", OLD)):
+        result = run_cli(*args, config=config)
+        assert result.returncode == 3 and f"renamed to {NEW} on the Hub and its watch moved there" in result.stderr, args
+    assert app.store.watches.get_watch(NEW) is not None
+
+
+def test_a_move_changes_the_watch_list_version_so_a_daemon_reschedules(app: App, replay) -> None:
+    """The scheduler's cheap change check (the watch list's version) moves with a followed rename, so a running
+    daemon drops the old name's job and schedules the new name's."""
+    replay.set_head(OLD, 1)
+    app.store.watches.add_watch(OLD, "main", 900)
+    app.poller.poll()
+    before = app.store.watches.watch_list_version()
+    replay.rename(OLD, NEW)
+    app.poller.poll()
+    assert app.store.watches.watch_list_version() != before
+    assert [(w.repo_id, w.branch) for w in app.store.watches.watch_schedule()] == [(NEW, "main")]

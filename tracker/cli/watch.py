@@ -265,9 +265,12 @@ def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
         click.echo(f"stopped watching {repo} ({removed - 1} of its repos); history kept")
         return
     repo, branch = repo_arg(repo), (branch_arg(branch) if branch is not None else None)
-    removed = app_of(ctx, logs=False).store.watches.remove_watch(repo, branch)
+    app = app_of(ctx, logs=False)
+    removed = app.store.watches.remove_watch(repo, branch)
     if not removed:
-        ctx.exit(fail(f"{repo} is not watched", 3))
+        new = app.store.read_model.renamed_to(repo)
+        moved = f": it was renamed to {new} on the Hub and its watch moved there (hubwatch watch remove {new})" if new else ""
+        ctx.exit(fail(f"{repo} is not watched{moved}", 3))
     click.echo(f"stopped watching {repo} ({removed} branch{'es' if removed > 1 else ''}); history kept")
 
 
