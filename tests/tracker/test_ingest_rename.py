@@ -222,3 +222,17 @@ def test_a_move_changes_the_watch_list_version_so_a_daemon_reschedules(app: App,
     app.poller.poll()
     assert app.store.watches.watch_list_version() != before
     assert [(w.repo_id, w.branch) for w in app.store.watches.watch_schedule()] == [(NEW, "main")]
+
+
+def test_a_second_rename_is_announced_and_moves_the_history_on_with_every_old_name(app: App, replay) -> None:
+    """Renamed again (OLD -> NEW -> LAST): a second `repo.moved`, the history under LAST, and both earlier names
+    answer with LAST."""
+    last = "hubwatch-tests/renamed-again"
+    _renamed(app, replay)
+    replay.rename(NEW, last)
+    [outcome] = app.poller.poll()
+    assert outcome.history_moved_to == last and outcome.state_changed is False  # moved, and moved again
+    assert _kinds(app, last).count("repo.moved") == 2 and len(app.store.history.list_revisions(last)) == 3
+    assert app.store.watches.get_watch(last).state_detail["moved_from"] == NEW
+    assert (app.store.renames.current_name(OLD), app.store.renames.current_name(NEW)) == (last, last)
+    assert app.store.renames.old_names(last) == [OLD, NEW]
