@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from storage.history import HistoryStore
     from storage.leases import LeaseStore
     from storage.listing_state import ListingStore
+    from storage.osv_index import OsvIndexStore
     from storage.outbox import OutboxStore
     from storage.read_model import ReadModel
     from storage.renames import RenameStore
@@ -69,6 +70,13 @@ class Storage:
         from storage.advisories import AdvisoryStore
 
         return AdvisoryStore(self.engine, self.clock)
+
+    @cached_property
+    def osv_index(self) -> OsvIndexStore:
+        """Own records by id, repo and time, and the commit graph: what OSV queries and exports read."""
+        from storage.osv_index import OsvIndexStore
+
+        return OsvIndexStore(self.engine, self.clock)
 
     @cached_property
     def listing(self) -> ListingStore:

@@ -12,6 +12,8 @@ of the body unread says `Connection: close`: the server stops reading there.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from fastapi import HTTPException
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,28 +32,33 @@ class BodyLimitMiddleware:
     """Counts each request's body as the app reads it; raises `BodyTooLarge` once past `max_bytes`
     (at the first read when the declared Content-Length is already over)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES, prefixes: Mapping[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.prefixes = dict(prefixes or {})  # path prefix -> its own limit (the OSV API's batches: /v1/)
+
+    def limit_for(self, path: str) -> int:
+        return next((limit for prefix, limit in self.prefixes.items() if path.startswith(prefix)), self.max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        max_bytes = self.limit_for(scope.get("path", ""))
         declared = _declared_length(headers)
         pending = "chunked" in headers.get("transfer-encoding", "").lower() or bool(declared)
         received = 0
 
         async def limited_receive() -> Message:
             nonlocal received, pending
-            if declared is not None and declared > self.max_bytes:
-                raise BodyTooLarge(self.max_bytes)
+            if declared is not None and declared > max_bytes:
+                raise BodyTooLarge(max_bytes)
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes)
+                if received > max_bytes:
+                    raise BodyTooLarge(max_bytes)
                 pending = pending and bool(message.get("more_body", False))
             return message
 

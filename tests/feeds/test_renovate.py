@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -62,6 +63,12 @@ def served(replay: ReplayServer, tmp_path_factory: pytest.TempPathFactory) -> It
         proc.communicate(timeout=30)
 
 
+def test_the_presets_jsonata_queries_are_the_sources_in_renovate_jsonata() -> None:
+    """renovate/hubwatch.json holds the queries of renovate/jsonata/ as they are (python renovate/sync.py writes them)."""
+    result = subprocess.run([sys.executable, str(ROOT / "renovate" / "sync.py"), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
 def test_releases_are_the_watched_branch_heads_in_renovates_shape(replay, served: str) -> None:
     """A watched repo answers one release per branch: version the branch, digest (and newDigest) its head, links."""
     head = replay.commits(EVERY)[3].sha
@@ -103,8 +110,8 @@ def test_a_renamed_repo_answers_under_both_names_naming_the_new_one(replay, serv
 
 
 def project(root: Path, old: str, renamed: str) -> Path:
-    """A git repository pinning EVERY at `old` in each form the preset knows, one repo hubwatch does not watch, GONE,
-    and OLD (renamed) at `renamed`."""
+    """A git repository pinning EVERY at `old` in each form the preset knows (a Kubernetes manifest among them), one
+    repo hubwatch does not watch, GONE, and OLD (renamed) at `renamed`."""
     root.mkdir()
     (root / "model.py").write_text(
         f'from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained(\n    "{EVERY}",\n'
@@ -116,22 +123,22 @@ def project(root: Path, old: str, renamed: str) -> Path:
     (root / "compose.yaml").write_text(f'services:\n  tgi:\n    command: ["--model-id", "{EVERY}", "--revision", "{old}"]\n')
     (root / "values.yaml").write_text(f"model:\n  model_id: {EVERY}\n  revision: {old}\n")
     (root / "models.toml").write_text(f'[serving]\nmodel_id = "{EVERY}"\nrevision = "{old}"\n')
-    git = ["git", "-C", str(root), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "pins"]):
-        subprocess.run([*git, *args], check=True)
+    (root / "k8s").mkdir()
+    (root / "k8s" / "deployment.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: vllm\n"
+        f"          args: [--model, {EVERY}, --revision, $(REV)]\n          env:\n            - name: REV\n              value: {old}\n")
+    commit_all(root)
     return root
 
 
-def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: str, tmp_path: Path) -> None:
-    """Renovate with the repo's preset finds each pin form and proposes a digest update to the head hubwatch saw;
-    the repo hubwatch does not watch gets no update and a warning, not a crash."""
+def run_renovate(repo: Path, served: str, tmp_path: Path) -> tuple[dict[tuple[str, str], dict], dict]:
+    """Renovate with the repo's preset (its regex and JSONata managers) in lookup mode over `repo`: the deps
+    found, by (file, repo id), and the local repository's report."""
     if not RENOVATE.is_file() or not NODE.is_file():
         pytest.fail(f"the Renovate CLI is not installed: npm ci --prefix {RENOVATE_DIR.relative_to(ROOT)} (.ci/run does)")
-    commits = replay.commits(EVERY)
-    repo = project(tmp_path / "project", commits[0].sha, replay.commits(NEW)[0].sha)
     config = tmp_path / "renovate-config.json"
     preset = json.loads(PRESET.read_text().replace("{{arg0}}", served))
-    config.write_text(json.dumps({**preset, "enabledManagers": ["custom.regex"]}))  # no Docker Hub lookups offline
+    config.write_text(json.dumps({**preset, "enabledManagers": ["custom.regex", "custom.jsonata"]}))  # no Docker Hub lookups offline
     report = tmp_path / "report.json"
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RENOVATE_CONFIG_FILE": str(config), "LOG_LEVEL": "debug",
            "RENOVATE_BASE_DIR": str(tmp_path / "renovate-base")}
@@ -141,13 +148,29 @@ def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: st
         cwd=repo, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout[-4000:]
+    assert "Error executing jsonata query" not in result.stdout and "failed schema validation" not in result.stdout, result.stdout[-4000:]
     local = json.loads(report.read_text())["repositories"]["local"]
-    assert "regex" in local["packageFiles"], (local["problems"], result.stdout[-4000:])
-    files = local["packageFiles"]["regex"]
-    deps = {(f["packageFile"], d["depName"]): d for f in files for d in f["deps"]}
+    files = [f for manager in ("regex", "jsonata") for f in local["packageFiles"].get(manager, [])]
+    assert files, (local["problems"], result.stdout[-4000:])
+    return {(f["packageFile"], d["depName"]): d for f in files for d in f["deps"]}, local
+
+
+def commit_all(root: Path) -> None:
+    git = ["git", "-C", str(root), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "pins"]):
+        subprocess.run([*git, *args], check=True)
+
+
+def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: str, tmp_path: Path) -> None:
+    """Renovate with the repo's preset finds each pin form and proposes a digest update to the head hubwatch saw;
+    the repo hubwatch does not watch gets no update and a warning, not a crash."""
+    commits = replay.commits(EVERY)
+    repo = project(tmp_path / "project", commits[0].sha, replay.commits(NEW)[0].sha)
+    deps, _ = run_renovate(repo, served, tmp_path)
     head = replay.head_sha(EVERY)
     ours = {k: d for k, d in deps.items() if k[1] == EVERY}
-    assert {path for path, _ in ours} == {"model.py", "serve.sh", "Dockerfile", "compose.yaml", "values.yaml", "models.toml"}
+    assert {path for path, _ in ours} == {"model.py", "serve.sh", "Dockerfile", "compose.yaml", "values.yaml", "models.toml",
+                                          "k8s/deployment.yaml"}
     for key, dep in ours.items():
         assert dep["currentDigest"] == commits[0].sha and dep["currentValue"] == "main", key
         assert [(u["updateType"], u["newDigest"]) for u in dep["updates"]] == [("digest", head)], key
@@ -158,6 +181,29 @@ def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: st
     moved = deps[("model.py", OLD)]  # the new name's head, and the new name as the dependency's source
     assert [(u["updateType"], u["newDigest"]) for u in moved["updates"]] == [("digest", replay.head_sha(NEW))], moved
     assert moved["sourceUrl"] == f"{replay.endpoint}/{NEW}" and moved["homepage"].endswith(f"/repos/{NEW}"), moved
+
+
+def test_renovate_and_outdated_scan_find_the_same_pins_in_deployment_files(served: str, tmp_path: Path) -> None:
+    """On the fixture manifests (vLLM, SGLang, TGI/TEI compose, SageMaker, RunPod, Helm values, KServe) and every
+    YAML form the scanner's tests name (and those it pairs with nothing), Renovate's JSONata manager finds exactly
+    the (file, repo, sha) pins `outdated --scan` finds, and no YAML pin the scanner does not."""
+    from tests.tracker.pins.test_yaml_scan import FIXTURE_PINS, FIXTURES, NOT_PINS, UNPAIRED_FORMS, YAML_FORMS
+    from tracker.pins.code_scan import scan_tree
+
+    repo = tmp_path / "manifests"
+    shutil.copytree(FIXTURES, repo)
+    (repo / "forms").mkdir()
+    for n, (_, text, _) in enumerate(YAML_FORMS):
+        (repo / "forms" / f"form{n}.yaml").write_text(text)
+    for n, (_, text) in enumerate(UNPAIRED_FORMS):
+        (repo / "forms" / f"unpaired{n}.yaml").write_text(text)
+    (repo / "forms" / "not-pins.yaml").write_text(NOT_PINS)
+    commit_all(repo)
+    scanned = {(p.path, p.repo_id, p.sha) for p in scan_tree(repo).pins}
+    assert {(path, repo_id, sha) for path, _, repo_id, sha in FIXTURE_PINS} <= scanned
+    deps, _ = run_renovate(repo, served, tmp_path)
+    found = {(path, name, d["currentDigest"]) for (path, name), d in deps.items()}
+    assert found == scanned
 
 
 @pytest.mark.parametrize(("source", "noted"), [(f"https://huggingface.co/{NEW}", True), (f"https://huggingface.co/{OLD}", False)])

@@ -56,8 +56,10 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
         from tracker.revision.stored import load_snapshot
 
         scans = app.store.history.read_file_scans(f.lfs_sha256 or f.oid for f in files if f.kind == "weights")
-        matrix = MatrixStore(app.store).get(load_snapshot(app.store, rev))[0]  # stored by key, else rendered now
+        snapshot = load_snapshot(app.store, rev)
+        matrix = MatrixStore(app.store).get(snapshot)[0]  # stored by key, else rendered now
         data = output.revision_dict(rev, changes)
+        data["stop_tokens"] = output.stop_tokens_shown(data["stop_tokens"], snapshot)
         if data["tokenizer_behaviour"] is None:
             data["tokenizer_behaviour"] = checked_revision(app.store, rev)
         emit_json({**data, "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files],

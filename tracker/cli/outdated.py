@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker.cli.root import app_of, branch_arg, emit_json, repo_arg
+from tracker.cli.root import app_of, branch_arg, emit_json, hubwatch_version, repo_arg
 from tracker.cli.scan_output import scan_json, scan_pins
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tracker.pins.outdated import ModelReport
 
 SEVERITY_CHOICE = click.Choice(["info", "notice", "warning", "critical"])
-FORMAT_CHOICE = click.Choice(["text", "json", "markdown"])
+FORMAT_CHOICE = click.Choice(["text", "json", "markdown", "sarif"])
 DEFAULT_LOCK = "hubwatch.lock"
 MAX_ERROR_LINES = 20  # a lock file of bad entries gets this many lines, then a count of the rest
 
@@ -34,7 +34,8 @@ MAX_ERROR_LINES = 20  # a lock file of bad entries gets this many lines, then a 
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="The HF cache (default: $HF_HUB_CACHE, $HF_HOME/hub).")
 @click.option("--fail-on", type=SEVERITY_CHOICE, help="Exit 1 when a change at or above this severity happened since a pin.")
 @click.option("--format", "output_format", type=FORMAT_CHOICE, default="text", show_default=True,
-              help="markdown: a pull-request body or CI job summary.")
+              help="markdown: a pull-request body or CI job summary; sarif: SARIF 2.1.0 code-scanning results on "
+                   "the pins' lines.")
 @click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @click.option("--gguf", "gguf_path", type=click.Path(path_type=Path),
               help="A local .gguf file: which change of its base's chat template, bos/eos or vocabulary it does not carry.")
@@ -81,6 +82,8 @@ def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None,
         emit_json(data)
     elif output_format == "markdown":
         click.echo(_markdown(app, reports, bad, scan), nl=False)
+    elif output_format == "sarif":
+        emit_json(_sarif(app, reports, bad, scan, lock_file))
     else:
         _print_reports(reports, bad)
         if scan is not None:
@@ -349,6 +352,15 @@ def _print_scan(scan: CodeScan, moved: tuple[list[Move], list[tuple[str, str]]] 
             click.echo(f"moved {move.pin.location}: {move.pin.repo_id} {move.pin.sha[:12]} -> {move.new_sha[:12]}")  # type: ignore[index]
         for location, why in left:
             click.echo(f"error: not moved {location}: {why}", err=True)
+
+
+def _sarif(app: App, reports: list[ModelReport], bad: list[BadEntry], scan: CodeScan | None,
+           lock_file: Path | None) -> dict[str, Any]:
+    """`--format sarif`: each pin on its sites (a scan's lines of code, a lock file's entry; a cached copy by name)."""
+    from tracker.pins.sarif import lock_sites, render_sarif, scan_sites
+
+    sites, root_uri = scan_sites(scan) if scan is not None else lock_sites(lock_file, reports) if lock_file else ({}, None)
+    return render_sarif(reports, sites, bad, hubwatch_version(), root_uri, app.settings.hub.endpoint)
 
 
 def _markdown(app: App, reports: list[ModelReport], bad: list[BadEntry], scan: CodeScan | None) -> str:

@@ -94,6 +94,15 @@ def behaviour_keys(changes: Iterable[ChangeRecord | Change]) -> dict[str, Any]:
     return out
 
 
+def stop_tokens_shown(change: dict[str, Any] | None, snapshot: Any) -> dict[str, Any]:
+    """`show --json`'s `stop_tokens`: the revision's change of the set when it made one (as `history` gives it),
+    with `changed`, and always `by_runtime`: each runtime (transformers, vllm, tgi, llama.cpp) mapped to the ids it
+    stops on at this revision, read from its stored files."""
+    from tracker.differs.stop_tokens import by_runtime, stop_sets
+
+    return {**(change or {}), "changed": change is not None, "by_runtime": by_runtime(stop_sets(snapshot))}
+
+
 def file_dict(f: RevisionFile, scan: FileScan | None = None) -> dict[str, Any]:
     """A file of a revision; with its scan (tracker/formats), the scan's facts under the format's key."""
     out = {
@@ -179,6 +188,7 @@ def outcome_dict(o: PollOutcome) -> dict[str, Any]:
         "repo_state": o.repo_state,
         "previous_state": o.previous_state,
         "notes": list(o.notes),
+        "unread_files": list(o.unread),
         "history_moved_to": o.history_moved_to,
         "move_refused": o.move_refused,
         "duration_ms": o.duration_ms,
@@ -236,6 +246,12 @@ def outcome_text(o: PollOutcome) -> list[str]:
         lines.append(f"{where}: history not moved to {o.answered_id}: {o.move_refused}; polled under the old name "
                      "through the Hub's redirect")
     lines.extend(f"{where}: {note}" for note in o.notes)
+    if o.unread:
+        from tracker.pipeline.repo_state import ADVICE  # here: `watch list` never loads the pipeline
+
+        shown = ", ".join(o.unread[:8]) + (f" and {len(o.unread) - 8} more" if len(o.unread) > 8 else "")
+        lines += [f"{where}: gated: {len(o.unread)} file(s) not read (the Hub refuses them to this token): {shown}",
+                  f"  what to do: {ADVICE['gated']}"]
     renamed_here = o.repo_state == "moved" and o.answered_id is not None and o.answered_id.casefold() == o.repo_id.casefold()
     if not o.revisions:
         if o.repo_state != "active" and not o.state_changed and not renamed_here:

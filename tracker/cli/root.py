@@ -216,3 +216,13 @@ def fail(message: str, code: int) -> int:
     """Print `error: message` on stderr; returns `code` for `ctx.exit`."""
     click.echo(f"error: {message}", err=True)
     return code
+
+
+def hubwatch_version() -> str:
+    """The installed hubwatch's version (the BOM's and SARIF's tool version), "unknown" when not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hubwatch")
+    except PackageNotFoundError:
+        return "unknown"

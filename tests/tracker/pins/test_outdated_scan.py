@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.cli import run_cli, write_config
 
@@ -130,3 +131,33 @@ def test_scan_and_lock_together_is_a_usage_error(config: Path, tmp_path: Path) -
     assert run_cli("outdated", "--scan", str(tmp_path), "--lock", "x", config=config).returncode == 2
     result = run_cli("outdated", "--write", config=config)
     assert result.returncode == 2 and "--write moves pins found by --scan" in result.stderr
+
+
+def test_scan_and_write_pins_in_deployment_files(replay, config: Path, tmp_path: Path) -> None:
+    """A Kubernetes manifest (`$(VAR)` from the container's env) and a compose file (TGI's MODEL_ID/REVISION) pinning
+    EVERY are reported with file and line; `--write` moves both in place, the YAML unchanged but for the sha."""
+    replay.set_head(EVERY, 4)
+    commits = replay.commits(EVERY)
+    old, head = commits[0].sha, commits[3].sha
+    root = tmp_path / "deploy"
+    root.mkdir()
+    manifest = (
+        "# vLLM, pinned\napiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n"
+        f"        - name: vllm\n          args: [--model, {EVERY}, --revision, $(REV)]\n          env:\n"
+        f"            - name: REV\n              value: &rev '{old}'  # reviewed\n"
+    )
+    compose = f"services:\n  tgi:\n    environment:\n      MODEL_ID: {EVERY}\n      REVISION: {old}\n"
+    (root / "deployment.yaml").write_text(manifest, encoding="utf-8")
+    (root / "compose.yml").write_text(compose, encoding="utf-8")
+    data = json.loads(run_cli("outdated", "--scan", str(root), "--json", config=config).stdout)
+    [model] = data["models"]
+    assert model["status"] == "behind" and model["pinned_sha"] == old
+    assert {(loc["path"], loc["line"]) for loc in model["locations"]} == {("deployment.yaml", 12), ("compose.yml", 5)}
+    text = run_cli("outdated", "--scan", str(root), config=config)
+    assert "3 commit(s) behind" in text.stdout, text.stdout
+    result = run_cli("outdated", "--scan", str(root), "--write", "--json", config=config)
+    moved = json.loads(result.stdout)
+    assert sorted(m["path"] for m in moved["moved"]) == ["compose.yml", "deployment.yaml"] and moved["not_moved"] == []
+    assert (root / "deployment.yaml").read_text() == manifest.replace(old, head)
+    assert (root / "compose.yml").read_text() == compose.replace(old, head)
+    assert yaml.safe_load((root / "compose.yml").read_text())["services"]["tgi"]["environment"]["REVISION"] == head

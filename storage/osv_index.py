@@ -1,0 +1,90 @@
+"""What the OSV-compatible API and the offline OSV database read: hubwatch's own records by id, by repo and
+by modification time, each repo's commit graph as stored (sha -> the revision it was diffed against), which
+repos hold a commit, and the upstream OSV advisories linked to the revisions that introduced the records.
+
+Reads only; the rows are written by the advisory check (storage/advisories.py). Every method answers many
+keys in one query, so a batch of a thousand purls costs a handful of queries, not thousands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlmodel import col, select
+
+from storage.models import AdvisoryLink, OwnAdvisory, Revision
+from storage.sessions import EngineStore
+
+# Bound parameters per IN list: under SQLite's default limit (32,766) with room for the rest of the query.
+IN_CHUNK = 5000
+
+
+def _chunks(values: Iterable[str | int]) -> Iterable[list]:
+    items = sorted(set(values), key=str)
+    for start in range(0, len(items), IN_CHUNK):
+        yield items[start : start + IN_CHUNK]
+
+
+class OsvIndexStore(EngineStore):
+    """Reads of own records and the commit graph for OSV queries and exports."""
+
+    def own_by_id(self, record_id: str) -> OwnAdvisory | None:
+        with self.session() as s:
+            return s.get(OwnAdvisory, record_id)
+
+    def own_of_repos(self, repo_ids: Iterable[str]) -> dict[str, list[OwnAdvisory]]:
+        """repo id -> its own records, ordered by id (repos without any are absent)."""
+        out: dict[str, list[OwnAdvisory]] = {}
+        with self.session() as s:
+            for chunk in _chunks(repo_ids):
+                query = select(OwnAdvisory).where(col(OwnAdvisory.repo_id).in_(chunk)).order_by(OwnAdvisory.id)
+                for row in s.exec(query):
+                    out.setdefault(row.repo_id, []).append(row)
+        return out
+
+    def own_modified_since(self, since: datetime | None = None) -> list[OwnAdvisory]:
+        """Every own record written at or after `since` (all without it), ordered by id. A row's `modified_at` is
+        when it was last written, never before its record's `modified`: the set is a superset of the records
+        whose `modified` is at or after `since`, for the caller to narrow."""
+        with self.session() as s:
+            query = select(OwnAdvisory).order_by(OwnAdvisory.id)
+            if since is not None:
+                query = query.where(col(OwnAdvisory.modified_at) >= since)
+            return list(s.exec(query))
+
+    def commit_graphs(self, repo_ids: Iterable[str]) -> dict[str, dict[str, str | None]]:
+        """repo id -> {sha: the sha of the revision it was diffed against (None for a baseline)}, every stored
+        revision of every branch."""
+        out: dict[str, dict[str, str | None]] = {}
+        with self.session() as s:
+            for chunk in _chunks(repo_ids):
+                query = select(Revision.repo_id, Revision.sha, Revision.parent_sha).where(col(Revision.repo_id).in_(chunk))
+                for repo_id, sha, parent in s.exec(query):
+                    out.setdefault(repo_id, {})[sha] = parent
+        return out
+
+    def repos_at(self, shas: Iterable[str]) -> dict[str, set[str]]:
+        """sha -> the repos that hold a stored revision at that commit."""
+        out: dict[str, set[str]] = {}
+        with self.session() as s:
+            for chunk in _chunks(shas):
+                for repo_id, sha in s.exec(select(Revision.repo_id, Revision.sha).where(col(Revision.sha).in_(chunk))):
+                    out.setdefault(sha, set()).add(repo_id)
+        return out
+
+    def upstream_links(self, revision_ids: Iterable[int]) -> dict[int, list[AdvisoryLink]]:
+        """revision id -> the upstream OSV advisories that affect it and concern the model (relevant links of
+        status `affected`), ordered by advisory key."""
+        out: dict[int, list[AdvisoryLink]] = {}
+        with self.session() as s:
+            for chunk in _chunks(revision_ids):
+                query = (
+                    select(AdvisoryLink)
+                    .where(col(AdvisoryLink.revision_id).in_(chunk), AdvisoryLink.status == "affected",
+                           col(AdvisoryLink.relevant).is_(True))
+                    .order_by(AdvisoryLink.revision_id, AdvisoryLink.advisory_key)
+                )
+                for link in s.exec(query):
+                    out.setdefault(link.revision_id, []).append(link)
+        return out
