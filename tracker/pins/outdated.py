@@ -104,8 +104,11 @@ class ModelReport:
 
     @property
     def checked(self) -> bool:
-        """Whether upstream could be compared at all (the repo answered as itself, or under its new name)."""
-        return self.status not in ("gone", "disabled", "gated", "branch_missing", "unavailable")
+        """Whether upstream could be compared at all (the repo answered as itself, or under its new name; a gated
+        one by what stays readable, `commits_behind` then known)."""
+        if self.status == "gated":
+            return self.commits_behind is not None
+        return self.status not in ("gone", "disabled", "branch_missing", "unavailable")
 
     @property
     def repo_state(self) -> str | None:
@@ -207,13 +210,21 @@ class OutdatedCheck:
             return ModelReport(pin, status, head.sha, message=outcome.error)
         chain = None if outcome.reach_missed else stored_chain(self.store.history.list_revisions(pin.repo_id), head.sha, pin.sha)
         if chain is None:
-            return self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
-        records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
-        changes = [since_change(r.sha, c) for r, c in records]
-        changes += _advisories_of(self.store, chain)
-        rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
-        message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
-        return ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
+            report = self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
+        else:
+            records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
+            changes = [since_change(r.sha, c) for r, c in records]
+            changes += _advisories_of(self.store, chain)
+            rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
+            message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
+            report = ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
+        if outcome.repo_state == "gated":  # followed through what stays readable: a state to act on all the same
+            unread = f" (not read: {', '.join(outcome.unread[:5])})" if outcome.unread else ""
+            report.status = "gated"
+            report.message = "; ".join(filter(None, [
+                f"{pin.repo_id} is gated ({head.gated}): its files are refused to this token, so the changes since the "
+                f"pin are those the file list, sizes and LFS hashes show{unread}", report.message]))
+        return report
 
     def watch_of(self, pin: Pin) -> Watch:
         """The watch the pin is checked through (added, source `outdated`, on first use)."""
