@@ -102,7 +102,7 @@ def _summary(app: App, repos: list[str], echo: Echo, folder: Path) -> None:
     kinds: Counter[str] = Counter()
     revisions = 0
     for repo_id in repos:
-        rows = app.store.history.list_revisions(repo_id)
+        rows = app.store.history.list_revisions(app.store.read_model.renamed_to(repo_id) or repo_id)  # a rename moved it
         revisions += len(rows)
         for changes in app.store.history.changes_by_revision(r.id for r in rows).values():  # type: ignore[misc]
             kinds.update(c.kind for c in changes)

@@ -93,8 +93,7 @@ def summary_of(state: str, previous: str, branch: str, detail: dict[str, Any]) -
     if state == "branch_missing":
         return f"branch {branch} no longer exists on the Hub"
     if state == "moved":
-        return (f"repo renamed on the Hub to {detail.get('moved_to')}: followed, its history moves to the new name "
-                "(the old name's feeds and pages answer with it)")
+        return f"repo renamed on the Hub to {detail.get('moved_to')}: followed to the new name"
     return f"repo restored: answers again after being {previous.replace('_', ' ')}"
 
 

@@ -157,5 +157,6 @@ def test_demo_replays_the_bundled_histories(tmp_path: Path) -> None:
     assert f"{minilm}: repo restored: answers again after being gone" in lifecycle
     assert "--- the owner renames microsoft/phi-2 to microsoft/phi-2-renamed" in lifecycle
     assert f"{phi}: repo now moved to microsoft/phi-2-renamed: followed through the Hub's redirect" in lifecycle
+    assert f"{phi}: history moved to microsoft/phi-2-renamed: watched under the new name" in lifecycle
     history = run_cli("--config", str(tmp_path / "demo" / "hubwatch.toml"), "watch", "list")
     assert history.returncode == 0
