@@ -270,7 +270,8 @@ def _apply_state(session: Session, watch: Watch, seen: RepoStateSeen | None, now
     and the state's event are written with it (the caller commits). The same state again keeps its detail fresh."""
     if seen is None:
         return
-    if watch.repo_state == seen.state:
+    renamed_again = seen.state == "moved" and (watch.state_detail or {}).get("moved_to") != seen.detail.get("moved_to")
+    if watch.repo_state == seen.state and not renamed_again:
         if seen.state != "active":
             watch.state_detail = seen.detail
         return

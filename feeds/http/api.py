@@ -318,9 +318,12 @@ def list_events(
     before: int | None = Query(default=None, ge=1, le=2**62),
     limit: int = Query(default=100, ge=1, le=1000),
 ) -> EventPage:
+    queries = _services(request).queries
+    if repo is not None and not queries.repo_known(repo):
+        repo = queries.renamed_to(repo) or repo  # a repo renamed on the Hub: its events are under its new name
     flt = EventFilter(repo_id=repo, org=org, kinds=tuple(kind or ()),
                       min_severity=min_severity.value if min_severity else None, security_only=security)
-    events = _services(request).queries.events(flt, limit, after_seq=after, before_seq=before)
+    events = queries.events(flt, limit, after_seq=after, before_seq=before)
     cursor = events[-1].seq if len(events) == limit else None
     return EventPage(items=[_event(e) for e in events], order="asc" if after is not None else "desc", next_cursor=cursor)
 

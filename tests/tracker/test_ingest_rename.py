@@ -112,7 +112,7 @@ def test_a_new_repo_under_the_old_name_after_the_move_is_its_own_history(app: Ap
 
 def test_the_old_name_redirects_feeds_api_and_pages_to_the_new_name(app: App, replay) -> None:
     """Feeds, API and pages asked under OLD answer a permanent redirect to the same URL under NEW (query kept), which
-    serves the whole history; a name never watched is still a 404."""
+    serves the whole history; `/api/v1/events?repo=OLD` answers NEW's events; a name never watched is still a 404."""
     from tests.support.served import serve
 
     _renamed(app, replay)
@@ -129,6 +129,19 @@ def test_the_old_name_redirects_feeds_api_and_pages_to_the_new_name(app: App, re
         followed = client.get(f"/api/v1/repos/{OLD}/revisions", follow_redirects=True).json()
         assert followed["total"] == 3
         assert client.get("/repos/hubwatch-tests/never-watched").status_code == 404
+        by_old = client.get("/api/v1/events", params={"repo": OLD}).json()["items"]
+        assert by_old and by_old == client.get("/api/v1/events", params={"repo": NEW}).json()["items"]
+        page = client.get(f"/repos/{NEW}").text
+        assert f"renamed on the Hub from <code>{OLD}</code>" in page
+
+
+def test_watch_list_names_where_a_watch_moved_from(app: App, replay) -> None:
+    """`watch list`'s line of a moved watch says the name it had."""
+    from tracker.cli.output import watch_text
+
+    _renamed(app, replay)
+    assert "; repo moved since " in watch_text(app.store.watches.get_watch(NEW))
+    assert watch_text(app.store.watches.get_watch(NEW)).endswith(f"(from {OLD})")
 
 
 def test_history_and_show_answer_under_the_old_name(app: App, replay, tmp_path) -> None:
@@ -186,3 +199,40 @@ def test_subscriptions_made_through_the_api_that_name_the_old_name_name_the_new_
     repos = {s.id: s.repos for s in subs.list_subscriptions()}
     assert repos[exact.id] == [OLD, NEW]
     assert (repos[pattern.id], repos[configured.id]) == (["hubwatch-tests/*"], [OLD])
+
+
+def test_poll_and_watch_remove_of_the_old_name_name_the_new_one(app: App, replay, tmp_path) -> None:
+    """`poll OLD` and `watch remove OLD` after the move exit 3 saying the watch is under NEW now."""
+    _renamed(app, replay)
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, app.settings.database_url)
+    for args in (("poll", OLD), ("watch", "remove", OLD)):
+        result = run_cli(*args, config=config)
+        assert result.returncode == 3 and f"renamed to {NEW} on the Hub and its watch moved there" in result.stderr, args
+    assert app.store.watches.get_watch(NEW) is not None
+
+
+def test_a_move_changes_the_watch_list_version_so_a_daemon_reschedules(app: App, replay) -> None:
+    """The scheduler's cheap change check (the watch list's version) moves with a followed rename, so a running
+    daemon drops the old name's job and schedules the new name's."""
+    replay.set_head(OLD, 1)
+    app.store.watches.add_watch(OLD, "main", 900)
+    app.poller.poll()
+    before = app.store.watches.watch_list_version()
+    replay.rename(OLD, NEW)
+    app.poller.poll()
+    assert app.store.watches.watch_list_version() != before
+    assert [(w.repo_id, w.branch) for w in app.store.watches.watch_schedule()] == [(NEW, "main")]
+
+
+def test_a_second_rename_is_announced_and_moves_the_history_on_with_every_old_name(app: App, replay) -> None:
+    """Renamed again (OLD -> NEW -> LAST): a second `repo.moved`, the history under LAST, and both earlier names
+    answer with LAST."""
+    last = "hubwatch-tests/renamed-again"
+    _renamed(app, replay)
+    replay.rename(NEW, last)
+    [outcome] = app.poller.poll()
+    assert outcome.history_moved_to == last and outcome.state_changed is False  # moved, and moved again
+    assert _kinds(app, last).count("repo.moved") == 2 and len(app.store.history.list_revisions(last)) == 3
+    assert app.store.watches.get_watch(last).state_detail["moved_from"] == NEW
+    assert (app.store.renames.current_name(OLD), app.store.renames.current_name(NEW)) == (last, last)
+    assert app.store.renames.old_names(last) == [OLD, NEW]

@@ -49,8 +49,9 @@ def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None,
              fail_on: str | None, output_format: str, as_json: bool, gguf_path: Path | None, local_path: Path | None,
              base: str | None) -> None:
     """What changed upstream since the revisions you have: every model of the local HF cache, or of a
-    lock file. Exit 1 when a model could not be checked, or with --fail-on when a change reached it; a
-    followed derivative's pin behind its base on a behaviour part counts as a `warning`."""
+    lock file. Exit 1 when a model could not be checked, or with --fail-on when a change reached it; else 3
+    when a pin's repo is gone, disabled, gated, without its branch or renamed on the Hub; a followed
+    derivative's pin behind its base on a behaviour part counts as a `warning`."""
     from tracker.pins.outdated import OutdatedCheck
 
     if lock_file is not None and scan_path is not None:

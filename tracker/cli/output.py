@@ -274,6 +274,9 @@ def watch_text(w: Watch) -> str:
     if (w.repo_state or "active") != "active":
         since = f" since {w.state_since:%Y-%m-%d %H:%M}" if w.state_since else ""
         state += f"; repo {w.repo_state.replace('_', ' ')}{since}"
+        detail = w.state_detail or {}
+        if w.repo_state == "moved":
+            state += f" (from {detail['moved_from']})" if detail.get("moved_from") else f" (to {detail.get('moved_to')})"
         if (w.state_detail or {}).get("parked"):
             state += " (parked: polled again when the listing or a Hub webhook shows it, or at its next retry)"
     if w.last_error:

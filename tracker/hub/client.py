@@ -227,6 +227,14 @@ class HubClient:
         return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified,
                         repo_id=info.id, uid=uid if isinstance(uid, str) else None)
 
+    def check_file_access(self, repo_id: str, sha: str, path: str = "config.json") -> None:
+        """Whether this token may read the repo's files (a gated repo's are refused until access is granted): one
+        read of one byte of `path`. Raises RepoGated when refused; a file the repo lacks says nothing against it."""
+        try:
+            self.download(repo_id, sha, path, max_bytes=1)
+        except MissingFile:
+            pass
+
     def list_models_by_modification(self, author: str | None = None) -> Iterator[ListedModel]:
         """Models, most recently modified first (all of `author`'s when named), with their commit.
 

@@ -73,8 +73,6 @@ def behaviour_since(store: Storage, repo_id: str, pinned_sha: str, head_sha: str
     return found
 
 
-GATED_NOTE = ("gated: the Hub refuses its files to this token; compared from what it still lists (commits, file "
-              "list, sizes, LFS hashes), the files' contents not read")
 # The statuses that are the repo's state on the Hub (tracker/pipeline/repo_state.py): each says what to do, and
 # `outdated` exits 3 for them when nothing else failed.
 STATE_STATUSES = ("gone", "disabled", "gated", "branch_missing", "moved")
@@ -106,8 +104,11 @@ class ModelReport:
 
     @property
     def checked(self) -> bool:
-        """Whether upstream could be compared at all (the repo answered as itself, or under its new name)."""
-        return self.status not in ("gone", "disabled", "gated", "branch_missing", "unavailable")
+        """Whether upstream could be compared at all (the repo answered as itself, or under its new name; a gated
+        one by what stays readable, `commits_behind` then known)."""
+        if self.status == "gated":
+            return self.commits_behind is not None
+        return self.status not in ("gone", "disabled", "branch_missing", "unavailable")
 
     @property
     def repo_state(self) -> str | None:
@@ -208,21 +209,22 @@ class OutdatedCheck:
             status = outcome.repo_state if outcome.repo_state in STATE_STATUSES else "gated" if head.gated else "unavailable"
             return ModelReport(pin, status, head.sha, message=outcome.error)
         chain = None if outcome.reach_missed else stored_chain(self.store.history.list_revisions(pin.repo_id), head.sha, pin.sha)
-        gated = outcome.repo_state == "gated"  # followed through what the Hub still lists: compared, but say so
         if chain is None:
-            if gated:
-                return ModelReport(pin, "gated", head.sha, message=f"{GATED_NOTE}; {pin.sha[:12]} is not in the "
-                                   "history stored from what it lists")
-            return self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
-        records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
-        changes = [since_change(r.sha, c) for r, c in records]
-        changes += _advisories_of(self.store, chain)
-        rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
-        message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
-        status = "rewritten" if rewritten else "behind"
-        if gated:
-            status, message = "gated", "; ".join(filter(None, [GATED_NOTE, message]))
-        return ModelReport(pin, status, head.sha, len(chain), changes, message)
+            report = self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
+        else:
+            records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
+            changes = [since_change(r.sha, c) for r, c in records]
+            changes += _advisories_of(self.store, chain)
+            rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
+            message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
+            report = ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
+        if outcome.repo_state == "gated":  # followed through what stays readable: a state to act on all the same
+            unread = f" (not read: {', '.join(outcome.unread[:5])})" if outcome.unread else ""
+            report.status = "gated"
+            report.message = "; ".join(filter(None, [
+                f"{pin.repo_id} is gated ({head.gated}): its files are refused to this token, so the changes since the "
+                f"pin are those the file list, sizes and LFS hashes show{unread}", report.message]))
+        return report
 
     def watch_of(self, pin: Pin) -> Watch:
         """The watch the pin is checked through (added, source `outdated`, on first use)."""

@@ -20,8 +20,8 @@ ADVICE = {
     "disabled": "nothing to do but wait for the Hub to restore it, or `hubwatch watch remove` it (its history stays)",
     "gated": "request access on the repo's Hub page and set the token variable to a token that was granted it",
     "branch_missing": "watch another branch (`hubwatch watch add REPO --branch B`) or remove this watch",
-    "moved": "watch the new name (`hubwatch watch add NEW`); with [poll] on_move = \"follow\" polls follow the Hub's "
-             "redirect and nothing is needed",
+    "moved": "watch the new name (`hubwatch watch add NEW`); a watch that follows the rename ([poll] on_move = "
+             "\"follow\") moves there with its history by itself",
 }
 
 
@@ -93,8 +93,7 @@ def summary_of(state: str, previous: str, branch: str, detail: dict[str, Any]) -
     if state == "branch_missing":
         return f"branch {branch} no longer exists on the Hub"
     if state == "moved":
-        return (f"repo renamed on the Hub to {detail.get('moved_to')}: followed, its history moves to the new name "
-                "(the old name's feeds and pages answer with it)")
+        return f"repo renamed on the Hub to {detail.get('moved_to')}: followed to the new name"
     return f"repo restored: answers again after being {previous.replace('_', ' ')}"
 
 

@@ -58,6 +58,10 @@ def test_a_pin_of_a_repo_in_a_state_has_its_status_what_to_do_and_exit_3(
     assert (models[BROKEN]["status"], models[BROKEN]["repo_state"]) == (status, status)
     assert advice in models[BROKEN]["what_to_do"] and models[BROKEN]["message"]
     assert models[EVERY]["status"] == "up_to_date" and models[EVERY]["repo_state"] is None
+    if status == "gated":  # followed through what stays readable: compared all the same, saying what was not read
+        assert models[BROKEN]["commits_behind"] == 1 and "refused to this token" in models[BROKEN]["message"]
+    else:
+        assert models[BROKEN]["commits_behind"] is None
     text = _outdated(config, lock)
     assert text.returncode == 3 and f"{BROKEN}@main  {status.replace('_', ' ')}" in text.stdout
     assert f"    what to do: {models[BROKEN]['what_to_do']}" in text.stdout
