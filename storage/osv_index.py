@@ -9,6 +9,7 @@ keys in one query, so a batch of a thousand purls costs a handful of queries, no
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlmodel import col, select
@@ -26,6 +27,26 @@ def _chunks(values: Iterable[str | int]) -> Iterable[list]:
         yield items[start : start + IN_CHUNK]
 
 
+@dataclass(frozen=True)
+class OwnRange:
+    """What matching a query needs of an own record, read as columns and two keys of the record (`modified`,
+    `withdrawn`), never the whole document: a batch over ten thousand records parses no JSON. An own record has
+    one GIT range, introduced at the row's `sha` and, once closed, fixed at its `fixed_sha` (tracker/advisories/
+    own.py writes both from the same values): `events` is that range."""
+
+    id: str
+    repo_id: str
+    revision_id: int
+    sha: str
+    fixed_sha: str | None
+    modified: str
+    withdrawn: bool
+
+    @property
+    def events(self) -> list[dict[str, str]]:
+        return [{"introduced": self.sha}, *([{"fixed": self.fixed_sha}] if self.fixed_sha else [])]
+
+
 class OsvIndexStore(EngineStore):
     """Reads of own records and the commit graph for OSV queries and exports."""
 
@@ -41,6 +62,26 @@ class OsvIndexStore(EngineStore):
                 query = select(OwnAdvisory).where(col(OwnAdvisory.repo_id).in_(chunk)).order_by(OwnAdvisory.id)
                 for row in s.exec(query):
                     out.setdefault(row.repo_id, []).append(row)
+        return out
+
+    def own_by_ids(self, record_ids: Iterable[str]) -> dict[str, OwnAdvisory]:
+        out: dict[str, OwnAdvisory] = {}
+        with self.session() as s:
+            for chunk in _chunks(record_ids):
+                out.update((row.id, row) for row in s.exec(select(OwnAdvisory).where(col(OwnAdvisory.id).in_(chunk))))
+        return out
+
+    def own_ranges(self, repo_ids: Iterable[str]) -> dict[str, list[OwnRange]]:
+        """repo id -> what matching needs of each of its own records, ordered by id (repos without any absent)."""
+        record = col(OwnAdvisory.record)
+        columns = (OwnAdvisory.id, OwnAdvisory.repo_id, OwnAdvisory.revision_id, OwnAdvisory.sha, OwnAdvisory.fixed_sha,
+                   record["modified"].as_string(), record["withdrawn"].as_string())
+        out: dict[str, list[OwnRange]] = {}
+        with self.session() as s:
+            for chunk in _chunks(repo_ids):
+                query = select(*columns).where(col(OwnAdvisory.repo_id).in_(chunk)).order_by(OwnAdvisory.id)
+                for rid, repo, revision_id, sha, fixed, modified, withdrawn in s.exec(query):
+                    out.setdefault(repo, []).append(OwnRange(rid, repo, revision_id, sha, fixed, modified or "", bool(withdrawn)))
         return out
 
     def own_modified_since(self, since: datetime | None = None) -> list[OwnAdvisory]:

@@ -61,12 +61,3 @@ def _with_purl(affected: dict[str, Any], repo_id: str) -> dict[str, Any]:
 @lru_cache(maxsize=4096)
 def _purl(repo_id: str, sha: str | None = None) -> str:
     return model_purl(repo_id, sha)
-
-
-def brief(own: OwnAdvisory) -> dict[str, str]:
-    """What a batch answer lists of a record: its id and `modified`, as the full record has them."""
-    return {"id": own.id, "modified": str(own.record.get("modified", ""))}
-
-
-def is_withdrawn(own: OwnAdvisory) -> bool:
-    return bool((own.record or {}).get("withdrawn"))
