@@ -165,6 +165,24 @@ def _special_tokens(c: ChangeView) -> list[str]:
     return [c.path] if c.kind == "tokenizer" and c.security and not _findings(c) else []
 
 
+def _stop_tokens_dropped(c: ChangeView) -> list[str]:
+    """The tokens dropped from the stop set, or from any runtime's (the differ's `critical` stop-set change), by label."""
+    moved = c.detail.get("stop_tokens") if c.kind == "stop_tokens" else None
+    if not isinstance(moved, Mapping):
+        return []
+    dropped = [t for t in moved.get("dropped") or () if isinstance(t, Mapping)]
+    for runtime in (moved.get("runtime_changes") or {}).values():
+        dropped += [t for t in (runtime or {}).get("dropped") or () if isinstance(t, Mapping)]
+    return list(dict.fromkeys(_token_label(t) for t in dropped))
+
+
+def _token_label(token: Mapping[str, Any]) -> str:
+    """As the differ labels a stop token: `128009 <|eot_id|>`, the id alone, or the text of a token without an id."""
+    if token.get("id") is None:
+        return str(token.get("text"))
+    return f"{token['id']} {token['text']}" if token.get("text") else str(token["id"])
+
+
 def _license(c: ChangeView) -> list[str]:
     if c.kind != "files" or not c.security:
         return []
@@ -190,6 +208,7 @@ RECOGNISERS: dict[str, Callable[[ChangeView], list[str]]] = {
     "silent-weight-swap": _silent_swap,
     "gguf-changed": _gguf,
     "special-tokens": _special_tokens,
+    "stop-token-dropped": _stop_tokens_dropped,
     "license-or-gating": _license,
     "history-rewrite": _history_rewrite,
 }
