@@ -18,6 +18,7 @@ from tests.support.osv_client import PlainOsvClient
 from tests.support.osv_records import Planted, at, custom_code, dangerous_pickle, plant, record_for
 from tests.support.served import HOSTILE, LLAMA, History, Served, serve
 
+pytestmark = pytest.mark.postgres  # the own-record reads (JSON keys read in SQL) run on PostgreSQL too (.ci/run)
 SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "osv" / "osv-schema.json"
 PAGE = 1000
 
