@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from storage.osv_index import OsvIndexStore
     from storage.outbox import OutboxStore
     from storage.read_model import ReadModel
+    from storage.renames import RenameStore
     from storage.subscription_store import SubscriptionStore
     from storage.watches import WatchStore
 
@@ -111,6 +112,13 @@ class Storage:
         from storage.derivatives import DerivativeStore
 
         return DerivativeStore(self.engine, self.clock)
+
+    @cached_property
+    def renames(self) -> RenameStore:
+        """The names renamed repos had, and the names their histories moved to."""
+        from storage.renames import RenameStore
+
+        return RenameStore(self.engine, self.clock)
 
     @cached_property
     def outbox(self) -> OutboxStore:

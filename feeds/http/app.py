@@ -27,7 +27,7 @@ from starlette.routing import Match
 from feeds.http import api, hubhooks, metrics, osv_api
 from feeds.http.auth import declare_security, require_read
 from feeds.http.body_limit import BodyLimitMiddleware
-from feeds.http.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
+from feeds.http.params import Kind, NamePath, OrgPath, RepoRenamed, Severity, base_url, known_repo
 from feeds.osv.database import OsvDatabase
 from feeds.views import pages
 from feeds.views.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
@@ -204,6 +204,9 @@ async def http_failed(request: Request, err: Exception) -> Response:
     serves: Starlette names only the methods of the first route whose path matched (GET, not the POST
     beside it on /api/v1/watches)."""
     assert isinstance(err, StarletteHTTPException)
+    if isinstance(err, RepoRenamed):  # permanent: 301 keeps a feed reader's GET a GET; 308 keeps any other method
+        status = 301 if request.method in ("GET", "HEAD") else 308
+        err = StarletteHTTPException(status, err.detail, headers={"Location": err.location(request)})
     if err.status_code == 405:
         allow = ", ".join(m for m in HTTP_METHODS if _serves(request, m))
         err = StarletteHTTPException(405, err.detail, headers={**(err.headers or {}), "Allow": allow})

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import feedparser
 import pytest
 
 from feeds.webhooks import Links, render
+from tests.support.databases import copy_sqlite
 from tests.support.derivative_repos import AWQ, BASE, FINETUNE, GATED, GGUF, write_family
 from tests.support.served import Served, serve
 from tests.support.settings import settings_for
@@ -21,11 +24,11 @@ from tracker.standins.replay.control import BUNDLED_ROOT, ReplayServer
 HOSTILE_REPO = "evil/Llama-3.1-8B-Instruct-<script>alert(1)</script>"
 
 
-@pytest.fixture
-def family(tmp_path, database_url) -> Iterator[tuple[App, ReplayServer]]:
+@contextmanager
+def _polled_family(folder: Path, database_url: str) -> Iterator[tuple[App, ReplayServer]]:
     """The family polled twice: before the base's template fix, then after it (the reach event written)."""
-    write_family(tmp_path / "family")
-    hub = ReplayServer(roots=[BUNDLED_ROOT, tmp_path / "family"])
+    write_family(folder / "family")
+    hub = ReplayServer(roots=[BUNDLED_ROOT, folder / "family"])
     hub.set_head(BASE, 2)
     hub.set_head(GGUF, 1)
     with hub:
@@ -40,9 +43,38 @@ def family(tmp_path, database_url) -> Iterator[tuple[App, ReplayServer]]:
         app.store.engine.dispose()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def family(tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Iterator[tuple[App, ReplayServer]]:
+    """The polled family, once a module: its tests only read it (`own_family` for one that writes)."""
+    with _polled_family(tmp_path_factory.mktemp("family"), module_database_url) as polled:
+        yield polled
+
+
+@pytest.fixture(scope="module")
 def site(family) -> Iterator[Served]:
     app, _ = family
+    with serve(app.store) as served:
+        yield served
+
+
+@pytest.fixture
+def own_family(family, tmp_path: Path, database_url: str) -> Iterator[tuple[App, ReplayServer]]:
+    """A copy of the polled family a test may write to (on SQLite the module's database copied; on PostgreSQL
+    the family polled again into the test's own database)."""
+    app, hub = family
+    url = app.store.engine.url
+    if url.get_backend_name() != "sqlite":
+        with _polled_family(tmp_path, database_url) as polled:
+            yield polled
+        return
+    own = App(settings_for(hub.endpoint, copy_sqlite(Path(url.database), tmp_path / "own.db")))  # type: ignore[arg-type]
+    yield own, hub
+    own.store.engine.dispose()
+
+
+@pytest.fixture
+def own_site(own_family) -> Iterator[Served]:
+    app, _ = own_family
     with serve(app.store) as served:
         yield served
 
@@ -73,11 +105,11 @@ def test_derivatives_page_shows_the_tree_table(site: Served, family) -> None:
     assert '<td class="part-not_in_format">' not in rows[AWQ]
 
 
-def test_derivatives_page_of_an_unfollowed_repo_says_how_to_follow(site: Served, family) -> None:
+def test_derivatives_page_of_an_unfollowed_repo_says_how_to_follow(own_site: Served, own_family) -> None:
     """A known repo whose family is not followed gets a sentence with the command, not an error; the API says 404."""
-    app, _ = family
+    app, _ = own_family
     app.store.derivatives.unfollow(BASE)
-    with site.client() as client:
+    with own_site.client() as client:
         page = client.get(f"/repos/{BASE}/derivatives")
         api = client.get(f"/api/v1/repos/{BASE}/derivatives")
     assert page.status_code == 200 and f"hubwatch watch add {BASE} --derivatives" in page.text
@@ -96,14 +128,14 @@ def test_derivatives_api_returns_the_tree(site: Served) -> None:
     assert tree["report"]["followed"] == 6 and tree["relations"] == ["finetune", "quantized"]
 
 
-def test_hostile_derivative_names_are_escaped(site: Served, family) -> None:
+def test_hostile_derivative_names_are_escaped(own_site: Served, own_family) -> None:
     """A problem text carrying markup shows as text on the derivatives page."""
-    app, _ = family
+    app, _ = own_family
     from storage.derivatives import CheckedDerivative
 
     bad = CheckedDerivative(AWQ, "quantized", 1, None, problem="<script>alert('x')</script>")
     app.store.derivatives.record_pass(BASE, [bad], {"problems": ["<img src=x onerror=alert(1)>"]}, [], None)
-    with site.client() as client:
+    with own_site.client() as client:
         page = client.get(f"/repos/{BASE}/derivatives")
     assert not re.search(r"<(script|img)", page.text)
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page.text

@@ -32,6 +32,7 @@ from tracker.standins.replay.control import ReplayServer
 
 SECRET = "whsec_" + base64.b64encode(b"hubwatch-crash-secret-0123456789").decode()
 PATHS = ("/hook/a", "/hook/b")
+BUSY = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass\n"  # one core, at most 10 min
 
 
 @dataclass(frozen=True)
@@ -212,22 +213,23 @@ class Scenario:
         self.random = random.Random(seed)
         workdir.mkdir(parents=True, exist_ok=True)
 
-    def run(self, kills: int, gap_s: tuple[float, float] = (0.5, 3.0), timeout_s: float = 600) -> Run:
+    def run(self, kills: int, gap_s: tuple[float, float] = (0.5, 3.0), timeout_s: float = 600, busy_cpu: bool = False) -> Run:
+        """`busy_cpu`: another process keeps a core busy from the daemon's start to its stop (not during the set-up)."""
         with ReplayServer(roots=[self.histories]) as replay, OsvFake() as osv:
             receiver = RecordingReceiver()
             try:
-                return self._run(replay, osv, receiver, kills, gap_s, timeout_s)
+                return self._run(replay, osv, receiver, kills, gap_s, timeout_s, busy_cpu)
             finally:
                 receiver.stop()
 
     def _run(self, replay: ReplayServer, osv: OsvFake, receiver: RecordingReceiver, kills: int,
-             gap_s: tuple[float, float], timeout_s: float) -> Run:
+             gap_s: tuple[float, float], timeout_s: float, busy_cpu: bool) -> Run:
         db = self.workdir / "hubwatch.db"
         config = self._config(replay.endpoint, osv.endpoint, db, receiver)
         total = sum(len(replay.commits(r)) for r in self.repo_ids)
         for repo_id in self.repo_ids:  # watched from their first commit; the rest revealed below
             replay.set_head(repo_id, 1)
-            run_cli(config, "watch", "add", repo_id, "--interval", "1s")
+        run_cli(config, "watch", "add", *self.repo_ids, "--interval", "1s")  # one process: each start costs ~2 CPU-s
         run_cli(config, "poll")  # the baselines: from here on every commit is ingested
         # Reveal the commits over about the time the kills take, so they land during ingests.
         step_s = (kills * (sum(gap_s) / 2 + 6)) / total if kills else 0.0  # a gap, and a takeover, per kill
@@ -235,6 +237,7 @@ class Scenario:
         advancer = threading.Thread(target=self._advance, args=(replay, step_s, stop), daemon=True)
         advancer.start()
         log = (self.workdir / "daemon.log").open("ab")
+        burner = subprocess.Popen([sys.executable, "-c", BUSY]) if busy_cpu else None
         proc = start_daemon(config, log)
         records: list[dict[str, object]] = []
         try:
@@ -263,6 +266,9 @@ class Scenario:
             except subprocess.TimeoutExpired:
                 proc.kill()
             log.close()
+            if burner is not None:
+                burner.kill()
+                burner.wait()
         arrivals = sorted(receiver.arrivals, key=lambda a: a.at)
         takeovers = _takeovers_logged(self.workdir / "daemon.log")
         for record in records:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
+from tests.support.replay import replay_server
+from tests.support.settings import settings_for
 from tracker.cli.app import App
 
 pytestmark = pytest.mark.postgres  # its database tests run on PostgreSQL too (.ci/run)
@@ -152,17 +155,24 @@ def test_rate_limit_mid_ingest_defers_the_retry(app: App, replay) -> None:
     assert outcome.status == "ingested"
 
 
-@pytest.mark.parametrize(
-    ("repo_id", "message"),
-    [("hubwatch-tests/no-such-model", "does not exist"), ("hubwatch-tests/gated-model", "gated")],
-)
-def test_unknown_and_gated_repos_fail_clearly(app: App, repo_id: str, message: str) -> None:
-    """An unknown or gated repo fails its poll with a plain reason recorded on the watch."""
-    _watch(app, repo_id)
+def test_an_unknown_repo_fails_clearly(app: App) -> None:
+    """An unknown repo fails its poll with a plain reason recorded on the watch."""
+    _watch(app, "hubwatch-tests/no-such-model")
     [outcome] = app.poller.poll()
-    assert outcome.failed and message in outcome.error
-    assert message in app.store.watches.get_watch(repo_id).last_error
-    assert app.store.history.list_revisions(repo_id) == []
+    assert outcome.failed and "does not exist" in outcome.error
+    assert "does not exist" in app.store.watches.get_watch("hubwatch-tests/no-such-model").last_error
+    assert app.store.history.list_revisions("hubwatch-tests/no-such-model") == []
+
+
+def test_a_gated_repo_is_stored_from_what_stays_readable(app: App) -> None:
+    """A gated repo without access: its baseline is stored from the file list, the refused file noted, the watch
+    gated (tests/tracker/test_ingest_gated.py follows it further)."""
+    _watch(app, "hubwatch-tests/gated-model")
+    [outcome] = app.poller.poll()
+    assert outcome.status == "ingested" and outcome.repo_state == "gated" and outcome.unread == ["config.json"]
+    [revision] = app.store.history.list_revisions("hubwatch-tests/gated-model")
+    [config] = app.store.history.revision_files(revision.id)
+    assert (config.path, config.held) == ("config.json", False) and config.note.startswith("gated (manual): not read")
 
 
 def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None:
@@ -187,6 +197,22 @@ def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None:
 EVERY_KIND = "hubwatch-tests/every-kind"
 
 
+@pytest.fixture(scope="module")
+def every_kind(module_database_url: str) -> Iterator[dict[str, list]]:
+    """The every-kind history ingested once for the module (baseline, then heads 7 and 8), only read: each
+    commit's changes by its dirname."""
+    with replay_server() as replay:
+        app = App(settings_for(replay.endpoint, module_database_url))  # type: ignore[arg-type]
+        try:
+            _watch(app, EVERY_KIND)
+            for head in (1, 7, 8):
+                replay.set_head(EVERY_KIND, head)
+                assert not any(o.failed for o in app.poller.poll())
+            yield {c.dirname: _changes(app, EVERY_KIND, c.sha) for c in replay.commits(EVERY_KIND)}
+        finally:
+            app.store.engine.dispose()
+
+
 @pytest.mark.parametrize(
     ("dirname", "kind", "severity", "flag"),
     [
@@ -201,17 +227,9 @@ EVERY_KIND = "hubwatch-tests/every-kind"
         ("0008-force-push", "files", "warning", None),
     ],
 )
-def test_one_history_produces_every_change_kind(app: App, replay, dirname, kind, severity, flag) -> None:
+def test_one_history_produces_every_change_kind(every_kind: dict[str, list], dirname, kind, severity, flag) -> None:
     """Replaying the every-kind history yields each change kind with the expected severity and flags."""
-    replay.set_head(EVERY_KIND, 1)
-    _watch(app, EVERY_KIND)
-    app.poller.poll()
-    replay.set_head(EVERY_KIND, 7)
-    app.poller.poll()
-    replay.set_head(EVERY_KIND, 8)
-    app.poller.poll()
-    sha = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == dirname)
-    matching = [c for c in _changes(app, EVERY_KIND, sha) if c.kind == kind]
+    matching = [c for c in every_kind[dirname] if c.kind == kind]
     assert matching, f"no {kind} change in {dirname}"
     top = max(matching, key=lambda c: ["info", "notice", "warning", "critical"].index(c.severity))
     assert top.severity == severity, [c.summary for c in matching]

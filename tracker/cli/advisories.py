@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from tracker.cli.output import report_lines
-from tracker.cli.root import app_of, repo_arg
+from tracker.cli.root import app_of, repo_arg, stored_repo
 
 
 class _RepoOrCommand(click.Group):
@@ -42,6 +42,7 @@ def show(ctx: click.Context, repo: str, revision: str | None, as_json: bool) -> 
     """What is known to be dangerous about loading REPO: OSV matches, loader advice, own advisories."""
     repo = repo_arg(repo, param_hint="REPO")
     app = app_of(ctx)
+    repo = stored_repo(app, repo)
     rev = app.store.history.revision_at(repo, revision)
     report = app.advisories.report(repo, rev)
     if as_json:

@@ -188,6 +188,9 @@ def outcome_dict(o: PollOutcome) -> dict[str, Any]:
         "repo_state": o.repo_state,
         "previous_state": o.previous_state,
         "notes": list(o.notes),
+        "unread_files": list(o.unread),
+        "history_moved_to": o.history_moved_to,
+        "move_refused": o.move_refused,
         "duration_ms": o.duration_ms,
         "revisions": [
             {
@@ -236,9 +239,22 @@ def outcome_text(o: PollOutcome) -> list[str]:
     elif o.state_changed:  # a state a poll goes on in: renamed, followed through the Hub's redirect
         lines.append(f"{where}: repo now {o.repo_state.replace('_', ' ')}"
                      + (f" to {o.answered_id}: followed through the Hub's redirect" if o.repo_state == "moved" else ""))
+    if o.history_moved_to:
+        lines.append(f"{where}: history moved to {o.history_moved_to}: watched under the new name from now on (the old "
+                     "name's history, feeds, pages and API answer with it)")
+    elif o.move_refused:
+        lines.append(f"{where}: history not moved to {o.answered_id}: {o.move_refused}; polled under the old name "
+                     "through the Hub's redirect")
     lines.extend(f"{where}: {note}" for note in o.notes)
+    if o.unread:
+        from tracker.pipeline.repo_state import ADVICE  # here: `watch list` never loads the pipeline
+
+        shown = ", ".join(o.unread[:8]) + (f" and {len(o.unread) - 8} more" if len(o.unread) > 8 else "")
+        lines += [f"{where}: gated: {len(o.unread)} file(s) not read (the Hub refuses them to this token): {shown}",
+                  f"  what to do: {ADVICE['gated']}"]
+    renamed_here = o.repo_state == "moved" and o.answered_id is not None and o.answered_id.casefold() == o.repo_id.casefold()
     if not o.revisions:
-        if o.repo_state != "active" and not o.state_changed:
+        if o.repo_state != "active" and not o.state_changed and not renamed_here:
             lines.append(f"{where}: repo still {o.repo_state.replace('_', ' ')}; no new commit ({(o.head_sha or '')[:12]})")
         elif not lines:
             lines.append(f"{where}: unchanged ({(o.head_sha or '')[:12]})")

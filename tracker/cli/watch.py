@@ -245,7 +245,7 @@ def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
 @click.pass_context
 def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_json: bool) -> None:
     """One ingest pass now, then exit (exit code 1 if a repo failed; 3 if every failure was the repo's state:
-    gone, gated, disabled or its branch missing).
+    gone, gated without access (followed through what stays readable), disabled or its branch missing).
 
     REPOS: the watched repos to poll (default: every watch)."""
     app = app_of(ctx)
@@ -258,6 +258,7 @@ def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_js
         for o in outcomes:
             for line in output.outcome_text(o):
                 click.echo(line)
-    failed = [o for o in outcomes if o.failed]
+    # a gated repo without access is followed through what stays readable, but its files were not read: a state too
+    failed = [o for o in outcomes if o.failed or o.repo_state == "gated"]
     if failed:  # 3: every failure is a repo state (gone, gated, disabled, branch missing), as `watch add` says it
         ctx.exit(3 if all(o.repo_state != "active" for o in failed) else 1)

@@ -51,10 +51,14 @@ class OutputTooLarge(Exception):
 
 
 _armed = False
+_fired = False  # the alarm went off during the last `_timed` call (Rust code that called back into Python turns
+# the RenderTimeout raised there into a PanicException: the job is still past its time limit)
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
+    global _fired
     if _armed:
+        _fired = True
         raise RenderTimeout
 
 
@@ -215,7 +219,8 @@ def _describe(err: BaseException, request: dict[str, Any], raised: type[Exceptio
 
 def _timed(fn: Any, time_s: float) -> Any:
     """Run fn() with a wall-clock alarm; RenderTimeout if it runs past time_s."""
-    global _armed
+    global _armed, _fired
+    _fired = False
     signal.setitimer(signal.ITIMER_REAL, time_s)
     _armed = True
     try:
@@ -334,11 +339,11 @@ def _run_minijinja(env: Any, job: dict[str, Any], request: dict[str, Any]) -> di
         return {"prompt": prompt}
     except (KeyboardInterrupt, SystemExit):
         raise
-    except RenderTimeout:
-        return {"error": f"exceeded the time limit ({request['time_s']:g} s)"}
     except MemoryError:
         return {"error": f"exceeded the memory limit ({request['memory_bytes'] // 2**20} MB)"}
     except BaseException as err:  # noqa: BLE001 - sandbox: any failure of one job is reported, the worker goes on
+        if isinstance(err, RenderTimeout) or _fired:
+            return {"error": f"exceeded the time limit ({request['time_s']:g} s)"}
         return {"error": _describe_minijinja(err)}
 
 

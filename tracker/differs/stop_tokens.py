@@ -27,6 +27,8 @@ INPUTS = (GENERATION_CONFIG, CONFIG, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, TOKEN
 # The files whose eos ids join the set (only those keys of them decide it), and the files read whole.
 EOS_FILES = (GENERATION_CONFIG, CONFIG)
 TOKENIZER_FILES = (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, TOKENIZER_JSON)
+# The files that decide the set (tokenizer.json only names its tokens): one not read on either side, no verdict.
+DECIDING = (GENERATION_CONFIG, CONFIG, TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP)
 PROBE = "hubwatch-end-of-turn-probe"
 # The assistant turn is followed by a user turn, so a template that ends only finished turns still ends it.
 PROBE_MESSAGES = (
@@ -290,6 +292,9 @@ def diff(old: Snapshot | None, new: Snapshot) -> list[Change]:
         # say, and tokenizer.json is not parsed nor the probe rendered for a config.json move of another key.
         return []
     touched = [p for p in INPUTS if _oid(old, p) != _oid(new, p)]
+    unread = [(side, p) for side, snap in (("old", old), ("new", new)) for p in DECIDING if _unread(snap, p)]
+    if unread:  # a file that decides the set was not read (gated, too large): no verdict rather than a false one
+        return [_not_compared(touched, unread, old, new)]
     new_names = TokenNames(new)
     # The names come from tokenizer_config.json and tokenizer.json alone: when neither moved, the old ones are
     # the new ones (a large tokenizer.json is parsed once, not twice).
@@ -307,6 +312,21 @@ def diff(old: Snapshot | None, new: Snapshot) -> list[Change]:
     if finding is not None and finding["not_stopped_by"]:
         out.append(_end_of_turn_change(finding, after, sets_after))
     return out
+
+
+def _unread(snapshot: Snapshot, path: str) -> bool:
+    """The file is in the commit but its bytes were not read (the Hub refused them, or over the size limit)."""
+    return path in snapshot.files and path not in snapshot.contents and path in snapshot.unavailable
+
+
+def _not_compared(touched: list[str], unread: list[tuple[str, str]], old: Snapshot, new: Snapshot) -> Change:
+    shown = ", ".join(f"{side} {path}" for side, path in unread)
+    reason = (new if unread[0][0] == "new" else old).unavailable[unread[0][1]]
+    summary = f"stop tokens not compared: {shown} not read ({reason})"
+    detail = {"stop_tokens": {"compared": False, "unread": [{"side": s, "path": p} for s, p in unread],
+                              "files": touched, "note": reason}}
+    path = next((p for p in (GENERATION_CONFIG, CONFIG, TOKENIZER_CONFIG) if p in touched), unread[0][1])
+    return Change(ChangeKind.STOP_TOKENS, path, summary[:400], Severity.INFO, detail)
 
 
 def _oid(snapshot: Snapshot, path: str) -> str | None:

@@ -332,3 +332,16 @@ def test_a_runtime_set_of_unnamed_ids_leaves_the_end_of_turn_undecided(kit):
     assert finding["id"] is None and finding["in_stop_set"] is True
     assert finding["not_stopped_by"] == []
     assert finding["undecided"] == ["transformers", "tgi"] and finding["stopped_by"] == ["vllm", "llama.cpp"]
+
+
+def test_an_unread_deciding_file_is_not_compared_rather_than_dropped(kit):
+    """generation_config.json changed but its bytes were not read (a gated repo refused them): no "dropped" verdict
+    from a file that only looks empty, one "not compared" change naming it and why."""
+    old = _llama(kit, [128001, 128009])
+    new = _llama(kit, [128001, 128009], sha="1" * 40)
+    new.files["generation_config.json"] = FileEntry("generation_config.json", "f" * 40, 30)
+    del new.contents["generation_config.json"]
+    new.unavailable["generation_config.json"] = "gated (manual): not read, the Hub refuses its files to this token"
+    [change] = st.diff(old, new)
+    assert change.severity is Severity.INFO and change.detail["stop_tokens"]["compared"] is False
+    assert change.summary.startswith("stop tokens not compared: new generation_config.json not read (gated (manual)")

@@ -7,8 +7,10 @@ import struct
 import pytest
 
 from tests.support.pickle_bytes import Member, SparseSource, sparse_torch_zip, zip_bytes
+from tests.support.zip_layouts import LAYOUTS, PiecesSource, pipeline_source, torch_archive
+from tracker.formats.pickle_files import READ_AHEAD
 from tracker.formats.ranged import BytesSource
-from tracker.formats.torchzip import ZipFormatError, read_directory, read_entry, read_torch_archive
+from tracker.formats.torchzip import DATA_PKL_CAP, ZipFormatError, read_directory, read_entry, read_torch_archive
 
 PKL = b"\x80\x02}q\x00."
 
@@ -77,7 +79,6 @@ BOMB = zip_bytes([Member("archive/data.pkl", b"\0" * 5_000_000, deflate=True)])
         (_eocd_patch(GOOD, 16, "<I", len(GOOD) * 4), "runs past its end record"),
         (_eocd_patch(_eocd_patch(GOOD, 8, "<H", 60_000), 10, "<H", 60_000), "cannot fit"),
         (_eocd_patch(GOOD, 16, "<I", 0xFFFFFFFF), "no ZIP64 locator"),
-        (_central_patch(GOOD, 8, "<H", 1), "is encrypted"),
         (zip_bytes([Member("archive/data.pkl", PKL), Member("archive/data/0", b"\0" * 64, offset_shift=-20)]), "overlaps"),
         (zip_bytes([Member("archive/data.pkl", PKL), Member("archive/data/0", b"\0" * 64, offset_shift=-52)]), "overlaps"),
         (_central_patch(GOOD, 20, "<I", 10_000), "overlaps"),
@@ -86,7 +87,7 @@ BOMB = zip_bytes([Member("archive/data.pkl", b"\0" * 5_000_000, deflate=True)])
         (BOMB, "over the"),
         (ZEROS_AT_OFFSET, "no local header"),
     ],
-    ids=["short", "truncated", "zeros", "cd-past-end", "absurd-count", "zip64-missing", "encrypted",
+    ids=["short", "truncated", "zeros", "cd-past-end", "absurd-count", "zip64-missing",
          "overlap-next", "same-offset", "self-overlap-cd", "method", "not-torch", "pkl-over-cap", "bad-local"],
 )  # fmt: skip
 def test_malformed_zips_are_refused_with_a_reason(data: bytes, message: str) -> None:
@@ -95,6 +96,37 @@ def test_malformed_zips_are_refused_with_a_reason(data: bytes, message: str) -> 
     with pytest.raises(ZipFormatError, match=message):
         read_torch_archive(source, pkl_cap=1_000_000)
     assert source.bytes_read <= len(data) + 70_000
+
+
+def test_an_entry_claiming_encryption_is_noted_and_read_as_it_is() -> None:
+    """The flag alone hides nothing: the bytes are read (a plain pickle under it is still a pickle) and the claim noted."""
+    archive = read_torch_archive(BytesSource(_central_patch(GOOD, 8, "<H", 1)))
+    assert archive.data_pkl == PKL
+    assert "archive/data.pkl claims encryption" in archive.notes[0]
+
+
+@pytest.mark.parametrize("size", [2**30, 2**31, 16 * 2**30], ids=["1GiB", "2GiB", "16GiB"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_torch_archive_costs_its_records_alone(layout: str, size: int) -> None:
+    """Whatever the order of its records, a checkpoint with a 90 KiB data.pkl costs at most 256 KiB through
+    the pipeline's Range source (its read-ahead included), and its 600 tensors come back."""
+    sparse, pkl = torch_archive(size, layout)
+    source = pipeline_source(sparse, DATA_PKL_CAP, READ_AHEAD)
+    archive = read_torch_archive(source)
+    assert archive.data_pkl == pkl and len(archive.storages) == 600 and archive.notes == []
+    assert (archive.byteorder, archive.version) == ("little", "3")
+    assert len(pkl) < 100 * 1024 and source.bytes_read <= 256 * 1024
+
+
+def test_the_directory_is_read_where_it_lies() -> None:
+    """Only the end (8 KiB first), the directory and the entries asked for are read: no fixed window."""
+    sparse, pkl = torch_archive(2**31, "directory in the middle")
+    source = PiecesSource(sparse)
+    read_torch_archive(source)
+    directory_at = next(at for at, data in sparse.pieces if data[:4] == b"PK\x01\x02")
+    assert source.reads[0] == (sparse.size - 8192, 8192)
+    assert any(offset == directory_at for offset, _ in source.reads)
+    assert source.bytes_read < 8192 + 2 * len(pkl) + 70_000  # the directory is some 62 KB
 
 
 def test_a_local_header_naming_another_file_is_noted_and_read_anyway() -> None:
