@@ -7,7 +7,9 @@ place of any response (a 401 too) when the declared length is over, and leaves t
 uvicorn keeps reading (and dropping) the rest of a chunked body. Here the limit is raised from
 `receive` as an HTTPException, so each route answers it in its own shape (the Hub webhook's
 `HookAnswer`, the API's `{"detail"}`) after its own earlier checks, and any response that leaves part
-of the body unread says `Connection: close`: the server stops reading there.
+of the body unread says `Connection: close`: the server stops reading there. A path prefix may have a
+limit of its own (`prefixes`): the OSV API's batches of 1,000 queries under /v1/ (its routes answer the
+limit in osv.dev's shape, 400).
 """
 
 from __future__ import annotations

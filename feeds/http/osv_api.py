@@ -24,7 +24,7 @@ from feeds.http.body_limit import BodyTooLarge
 from feeds.http.params import base_url
 from feeds.http.strict_json import HostileJSON, strict_loads
 from feeds.osv.database import MAX_BATCH
-from feeds.osv.queries import BatchIn, InvalidQuery, QueryIn, parse_json_query, validation_message
+from feeds.osv.queries import BatchIn, InvalidQuery, QueryIn, parse_json_query, parse_query, validation_message
 
 INVALID_ARGUMENT = 3  # gRPC status codes, as osv.dev's JSON errors carry them
 NOT_FOUND = 5
@@ -150,10 +150,13 @@ def _batch(document: Any, hub_url: str) -> list[Any]:
         batch = BatchIn.model_validate(document)
     except ValidationError as err:
         raise _Refused(400, INVALID_ARGUMENT, validation_message(err)) from err
-    try:
-        return [parse_json_query(q.model_dump(exclude_unset=True), hub_url, f"queries.{i}") for i, q in enumerate(batch.queries)]
-    except InvalidQuery as err:
-        raise _Refused(400, INVALID_ARGUMENT, str(err)) from err
+    queries = []
+    for i, query in enumerate(batch.queries):  # validated above: only osv.dev's own refusals are left to find
+        try:
+            queries.append(parse_query(query, hub_url))
+        except InvalidQuery as err:
+            raise _Refused(400, INVALID_ARGUMENT, f"queries.{i}: {err}") from err
+    return queries
 
 
 @router.get("/v1/vulns/{vuln_id}", response_model=None, responses={200: {"model": Vulnerability}, 404: {"model": OsvError}, **_ERRORS},

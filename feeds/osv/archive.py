@@ -10,6 +10,7 @@ records always give the same bytes.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -36,19 +37,23 @@ def write_archive(records: Iterable[Mapping[str, Any]], zip_path: Path, index_pa
     ordered = sorted(records, key=lambda r: str(r["id"]))
     index_path = index_path or zip_path.with_name(INDEX_NAME)
     zip_path.parent.mkdir(parents=True, exist_ok=True)
-    _replace(zip_path, lambda f: _write_zip(ordered, f))
+    _replace(zip_path, lambda f: f.write(_zip_bytes(ordered)))
     newest = sorted(ordered, key=lambda r: (str(r["modified"]), str(r["id"])), reverse=True)
     lines = "".join(f"{r['modified']},{r['id']}\n" for r in newest).encode()
     _replace(index_path, lambda f: f.write(lines))
     return Archive(zip_path, index_path, len(ordered))
 
 
-def _write_zip(records: list[Mapping[str, Any]], handle: Any) -> None:
-    with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+def _zip_bytes(records: list[Mapping[str, Any]]) -> bytes:
+    """The archive, built in memory (smaller than the records it is built from, which are in memory already):
+    zipfile seeks back over every entry's header, which a file pays for in system calls."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for record in records:
             info = zipfile.ZipInfo(f"{record['id']}.json", ZIP_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+            zf.writestr(info, json.dumps(record, ensure_ascii=False) + "\n")  # one line: json's C encoder, 10x indent's speed
+    return buffer.getvalue()
 
 
 def _replace(target: Path, write: Any) -> None:

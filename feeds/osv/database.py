@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from feeds.osv.graph import CommitGraph, record_affects
+from feeds.osv.graph import CommitGraph, range_affects
 from feeds.osv.queries import ModelQuery, encode_token
-from feeds.osv.records import brief, is_withdrawn, served_record
+from feeds.osv.records import served_record
 from storage.front import Storage
-from storage.models import OwnAdvisory
+from storage.osv_index import OwnRange
 
 QUERY_PAGE = 1000  # records per page of POST /v1/query (osv.dev's figure)
 BATCH_PAGE = 1000  # entries per query per page of POST /v1/querybatch
@@ -31,7 +31,7 @@ MAX_BATCH = 1000  # queries in one querybatch (osv.dev's limit)
 class Page:
     """One query's answer: the matching records of this page and the token of the next (None: the last page)."""
 
-    rows: list[OwnAdvisory] = field(default_factory=list)
+    rows: list[OwnRange] = field(default_factory=list)
     next_token: str | None = None
 
 
@@ -51,10 +51,11 @@ class OsvDatabase:
     def query(self, query: ModelQuery, pages_url: str | None) -> dict[str, Any]:
         """POST /v1/query's answer: the full records of one page, `{}` when none match."""
         page = self.pages([query], self.query_page)[0]
+        rows = self.index.own_by_ids(r.id for r in page.rows)
         links = self.index.upstream_links(r.revision_id for r in page.rows)
         answer: dict[str, Any] = {}
-        if page.rows:
-            answer["vulns"] = [served_record(r, links.get(r.revision_id, ()), pages_url) for r in page.rows]
+        if page.rows:  # in the page's order; a record deleted since it was matched is left out
+            answer["vulns"] = [served_record(rows[r.id], links.get(r.revision_id, ()), pages_url) for r in page.rows if r.id in rows]
         if page.next_token:
             answer["next_page_token"] = page.next_token
         return answer
@@ -65,7 +66,7 @@ class OsvDatabase:
         for page in self.pages(queries, self.batch_page, self.batch_budget):
             result: dict[str, Any] = {}
             if page.rows:
-                result["vulns"] = [brief(r) for r in page.rows]
+                result["vulns"] = [{"id": r.id, "modified": r.modified} for r in page.rows]
             if page.next_token:
                 result["next_page_token"] = page.next_token
             results.append(result)
@@ -97,7 +98,7 @@ class OsvDatabase:
         commits = {q.sha for q in queries if q.known and q.repo_id is None and q.sha}
         holders = self.index.repos_at(commits) if commits else {}
         repos = {q.repo_id for q in queries if q.known and q.repo_id} | {r for rs in holders.values() for r in rs}
-        own = self.index.own_of_repos(repos) if repos else {}
+        own = self.index.own_ranges(repos) if repos else {}
         placed = {q.repo_id for q in queries if q.known and q.repo_id and q.sha and q.repo_id in own}
         placed |= {r for rs in holders.values() for r in rs if r in own}
         graphs = {repo: CommitGraph(parents) for repo, parents in self.index.commit_graphs(placed).items()} if placed else {}
@@ -114,15 +115,14 @@ class OsvDatabase:
             out.append(Page(rows, token))
         return out
 
-    def _matching(self, q: ModelQuery, own: dict[str, list[OwnAdvisory]], graphs: dict[str, CommitGraph],
-                  holders: dict[str, set[str]]) -> list[OwnAdvisory]:
+    def _matching(self, q: ModelQuery, own: dict[str, list[OwnRange]], graphs: dict[str, CommitGraph],
+                  holders: dict[str, set[str]]) -> list[OwnRange]:
         repos = [q.repo_id] if q.repo_id else sorted(holders.get(q.sha or "", ()))
-        rows = [r for repo in repos for r in own.get(repo, ()) if not is_withdrawn(r)]
+        rows = [r for repo in repos for r in own.get(repo, ()) if not r.withdrawn]
         if q.sha is None:
             return rows
         empty = CommitGraph({})
-        return sorted((r for r in rows if record_affects(r.record, graphs.get(r.repo_id, empty), q.sha)),
-                      key=lambda r: r.id)
+        return [r for r in rows if range_affects(r.events, graphs.get(r.repo_id, empty), q.sha)]
 
 
 def _parsed(stamp: str) -> datetime:

@@ -67,14 +67,3 @@ def range_affects(events: Sequence[Mapping[str, Any]], graph: CommitGraph, sha: 
         return False
     limits = [str(e["limit"]) for e in events if "limit" in e]
     return not limits or any(graph.is_ancestor(sha, x) and x != sha for x in limits)
-
-
-def record_affects(record: Mapping[str, Any], graph: CommitGraph, sha: str) -> bool:
-    """Whether any GIT range of the record affects `sha` of the repo `graph` is of. An own record is about one
-    repo (its row says which), so its ranges are read on that repo's graph whatever Hub URL they were written
-    with (the URL of the endpoint the history was ingested from)."""
-    for affected in record.get("affected") or ():
-        for rng in affected.get("ranges") or ():
-            if rng.get("type") == "GIT" and range_affects(rng.get("events") or (), graph, sha):
-                return True
-    return False

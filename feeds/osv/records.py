@@ -11,18 +11,21 @@ and version each concerns. The stored record itself is never changed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 from storage.kinds import model_purl
-from storage.models import AdvisoryLink, OwnAdvisory
+from storage.models import AdvisoryLink
+from storage.osv_index import StoredOwn
 
 SCHEMA_VERSION = "1.7.0"  # the version whose GIT ecosystem and `related` the records use
 MAX_LOADER_ADVISORIES = 50
+SHA_RE = re.compile(r"^[0-9a-fA-F]{40}$")
 
 
-def served_record(own: OwnAdvisory, upstream: Iterable[AdvisoryLink] = (), pages_url: str | None = None) -> dict[str, Any]:
+def served_record(own: StoredOwn, upstream: Iterable[AdvisoryLink] = (), pages_url: str | None = None) -> dict[str, Any]:
     """The OSV record of one own finding; `upstream`: the relevant, affecting links of its introducing revision;
     `pages_url`: this server's base URL (without it, no link to the revision's page)."""
     record: dict[str, Any] = dict(own.record)  # the parts changed below are copied, the rest shared
@@ -58,15 +61,16 @@ def _with_purl(affected: dict[str, Any], repo_id: str) -> dict[str, Any]:
     return {**affected, "package": {**package, "purl": _purl(repo_id)}}
 
 
-@lru_cache(maxsize=4096)
 def _purl(repo_id: str, sha: str | None = None) -> str:
+    """model_purl's answer; a full hex sha, which a purl version carries as it is, appended to the repo's purl
+    (made once per repo) rather than the whole purl built again per record."""
+    if sha is None:
+        return _repo_purl(repo_id)
+    if SHA_RE.match(sha):
+        return f"{_repo_purl(repo_id)}@{sha.lower()}"
     return model_purl(repo_id, sha)
 
 
-def brief(own: OwnAdvisory) -> dict[str, str]:
-    """What a batch answer lists of a record: its id and `modified`, as the full record has them."""
-    return {"id": own.id, "modified": str(own.record.get("modified", ""))}
-
-
-def is_withdrawn(own: OwnAdvisory) -> bool:
-    return bool((own.record or {}).get("withdrawn"))
+@lru_cache(maxsize=4096)
+def _repo_purl(repo_id: str) -> str:
+    return model_purl(repo_id)

@@ -18,6 +18,7 @@ from tests.support.osv_client import PlainOsvClient
 from tests.support.osv_records import Planted, at, custom_code, dangerous_pickle, plant, record_for
 from tests.support.served import HOSTILE, LLAMA, History, Served, serve
 
+pytestmark = pytest.mark.postgres  # the own-record reads (JSON keys read in SQL) run on PostgreSQL too (.ci/run)
 SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "osv" / "osv-schema.json"
 PAGE = 1000
 
@@ -170,6 +171,18 @@ def test_a_record_says_what_a_scanner_needs(world: World, client: httpx.Client) 
     assert set(record["related"]) == {i for lk in links for i in lk.ids}
     assert {a["id"] for a in record["database_specific"]["hubwatch"]["loader_advisories"]} == {lk.advisory_key for lk in links}
     assert "GHSA-fgcw-684q-jj6r" not in record["related"]  # linked to the revision but judged not to concern this model
+
+
+def test_each_record_has_the_one_range_its_row_holds(world: World) -> None:
+    """Matching reads a record's range from its row (introduced at `sha`, fixed at `fixed_sha`) rather than parsing
+    every record: what the ingest and the closing of records write keeps the two the same."""
+    ranges = world.store.osv_index.own_ranges([LLAMA, HOSTILE])
+    rows = {o.id: o for o in world.store.advisories.own()}
+    assert sum(len(r) for r in ranges.values()) == len(rows) >= 5
+    for r in (r for rs in ranges.values() for r in rs):
+        (affected,) = rows[r.id].record["affected"]
+        assert affected["ranges"] == [{"type": "GIT", "repo": affected["package"]["name"], "events": r.events}]
+        assert (r.modified, r.withdrawn) == (rows[r.id].record["modified"], bool(rows[r.id].record.get("withdrawn")))
 
 
 def test_get_answers_the_record_a_query_answers(world: World, client: httpx.Client) -> None:

@@ -19,6 +19,7 @@ from tests.support.cli import run_cli
 from tests.support.osv_records import at, custom_code, dangerous_pickle, plant, record_for
 from tests.support.served import HOSTILE, LLAMA, History
 
+pytestmark = pytest.mark.postgres  # the own-record reads (JSON keys read in SQL) run on PostgreSQL too (.ci/run)
 SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "osv" / "osv-schema.json"
 PUBLIC = "https://hubwatch.example.org"
 
