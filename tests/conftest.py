@@ -17,7 +17,7 @@ os.environ.pop("HF_ENDPOINT", None)
 
 import pytest
 
-from tests.support.databases import POSTGRES_ENV, fresh_database, postgres_admin_url
+from tests.support.databases import POSTGRES_ENV, fresh_database, postgres_admin_url, premigrated
 from tests.support.osv import osv_endpoint
 from tests.support.replay import replay_server
 from tests.support.served import History, ingested_history
@@ -120,7 +120,7 @@ def _osv_fake(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def app(replay, database_url: str) -> Iterator[App]:
-    app = App(settings_for(replay.endpoint, database_url))  # type: ignore[arg-type]
+    app = App(settings_for(replay.endpoint, premigrated(database_url)))  # type: ignore[arg-type]
     yield app
     if "store" in app.__dict__:
         app.store.engine.dispose()

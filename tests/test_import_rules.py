@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -66,14 +67,17 @@ def _imports(name: str, path: Path) -> set[str]:
     return found
 
 
-GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+@functools.cache
+def _graph() -> dict[str, set[str]]:
+    """Every module's imports of ours: every file parsed once a worker, when a test first asks (not at collection)."""
+    return {name: _imports(name, path) for name, path in MODULES.items()}
 
 
 def test_the_source_was_read():
     """The rules below are checked over every product module (a wrong root would check nothing)."""
     assert len(MODULES) > 120
     assert {"tracker.cli", "feeds.http.app", "storage.db", "estimator.api"} <= MODULES.keys()
-    assert sum(len(edges) for edges in GRAPH.values()) > 300
+    assert sum(len(edges) for edges in _graph().values()) > 300
 
 
 def _violations(graph: dict[str, set[str]], package: str) -> list[str]:
@@ -102,7 +106,7 @@ def test_violations_are_found():
 def test_packages_import_in_one_direction(package):
     """storage and estimator import nothing of ours, feeds only storage, tracker storage and estimator
     (its CLI, the composition root, also feeds)."""
-    assert _violations(GRAPH, package) == []
+    assert _violations(_graph(), package) == []
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -164,7 +168,7 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_no_module_imports_itself_back():
     """No two modules import each other, directly or around a loop, not even for types or lazily."""
-    assert _cycles(_without_packages(GRAPH)) == []
+    assert _cycles(_without_packages(_graph())) == []
 
 
 # The rooms of tracker/, from the top floor down (DESIGN.md's layout, docs/architecture.md's picture). A module
@@ -226,7 +230,7 @@ def test_every_room_has_a_floor():
 def test_tracker_rooms_import_only_downwards():
     """No import in tracker/ runs back up a floor, not even for types or lazily (polling never imports the ingest,
     the snapshot reader or the Hub client above it)."""
-    assert _upward(GRAPH) == []
+    assert _upward(_graph()) == []
 
 
 def test_tracker_root_holds_only_its_face_and_the_exception_tree():

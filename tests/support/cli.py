@@ -27,16 +27,17 @@ from pathlib import Path
 import click.testing
 import structlog
 
-from tests.support.databases import database_url_for
+from tests.support.databases import database_url_for, premigrated
 
 # Read by a library when it is imported: an in-process call cannot honour a change to them.
 _IMPORT_TIME_PREFIXES = ("HF_", "HUGGINGFACE_")
 
 
 def write_config(path: Path, endpoint: str, db_path: Path | str, extra: str = "") -> Path:
-    """A config file naming the Hub endpoint and the database, without jitter; `extra` is appended."""
+    """A config file naming the Hub endpoint and the database, without jitter; `extra` is appended. A new SQLite
+    file starts as an empty database at the newest schema (`premigrated`)."""
     path.write_text(
-        f'[hub]\nendpoint = "{endpoint}"\n\n[storage]\nurl = "{database_url_for(db_path)}"\n\n[poll]\njitter = "0"\n{extra}',
+        f'[hub]\nendpoint = "{endpoint}"\n\n[storage]\nurl = "{premigrated(database_url_for(db_path))}"\n\n[poll]\njitter = "0"\n{extra}',
         encoding="utf-8",
     )
     return path

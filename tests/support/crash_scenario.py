@@ -199,6 +199,16 @@ def run_cli(config: Path, *args: str, stdin: str | None = None) -> None:
                    env=daemon_env(), check=True, capture_output=True)
 
 
+def _set_up(config: Path, *args: str) -> None:
+    """`hubwatch --config CONFIG ARGS` in this process (the set-up before the daemon starts: the process is not what is
+    tested there, and a start costs 1-2 CPU-s of imports); raises when it fails."""
+    from tests.support.cli import run_cli as run_in_process
+
+    result = run_in_process(*args, config=config, env={"CRASH_HOOK_SECRET": SECRET, "HUBWATCH_API_TOKEN": ""})
+    if result.returncode != 0:
+        raise RuntimeError(f"hubwatch {' '.join(args)} failed ({result.returncode}): {result.stderr[-2000:]}")
+
+
 def start_daemon(config: Path, log: object) -> subprocess.Popen:
     """`hubwatch run` in the background, its output to `log`."""
     return subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "run"],
@@ -229,8 +239,8 @@ class Scenario:
         total = sum(len(replay.commits(r)) for r in self.repo_ids)
         for repo_id in self.repo_ids:  # watched from their first commit; the rest revealed below
             replay.set_head(repo_id, 1)
-        run_cli(config, "watch", "add", *self.repo_ids, "--interval", "1s")  # one process: each start costs ~2 CPU-s
-        run_cli(config, "poll")  # the baselines: from here on every commit is ingested
+        _set_up(config, "watch", "add", *self.repo_ids, "--interval", "1s")
+        _set_up(config, "poll")  # the baselines: from here on every commit is ingested
         # Reveal the commits over about the time the kills take, so they land during ingests.
         step_s = (kills * (sum(gap_s) / 2 + 6)) / total if kills else 0.0  # a gap, and a takeover, per kill
         stop = threading.Event()

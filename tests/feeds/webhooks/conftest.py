@@ -14,6 +14,7 @@ from storage.front import Storage
 from storage.outbox import OutboxStore
 from storage.subscription_store import SubscriptionStore
 from tests.support.clock import FakeClock
+from tests.support.databases import premigrated
 from tests.support.webhooks import LINKS, Receiver, refuse_dns
 
 
@@ -43,7 +44,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def store(database_url: str, clock: FakeClock) -> Iterator[Storage]:
-    engine = create_db_engine(database_url)
+    engine = create_db_engine(premigrated(database_url))
     migrate(engine)
     yield Storage(engine, clock=clock)
     engine.dispose()

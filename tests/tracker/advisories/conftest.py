@@ -13,6 +13,7 @@ import pytest
 
 from storage.db import create_db_engine, migrate
 from storage.front import Storage
+from tests.support.databases import premigrated
 from tracker.advisories.osv import OsvClient
 from tracker.standins.osv import OsvFake, bundled_records
 
@@ -53,6 +54,6 @@ def clock() -> Clock:
 
 @pytest.fixture
 def store(tmp_path: Path, clock: Clock) -> Storage:
-    engine = create_db_engine(f"sqlite:///{tmp_path / 'advisories.db'}")
+    engine = create_db_engine(premigrated(f"sqlite:///{tmp_path / 'advisories.db'}"))
     migrate(engine)
     return Storage(engine, clock=clock)

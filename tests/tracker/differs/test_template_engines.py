@@ -120,7 +120,7 @@ RECURSING = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"
 def test_a_template_that_loops_or_recurses_is_a_note_per_engine(text: str) -> None:
     """Runaway templates come back as errors from every engine, bounded in time; the matrix is still built.
     At a 0.3 s limit per render (the default 2 s gives the same errors for ~35 CPU-s over 18 renders): jinja2
-    interrupted, minijinja out of fuel or interrupted when it calls back into Python, Node's worker killed."""
+    interrupted, minijinja out of fuel or past the limit, Node's worker killed."""
     timed_out = "exceeded the time limit (0.3 s)"
     matrix = template_engines.matrix(snapshot({TC: tokenizer_config(text, **TOKENS)}), limits=RenderLimits(time_s=0.3))
     for engine in matrix["template_engines"]:
@@ -129,7 +129,9 @@ def test_a_template_that_loops_or_recurses_is_a_note_per_engine(text: str) -> No
     if text == LOOPING:
         errors = {e["engine"]: {s["error"] for s in e["samples"]} for e in matrix["template_engines"] if e["checked"]}
         assert errors["jinja2"] == {timed_out}
-        assert errors["minijinja"] <= {timed_out, "engine ran out of fuel (line 1)"}, errors["minijinja"]
+        # minijinja: out of fuel, or (on a loaded machine, its fuel not spent in time) interrupted or its worker stopped
+        fuel = "engine ran out of fuel (line 1)"
+        assert all(e == fuel or e.startswith(timed_out) for e in errors["minijinja"]), errors["minijinja"]
         assert all(e.startswith(timed_out) for e in errors.get(JS_ENGINE, set())), errors[JS_ENGINE]
 
 

@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from cyclonedx.schema import SchemaVersion
-from cyclonedx.validation.json import JsonStrictValidator
 
 from tests.support.cli import cli_json, run_cli, write_config
 
@@ -23,6 +21,10 @@ def config(replay, tmp_path: Path, database_url: str) -> Path:
 
 def valid_bom(text: str) -> dict:
     """The document, after the official 1.6 schema accepted it."""
+    # Imported here, not at collection: jsonschema's format checkers build a grammar on import (~2 CPU-s per worker).
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
     return json.loads(text)
 

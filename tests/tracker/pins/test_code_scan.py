@@ -114,10 +114,11 @@ def test_symlink_loops_and_links_out_of_the_tree_are_never_followed(tmp_path: Pa
     assert "symlink loop" in reasons["self.py"]
 
 
-def test_a_tree_of_100000_files_is_scanned_quickly_skipping_vendored_folders(tmp_path: Path) -> None:
-    """100,000 files (most not source, vendored folders pruned) are scanned in bounded time and the pins found."""
+def test_a_tree_of_10000_files_is_scanned_skipping_vendored_folders(tmp_path: Path) -> None:
+    """10,000 files (most not source, vendored folders pruned) are scanned in bounded time and the pins found:
+    only the Python files are read. (The 100,000-file tree, and its speed, is benchmarks/bench_code_scan.py's.)"""
     root = tmp_path / "big"
-    for d in range(100):
+    for d in range(10):
         folder = root / f"d{d}"
         folder.mkdir(parents=True)
         for f in range(1000):
@@ -129,8 +130,8 @@ def test_a_tree_of_100000_files_is_scanned_quickly_skipping_vendored_folders(tmp
     started = time.monotonic()
     scan = scan_tree(root)
     elapsed = time.monotonic() - started
-    assert [p.repo_id for p in scan.pins] == ["org/model"] and scan.files_read == 10_001
-    assert elapsed < 60, elapsed  # a bound, not a benchmark: benchmarks/bench_code_scan.py prints the figure
+    assert [p.repo_id for p in scan.pins] == ["org/model"] and scan.files_read == 1_001
+    assert elapsed < 30, elapsed  # a bound, not a benchmark: benchmarks/bench_code_scan.py prints the figure
 
 
 def test_write_moves_exactly_the_literal_and_keeps_the_mode(tmp_path: Path) -> None:
