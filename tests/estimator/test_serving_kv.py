@@ -12,6 +12,7 @@ from estimator.kv_cache import layout
 
 RECORDED = json.loads(RECORDED_KV.read_text())["bytes"]
 KINDS = {"full", "sliding", "latent", "state", "cross"}
+JAMBA = "serving/jamba/Jamba-v0.1.json"
 
 
 def transformers_bytes(path: str, tokens: int) -> int:
@@ -40,6 +41,37 @@ def test_transformers_figure_is_exact_live(path, tokens):
     from kv_truth import measure_kv
 
     assert transformers_bytes(path, tokens) == measure_kv(serving_config(path), tokens)
+
+
+@pytest.mark.groundtruth
+def test_jamba_measured_in_parts_equals_its_whole_prefill():
+    """Live: Jamba's cache measured in parts (its Mamba states at two short prefills, its attention layers through
+    the all-attention config at the stated length) is, layer by layer, its cache after one whole prefill."""
+    from kv_truth import STATE_PROBES, layer_entries, measured_in_parts
+
+    config = serving_config(JAMBA)
+    tokens = STATE_PROBES[1] + 16  # past the probes, as short as a whole Jamba prefill stays cheap
+    assert measured_in_parts(config, tokens) == layer_entries(config, tokens)
+
+
+@pytest.mark.parametrize("grown", ["conv_states[0]", "keys"])
+def test_measuring_in_parts_refuses_a_state_that_grows(monkeypatch, grown):
+    """A per-token scanner whose state (not its K/V) differs between the two short prefills stops the measurement in
+    parts (the short run would be no stand-in for the stated length); K/V growing is what it expects."""
+    import kv_truth
+
+    def entries(config_json, tokens):
+        state = (("conv_states[0]", (1, 8, tokens if grown == "conv_states[0]" else 4), "torch.bfloat16"),)
+        attention = (("keys", (1, 2, tokens, 4), "torch.bfloat16"), ("values", (1, 2, tokens, 4), "torch.bfloat16"))
+        return (state, attention)
+
+    monkeypatch.setattr(kv_truth, "_layer_entries", entries)
+    config = {"model_type": "jamba"}
+    if grown == "keys":
+        assert kv_truth.measured_in_parts(config, 5000)[1][0][1] == (1, 2, 5000, 4)
+    else:
+        with pytest.raises(AssertionError, match="grows with the prefill"):
+            kv_truth.measured_in_parts(config, 5000)
 
 
 @pytest.mark.parametrize(("path", "per_token"), [
