@@ -61,7 +61,8 @@ def measure(size: int | None = None) -> dict[str, float]:
             assert spec is not None and entry.lfs_size is not None
             times = []
             for _ in range(runs):
-                source = hub.open_range(repo_id, sha, path, entry.lfs_size, spec.budget)
+                source = hub.open_range(repo_id, sha, path, entry.lfs_size, spec.budget, first_block=spec.read_ahead,
+                                        max_block=spec.read_ahead)
                 started = time.perf_counter()
                 scan, kept = run_scan(spec, source, path)
                 times.append((time.perf_counter() - started) * 1000)

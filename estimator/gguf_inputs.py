@@ -75,6 +75,12 @@ def config_from_gguf(metadata: dict[str, Any]) -> tuple[dict[str, Any], list[str
         attention = [h for h in kv if isinstance(h, int) and h > 0]
         state = "linear_attention" if config.get("mamba_d_state") or config.get("conv_L_cache") else "dummy"
         config["layer_types"] = ["full_attention" if isinstance(h, int) and h > 0 else state for h in kv]
+        ff = config.get("intermediate_size")
+        if arch == "nemotron_h" and isinstance(ff, list) and len(ff) == len(kv):
+            # llama.cpp: a Nemotron-H layer is recurrent only when it has neither K/V heads nor a feed-forward; one
+            # with a feed-forward alone is an MLP-only layer and keeps nothing
+            config["layer_types"] = [t if t == "full_attention" or not (isinstance(f, int) and f > 0) else "mlp"
+                                     for t, f in zip(config["layer_types"], ff, strict=True)]
         config["num_key_value_heads"] = max(attention, default=None)
         if len(set(attention)) > 1:
             notes.append("head_count_kv differs between layers: priced at the largest")

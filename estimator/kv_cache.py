@@ -15,7 +15,16 @@ runtime:
   16) + 1`` pages; ``MLAAttentionSpec`` one head of ``kv_lora_rank + qk_rope_head_dim`` (no separate V);
   ``MambaSpec`` one state per sequence whose shapes are ``MambaStateShapeCalculator``'s
   (``vllm/model_executor/layers/mamba/mamba_utils.py``: conv states keep ``d_conv - 1`` columns, states in the
-  model dtype as ``mamba_ssm_cache_dtype="auto"``); ``CrossAttentionSpec`` the encoder's length.
+  model dtype as ``mamba_ssm_cache_dtype="auto"``, except Nemotron-H, whose ``NemotronHForCausalLMConfig`` takes
+  the config's ``mamba_ssm_cache_dtype``, float32 when absent, Qwen3.5, whose hook takes the config's
+  ``mamba_ssm_dtype``, and Kimi's delta attention, whose state is float32); ``CrossAttentionSpec`` the encoder's
+  length.
+
+Hybrids are read layer by layer, never by a formula per family: which layer holds attention, a state, both
+(Falcon-H1, Zamba2's ``hybrid`` layers, where a shared attention block runs before the layer's mamba and keeps
+its own K/V at every place it runs) or nothing (Nemotron-H's MLP-only ``-`` layers) comes from ``layer_types`` /
+``layers_block_type``, Nemotron-H's ``hybrid_override_pattern``, Bamba's ``attn_layer_indices``, Kimi Linear's
+``linear_attn_config`` (1-based) or the family's period (Jamba, Qwen3-Next).
 
 Nothing here raises on odd input: a layer that cannot be read is priced by an assumption that is noted, and
 a config with no layer this module can read yields a layout whose ``unknown`` says why.
@@ -43,6 +52,8 @@ LINEAR = {"linear_attention", "mamba", "mamba2", "conv", "ssm", "linear", "short
 NO_CACHE = {"moe", "mlp", "dense", "dummy"}
 SEQ2SEQ = {"t5", "mt5", "umt5", "bart", "mbart", "marian", "pegasus", "whisper", "m2m_100", "nllb_moe"}
 LATENT_TYPES = {"deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25", "glm4_moe_lite", "longcat_flash"}
+PATTERN_LETTERS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}  # Nemotron-H's hybrid_override_pattern
+SSM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}  # vLLM's mamba_ssm_cache_dtype, where a family sets it
 
 
 @dataclass(frozen=True)
@@ -210,6 +221,14 @@ def _attention(c: dict, notes: list[str]) -> dict | None:
         notes.append(f"contradictory head counts: {kv} key/value heads for {heads} attention heads; the cache "
                      f"is priced at the {kv} key/value heads the config states")
     head_dim = _int(c, "head_dim", "d_kv", "attention_head_dim")
+    if c.get("model_type") == "zamba2" and hidden is not None:
+        # Zamba2Config sets attention_head_dim to 2 * hidden_size / heads whatever the file says: the shared
+        # block attends over the hidden state concatenated with the embeddings. vLLM keeps no GQA there.
+        head_dim = 2 * hidden // heads
+        if kv != heads:
+            notes.append(f"zamba2: transformers caches {kv} key/value heads, vLLM all {heads}")
+            return {"kv": 2 * heads * head_dim, "expanded": 2 * kv * head_dim}
+        return {"kv": 2 * kv * head_dim, "expanded": None}
     if head_dim is None:
         if hidden is None:
             notes.append("neither head_dim nor a hidden size")
@@ -237,6 +256,37 @@ def _kinds(c: dict, layers: int, notes: list[str]) -> list[str]:
             return [_kind_of(t, notes) for t in types]
         notes.append(f"layer_types has {len(types)} entries for {layers} layers: ignored, the layers read from "
                      "the family's rule instead")
+    pattern = c.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        if len(pattern) == layers:
+            unknown = sorted(set(pattern) - set(PATTERN_LETTERS))
+            if unknown:
+                notes.append(f"hybrid_override_pattern letters {unknown} are not known: priced as full attention")
+            return [_kind_of(PATTERN_LETTERS[letter], notes) if letter in PATTERN_LETTERS else "full"
+                    for letter in pattern]
+        notes.append(f"hybrid_override_pattern has {len(pattern)} letters for {layers} layers: ignored")
+    indices = c.get("attn_layer_indices")
+    if isinstance(indices, list) and indices:
+        attention = {i for i in indices if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers}
+        if len(attention) != len(indices):
+            notes.append(f"attn_layer_indices {indices!r} names layers outside 0..{layers - 1}: those ignored")
+        return ["full" if i in attention else "state" for i in range(layers)]  # Bamba: mamba everywhere else
+    lac = c.get("linear_attn_config")
+    if mt == "kimi_linear" and isinstance(lac, dict):
+        # Kimi Linear's checkpoint numbers its layers from 1 (KimiLinearConfig reads them so)
+        full, kda = lac.get("full_attn_layers"), lac.get("kda_layers")
+        if isinstance(full, list) and isinstance(kda, list):
+            kinds = ["none"] * layers
+            for name, listed in (("full", full), ("state", kda)):
+                for n in listed:
+                    if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= layers:
+                        kinds[n - 1] = name
+            if kinds.count("none"):
+                notes.append(f"linear_attn_config names {layers - kinds.count('none')} of {layers} layers: the "
+                             "others priced as keeping nothing")
+            return kinds
+    if mt == "kimi_linear":
+        return ["full" if i and i % 4 == 0 else "state" for i in range(layers)]
     if mt == "jamba":
         period, offset = _int(c, "attn_layer_period") or 8, c.get("attn_layer_offset", 4)
         return ["full" if i % period == offset else "state" for i in range(layers)]
@@ -286,38 +336,73 @@ def _state(c: dict, notes: list[str]) -> dict | None:
     (conv at d_conv - 1, everything in the serving dtype)."""
     mt = c.get("model_type")
     hidden = _int(c, "hidden_size", "d_model")
-    if mt == "lfm2":
+    if mt in ("lfm2", "lfm2_moe"):
         width, kernel = hidden, _int(c, "conv_L_cache") or 3
         if width is None:
-            notes.append("lfm2 without hidden_size")
+            notes.append(f"{mt} without hidden_size")
             return None
         return _priced(width, kernel, 0)
-    if mt == "qwen3_next":
+    if mt == "qwen3_next" or "linear_num_value_heads" in c:
+        # gated delta net (Qwen3-Next, Qwen3.5, OLMo hybrid): conv over q, k and v; a (v heads, k dim, v dim) state
         kh, vh = _int(c, "linear_num_key_heads"), _int(c, "linear_num_value_heads")
         kd, vd, kernel = _int(c, "linear_key_head_dim"), _int(c, "linear_value_head_dim"), _int(c, "linear_conv_kernel_dim")
         if None in (kh, vh, kd, vd, kernel):
-            notes.append("qwen3_next without its linear_* keys")
+            notes.append(f"{mt} without its linear_* keys (gated delta net heads and widths)")
             return None
-        return _priced(2 * kh * kd + vh * vd, kernel, vh * kd * vd)  # type: ignore[operator]
+        ssm_bytes = STATE_BYTES
+        if str(mt).startswith("qwen3_5") and "mamba_ssm_dtype" in c:
+            # vLLM's Qwen3.5 config hook keeps the state at the checkpoint's mamba_ssm_dtype (float32 as published)
+            ssm_bytes = SSM_BYTES.get(str(c["mamba_ssm_dtype"]), 4)
+            if str(c["mamba_ssm_dtype"]) not in SSM_BYTES:
+                notes.append(f"mamba_ssm_dtype {c['mamba_ssm_dtype']!r} is not known: vLLM's state priced at float32")
+        return _priced(2 * kh * kd + vh * vd, kernel, vh * kd * vd, ssm_bytes)  # type: ignore[operator]
+    if mt == "kimi_linear" or "linear_num_heads" in c:
+        # Kimi delta attention: conv over q, k and v of heads x head_dim each; a (heads, dim, dim) state, fp32 in both.
+        # The checkpoint states them in linear_attn_config, which KimiLinearConfig reads over the flat keys
+        lac = c.get("linear_attn_config") if isinstance(c.get("linear_attn_config"), dict) else {}
+        heads, dim = _int(lac, "num_heads") or _int(c, "linear_num_heads"), _int(lac, "head_dim") or _int(c, "linear_head_dim")
+        kernel = _int(lac, "short_conv_kernel_size") or _int(c, "linear_conv_kernel_dim") or 4
+        if not any(k in lac or f"linear_{k}" in c for k in ("num_heads", "head_dim")):
+            heads, dim = 32, 128
+            notes.append("kimi_linear states no delta-attention heads: KimiLinearConfig's 32 heads of 128 assumed")
+        if heads is None or dim is None:
+            notes.append(f"{mt} without positive linear_num_heads / linear_head_dim")
+            return None
+        return _priced(3 * heads * dim, kernel, heads * dim * dim, vllm_ssm_bytes=4)
     kernel = _int(c, "mamba_d_conv", "conv_kernel", "d_conv") or 4
     d_state = _int(c, "mamba_d_state", "state_size", "ssm_state_size", "d_state")
     expand = _int(c, "mamba_expand", "expand") or 2
-    heads = _int(c, "mamba_n_heads", "mamba_num_heads", "num_heads" if mt in ("mamba2",) else "mamba_n_heads")
+    heads = _int(c, "mamba_n_heads", "mamba_num_heads", "n_mamba_heads",
+                 "num_heads" if mt in ("mamba2",) else "mamba_n_heads")
     if d_state is None or hidden is None:
         notes.append("no mamba state size (mamba_d_state) or hidden size")
         return None
-    if heads:  # mamba2: Falcon-H1, Bamba, Granite 4, Nemotron-H
-        groups = _int(c, "mamba_n_groups", "n_groups") or 1
-        head_dim = _int(c, "mamba_d_head", "mamba_head_dim", "head_dim") or (expand * hidden // heads)
-        inner = _int(c, "mamba_d_ssm") or heads * head_dim
-        return _priced(inner + 2 * groups * d_state, kernel, heads * head_dim * d_state)
+    if heads:  # mamba2: Falcon-H1, Bamba, Granite 4, Nemotron-H, Zamba2
+        groups = _int(c, "mamba_n_groups", "n_groups", "mamba_ngroups") or 1
+        d_ssm = _int(c, "mamba_d_ssm")
+        if mt == "zamba2":  # Zamba2Config derives the head width; a mamba_headdim in the file is not read
+            head_dim = expand * hidden // heads
+        else:
+            # a hybrid's head_dim is its attention's (a GGUF header gives only that): the SSM's width per head is
+            # mamba_d_head, else d_ssm / heads as llama.cpp reads it, else expand * hidden / heads
+            head_dim = (_int(c, "mamba_d_head", "mamba_head_dim", "head_dim" if mt == "mamba2" else "mamba_d_head")
+                        or (d_ssm // heads if d_ssm else expand * hidden // heads))
+        inner = d_ssm or heads * head_dim
+        ssm_bytes = STATE_BYTES
+        if mt == "nemotron_h":
+            # vLLM's NemotronHForCausalLMConfig: the config's mamba_ssm_cache_dtype, float32 when absent
+            declared = c.get("mamba_ssm_cache_dtype", "float32")
+            ssm_bytes = SSM_BYTES.get(str(declared), 4)
+            if str(declared) not in SSM_BYTES:
+                notes.append(f"mamba_ssm_cache_dtype {declared!r} is not known: vLLM's SSM state priced at float32")
+        return _priced(inner + 2 * groups * d_state, kernel, heads * head_dim * d_state, ssm_bytes)
     inner = expand * hidden  # mamba1: Jamba, Mamba
     return _priced(inner, kernel, inner * d_state)
 
 
-def _priced(conv_width: int, kernel: int, recurrent: int) -> dict:
+def _priced(conv_width: int, kernel: int, recurrent: int, vllm_ssm_bytes: int = STATE_BYTES) -> dict:
     return {"transformers": STATE_BYTES * conv_width * kernel + RECURRENT_BYTES_TRANSFORMERS * recurrent,
-            "vllm": STATE_BYTES * (conv_width * (kernel - 1) + recurrent)}
+            "vllm": STATE_BYTES * conv_width * (kernel - 1) + vllm_ssm_bytes * recurrent}
 
 
 def _seq2seq(config: dict, notes: list[str]) -> KvLayout:

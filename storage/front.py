@@ -26,8 +26,10 @@ if TYPE_CHECKING:
     from storage.history import HistoryStore
     from storage.leases import LeaseStore
     from storage.listing_state import ListingStore
+    from storage.osv_index import OsvIndexStore
     from storage.outbox import OutboxStore
     from storage.read_model import ReadModel
+    from storage.renames import RenameStore
     from storage.subscription_store import SubscriptionStore
     from storage.watches import WatchStore
 
@@ -70,6 +72,13 @@ class Storage:
         return AdvisoryStore(self.engine, self.clock)
 
     @cached_property
+    def osv_index(self) -> OsvIndexStore:
+        """Own records by id, repo and time, and the commit graph: what OSV queries and exports read."""
+        from storage.osv_index import OsvIndexStore
+
+        return OsvIndexStore(self.engine, self.clock)
+
+    @cached_property
     def listing(self) -> ListingStore:
         """Author watches and listing high-water marks."""
         from storage.listing_state import ListingStore
@@ -103,6 +112,13 @@ class Storage:
         from storage.derivatives import DerivativeStore
 
         return DerivativeStore(self.engine, self.clock)
+
+    @cached_property
+    def renames(self) -> RenameStore:
+        """The names renamed repos had, and the names their histories moved to."""
+        from storage.renames import RenameStore
+
+        return RenameStore(self.engine, self.clock)
 
     @cached_property
     def outbox(self) -> OutboxStore:

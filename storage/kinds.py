@@ -33,7 +33,8 @@ CHANGE_KIND_DESCRIPTIONS = {
                "and GGUF headers, and pickle formats.",
     "custom_code": "Python files named by auto_map, and requirements.txt: always security-relevant.",
     "files": "Any other file, added, removed or changed, by name only.",
-    "repo": "Facts about the repo rather than a file: a history rewrite (force-push), the repo made private or gated.",
+    "repo": "Facts about the repo rather than a file: a history rewrite (force-push) or squash, the repo made private or "
+            "gated, the files a gated repo refused to be read.",
     "estimate": "The estimator's parameters and memory per card changed (rerun when the structure changed).",
     "stop_tokens": "The set of token ids generation stops on, and the chat template's end of turn.",
 }
@@ -51,8 +52,10 @@ REPO_GATED = "repo.gated"
 REPO_BRANCH_MISSING = "repo.branch_missing"
 REPO_RESTORED = "repo.restored"
 REPO_MOVED = "repo.moved"
+REPO_HISTORY_SQUASHED = "repo.history_squashed"  # the branch's history squashed to one commit: the old shas gone
 EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED, DERIVATIVES_REACHED,
-               DERIVATIVE_CAUGHT_UP, REPO_GONE, REPO_DISABLED, REPO_GATED, REPO_BRANCH_MISSING, REPO_RESTORED, REPO_MOVED)
+               DERIVATIVE_CAUGHT_UP, REPO_GONE, REPO_DISABLED, REPO_GATED, REPO_BRANCH_MISSING, REPO_RESTORED, REPO_MOVED,
+               REPO_HISTORY_SQUASHED)
 EVENT_KIND_DESCRIPTIONS = {
     REVISION_INGESTED: "A new commit of a watched repo was ingested: one event per revision, with the kinds and summaries of "
                        "its changes (or a baseline, the first time a repo is watched).",
@@ -72,6 +75,9 @@ EVENT_KIND_DESCRIPTIONS = {
                          "that revision name fails.",
     REPO_MOVED: "A watched repo was renamed on the Hub: its old name answers 307 to the new one, which the detail names "
                 "(`moved_to`); polling follows the redirect and the history stays under the watched name. Warning.",
+    REPO_HISTORY_SQUASHED: "A watched branch's history was squashed on the Hub (super-squash): the commits seen before "
+                           "are no longer on it, the new commit holds the same files. What was stored is kept, and the "
+                           "squash is not reported as a rewrite (no content changed). Warning.",
     REPO_RESTORED: "A watched repo answers again after being gone, disabled, gated or without its branch: polling "
                    "resumes where the stored history ends, every commit since stored. Notice.",
 }
@@ -94,6 +100,8 @@ REPO_STATE_SEVERITIES = {"active": "notice", "gone": "critical", "gated": "warni
                          "branch_missing": "critical", "moved": "warning"}
 # The states a watch is no longer polled in on its own after `[poll] park_after` polls in a row met them.
 PARKED_STATES = ("gone", "disabled")
+# The states in which a branch's revisions cannot be fetched from the Hub at all (gated: with a granted token).
+UNFETCHABLE_STATES = ("gone", "disabled", "branch_missing")
 
 # How a derivative relates to its base (a card's `base_model_relation`; the Hub's `base_model:<relation>:<id>` tags).
 DERIVATIVE_RELATIONS = ("quantized", "finetune", "adapter", "merge")

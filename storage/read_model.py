@@ -290,6 +290,13 @@ class ReadModel(EngineStore):
                 return True
             return s.exec(select(Revision.id).where(Revision.repo_id == repo_id).limit(1)).first() is not None
 
+    def renamed_to(self, repo_id: str) -> str | None:
+        """The name `repo_id`'s history moved to after a rename on the Hub (None: not renamed, or a new history is
+        under the old name again)."""
+        from storage.renames import RenameStore  # here: read only on a repo not known under its name
+
+        return RenameStore(self.engine, self.clock).current_name(repo_id)
+
     def org_known(self, org: str) -> bool:
         """Whether any repo of the org is watched or has stored history."""
         with self.session() as s:

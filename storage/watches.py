@@ -8,16 +8,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from storage.errors import WatchExists
 from storage.kinds import REPO_STATES
-from storage.models import RepoStateChange, Watch
+from storage.models import RepoAlias, RepoStateChange, Watch
 from storage.sessions import EngineStore
 
 if TYPE_CHECKING:
     from storage.event_log import NewEvent
+    from storage.renames import HistoryMove
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,14 @@ class WatchStore(EngineStore):
             return watch
 
     def sync_config_watches(self, wanted: Iterable[tuple[str, str, int]]) -> None:
-        """Make the watches declared in the config file exist with their intervals."""
+        """Make the watches declared in the config file exist with their intervals. A name whose watch and history
+        moved to a new name after a rename on the Hub (storage/renames.py) is not watched again under the old one:
+        the watch is under the new name (a repo created under the old name is watched with `watch add`)."""
         with self.session() as s:
             for repo_id, branch, interval_s in wanted:
                 watch = self._watch(s, repo_id, branch)
+                if watch is None and s.get(RepoAlias, repo_id) is not None:
+                    continue
                 if watch is None:
                     s.add(
                         Watch(
@@ -127,6 +133,7 @@ class WatchStore(EngineStore):
             return tuple(conn.execute(sa.select(
                 sa.func.count(), sa.func.max(Watch.id), sa.func.sum(Watch.id), sa.func.sum(Watch.interval_s),
                 sa.func.sum(col(Watch.id) * col(Watch.interval_s)), sa.func.max(Watch.created_at),
+                sa.func.max(Watch.state_since),  # a followed rename moves a watch to another name (and state)
             )).one())
 
     def watch_schedule(self) -> list[ScheduledWatch]:
@@ -145,23 +152,27 @@ class WatchStore(EngineStore):
         events: Iterable[NewEvent] = (),
         sha: str | None = None,
         restored: RepoStateSeen | None = None,
-    ) -> None:
+        move_to: str | None = None,
+    ) -> HistoryMove | None:
         """A poll that found nothing new (new revisions update the watch in save_revision). Repo-level
         `events` seen at head `sha` (made private, gated) are written with the watch's new meta in one
         transaction: a crash leaves both or neither. An event id stored already is not written again,
         also when another process stored it a moment ago. `restored`: the repo answered again (state
-        "active"), announced when the stored state was another."""
+        "active"), or its new state (moved), announced when the stored state was another. `move_to`: the repo
+        was renamed to this name and the watch follows it: its whole history moves there in the same transaction
+        (storage/renames.py; refused when anything is stored under that name). Returns the move, when asked."""
         events = list(events)
         try:
-            self._poll_ok(watch_id, repo_meta, events, sha, restored)
+            return self._poll_ok(watch_id, repo_meta, events, sha, restored, move_to)
         except IntegrityError:
-            if not events and restored is None:
+            if not events and restored is None and move_to is None:
                 raise
-            self._poll_ok(watch_id, repo_meta, events, sha, restored)  # the racing writer's events are seen now
+            return self._poll_ok(watch_id, repo_meta, events, sha, restored, move_to)  # the racing writer's rows are seen now
 
     def _poll_ok(self, watch_id: int, repo_meta: dict[str, Any] | None, events: list[NewEvent], sha: str | None,
-                 restored: RepoStateSeen | None = None) -> None:
+                 restored: RepoStateSeen | None = None, move_to: str | None = None) -> HistoryMove | None:
         now = self.clock()
+        moved = None
         with self.session() as s:
             if events or restored is not None:
                 from storage.event_log import order_event_writes, write_events  # here: it loads the history tables
@@ -181,7 +192,10 @@ class WatchStore(EngineStore):
             if repo_meta is not None:
                 watch.repo_meta = repo_meta
             s.add(watch)
+            if move_to is not None and watch.repo_id != move_to:
+                moved = _follow_move(s, watch, move_to, now)
             s.commit()
+        return moved
 
     def stamp_unchanged_poll(self, watch: Watch) -> datetime | None:
         """A poll that found the head where `watch` (the caller's copy) says it was: one UPDATE, nothing
@@ -256,7 +270,8 @@ def _apply_state(session: Session, watch: Watch, seen: RepoStateSeen | None, now
     and the state's event are written with it (the caller commits). The same state again keeps its detail fresh."""
     if seen is None:
         return
-    if watch.repo_state == seen.state:
+    renamed_again = seen.state == "moved" and (watch.state_detail or {}).get("moved_to") != seen.detail.get("moved_to")
+    if watch.repo_state == seen.state and not renamed_again:
         if seen.state != "active":
             watch.state_detail = seen.detail
         return
@@ -267,6 +282,27 @@ def _apply_state(session: Session, watch: Watch, seen: RepoStateSeen | None, now
     write_events(session, watch.repo_id, [seen.event], now, sha=seen.sha)
     watch.repo_state, watch.state_since = seen.state, now
     watch.state_detail = seen.detail if seen.state != "active" else None
+
+
+def _follow_move(session: Session, watch: Watch, new: str, now: datetime) -> HistoryMove:
+    """Move the watched repo's history to its new name in the caller's transaction; the watch keeps state `moved`
+    with `moved_from` (or `not_moved`, why nothing moved) in its detail, and so do its other branches' watches."""
+    from storage.renames import move_history  # here: it loads the history tables
+
+    old = watch.repo_id
+    moved = move_history(session, old, new, (watch.repo_meta or {}).get("uid"), now)
+    detail = {k: v for k, v in (watch.state_detail or {}).items() if k not in ("not_moved", "moved_from")}
+    detail["moved_to"] = new
+    if moved.refused is not None:
+        detail["not_moved"] = moved.refused
+        watch.state_detail = detail
+        return moved
+    detail["moved_from"] = old
+    watch.repo_id, watch.state_detail = new, detail
+    session.execute(sa.update(Watch).where(col(Watch.repo_id) == new, col(Watch.id) != watch.id,
+                                           col(Watch.repo_state).in_(("active", "moved")))
+                    .values(repo_state="moved", state_since=now, state_detail=detail))
+    return moved
 
 
 def point_watch(session: Session, watch_id: int, sha: str, repo_meta: dict[str, Any] | None = None) -> None:

@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"-m groundtruth recomputes live with {', '.join(missing)}: pip install -e '.[groundtruth]'")
     admin_url = postgres_admin_url()
     if not admin_url:
-        if (config.getoption("markexpr", "") or "").strip() == "postgres":
+        if _selects(config, "postgres"):
             raise pytest.UsageError(f"-m postgres is the PostgreSQL pass: set {POSTGRES_ENV} to a server's admin URL")
         return
     import sqlalchemy as sa
@@ -68,11 +68,36 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The fixtures that give a test its database: on PostgreSQL, tests using none of them are not part of that pass.
-DATABASE_FIXTURES = {"database_url", "module_database_url", "history"}
+DATABASE_FIXTURES = {"database_url", "empty_database_url", "module_database_url", "history"}
 
 
 def _names_groundtruth(config: pytest.Config) -> bool:
     return "groundtruth" in (config.getoption("markexpr", "") or "")
+
+
+def _selects(config: pytest.Config, marker: str) -> bool:
+    """-m names `marker` other than as `not marker` (`-m postgres`, `-m "groundtruth or postgres"`)."""
+    words = (config.getoption("markexpr", "") or "").replace("(", " ").replace(")", " ").split()
+    return any(word == marker and (i == 0 or words[i - 1] != "not") for i, word in enumerate(words))
+
+
+# The passes CI runs in one session (`-m "groundtruth or postgres"`), each counted on its own line at the end.
+PASSES = {"groundtruth": "ground truth", "postgres": "PostgreSQL pass"}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """With -m naming more than one pass, one line per pass with its own count of tests, by outcome."""
+    named = [marker for marker in PASSES if _selects(config, marker)]
+    if len(named) < 2:
+        return
+    for marker in named:
+        counts: dict[str, int] = {}
+        for outcome in ("passed", "failed", "error", "skipped", "xfailed", "xpassed"):
+            reports = {r.nodeid for r in terminalreporter.stats.get(outcome, ()) if marker in getattr(r, "keywords", {})}
+            if reports:
+                counts[outcome] = len(reports)
+        summary = ", ".join(f"{n} {outcome}" for outcome, n in counts.items()) or "no tests"
+        terminalreporter.write_line(f"tests run ({PASSES[marker]}): {summary}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -97,10 +122,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def database_url(tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database: a SQLite file, or, when HUBWATCH_TEST_POSTGRES names a server (an
-    admin URL such as postgresql+psycopg://hubwatch@127.0.0.1:5432/postgres), a new PostgreSQL
-    database dropped after the test. Tests of modules marked `postgres` that take it run on both."""
+    """A fresh database with no rows: a SQLite file not yet created, or, when HUBWATCH_TEST_POSTGRES names a
+    server (an admin URL such as postgresql+psycopg://hubwatch@127.0.0.1:5432/postgres), a PostgreSQL database
+    at the newest schema, emptied for the next test after this one (tests/support/databases.py). Tests of
+    modules marked `postgres` that take it run on both."""
     with fresh_database(tmp_path / "hubwatch.db") as url:
+        yield url
+
+
+@pytest.fixture
+def empty_database_url(tmp_path: Path) -> Iterator[str]:
+    """A database with no schema at all (a SQLite file not yet created, or a new PostgreSQL database dropped after
+    the test), for a test that migrates from nothing, or to a revision older than the newest."""
+    with fresh_database(tmp_path / "hubwatch.db", empty=True) as url:
         yield url
 
 

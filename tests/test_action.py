@@ -67,7 +67,7 @@ def test_action_fails_on_a_lock_file_behind_and_writes_the_summary(replay, tmp_p
     (tmp_path / "hubwatch.lock").write_text(f'version = 1\n[[model]]\nrepo = "{EVERY}"\nrevision = "{replay.commits(EVERY)[0].sha}"\n')
     env = runner_env(replay, tmp_path)
     code, skipped = run_action({"install-spec": "", "data-dir": str(tmp_path / "data")}, tmp_path, env)
-    assert skipped == ["actions/setup-python@v5", "actions/cache@v4"]
+    assert skipped == ["actions/setup-python@v5", "actions/cache@v4"]  # the failing step ends the run here
     assert code == 1
     summary = (tmp_path / "summary.md").read_text()
     assert summary.startswith("## hubwatch: upstream changes to pinned models") and f"`{EVERY}@main`: 6 commit(s) behind" in summary
@@ -85,3 +85,24 @@ def test_action_scan_passes_when_no_change_reaches_fail_on(replay, tmp_path: Pat
     assert code == 0
     assert f"`{EVERY}@main`: up to date" in (tmp_path / "summary.md").read_text()
     assert "exit-code=0" in (tmp_path / "outputs").read_text()
+
+
+def test_action_writes_sarif_for_code_scanning(replay, tmp_path: Path) -> None:
+    """With `sarif`, the action also writes the findings as SARIF (uploaded by codeql-action's upload-sarif, a
+    `uses:` step run only on GitHub): a pin behind is an HW001 result on its line; the exit code is the markdown
+    run's."""
+    import json
+
+    replay.set_head(EVERY, 4)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "model.py").write_text(f'AutoModel.from_pretrained("{EVERY}", revision="{replay.commits(EVERY)[0].sha}")\n')
+    env = runner_env(replay, tmp_path)
+    sarif = tmp_path / "hubwatch.sarif"
+    code, skipped = run_action({"install-spec": "", "scan": str(src), "fail-on": "", "sarif": str(sarif),
+                                "data-dir": str(tmp_path / "data")}, tmp_path, env)
+    assert code == 0 and skipped[-1] == "github/codeql-action/upload-sarif@v3"
+    results = json.loads(sarif.read_text())["runs"][0]["results"]
+    assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results
+            if r["ruleId"] == "HW001"] == [("HW001", 1)]
+    assert f"sarif={sarif}" in (tmp_path / "outputs").read_text()

@@ -21,9 +21,11 @@ def _pytest(*args: str, server: str | None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_the_postgres_pass_without_a_server_is_an_error() -> None:
-    """`-m postgres` with HUBWATCH_TEST_POSTGRES unset stops with a usage error naming the variable."""
-    result = _pytest("-m", "postgres", "tests/storage/test_storage_bounds.py", server=None)
+@pytest.mark.parametrize("markexpr", ["postgres", "groundtruth or postgres"])
+def test_the_postgres_pass_without_a_server_is_an_error(markexpr: str) -> None:
+    """`-m postgres`, alone or beside the ground truth as CI runs it, with HUBWATCH_TEST_POSTGRES unset stops with a
+    usage error naming the variable."""
+    result = _pytest("-m", markexpr, "tests/storage/test_storage_bounds.py", server=None)
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
     assert "set HUBWATCH_TEST_POSTGRES" in result.stderr
 

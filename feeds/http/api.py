@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
 
 from feeds.http.api_models import (
     ChangeOut,
@@ -22,6 +23,7 @@ from feeds.http.api_models import (
     EventOut,
     EventPage,
     FileOut,
+    RenovateGone,
     RenovateRelease,
     RenovateReleases,
     RepoOut,
@@ -45,11 +47,12 @@ from feeds.http.params import (
     Severity,
     base_url,
     known_repo,
+    repo_id_of,
 )
 from feeds.http.strict_json import StrictJSONRoute
 from feeds.webhooks import FORMATS, subscribe
 from storage.errors import InvalidSubscription, NotStored
-from storage.kinds import model_purl
+from storage.kinds import UNFETCHABLE_STATES, model_purl
 from storage.models import (
     ChangeRecord,
     EstimateRecord,
@@ -252,20 +255,33 @@ def list_derivatives(request: Request, org: str = OrgPath, name: str = NamePath)
 # -- Renovate -------------------------------------------------------------------------------------
 
 
-@router.get("/renovate/{org}/{name}", response_model=RenovateReleases, dependencies=read, responses=_errors(401, 404),
+@router.get("/renovate/{org}/{name}", response_model=RenovateReleases, dependencies=read,
+            responses={**_errors(401, 404), 410: {"model": RenovateGone}},
             summary="Renovate customDatasources JSON: each watched branch's head as a release whose digest is its sha")
-def renovate_releases(request: Request, org: str = OrgPath, name: str = NamePath) -> RenovateReleases:
+def renovate_releases(request: Request, org: str = OrgPath, name: str = NamePath) -> Any:
     """A digest pin (currentValue the branch, currentDigest the sha; renovate/hubwatch.json) is moved by
-    Renovate to the `digest` of the release whose version is its branch: the head hubwatch last saw."""
+    Renovate to the `digest` of the release whose version is its branch: the head hubwatch last saw. A repo renamed
+    on the Hub answers under its old name too, naming the new one (homepage, sourceUrl, `movedTo`); one whose pinned
+    revisions cannot be fetched any more (gone, disabled, its branches deleted) answers 410 saying so."""
     services = _services(request)
-    repo_id = f"{org}/{name}"
-    watches = [w for w in services.store.watches.list_watches() if w.repo_id == repo_id and w.last_sha]
+    asked = repo_id_of(org, name)
+    repo_id = asked if services.queries.repo_known(asked) else services.queries.renamed_to(asked) or asked
+    watches = [w for w in services.store.watches.repo_watches(repo_id) if w.last_sha]
     if not watches:
-        raise HTTPException(404, f"{repo_id} is not watched by this hubwatch (or not polled yet): hubwatch watch add {repo_id}")
+        raise HTTPException(404, f"{asked} is not watched by this hubwatch (or not polled yet): hubwatch watch add {asked}")
+    serving = [w for w in watches if w.repo_state not in UNFETCHABLE_STATES]
+    if not serving:
+        worst = watches[0]
+        since = f" since {worst.state_since:%Y-%m-%d %H:%M} UTC" if worst.state_since else ""
+        words = {"gone": "gone from the Hub (deleted, or made private)", "disabled": "disabled by the Hub",
+                 "branch_missing": "without the pinned branch on the Hub"}[worst.repo_state]
+        return JSONResponse(RenovateGone(
+            detail=f"{repo_id} is {words}{since}: its pinned revisions cannot be fetched", repoState=worst.repo_state,
+            stateSince=worst.state_since).model_dump(mode="json"), status_code=410)
     base = base_url(request).rstrip("/")
     hub = services.options.hub_url.rstrip("/")
     releases = []
-    for watch in watches:
+    for watch in serving:
         try:
             committed_at = services.store.history.find_revision(repo_id, watch.last_sha).committed_at
         except NotStored:
@@ -274,7 +290,12 @@ def renovate_releases(request: Request, org: str = OrgPath, name: str = NamePath
             version=watch.branch, digest=watch.last_sha, newDigest=watch.last_sha, releaseTimestamp=committed_at,
             changelogUrl=f"{base}/repos/{repo_id}/revisions/{watch.last_sha}", sourceUrl=f"{hub}/{repo_id}",
         ))
-    return RenovateReleases(releases=releases, homepage=f"{base}/repos/{repo_id}", sourceUrl=f"{hub}/{repo_id}")
+    detail = serving[0].state_detail or {}
+    state = serving[0].repo_state or "active"
+    renamed_here = state == "moved" and not detail.get("moved_from")  # renamed, its history not moved (refused)
+    moved_to = repo_id if repo_id != asked else detail.get("moved_to") if renamed_here else None
+    return RenovateReleases(releases=releases, homepage=f"{base}/repos/{repo_id}", sourceUrl=f"{hub}/{moved_to or repo_id}",
+                            repoState=state, movedTo=moved_to, movedFrom=detail.get("moved_from") if state == "moved" else None)
 
 
 # -- events --------------------------------------------------------------------------------------
@@ -297,9 +318,12 @@ def list_events(
     before: int | None = Query(default=None, ge=1, le=2**62),
     limit: int = Query(default=100, ge=1, le=1000),
 ) -> EventPage:
+    queries = _services(request).queries
+    if repo is not None and not queries.repo_known(repo):
+        repo = queries.renamed_to(repo) or repo  # a repo renamed on the Hub: its events are under its new name
     flt = EventFilter(repo_id=repo, org=org, kinds=tuple(kind or ()),
                       min_severity=min_severity.value if min_severity else None, security_only=security)
-    events = _services(request).queries.events(flt, limit, after_seq=after, before_seq=before)
+    events = queries.events(flt, limit, after_seq=after, before_seq=before)
     cursor = events[-1].seq if len(events) == limit else None
     return EventPage(items=[_event(e) for e in events], order="asc" if after is not None else "desc", next_cursor=cursor)
 

@@ -205,8 +205,23 @@ class RenovateRelease(BaseModel):
 
 
 class RenovateReleases(BaseModel):
-    """Renovate's customDatasources JSON: the releases and the repo's hubwatch timeline as homepage."""
+    """Renovate's customDatasources JSON: the releases and the repo's hubwatch timeline as homepage. The repo's
+    state on the Hub rides beside them (Renovate keeps only its own keys: a renamed repo's new id reaches it as
+    `homepage` and `sourceUrl`)."""
 
     releases: list[RenovateRelease]
     homepage: str
     sourceUrl: str  # noqa: N815 -- Renovate's own key
+    repoState: str = Field("active", description="The repo's state on the Hub as hubwatch last saw it (active, gated, "  # noqa: N815
+                           "moved...; gone, disabled and branch_missing answer 410)")
+    movedTo: str | None = Field(None, description="A repo renamed on the Hub: its new id, to put in the pin")  # noqa: N815
+    movedFrom: str | None = Field(None, description="A repo renamed on the Hub: the id it had")  # noqa: N815
+
+
+class RenovateGone(BaseModel):
+    """The 410 of a repo hubwatch watches whose pinned revisions the Hub no longer serves (gone, disabled, or the
+    branch deleted): Renovate fails the lookup and warns on the dependency; `detail` says why."""
+
+    detail: str
+    repoState: str  # noqa: N815 -- beside Renovate's keys, in their style
+    stateSince: datetime | None  # noqa: N815

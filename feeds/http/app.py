@@ -24,10 +24,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from feeds.http import api, hubhooks, metrics
+from feeds.http import api, hubhooks, metrics, osv_api
 from feeds.http.auth import declare_security, require_read
 from feeds.http.body_limit import BodyLimitMiddleware
-from feeds.http.params import Kind, NamePath, OrgPath, Severity, base_url, known_repo
+from feeds.http.params import Kind, NamePath, OrgPath, RepoRenamed, Severity, base_url, known_repo
+from feeds.osv.database import OsvDatabase
 from feeds.views import pages
 from feeds.views.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
 from storage.errors import (
@@ -101,6 +102,7 @@ class Services:
     storage_state: StorageStateFn | None = None
     poll_state: PollStateFn | None = None
     extras: ExtrasFn | None = None
+    osv: OsvDatabase | None = None
     _diffs: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _diff_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -160,6 +162,7 @@ def create_app(
         storage_state=storage_state,
         poll_state=poll_state,
         extras=extras,
+        osv=OsvDatabase(store),
     )
     app = FastAPI(
         title="hubwatch",
@@ -179,8 +182,10 @@ def create_app(
     app.include_router(hubhooks.router)
     app.include_router(metrics.router)
     app.include_router(pages.router)
+    app.include_router(osv_api.router)
     app.add_middleware(metrics.MetricsMiddleware, metrics=services.metrics)
-    app.add_middleware(BodyLimitMiddleware)  # every body, chunked too; 413 as soon as it is over
+    # every body, chunked too; 413 as soon as it is over (the OSV API's batches have a limit of their own)
+    app.add_middleware(BodyLimitMiddleware, prefixes={"/v1/": osv_api.MAX_OSV_BODY_BYTES})
     return app
 
 
@@ -188,7 +193,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     """FastAPI's document, made once, with security declared as this server's options enforce it."""
     if app.openapi_schema is None:
         reads_open = not app.state.services.options.read_token
-        app.openapi_schema = declare_security(FastAPI.openapi(app), reads_open)
+        document = FastAPI.openapi(app)
+        document.setdefault("components", {}).setdefault("schemas", {}).update(osv_api.osv_components())
+        app.openapi_schema = declare_security(document, reads_open)
     return app.openapi_schema
 
 
@@ -197,6 +204,9 @@ async def http_failed(request: Request, err: Exception) -> Response:
     serves: Starlette names only the methods of the first route whose path matched (GET, not the POST
     beside it on /api/v1/watches)."""
     assert isinstance(err, StarletteHTTPException)
+    if isinstance(err, RepoRenamed):  # permanent: 301 keeps a feed reader's GET a GET; 308 keeps any other method
+        status = 301 if request.method in ("GET", "HEAD") else 308
+        err = StarletteHTTPException(status, err.detail, headers={"Location": err.location(request)})
     if err.status_code == 405:
         allow = ", ".join(m for m in HTTP_METHODS if _serves(request, m))
         err = StarletteHTTPException(405, err.detail, headers={**(err.headers or {}), "Allow": allow})

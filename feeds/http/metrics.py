@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel
 
 from feeds.http.auth import require_read
+from storage.kinds import REPO_STATES
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -46,7 +47,10 @@ class Metrics:
         with self._lock:
             self.events[(name, label)] += 1
 
-    def exposition(self, gauges: dict[str, tuple[str, float]]) -> str:
+    def exposition(self, gauges: dict[str, tuple[str, float]],
+                   labelled: dict[str, tuple[str, str, dict[str, float]]] | None = None) -> str:
+        """The text exposition: the process's counters, then `gauges` (name: help, value) and `labelled` gauges
+        (name: help, label key, value by label), both read by the caller."""
         lines: list[str] = []
         with self._lock:
             lines += ["# HELP hubwatch_http_requests_total HTTP requests answered, by route template and status.",
@@ -69,6 +73,9 @@ class Metrics:
                 lines.append(f'hubwatch_{name}_total{{{label_key}="{_label(label)}"}} {n}')
         for name, (help_text, value) in gauges.items():
             lines += [f"# HELP hubwatch_{name} {help_text}", f"# TYPE hubwatch_{name} gauge", f"hubwatch_{name} {value:g}"]
+        for name, (help_text, label_key, values) in (labelled or {}).items():
+            lines += [f"# HELP hubwatch_{name} {help_text}", f"# TYPE hubwatch_{name} gauge"]
+            lines += [f'hubwatch_{name}{{{label_key}="{_label(label)}"}} {value:g}' for label, value in sorted(values.items())]
         return "\n".join(lines) + "\n"
 
 
@@ -193,4 +200,11 @@ def metrics(request: Request) -> PlainTextResponse:
         polls = services.poll_state()
         gauges["polls_overdue"] = ("Watches whose poll has not started within their interval plus jitter.", polls["polls_overdue"])
         gauges["oldest_overdue_seconds"] = ("How far past its interval plus jitter the most overdue poll is.", polls["oldest_overdue_s"])
-    return PlainTextResponse(services.metrics.exposition(gauges), media_type="text/plain; version=0.0.4")
+    labelled = {}
+    health = _watch_health(services.queries)
+    if health:  # every state named (0 included), so that a watch leaving one shows as a drop to 0
+        by_state = {state: float(health["watches_by_state"].get(state, 0)) for state in REPO_STATES}
+        by_state["active"] = float(counts.watches - sum(health["watches_by_state"].values()))
+        labelled["watches_by_state"] = ("Watches by their repo's state on the Hub (active, gone, gated, disabled, "
+                                        "branch_missing, moved).", "state", by_state)
+    return PlainTextResponse(services.metrics.exposition(gauges, labelled), media_type="text/plain; version=0.0.4")

@@ -60,10 +60,28 @@ def repo_id_of(org: str, name: str) -> str:
     return repo_id
 
 
+class RepoRenamed(HTTPException):
+    """The repo's history moved to its new name after a rename on the Hub: answered as a permanent redirect to the
+    same URL under the new name (app.py's handler writes `Location`), so feed readers and API clients follow it."""
+
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__(301, f"{old} was renamed to {new} on the Hub: its history is under {new}")
+        self.old, self.new = old, new
+
+    def location(self, request: Request) -> str:
+        """The request's path and query with the old repo id replaced by the new one."""
+        path = request.url.path.replace(f"/{self.old}", f"/{self.new}", 1)
+        return f"{path}?{request.url.query}" if request.url.query else path
+
+
 def known_repo(queries: ReadModel, org: str, name: str) -> str:
-    """The repo id, or a 404 naming it when it is neither watched nor has history."""
+    """The repo id, or a 404 naming it when it is neither watched nor has history; RepoRenamed when its history
+    moved to another name (a rename on the Hub) and nothing is stored under this one again."""
     repo_id = repo_id_of(org, name)
     if not queries.repo_known(repo_id):
+        new = queries.renamed_to(repo_id)
+        if new is not None:
+            raise RepoRenamed(repo_id, new)
         raise HTTPException(404, f"{repo_id} is not watched and has no stored history")
     return repo_id
 

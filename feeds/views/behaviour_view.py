@@ -96,8 +96,18 @@ def _stop_lines(detail: Mapping[str, Any]) -> list[str]:
             lines.append("dropped: " + ", ".join(_label(t) for t in stops["dropped"]))
         if stops.get("added"):
             lines.append("added: " + ", ".join(_label(t) for t in stops["added"]))
+        union = [[t.get("id") for t in stops.get(word) or []] for word in ("dropped", "added")]
+        for runtime, moved in (stops.get("runtime_changes") or {}).items():
+            if [[t.get("id") for t in moved.get(word) or []] for word in ("dropped", "added")] == union:
+                continue  # moved as the union did: said above
+            parts = [f"{word} " + ", ".join(_label(t) for t in moved.get(word) or [])
+                     for word in ("dropped", "added") if moved.get(word)]
+            lines.append(f"{runtime}: " + "; ".join(parts))
     finding = detail.get("end_of_turn")
     if isinstance(finding, Mapping):
+        missing = finding.get("not_stopped_by")
+        verdict = ("a stop token" if finding.get("in_stop_set") else "which is not a stop token") if not missing \
+            else f"which {', '.join(missing)} {'does' if len(missing) == 1 else 'do'} not stop on"
         lines.append(f"the chat template ends an assistant turn with {finding.get('token')} ({finding.get('id')}), "
-                     f"{'a stop token' if finding.get('in_stop_set') else 'which is not a stop token'}")
+                     f"{verdict}")
     return lines

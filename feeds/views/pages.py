@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from feeds.http.auth import require_read
-from feeds.http.params import NamePath, OrgPath, base_url, known_repo
+from feeds.http.params import NamePath, OrgPath, RepoRenamed, base_url, known_repo
 from feeds.views.behaviour_view import behaviour_view
 from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
 from feeds.views.family_view import PART_COLUMNS, family_rows, reach_view
@@ -49,6 +49,8 @@ def is_page(request: Request) -> bool:
 def _known(request: Request, org: str, name: str) -> str | HTMLResponse:
     try:
         return known_repo(request.app.state.services.queries, org, name)
+    except RepoRenamed:
+        raise  # a redirect to the new name's page, not an error page
     except HTTPException as err:
         return error_page(err.status_code, str(err.detail))
 

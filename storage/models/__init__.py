@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The tables of each module.
 TABLES = {
-    "watches": ("Watch", "AuthorWatch", "ListingState", "RepoStateChange"),
+    "watches": ("Watch", "AuthorWatch", "ListingState", "RepoStateChange", "RepoAlias"),
     "subscriptions": ("Subscription",),
     "workers": ("HubBudgetWindow", "JobLease"),
     "history": (

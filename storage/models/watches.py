@@ -91,3 +91,16 @@ class RepoStateChange(Table, table=True):
     detail: dict[str, Any] | None = _json(nullable=True)
     changed_at: datetime = _utc()
     event_id: str | None = Field(default=None, max_length=64)
+
+
+class RepoAlias(Table, table=True):
+    """A name a watched repo had before the Hub renamed it, and the name its history moved to
+    (storage/renames.py): readers asked for the old name answer with the new one, while no history is under
+    the old name again (a new repo created there is another repo, never merged)."""
+
+    __tablename__ = "repo_alias"
+
+    old_repo_id: str = Field(primary_key=True, max_length=200)
+    repo_id: str = Field(index=True, max_length=200)  # the name its history is under now
+    uid: str | None = Field(default=None, max_length=64)  # the Hub's `_id` of the repo, the same across renames
+    moved_at: datetime = _utc()

@@ -148,3 +148,50 @@ def test_a_partly_read_header_is_noted():
     facts = {**_facts(), "note": "truncated at byte 4,096"}
     result = estimate_gguf({"m.gguf": facts}).to_dict()
     assert any("header not fully read (truncated at byte 4,096)" in note for note in result["notes"])
+
+
+def _hybrid_gguf(arch: str, path: str) -> dict:
+    """A hybrid's GGUF header as llama.cpp's converter writes it from the fixture's config.json: per-layer K/V heads
+    (0 where no attention), per-layer feed-forward widths for Nemotron-H (0 on its mamba and attention layers), the
+    SSM under ssm.* (inner size, heads as time_step_rank, groups), the attention's head width as key_length."""
+    config = serving_config(path)
+    if arch == "nemotron_h":
+        pattern = config["hybrid_override_pattern"]
+        kv = [config["num_key_value_heads"] if p == "*" else 0 for p in pattern]
+        ff = [config["intermediate_size"] if p == "-" else 0 for p in pattern]
+        ssm = {"conv_kernel": config["conv_kernel"], "state_size": config["ssm_state_size"],
+               "inner_size": config["mamba_num_heads"] * config["mamba_head_dim"], "group_count": config["n_groups"],
+               "time_step_rank": config["mamba_num_heads"]}
+        head_dim = config["attention_head_dim"]
+    else:
+        kv = [config["num_key_value_heads"] if t == "attention" else 0 for t in config["layer_types"]]
+        ff = config["shared_intermediate_size"]
+        ssm = {"conv_kernel": config["mamba_d_conv"], "state_size": config["mamba_d_state"],
+               "inner_size": config["mamba_n_heads"] * config["mamba_d_head"], "group_count": config["mamba_n_groups"],
+               "time_step_rank": config["mamba_n_heads"]}
+        head_dim = config["hidden_size"] // config["num_attention_heads"]
+    metadata = {"general.architecture": arch, f"{arch}.block_count": config["num_hidden_layers"],
+                f"{arch}.embedding_length": config["hidden_size"], f"{arch}.feed_forward_length": ff,
+                f"{arch}.attention.head_count": config["num_attention_heads"], f"{arch}.attention.head_count_kv": kv,
+                f"{arch}.attention.key_length": head_dim, f"{arch}.attention.value_length": head_dim,
+                f"{arch}.context_length": config["max_position_embeddings"]}
+    metadata.update({f"{arch}.ssm.{k}": v for k, v in ssm.items()})
+    return metadata
+
+
+@pytest.mark.parametrize(("arch", "path"), [
+    ("nemotron_h", "serving/nemotron_h/Nemotron-H-8B-Base-8K.json"),
+    ("granitehybrid", "serving/granitemoehybrid/granite-4.0-h-small.json"),
+])
+def test_a_hybrid_gguf_prices_the_cache_as_its_config_json(arch, path):
+    """A hybrid's GGUF header gives the cache its config.json gives, per runtime: Nemotron-H's MLP-only layers keep
+    nothing (not a mamba state), and the SSM's head width is the SSM's (inner size / heads), not the attention's."""
+    from estimator.gguf_inputs import config_from_gguf
+    from estimator.kv_cache import layout
+
+    from_gguf, notes = config_from_gguf(_hybrid_gguf(arch, path))
+    assert not [n for n in notes if n.startswith("unknown")], notes
+    gguf, json_ = layout(from_gguf), layout(serving_config(path))
+    for runtime in ("transformers", "vllm"):
+        assert gguf.fixed_bytes(runtime, 2) == json_.fixed_bytes(runtime, 2)
+        assert gguf.at_context(runtime, 8192, 2) == json_.at_context(runtime, 8192, 2)

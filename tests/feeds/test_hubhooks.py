@@ -321,7 +321,8 @@ def test_a_payload_naming_no_ref_hands_the_poll_no_sha(hooked, replay, app: App)
 
 def test_a_move_webhook_polls_the_watch_which_records_the_rename(hooked, replay, app: App) -> None:
     """A Hub webhook `action: "move"` with `movedTo` for a watched repo triggers its poll; following the Hub's 307,
-    the poll records the watch `moved` to the new name with one `repo.moved` event."""
+    the poll records the watch `moved` to the new name with one `repo.moved` event, and the watch and its history
+    are under the new name from then on."""
     served, ingests = hooked
     new = "hubwatch-tests/renamed-model"
     replay.rename(BROKEN, new)
@@ -333,6 +334,7 @@ def test_a_move_webhook_polls_the_watch_which_records_the_rename(hooked, replay,
     assert response.status_code == 202, response.text
     outcome = ingests.outcomes.get(timeout=60)
     assert outcome.repo_state == "moved" and outcome.state_changed
-    watch = app.store.watches.get_watch(BROKEN)
-    assert watch.state_detail["moved_to"] == new
-    assert [e.kind for e in app.store.history.list_events(BROKEN)][0] == "repo.moved"
+    assert outcome.history_moved_to == new and app.store.watches.get_watch(BROKEN) is None
+    watch = app.store.watches.get_watch(new)
+    assert (watch.state_detail["moved_to"], watch.state_detail["moved_from"]) == (new, BROKEN)
+    assert [e.kind for e in app.store.history.list_events(new)][0] == "repo.moved"

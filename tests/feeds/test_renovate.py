@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from tests.support.waiting import read_log_until
 from tracker.standins.replay.control import ReplayServer
 
 EVERY = "hubwatch-tests/every-kind"
+GONE = "hubwatch-tests/broken-model"  # watched, then deleted on the Hub
+OLD, NEW = "hubwatch-tests/rewritten-model", "hubwatch-tests/renamed-model"  # watched, then renamed on the Hub
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "renovate" / "hubwatch.json"
 RENOVATE_DIR = ROOT / "tests" / "renovate"
@@ -37,13 +40,20 @@ def replay() -> Iterator[ReplayServer]:
 
 @pytest.fixture(scope="module")
 def served(replay: ReplayServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`hubwatch serve` over a database where EVERY is watched and polled at its fourth commit, started once a
-    module (its tests only read); its URL."""
+    """`hubwatch serve` over a database where EVERY is watched and polled at its fourth commit, GONE was watched and
+    then deleted, and OLD was watched and then renamed to NEW (its history moved there), started once a module
+    (its tests only read); its URL."""
     tmp_path = tmp_path_factory.mktemp("served")
     config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db", extra="\n[server]\nport = 0\n")
     replay.set_head(EVERY, 4)
-    assert run_cli("watch", "add", EVERY, config=config).returncode == 0
+    replay.set_head(OLD, 1)
+    for repo in (EVERY, GONE, OLD):
+        assert run_cli("watch", "add", repo, config=config).returncode == 0
     assert run_cli("poll", config=config).returncode == 0
+    replay.set_state(GONE, "deleted")
+    replay.rename(OLD, NEW)
+    replay.set_head(NEW, 2)
+    assert run_cli("poll", config=config).returncode == 3  # GONE failed for its state
     proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "serve"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -51,6 +61,12 @@ def served(replay: ReplayServer, tmp_path_factory: pytest.TempPathFactory) -> It
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_the_presets_jsonata_queries_are_the_sources_in_renovate_jsonata() -> None:
+    """renovate/hubwatch.json holds the queries of renovate/jsonata/ as they are (python renovate/sync.py writes them)."""
+    result = subprocess.run([sys.executable, str(ROOT / "renovate" / "sync.py"), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 def test_releases_are_the_watched_branch_heads_in_renovates_shape(replay, served: str) -> None:
@@ -73,33 +89,57 @@ def test_a_repo_not_watched_is_a_404_with_a_json_error(served: str) -> None:
     assert "org/not-watched is not watched" in answer.json()["detail"]
 
 
-def project(root: Path, old: str) -> Path:
-    """A git repository pinning EVERY at `old` in each form the preset knows, and one repo hubwatch does not watch."""
+def test_a_repo_gone_from_the_hub_answers_410_saying_it_cannot_be_fetched(served: str) -> None:
+    """A watched repo deleted on the Hub answers 410 with its state and since when: its pins cannot be fetched."""
+    answer = httpx.get(f"{served}/api/v1/renovate/{GONE}", timeout=30)
+    assert answer.status_code == 410
+    body = answer.json()
+    assert body["repoState"] == "gone" and body["stateSince"]
+    assert body["detail"].startswith(f"{GONE} is gone from the Hub") and "cannot be fetched" in body["detail"]
+
+
+def test_a_renamed_repo_answers_under_both_names_naming_the_new_one(replay, served: str) -> None:
+    """Under its old name a renamed repo answers its releases (the new name's heads) with `movedTo`, and homepage and
+    sourceUrl (what Renovate keeps) on the new name; under the new name it says where it moved from."""
+    old = httpx.get(f"{served}/api/v1/renovate/{OLD}", timeout=30).json()
+    new = httpx.get(f"{served}/api/v1/renovate/{NEW}", timeout=30).json()
+    assert old["releases"] == new["releases"] and old["releases"][0]["digest"] == replay.head_sha(NEW)
+    assert (old["repoState"], old["movedTo"], old["homepage"]) == ("moved", NEW, f"{served}/repos/{NEW}")
+    assert old["sourceUrl"] == f"{replay.endpoint}/{NEW}" == old["releases"][0]["sourceUrl"]
+    assert (new["movedTo"], new["movedFrom"]) == (None, OLD)
+
+
+def project(root: Path, old: str, renamed: str) -> Path:
+    """A git repository pinning EVERY at `old` in each form the preset knows (a Kubernetes manifest among them), one
+    repo hubwatch does not watch, GONE, and OLD (renamed) at `renamed`."""
     root.mkdir()
     (root / "model.py").write_text(
         f'from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained(\n    "{EVERY}",\n'
-        f'    revision="{old}",\n)\nother = AutoModelForCausalLM.from_pretrained("org/not-watched", revision="{"a" * 40}")\n')
+        f'    revision="{old}",\n)\nother = AutoModelForCausalLM.from_pretrained("org/not-watched", revision="{"a" * 40}")\n'
+        f'gone = AutoModelForCausalLM.from_pretrained("{GONE}", revision="{"b" * 40}")\n'
+        f'moved = AutoModelForCausalLM.from_pretrained("{OLD}", revision="{renamed}")\n')
     (root / "serve.sh").write_text(f"#!/bin/sh\nvllm serve {EVERY} \\\n  --revision {old} --port 8000\n")
+    (root / "sglang.sh").write_text(f"python3 -m sglang.launch_server --model-path {EVERY} --revision {old} --tp 4\n")
     (root / "Dockerfile").write_text(f"FROM python:3.11\nRUN huggingface-cli download {EVERY} --revision {old}\n")
     (root / "compose.yaml").write_text(f'services:\n  tgi:\n    command: ["--model-id", "{EVERY}", "--revision", "{old}"]\n')
     (root / "values.yaml").write_text(f"model:\n  model_id: {EVERY}\n  revision: {old}\n")
     (root / "models.toml").write_text(f'[serving]\nmodel_id = "{EVERY}"\nrevision = "{old}"\n')
-    git = ["git", "-C", str(root), "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "pins"]):
-        subprocess.run([*git, *args], check=True)
+    (root / "k8s").mkdir()
+    (root / "k8s" / "deployment.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: vllm\n"
+        f"          args: [--model, {EVERY}, --revision, $(REV)]\n          env:\n            - name: REV\n              value: {old}\n")
+    commit_all(root)
     return root
 
 
-def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: str, tmp_path: Path) -> None:
-    """Renovate with the repo's preset finds each pin form and proposes a digest update to the head hubwatch saw;
-    the repo hubwatch does not watch gets no update and a warning, not a crash."""
+def run_renovate(repo: Path, served: str, tmp_path: Path) -> tuple[dict[tuple[str, str], dict], dict]:
+    """Renovate with the repo's preset (its regex and JSONata managers) in lookup mode over `repo`: the deps
+    found, by (file, repo id), and the local repository's report."""
     if not RENOVATE.is_file() or not NODE.is_file():
         pytest.fail(f"the Renovate CLI is not installed: npm ci --prefix {RENOVATE_DIR.relative_to(ROOT)} (.ci/run does)")
-    commits = replay.commits(EVERY)
-    repo = project(tmp_path / "project", commits[0].sha)
     config = tmp_path / "renovate-config.json"
     preset = json.loads(PRESET.read_text().replace("{{arg0}}", served))
-    config.write_text(json.dumps({**preset, "enabledManagers": ["custom.regex"]}))  # no Docker Hub lookups offline
+    config.write_text(json.dumps({**preset, "enabledManagers": ["custom.regex", "custom.jsonata"]}))  # no Docker Hub lookups offline
     report = tmp_path / "report.json"
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "RENOVATE_CONFIG_FILE": str(config), "LOG_LEVEL": "debug",
            "RENOVATE_BASE_DIR": str(tmp_path / "renovate-base")}
@@ -109,15 +149,84 @@ def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: st
         cwd=repo, env=env, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stdout[-4000:]
+    assert "Error executing jsonata query" not in result.stdout and "failed schema validation" not in result.stdout, result.stdout[-4000:]
     local = json.loads(report.read_text())["repositories"]["local"]
-    assert "regex" in local["packageFiles"], (local["problems"], result.stdout[-4000:])
-    files = local["packageFiles"]["regex"]
-    deps = {(f["packageFile"], d["depName"]): d for f in files for d in f["deps"]}
+    files = [f for manager in ("regex", "jsonata") for f in local["packageFiles"].get(manager, [])]
+    assert files, (local["problems"], result.stdout[-4000:])
+    return {(f["packageFile"], d["depName"]): d for f in files for d in f["deps"]}, local
+
+
+def commit_all(root: Path) -> None:
+    git = ["git", "-C", str(root), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "pins"]):
+        subprocess.run([*git, *args], check=True)
+
+
+def test_renovate_proposes_the_branch_head_for_every_pin_form(replay, served: str, tmp_path: Path) -> None:
+    """Renovate with the repo's preset finds each pin form and proposes a digest update to the head hubwatch saw;
+    the repo hubwatch does not watch gets no update and a warning, not a crash."""
+    commits = replay.commits(EVERY)
+    repo = project(tmp_path / "project", commits[0].sha, replay.commits(NEW)[0].sha)
+    deps, _ = run_renovate(repo, served, tmp_path)
     head = replay.head_sha(EVERY)
     ours = {k: d for k, d in deps.items() if k[1] == EVERY}
-    assert {path for path, _ in ours} == {"model.py", "serve.sh", "Dockerfile", "compose.yaml", "values.yaml", "models.toml"}
+    assert {path for path, _ in ours} == {"model.py", "serve.sh", "sglang.sh", "Dockerfile", "compose.yaml", "values.yaml",
+                                          "models.toml", "k8s/deployment.yaml"}
     for key, dep in ours.items():
         assert dep["currentDigest"] == commits[0].sha and dep["currentValue"] == "main", key
         assert [(u["updateType"], u["newDigest"]) for u in dep["updates"]] == [("digest", head)], key
     not_watched = deps[("model.py", "org/not-watched")]
     assert not_watched["updates"] == [] and not_watched.get("warnings"), not_watched
+    gone = deps[("model.py", GONE)]  # 410: the lookup fails with a warning on the dependency, no update
+    assert gone["updates"] == [] and gone.get("warnings"), gone
+    moved = deps[("model.py", OLD)]  # the new name's head, and the new name as the dependency's source
+    assert [(u["updateType"], u["newDigest"]) for u in moved["updates"]] == [("digest", replay.head_sha(NEW))], moved
+    assert moved["sourceUrl"] == f"{replay.endpoint}/{NEW}" and moved["homepage"].endswith(f"/repos/{NEW}"), moved
+
+
+def test_renovate_and_outdated_scan_find_the_same_pins_in_deployment_files(served: str, tmp_path: Path) -> None:
+    """On the fixture manifests (vLLM, SGLang, TGI/TEI compose, SageMaker, RunPod, Helm values, KServe) and every
+    YAML form the scanner's tests name (and those it pairs with nothing), Renovate's JSONata manager finds exactly
+    the (file, repo, sha) pins `outdated --scan` finds, and no YAML pin the scanner does not; YAML bombs and a
+    broken file beside them are skipped by both, the run carried on."""
+    from tests.tracker.pins.test_yaml_scan import BOMB, FIXTURE_PINS, FIXTURES, MERGED, NOT_PINS, UNPAIRED_FORMS, YAML_FORMS
+    from tracker.pins.code_scan import scan_tree
+
+    repo = tmp_path / "manifests"
+    shutil.copytree(FIXTURES, repo)
+    (repo / "forms").mkdir()
+    for n, (_, text, _) in enumerate(YAML_FORMS):
+        (repo / "forms" / f"form{n}.yaml").write_text(text)
+    for n, (_, text) in enumerate(UNPAIRED_FORMS):
+        (repo / "forms" / f"unpaired{n}.yaml").write_text(text)
+    (repo / "forms" / "not-pins.yaml").write_text(NOT_PINS)
+    (repo / "hostile").mkdir()
+    (repo / "hostile" / "bomb.yaml").write_text(BOMB)
+    (repo / "hostile" / "merged.yaml").write_text(MERGED)
+    (repo / "hostile" / "broken.yaml").write_text("services:\n  tgi:\n    environment: [unclosed\n")
+    commit_all(repo)
+    scan = scan_tree(repo)
+    scanned = {(p.path, p.repo_id, p.sha) for p in scan.pins}
+    assert sorted(path for path, _ in scan.skipped) == ["hostile/bomb.yaml", "hostile/broken.yaml", "hostile/merged.yaml"]
+    assert {(path, repo_id, sha) for path, _, repo_id, sha in FIXTURE_PINS} <= scanned
+    deps, _ = run_renovate(repo, served, tmp_path)
+    found = {(path, name, d["currentDigest"]) for (path, name), d in deps.items()}
+    assert found == scanned
+
+
+@pytest.mark.parametrize(("source", "noted"), [(f"https://huggingface.co/{NEW}", True), (f"https://huggingface.co/{OLD}", False)])
+def test_the_preset_notes_a_rename_in_the_pull_request_body(source: str, noted: bool) -> None:
+    """The preset's second prBodyNotes entry, rendered by Renovate's own template engine: a dependency whose
+    sourceUrl (the datasource's new name) is not its depName gets the note to update the model id; others nothing."""
+    if not NODE.is_file():
+        pytest.fail(f"the Renovate CLI is not installed: npm ci --prefix {RENOVATE_DIR.relative_to(ROOT)} (.ci/run does)")
+    [rule] = json.loads(PRESET.read_text())["packageRules"]
+    note = rule["prBodyNotes"][1]
+    template = RENOVATE.parent / "util" / "template" / "index.js"
+    script = ("import(process.argv[1]).then(t => process.stdout.write(t.compile(process.argv[2], "
+              "{depName: process.argv[3], sourceUrl: process.argv[4]}, true)))")
+    result = subprocess.run([str(NODE), "-e", script, str(template), note, OLD, source], capture_output=True, text=True,
+                            timeout=60, env={"PATH": os.environ["PATH"], "LOG_LEVEL": "fatal"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    expected = f"Renamed on the Hub: {OLD} is now {source}. Update the model id in this pin too" if noted else ""
+    assert result.stdout.startswith(expected) and bool(result.stdout) == noted, result.stdout

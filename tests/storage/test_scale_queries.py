@@ -336,10 +336,10 @@ def test_repo_list_and_metrics_follow_watches_and_history(store: Storage) -> Non
             assert f"hubwatch_{name} {stored}\n" in metrics
 
 
-def test_migrating_an_old_database_backfills_the_summaries(database_url: str) -> None:
+def test_migrating_an_old_database_backfills_the_summaries(empty_database_url: str) -> None:
     """A database written before summaries existed gets them from its history when migrated, and the
     repo list says what it said before."""
-    engine = create_db_engine(database_url)
+    engine = create_db_engine(empty_database_url)
     cfg = alembic_config(engine)
     command.upgrade(cfg, "0005")
     command.upgrade(cfg, "0011")

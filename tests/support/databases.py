@@ -28,15 +28,142 @@ def database_url_for(db: Path | str) -> str:
 
 
 @contextmanager
-def fresh_database(path: Path, template: str | None = None) -> Iterator[str]:
-    """The URL of a new database: the SQLite file `path`, or on PostgreSQL a new database (a copy of
-    `template`, a database no one is connected to, when given) dropped on exit."""
+def fresh_database(path: Path, template: str | None = None, *, empty: bool = False) -> Iterator[str]:
+    """The URL of a database no test has written to: the SQLite file `path` (not yet created: the code under test
+    creates and migrates it); on PostgreSQL a copy of `template` (a database no one is connected to) when given,
+    a new database with no schema at all when `empty`, else one at the newest schema with no rows (see `_Pool`).
+    Dropped, or emptied for the next test, on exit."""
     admin_url = postgres_admin_url()
     if not admin_url:
         yield database_url_for(path)
         return
+    if template is None and not empty:
+        with _pool(admin_url).database() as url:
+            yield url
+        return
     with postgres_database(admin_url, template=template) as url:
         yield url
+
+
+class _Pool:
+    """A test process's PostgreSQL databases at the newest schema, reused: creating a database (copying the
+    server's catalogue) and migrating it cost the server and the test about a second a test on two cores, emptying
+    one (TRUNCATE ... RESTART IDENTITY, and every other session on it ended) a few hundredths.
+
+    The first is migrated once by `storage.db.migrate` and kept as the template of the others. A database goes
+    back to the pool only when its schema (tables, columns, indexes, constraints, sequences, the Alembic version)
+    is still the template's; a test that dropped a table or downgraded leaves it to be dropped. Every database of
+    the pool is dropped when the process exits."""
+
+    def __init__(self, admin_url: str) -> None:
+        import atexit
+
+        import sqlalchemy as sa
+
+        self.admin_url = admin_url
+        self.admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
+        self.free: list[str] = []
+        self.made: set[str] = set()
+        self.template = self._create()
+        url = self._url(self.template)
+        from storage.db import create_db_engine, migrate
+
+        engine = create_db_engine(url)
+        migrate(engine)
+        with engine.connect() as conn:
+            self.schema = _schema(conn)
+            self.tables = [row[0] for row in conn.exec_driver_sql(
+                "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = current_schema() "
+                "AND tablename <> 'alembic_version' ORDER BY tablename")]
+        engine.dispose()
+        atexit.register(self.close)
+
+    def _create(self, template: str | None = None) -> str:
+        import uuid
+
+        name = f"hw_test_{uuid.uuid4().hex[:12]}"
+        with self.admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+        self.made.add(name)
+        return name
+
+    def _drop(self, name: str) -> None:
+        with self.admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.made.discard(name)
+
+    def _url(self, name: str) -> str:
+        import sqlalchemy as sa
+
+        return sa.engine.make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
+
+    @contextmanager
+    def database(self) -> Iterator[str]:
+        name = self.free.pop() if self.free else self._create(self.template)
+        try:
+            yield self._url(name)
+        finally:
+            if self._emptied(name):
+                self.free.append(name)
+            else:
+                self._drop(name)
+
+    def _emptied(self, name: str) -> bool:
+        """End every other session on `name` and empty its tables, if its schema is still the template's."""
+        import sqlalchemy as sa
+
+        with self.admin.connect() as conn:
+            conn.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,))
+        engine = sa.create_engine(self._url(name), isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        try:
+            with engine.connect() as conn:
+                if _schema(conn) != self.schema:
+                    return False
+                if self.tables:
+                    conn.exec_driver_sql(f"TRUNCATE {', '.join(self.tables)} RESTART IDENTITY CASCADE")
+                return True
+        except sa.exc.DBAPIError:
+            return False
+        finally:
+            engine.dispose()
+
+    def close(self) -> None:
+        import sqlalchemy as sa
+
+        for name in sorted(self.made):
+            try:
+                self._drop(name)
+            except sa.exc.SQLAlchemyError:  # the server may be gone at exit: its data directory goes with it
+                break
+        self.admin.dispose()
+
+
+def _schema(conn: object) -> tuple:
+    """What a migration or a test's DDL could change: every relation, column, constraint and the Alembic version."""
+    rows = conn.exec_driver_sql(  # type: ignore[attr-defined]
+        """SELECT 'r', c.relname, c.relkind::text, '' FROM pg_class c
+             WHERE c.relnamespace = current_schema()::regnamespace
+           UNION ALL SELECT 'a', c.relname, a.attname, format_type(a.atttypid, a.atttypmod) || a.attnotnull::text
+             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+             WHERE c.relnamespace = current_schema()::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+           UNION ALL SELECT 'c', conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint
+             WHERE connamespace = current_schema()::regnamespace
+           UNION ALL SELECT 'i', indexrelid::regclass::text, '', pg_get_indexdef(indexrelid) FROM pg_index i
+             JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relnamespace = current_schema()::regnamespace
+           ORDER BY 1, 2, 3, 4""").all()
+    version = conn.exec_driver_sql("SELECT version_num FROM alembic_version ORDER BY 1").all()  # type: ignore[attr-defined]
+    return tuple(map(tuple, rows)), tuple(map(tuple, version))
+
+
+_POOLS: dict[str, _Pool] = {}
+
+
+def _pool(admin_url: str) -> _Pool:
+    if admin_url not in _POOLS:
+        _POOLS[admin_url] = _Pool(admin_url)
+    return _POOLS[admin_url]
 
 
 @contextmanager

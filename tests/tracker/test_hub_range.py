@@ -41,6 +41,19 @@ def test_reads_are_exact_and_coalesced(served):
     assert len(_resolves(server)) == 2 and source.bytes_read == 3 * 2**20
 
 
+def test_small_blocks_read_ahead_no_more_than_asked(served):
+    """With a 16 KiB read-ahead (a zip reader's), each uncovered read fetches 16 KiB or what it asks, never
+    more, and never again bytes already held."""
+    server, hub, sha = served
+    source = hub.open_range(REPO, sha, "big.gguf", SIZE, first_block=16_384, max_block=16_384)
+    assert source.read(0, 4) == HEAD[:4]
+    assert source.read(100, 1000) == HEAD[100:1100]  # held: no request
+    assert source.read(200_000, 50_000) == HEAD[200_000:250_000]
+    assert source.read(190_000, 20_000) == HEAD[190_000:210_000]  # only the gap before the held bytes
+    assert [r.range for r in _resolves(server)] == ["bytes=0-16383", "bytes=200000-249999", "bytes=190000-199999"]
+    assert source.bytes_read == 16_384 + 50_000 + 10_000
+
+
 def test_reads_past_the_budget_are_refused(served):
     """A read that would fetch past the budget raises OverBudget before any request."""
     server, hub, sha = served

@@ -155,17 +155,24 @@ def test_rate_limit_mid_ingest_defers_the_retry(app: App, replay) -> None:
     assert outcome.status == "ingested"
 
 
-@pytest.mark.parametrize(
-    ("repo_id", "message"),
-    [("hubwatch-tests/no-such-model", "does not exist"), ("hubwatch-tests/gated-model", "gated")],
-)
-def test_unknown_and_gated_repos_fail_clearly(app: App, repo_id: str, message: str) -> None:
-    """An unknown or gated repo fails its poll with a plain reason recorded on the watch."""
-    _watch(app, repo_id)
+def test_an_unknown_repo_fails_clearly(app: App) -> None:
+    """An unknown repo fails its poll with a plain reason recorded on the watch."""
+    _watch(app, "hubwatch-tests/no-such-model")
     [outcome] = app.poller.poll()
-    assert outcome.failed and message in outcome.error
-    assert message in app.store.watches.get_watch(repo_id).last_error
-    assert app.store.history.list_revisions(repo_id) == []
+    assert outcome.failed and "does not exist" in outcome.error
+    assert "does not exist" in app.store.watches.get_watch("hubwatch-tests/no-such-model").last_error
+    assert app.store.history.list_revisions("hubwatch-tests/no-such-model") == []
+
+
+def test_a_gated_repo_is_stored_from_what_stays_readable(app: App) -> None:
+    """A gated repo without access: its baseline is stored from the file list, the refused file noted, the watch
+    gated (tests/tracker/test_ingest_gated.py follows it further)."""
+    _watch(app, "hubwatch-tests/gated-model")
+    [outcome] = app.poller.poll()
+    assert outcome.status == "ingested" and outcome.repo_state == "gated" and outcome.unread == ["config.json"]
+    [revision] = app.store.history.list_revisions("hubwatch-tests/gated-model")
+    [config] = app.store.history.revision_files(revision.id)
+    assert (config.path, config.held) == ("config.json", False) and config.note.startswith("gated (manual): not read")
 
 
 def test_force_push_is_recorded_as_a_history_rewrite(app: App, replay) -> None:

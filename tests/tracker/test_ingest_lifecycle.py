@@ -75,21 +75,21 @@ def test_a_transient_fault_is_no_state(app: App, replay) -> None:
 
 
 def test_a_gated_repo_is_gated_with_its_mode_until_its_files_are_read(app: App, replay) -> None:
-    """Gated without access: state gated (with the mode) on the first refused file, one warning; polls of an
-    unchanged gated head do not call it restored; once the gate is lifted the commit is stored and it is restored."""
+    """Gated without access: the new commit is stored from what stays readable and the watch is gated (with the mode)
+    on the first refused file, one warning; polls of an unchanged gated head do not call it restored; once the gate
+    is lifted the next commit's files are read and it is restored (tests/tracker/test_ingest_gated.py has the rest)."""
     _watched(app, replay)
     replay.set_state(BROKEN, "gated", gated="manual")
     replay.set_head(BROKEN, 2)
     [outcome] = app.poller.poll()
-    assert outcome.failed and outcome.repo_state == "gated"
+    assert outcome.status == "ingested" and outcome.repo_state == "gated" and outcome.unread == ["config.json"]
     watch = app.store.watches.get_watch(BROKEN)
     assert watch.repo_state == "gated" and watch.state_detail["mode"] == "manual"
-    replay.set_head(BROKEN, 1)  # back to the stored head: nothing to read, still gated
-    [outcome] = app.poller.poll()
-    assert outcome.repo_state == "gated"
+    [outcome] = app.poller.poll()  # the same head: nothing to read, still gated
+    assert outcome.status == "unchanged" and outcome.repo_state == "gated" and not outcome.state_changed
     assert _state_events(app) == [("repo.gated", "warning")]
     replay.set_state(BROKEN, "active")
-    replay.set_head(BROKEN, 2)
+    replay.set_head(BROKEN, 3)
     [outcome] = app.poller.poll()
     assert outcome.status == "ingested" and outcome.repo_state == "active"
     assert _state_events(app) == [("repo.gated", "warning"), ("repo.restored", "notice")]
@@ -154,11 +154,15 @@ def test_the_state_is_shown_by_watch_list_the_api_the_pages_and_healthz(app: App
         health = client.get("/healthz").json()
         assert health["status"] == "ok"
         assert (health["watches_failing"], health["watches_by_state"]) == (1, {"disabled": 1})
+        metrics = client.get("/metrics").text
+        assert 'hubwatch_watches_by_state{state="disabled"} 1' in metrics
+        assert 'hubwatch_watches_by_state{state="gone"} 0' in metrics and 'hubwatch_watches_by_state{state="active"} 0' in metrics
 
 
 def test_a_renamed_repo_is_moved_once_and_followed_through_the_redirect(app: App, replay) -> None:
     """Renamed on the Hub: the watch is `moved` (to the new name) with one `repo.moved` warning, and the commits made
-    after the rename are still stored under the watched name, through the Hub's 307."""
+    after the rename are stored, through the Hub's 307, with the whole history under the new name
+    (tests/tracker/test_ingest_rename.py)."""
     new = "hubwatch-tests/renamed-model"
     _watched(app, replay)
     replay.rename(BROKEN, new)
@@ -167,10 +171,11 @@ def test_a_renamed_repo_is_moved_once_and_followed_through_the_redirect(app: App
     assert outcome.status == "ingested" and outcome.repo_state == "moved" and len(outcome.revisions) == 2
     [outcome] = app.poller.poll()
     assert outcome.status == "unchanged" and outcome.repo_state == "moved" and not outcome.state_changed
-    watch = app.store.watches.get_watch(BROKEN)
+    watch = app.store.watches.get_watch(new)
     assert (watch.repo_state, watch.state_detail["moved_to"]) == ("moved", new)
-    assert _state_events(app) == [("repo.moved", "warning")]
-    assert len(app.store.history.list_revisions(BROKEN)) == 3
+    events = reversed(app.store.history.list_events(new))
+    assert [(e.kind, e.severity) for e in events if e.kind == "repo.moved"] == [("repo.moved", "warning")]
+    assert len(app.store.history.list_revisions(new)) == 3
 
 
 def test_a_rename_with_on_move_stop_fails_the_watch_naming_the_new_name(replay, database_url: str) -> None:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.pickle_bytes import Member, zip_bytes
+from tests.support.pickle_bytes import Member, calling, zip_bytes
 from tests.support.pickle_repos import calling_fragment, sparse, tensor_pickle, torch_zip, whole, write_pickle_repo
 from tests.support.served import serve
 from tests.support.settings import settings_for
@@ -35,7 +35,9 @@ COMMITS = [
         "bad/truncated.bin": whole(torch_zip(tensor_pickle())[:-40]),
         "bad/encrypted.bin": whole(zip_bytes([Member("archive/data.pkl", tensor_pickle(), flags=1),
                                               Member("archive/version", b"3\n")])),
-        "bad/over-cap.bin": OVER_CAP}},
+        "bad/over-cap.bin": OVER_CAP,
+        "bad/hidden.bin": whole(zip_bytes([Member("model/weights.txt", b"0.1 0.2"),
+                                           Member("model/config.pkl", calling("os", "system", "id"), flags=1)]))}},
     {"title": "another file", "pickles": {"late/model.pt": sparse(tensor_pickle(), storage_bytes=300 * 2**20)}},
 ]
 
@@ -113,16 +115,21 @@ def test_verdicts_become_changes_and_own_records(pickle_app, served):
 
 
 def test_bad_files_are_notes_on_a_stored_revision(pickle_app, served):
-    """A truncated zip, an encrypted entry, a data.pkl over its cap: notes on warnings, the revision stored, the poll ok."""
+    """A truncated zip, an entry claiming encryption, a data.pkl over its cap: notes on warnings (could not be
+    checked; only partly checked where the pickle was read under a claim that may hide another), the revision
+    stored, the poll ok; a zip that is no torch checkpoint is judged by the pickle it hides (critical)."""
     _poll_to(pickle_app, served, 1)
     _poll_to(pickle_app, served, 4)
     changes = {c.path: c for c in _changes(pickle_app, served.head_sha(REPO)) if "status" in c.detail}
-    expect = {"bad/truncated.bin": "no end-of-central-directory record", "bad/encrypted.bin": "is encrypted",
-              "bad/over-cap.bin": "over the 33,554,432-byte cap"}
-    for path, says in expect.items():
+    expect = {"bad/truncated.bin": ("could not be checked", "no end-of-central-directory record"),
+              "bad/encrypted.bin": ("could not be fully checked", "archive/data.pkl claims encryption"),
+              "bad/over-cap.bin": ("could not be checked", "over the 33,554,432-byte cap")}  # fmt: skip
+    for path, (summary, says) in expect.items():
         change = changes[path]
-        assert "pickle format, could not be checked" in change.summary and says in change.summary, change.summary
+        assert f"pickle format, {summary}" in change.summary and says in change.summary, change.summary
         assert change.severity == "warning" and change.security
+    hidden = changes["bad/hidden.bin"]  # not a torch checkpoint, a flag claiming encryption: judged all the same
+    assert hidden.severity == "critical" and "os.system (model/config.pkl" in hidden.summary, hidden.summary
     over_cap = [r for r in served.requests if r.path.endswith("bad/over-cap.bin")]
     assert over_cap and all(r.range for r in over_cap)  # the data.pkl itself was never asked for
 

@@ -165,6 +165,50 @@ def _special_tokens(c: ChangeView) -> list[str]:
     return [c.path] if c.kind == "tokenizer" and c.security and not _findings(c) else []
 
 
+def _stop_tokens_dropped(c: ChangeView) -> list[str]:
+    """The tokens dropped from the stop set, or from any runtime's (the differ's `critical` stop-set change), by label."""
+    moved = c.detail.get("stop_tokens") if c.kind == "stop_tokens" else None
+    if not isinstance(moved, Mapping):
+        return []
+    dropped = [t for t in moved.get("dropped") or () if isinstance(t, Mapping)]
+    for runtime in (moved.get("runtime_changes") or {}).values():
+        dropped += [t for t in (runtime or {}).get("dropped") or () if isinstance(t, Mapping)]
+    return list(dict.fromkeys(_token_label(t) for t in dropped))
+
+
+def _token_label(token: Mapping[str, Any]) -> str:
+    """As the differ labels a stop token: `128009 <|eot_id|>`, the id alone, or the text of a token without an id."""
+    if token.get("id") is None:
+        return str(token.get("text"))
+    return f"{token['id']} {token['text']}" if token.get("text") else str(token["id"])
+
+
+def _dropped_stop_tokens(views: Sequence[ChangeView]) -> list[dict[str, Any]]:
+    """Each token dropped, with the sets it left (`union`, or a runtime's): what must come back to fix the record."""
+    out: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for view in views:
+        moved = view.detail.get("stop_tokens") or {}
+        places = [("union", moved.get("dropped") or ())]
+        places += [(rt, (change or {}).get("dropped") or ()) for rt, change in (moved.get("runtime_changes") or {}).items()]
+        for where, tokens in places:
+            for t in tokens:
+                entry = out.setdefault((t.get("id"), t.get("text")), {"id": t.get("id"), "text": t.get("text"), "sets": []})
+                if where not in entry["sets"]:
+                    entry["sets"].append(where)
+    return list(out.values())[:MAX_LISTED]
+
+
+def _stop_tokens_back(tokens: Sequence[Mapping[str, Any]], snapshot: Snapshot) -> bool:
+    """Whether every dropped token is again in each set it left (by id; by text for a token without an id)."""
+    from tracker.differs.stop_tokens import TokenNames, stop_set, stop_sets
+
+    names = TokenNames(snapshot)
+    sets = {"union": stop_set(snapshot, names), **stop_sets(snapshot, names)}
+    held = {where: {t.id if t.id is not None else t.text for t in found} for where, found in sets.items()}
+    return all((t.get("id") if t.get("id") is not None else t.get("text")) in held.get(where, ())
+               for t in tokens for where in t.get("sets") or ())
+
+
 def _license(c: ChangeView) -> list[str]:
     if c.kind != "files" or not c.security:
         return []
@@ -190,12 +234,15 @@ RECOGNISERS: dict[str, Callable[[ChangeView], list[str]]] = {
     "silent-weight-swap": _silent_swap,
     "gguf-changed": _gguf,
     "special-tokens": _special_tokens,
+    "stop-token-dropped": _stop_tokens_dropped,
     "license-or-gating": _license,
     "history-rewrite": _history_rewrite,
 }
 # Records of these classes are about files: gone files close them.
 PATH_CLASSES = frozenset({"pickle-added", "pickle-dangerous-import", "pickle-unknown-import",
                           "pickle-replaces-safetensors", "custom-code", "gguf-changed"})
+# Records of this class are closed when every dropped token is back where it was dropped from.
+STOP_CLASS = "stop-token-dropped"
 # Records of these classes are closed when no auto_map is left.
 AUTO_MAP_CLASSES = frozenset({"auto-map", "cross-repo-code"})
 
@@ -298,6 +345,7 @@ def _record(
                 "change_kinds": sorted({v.kind for v in views}),
                 "changes": [v.summary for v in views][:MAX_LISTED],
                 **({"callables": callables[:MAX_LISTED]} if callables else {}),
+                **({"stop_tokens": _dropped_stop_tokens(views)} if cls.id == STOP_CLASS else {}),
             }
         },
     }
@@ -321,8 +369,11 @@ def _details(
     return "\n".join(lines)
 
 
-def _still_open(class_id: str, paths: Sequence[str], snapshot: Snapshot) -> bool | None:
+def _still_open(class_id: str, paths: Sequence[str], snapshot: Snapshot, ours: Mapping[str, Any] | None = None) -> bool | None:
     """Whether what a record is about is still in the snapshot; None for classes that stay open."""
+    if class_id == STOP_CLASS:
+        tokens = (ours or {}).get("stop_tokens")
+        return None if not tokens else not _stop_tokens_back(tokens, snapshot)  # a record from before tokens were kept
     if class_id in PATH_CLASSES:
         return not paths or any(p in snapshot.files for p in paths)
     if class_id in AUTO_MAP_CLASSES:
@@ -338,7 +389,7 @@ def close_record(record: Mapping[str, Any], snapshot: Snapshot, hub_url: str, at
     """The record with a `fixed` event at this snapshot's commit when what it is about is gone (every
     file of a file class; any auto_map for the auto_map classes); None when it stays open."""
     ours = record.get("database_specific", {}).get("hubwatch", {})
-    if ours.get("fixed_sha") or _still_open(str(ours.get("class")), ours.get("paths") or [], snapshot) is not False:
+    if ours.get("fixed_sha") or _still_open(str(ours.get("class")), ours.get("paths") or [], snapshot, ours) is not False:
         return None
     fixed = json.loads(json.dumps(record))
     url = repo_url(hub_url, str(ours.get("repo_id")))
@@ -346,6 +397,8 @@ def close_record(record: Mapping[str, Any], snapshot: Snapshot, hub_url: str, at
     fixed["affected"][0]["ranges"][0]["events"].append({"fixed": snapshot.sha})
     fixed["references"].append({"type": "FIX", "url": f"{url}/commit/{snapshot.sha}"})
     fixed["database_specific"]["hubwatch"]["fixed_sha"] = snapshot.sha
-    gone = "auto_map was removed" if ours.get("class") in AUTO_MAP_CLASSES else "every file this record is about was removed"
+    gone = ("auto_map was removed" if ours.get("class") in AUTO_MAP_CLASSES
+            else "every dropped stop token is a stop token again" if ours.get("class") == STOP_CLASS
+            else "every file this record is about was removed")
     fixed["details"] += f"\n\nFixed at commit {snapshot.sha}: {gone}."
     return fixed

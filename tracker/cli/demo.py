@@ -29,7 +29,8 @@ def demo(data_dir: str | None, delay: float) -> None:
 
 
 def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = print) -> App:
-    """Watch every bundled repo from its first commit, then reveal one commit at a time and poll."""
+    """Watch every bundled repo from its first commit, then reveal one commit at a time and poll; then the Hub deletes
+    a repo, restores it and renames another, each polled."""
     folder = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="hubwatch-demo-"))
     folder.mkdir(parents=True, exist_ok=True)
     with ReplayServer(roots=[BUNDLED_ROOT]) as server, OsvFake() as osv:
@@ -62,8 +63,32 @@ def run_demo(data_dir: str | None = None, delay_s: float = 0.0, echo: Echo = pri
             time.sleep(delay_s)
             echo(f"--- step {step}: upstream moved in {', '.join(moved)}")
             _poll_and_show(app, echo, moved)
+        _lifecycle(app, server, repos, echo, delay_s)
         _summary(app, repos, echo, folder)
     return app
+
+
+# What the Hub does to repos themselves, shown on two of the bundled ones (the first of each pair that is served).
+DELETED = ("sentence-transformers/all-MiniLM-L6-v2",)
+RENAMED = (("microsoft/phi-2", "microsoft/phi-2-renamed"),)
+
+
+def _lifecycle(app: App, server: ReplayServer, repos: list[str], echo: Echo, delay_s: float) -> None:
+    """The Hub deletes a repo, then restores it, and renames another: each poll says what happened (the events go
+    out through every channel as for any change; docs/concepts/repo-lifecycle.md)."""
+    deleted = next((r for r in DELETED if r in repos), None)
+    if deleted is not None:
+        for state, words in (("deleted", "the Hub deletes"), ("active", "the Hub restores")):
+            time.sleep(delay_s)
+            echo(f"--- {words} {deleted}")
+            server.set_state(deleted, state)
+            _poll_and_show(app, echo, [deleted])
+    for old, new in RENAMED:
+        if old in repos:
+            time.sleep(delay_s)
+            echo(f"--- the owner renames {old} to {new}")
+            server.rename(old, new)
+            _poll_and_show(app, echo, [old])
 
 
 def _poll_and_show(app: App, echo: Echo, repo_ids: list[str] | None = None) -> None:
@@ -76,7 +101,7 @@ def _poll_and_show(app: App, echo: Echo, repo_ids: list[str] | None = None) -> N
 def _summary(app: App, repos: list[str], echo: Echo, folder: Path) -> None:
     kinds: Counter[str] = Counter()
     revisions = 0
-    for repo_id in repos:
+    for repo_id in app.store.history.repo_ids():  # a renamed repo's history is under its new name now
         rows = app.store.history.list_revisions(repo_id)
         revisions += len(rows)
         for changes in app.store.history.changes_by_revision(r.id for r in rows).values():  # type: ignore[misc]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tracker.cli import output
-from tracker.cli.root import app_of, emit_json, repo_arg
+from tracker.cli.root import app_of, emit_json, repo_arg, stored_repo
 from tracker.differs import diff_snapshots
 from tracker.pipeline.behaviour_store import BehaviourStore
 from tracker.pipeline.template_matrix import MatrixStore, json_fields
@@ -24,7 +24,7 @@ def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -
     REV_A and REV_B: the revisions compared, from REV_A to REV_B, each a commit sha or a unique prefix of one
     (at least 4 characters)."""
     app = app_of(ctx)
-    repo = repo_arg(repo)
+    repo = stored_repo(app, repo_arg(repo))
     a, b = app.store.history.find_revision(repo, rev_a), app.store.history.find_revision(repo, rev_b)
     old, new = load_snapshot(app.store, a), load_snapshot(app.store, b)
     matrices = MatrixStore(app.store)  # stored matrices by key; one not stored yet is rendered, not written

@@ -8,7 +8,7 @@ import click
 
 from feeds.views.feed import FeedBuilder, FeedRequest
 from storage.kinds import SEVERITIES, is_filter_kind
-from tracker.cli.root import app_of, fail, repo_arg
+from tracker.cli.root import app_of, fail, repo_arg, stored_repo
 
 
 @click.command()
@@ -37,7 +37,7 @@ def feed(
     app = app_of(ctx)
     queries = app.store.read_model
     if repo is not None:
-        repo = repo_arg(repo)
+        repo = stored_repo(app, repo_arg(repo))
         if not queries.repo_known(repo):
             ctx.exit(fail(f"no feed for {repo}: it is not watched (hubwatch watch add {repo})", 3))
         scope, key = "repo", repo

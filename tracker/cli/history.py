@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from tracker.cli import output
-from tracker.cli.root import app_of, emit_json, fail, repo_arg
+from tracker.cli.root import app_of, emit_json, fail, repo_arg, stored_repo
 
 
 @click.command()
@@ -18,7 +18,7 @@ from tracker.cli.root import app_of, emit_json, fail, repo_arg
 def history(ctx: click.Context, repo: str, limit: int | None, as_json: bool) -> None:
     """Revisions of REPO, newest first, with their changes."""
     app = app_of(ctx, logs=False)
-    repo = repo_arg(repo)
+    repo = stored_repo(app, repo_arg(repo))
     revisions = app.store.history.list_revisions(repo, limit=limit)
     if not revisions and app.store.watches.get_watch(repo) is None:
         ctx.exit(fail(f"no history for {repo}: it is not watched (hubwatch watch add {repo})", 3))
@@ -47,7 +47,7 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
 
     REVISION: a commit sha or a unique prefix of one (at least 4 characters)."""
     app = app_of(ctx, logs=False)
-    rev = app.store.history.find_revision(repo_arg(repo), revision)
+    rev = app.store.history.find_revision(stored_repo(app, repo_arg(repo)), revision)
     files = app.store.history.revision_files(rev.id)  # type: ignore[arg-type]
     changes = app.store.history.changes_by_revision([rev.id])[rev.id]  # type: ignore[list-item,index]
     if as_json:  # the differs load only here: a plain `show` or `history` reads the database alone
@@ -56,8 +56,10 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
         from tracker.revision.stored import load_snapshot
 
         scans = app.store.history.read_file_scans(f.lfs_sha256 or f.oid for f in files if f.kind == "weights")
-        matrix = MatrixStore(app.store).get(load_snapshot(app.store, rev))[0]  # stored by key, else rendered now
+        snapshot = load_snapshot(app.store, rev)
+        matrix = MatrixStore(app.store).get(snapshot)[0]  # stored by key, else rendered now
         data = output.revision_dict(rev, changes)
+        data["stop_tokens"] = output.stop_tokens_shown(data["stop_tokens"], snapshot)
         if data["tokenizer_behaviour"] is None:
             data["tokenizer_behaviour"] = checked_revision(app.store, rev)
         emit_json({**data, "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files],

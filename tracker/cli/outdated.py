@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracker.cli.root import app_of, branch_arg, emit_json, repo_arg
+from tracker.cli.root import app_of, branch_arg, emit_json, hubwatch_version, repo_arg
 from tracker.cli.scan_output import scan_json, scan_pins
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tracker.pins.outdated import ModelReport
 
 SEVERITY_CHOICE = click.Choice(["info", "notice", "warning", "critical"])
-FORMAT_CHOICE = click.Choice(["text", "json", "markdown"])
+FORMAT_CHOICE = click.Choice(["text", "json", "markdown", "sarif"])
 DEFAULT_LOCK = "hubwatch.lock"
 MAX_ERROR_LINES = 20  # a lock file of bad entries gets this many lines, then a count of the rest
 
@@ -34,7 +34,8 @@ MAX_ERROR_LINES = 20  # a lock file of bad entries gets this many lines, then a 
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="The HF cache (default: $HF_HUB_CACHE, $HF_HOME/hub).")
 @click.option("--fail-on", type=SEVERITY_CHOICE, help="Exit 1 when a change at or above this severity happened since a pin.")
 @click.option("--format", "output_format", type=FORMAT_CHOICE, default="text", show_default=True,
-              help="markdown: a pull-request body or CI job summary.")
+              help="markdown: a pull-request body or CI job summary; sarif: SARIF 2.1.0 code-scanning results on "
+                   "the pins' lines.")
 @click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @click.option("--gguf", "gguf_path", type=click.Path(path_type=Path),
               help="A local .gguf file: which change of its base's chat template, bos/eos or vocabulary it does not carry.")
@@ -48,8 +49,9 @@ def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None,
              fail_on: str | None, output_format: str, as_json: bool, gguf_path: Path | None, local_path: Path | None,
              base: str | None) -> None:
     """What changed upstream since the revisions you have: every model of the local HF cache, or of a
-    lock file. Exit 1 when a model could not be checked, or with --fail-on when a change reached it; a
-    followed derivative's pin behind its base on a behaviour part counts as a `warning`."""
+    lock file. Exit 1 when a model could not be checked, or with --fail-on when a change reached it; else 3
+    when a pin's repo is gone, disabled, gated, without its branch or renamed on the Hub; a followed
+    derivative's pin behind its base on a behaviour part counts as a `warning`."""
     from tracker.pins.outdated import OutdatedCheck
 
     if lock_file is not None and scan_path is not None:
@@ -81,13 +83,24 @@ def outdated(ctx: click.Context, lock_file: Path | None, scan_path: Path | None,
         emit_json(data)
     elif output_format == "markdown":
         click.echo(_markdown(app, reports, bad, scan), nl=False)
+    elif output_format == "sarif":
+        emit_json(_sarif(app, reports, bad, scan, lock_file))
     else:
         _print_reports(reports, bad)
         if scan is not None:
             _print_scan(scan, moved)
-    failed = bool(bad) or any(not r.checked for r in reports)
-    if failed or (fail_on is not None and any(r.reaches(fail_on) for r in reports)):
-        ctx.exit(1)
+    ctx.exit(outdated_exit_code(reports, bad, fail_on))
+
+
+def outdated_exit_code(reports: list[ModelReport], bad: list[BadEntry], fail_on: str | None) -> int:
+    """1 when an entry cannot be used, a model could not be checked for another reason than its repo's state (the
+    Hub unreachable), or a change reaches `fail_on`; else 3 when a pin's repo is in a state to act on (gone,
+    disabled, gated, branch missing, renamed), as `poll` exits for them; else 0."""
+    if bad or any(not r.checked and r.repo_state is None for r in reports):
+        return 1
+    if fail_on is not None and any(r.reaches(fail_on) for r in reports):
+        return 1
+    return 3 if any(r.repo_state is not None for r in reports) else 0
 
 
 @click.command()
@@ -288,9 +301,14 @@ def _report_lines(report: ModelReport) -> list[str]:
         "up_to_date": f"up to date at {pin.sha[:12]}",
         "behind": f"{report.commits_behind} commit(s) behind: {pin.sha[:12]} -> {(report.head_sha or '')[:12]}",
     }
+    if report.status == "moved":
+        status["moved"] = (f"moved to {report.moved_to}: " + (f"up to date at {pin.sha[:12]}" if report.commits_behind == 0
+                           else f"{report.commits_behind} commit(s) behind: {pin.sha[:12]} -> {(report.head_sha or '')[:12]}"))
     lines = [f"{name}  {status.get(report.status, report.status.replace('_', ' '))}"]
     if report.message:
         lines.append(f"    {report.message}")
+    if report.advice:
+        lines.append(f"    what to do: {report.advice}")
     summary = report.summary()
     if summary:
         counted = (f"{kind}: " + ", ".join(f"{n} {sev}" for sev, n in counts.items()) for kind, counts in summary.items())
@@ -335,6 +353,15 @@ def _print_scan(scan: CodeScan, moved: tuple[list[Move], list[tuple[str, str]]] 
             click.echo(f"moved {move.pin.location}: {move.pin.repo_id} {move.pin.sha[:12]} -> {move.new_sha[:12]}")  # type: ignore[index]
         for location, why in left:
             click.echo(f"error: not moved {location}: {why}", err=True)
+
+
+def _sarif(app: App, reports: list[ModelReport], bad: list[BadEntry], scan: CodeScan | None,
+           lock_file: Path | None) -> dict[str, Any]:
+    """`--format sarif`: each pin on its sites (a scan's lines of code, a lock file's entry; a cached copy by name)."""
+    from tracker.pins.sarif import lock_sites, render_sarif, scan_sites
+
+    sites, root_uri = scan_sites(scan) if scan is not None else lock_sites(lock_file, reports) if lock_file else ({}, None)
+    return render_sarif(reports, sites, bad, hubwatch_version(), root_uri, app.settings.hub.endpoint)
 
 
 def _markdown(app: App, reports: list[ModelReport], bad: list[BadEntry], scan: CodeScan | None) -> str:

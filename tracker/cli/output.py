@@ -94,6 +94,15 @@ def behaviour_keys(changes: Iterable[ChangeRecord | Change]) -> dict[str, Any]:
     return out
 
 
+def stop_tokens_shown(change: dict[str, Any] | None, snapshot: Any) -> dict[str, Any]:
+    """`show --json`'s `stop_tokens`: the revision's change of the set when it made one (as `history` gives it),
+    with `changed`, and always `by_runtime`: each runtime (transformers, vllm, tgi, llama.cpp) mapped to the ids it
+    stops on at this revision, read from its stored files."""
+    from tracker.differs.stop_tokens import by_runtime, stop_sets
+
+    return {**(change or {}), "changed": change is not None, "by_runtime": by_runtime(stop_sets(snapshot))}
+
+
 def file_dict(f: RevisionFile, scan: FileScan | None = None) -> dict[str, Any]:
     """A file of a revision; with its scan (tracker/formats), the scan's facts under the format's key."""
     out = {
@@ -179,6 +188,9 @@ def outcome_dict(o: PollOutcome) -> dict[str, Any]:
         "repo_state": o.repo_state,
         "previous_state": o.previous_state,
         "notes": list(o.notes),
+        "unread_files": list(o.unread),
+        "history_moved_to": o.history_moved_to,
+        "move_refused": o.move_refused,
         "duration_ms": o.duration_ms,
         "revisions": [
             {
@@ -227,9 +239,22 @@ def outcome_text(o: PollOutcome) -> list[str]:
     elif o.state_changed:  # a state a poll goes on in: renamed, followed through the Hub's redirect
         lines.append(f"{where}: repo now {o.repo_state.replace('_', ' ')}"
                      + (f" to {o.answered_id}: followed through the Hub's redirect" if o.repo_state == "moved" else ""))
+    if o.history_moved_to:
+        lines.append(f"{where}: history moved to {o.history_moved_to}: watched under the new name from now on (the old "
+                     "name's history, feeds, pages and API answer with it)")
+    elif o.move_refused:
+        lines.append(f"{where}: history not moved to {o.answered_id}: {o.move_refused}; polled under the old name "
+                     "through the Hub's redirect")
     lines.extend(f"{where}: {note}" for note in o.notes)
+    if o.unread:
+        from tracker.pipeline.repo_state import ADVICE  # here: `watch list` never loads the pipeline
+
+        shown = ", ".join(o.unread[:8]) + (f" and {len(o.unread) - 8} more" if len(o.unread) > 8 else "")
+        lines += [f"{where}: gated: {len(o.unread)} file(s) not read (the Hub refuses them to this token): {shown}",
+                  f"  what to do: {ADVICE['gated']}"]
+    renamed_here = o.repo_state == "moved" and o.answered_id is not None and o.answered_id.casefold() == o.repo_id.casefold()
     if not o.revisions:
-        if o.repo_state != "active" and not o.state_changed:
+        if o.repo_state != "active" and not o.state_changed and not renamed_here:
             lines.append(f"{where}: repo still {o.repo_state.replace('_', ' ')}; no new commit ({(o.head_sha or '')[:12]})")
         elif not lines:
             lines.append(f"{where}: unchanged ({(o.head_sha or '')[:12]})")
@@ -249,6 +274,9 @@ def watch_text(w: Watch) -> str:
     if (w.repo_state or "active") != "active":
         since = f" since {w.state_since:%Y-%m-%d %H:%M}" if w.state_since else ""
         state += f"; repo {w.repo_state.replace('_', ' ')}{since}"
+        detail = w.state_detail or {}
+        if w.repo_state == "moved":
+            state += f" (from {detail['moved_from']})" if detail.get("moved_from") else f" (to {detail.get('moved_to')})"
         if (w.state_detail or {}).get("parked"):
             state += " (parked: polled again when the listing or a Hub webhook shows it, or at its next retry)"
     if w.last_error:

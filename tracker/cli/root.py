@@ -185,6 +185,19 @@ def repo_arg(repo: str, param_hint: str | None = None) -> str:
         raise click.BadParameter(str(err), param_hint=param_hint) from err
 
 
+def stored_repo(app: App, repo: str) -> str:
+    """The name `repo`'s history is stored under: `repo` itself, or the new name its history moved to after a
+    rename on the Hub (said on stderr, so --json output stays the document alone)."""
+    queries = app.store.read_model
+    if queries.repo_known(repo):
+        return repo
+    new = queries.renamed_to(repo)
+    if new is None:
+        return repo
+    click.echo(f"note: {repo} was renamed to {new} on the Hub: its history is under {new}", err=True)
+    return new
+
+
 def branch_arg(branch: str, param_hint: str = "--branch") -> str:
     """`branch` if git and the Hub accept it as a branch name, else a usage error naming it."""
     from tracker.config import validate_branch
@@ -203,3 +216,13 @@ def fail(message: str, code: int) -> int:
     """Print `error: message` on stderr; returns `code` for `ctx.exit`."""
     click.echo(f"error: {message}", err=True)
     return code
+
+
+def hubwatch_version() -> str:
+    """The installed hubwatch's version (the BOM's and SARIF's tool version), "unknown" when not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hubwatch")
+    except PackageNotFoundError:
+        return "unknown"

@@ -113,7 +113,7 @@ def _add_one(ctx: click.Context, repo: str, branch: str, interval: str | None, b
     except ConfigError as err:
         raise click.BadParameter(str(err), param_hint="--interval") from err
     try:
-        head = None if no_check else app.hub.head(repo, branch)
+        head = None if no_check else checked_head(app, repo, branch)
     except HubwatchError as err:
         if getattr(err, "repo_state", None) is None:
             raise
@@ -129,9 +129,33 @@ def _add_one(ctx: click.Context, repo: str, branch: str, interval: str | None, b
         click.echo(f"following {repo}'s derivatives ({', '.join(relations)}), the {derivatives_limit} most downloaded")
 
 
+def checked_head(app: App, repo: str, branch: str) -> RepoHead:
+    """The branch's head, when the repo can be watched as named: a repo in a state the Hub put it in raises its
+    error (exit 3): gone, disabled, the branch missing, gated with its files refused to this token (one more
+    request: one byte of one file), or renamed (RepoMoved naming the new name: the name asked for is not
+    watched in its place)."""
+    from tracker.errors import RepoGated, RepoMoved
+
+    head = app.hub.head(repo, branch)
+    if head.repo_id and head.repo_id.casefold() != repo.casefold():
+        moved = head.repo_id
+        there = " (watched already: its history moved there)" if app.store.watches.get_watch(moved, branch) else ""
+        raise RepoMoved(f"{repo} was renamed to {moved} on the Hub{there}: watch it under its new name: "
+                        f"hubwatch watch add {moved}", moved)
+    if head.gated:
+        try:
+            app.hub.check_file_access(repo, head.sha)
+        except RepoGated as err:
+            sent = "this token has not been granted access" if app.settings.hub_token else "no token was sent"
+            raise RepoGated(f"{repo} is gated ({head.gated}): its files are refused ({sent}); set "
+                            f"${app.settings.hub.token_env} to a token that was granted access, or add it with "
+                            "--no-check to follow what stays readable until then") from err
+    return head
+
+
 def _added_line(app: App, repo: str, branch: str, interval_s: int, head: RepoHead | None) -> str:
     where = f"at {head.sha[:12]}" if head else "(not checked)"
-    gated = f"; the repo is gated ({head.gated}): set ${app.settings.hub.token_env}" if head and head.gated else ""
+    gated = f"; the repo is gated ({head.gated}): this token may read its files" if head and head.gated else ""
     return f"watching {repo}@{branch} every {interval_s}s, head {where}{gated}"
 
 
@@ -163,7 +187,7 @@ def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int,
             return 0, None
         if not is_repo_id(name):
             return 2, f"{quoted(name)} is not a Hub repo id (expected 'org/name' or 'ORG/*')"
-        head = None if no_check else app.hub.head(name, branch)
+        head = None if no_check else checked_head(app, name, branch)
         app.store.watches.add_watch(name, branch, interval_s, source="cli", backfill=backfill)
         click.echo(_added_line(app, name, branch, interval_s, head))
         return 0, None
@@ -174,14 +198,24 @@ def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int,
         return exit_code_of(err), f"{name}: {err}{_state_advice(err)}"
 
 
+# What to do about a repo `watch add` finds in a state (nothing was added): what `poll` advises for a watched one
+# (tracker/pipeline/repo_state.py ADVICE), told to someone who has not watched it yet.
+ADD_ADVICE = {
+    "gone": "if it is private, set the token variable to a token with access and add it again; if it was deleted, "
+            "there is nothing to watch",
+    "disabled": "wait for the Hub to restore it, then add it again",
+    "gated": "request access on the repo's Hub page and set the token variable to a token that was granted it",
+    "branch_missing": "name a branch the repo has with --branch",
+    "moved": "watch the new name (`hubwatch watch add NEW`)",
+}
+
+
 def _state_advice(err: HubwatchError) -> str:
     """For a repo in a state the Hub put it in: which state, and what to do ("" for any other error)."""
     state = getattr(err, "repo_state", None)
     if state is None:
         return ""
-    from tracker.pipeline.repo_state import ADVICE  # here: only a failed check needs it
-
-    return f" [repo state: {state}; what to do: {ADVICE[state]}]"
+    return f" [repo state: {state}; what to do: {ADD_ADVICE[state]}]"
 
 
 def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
@@ -231,9 +265,12 @@ def watch_remove(ctx: click.Context, repo: str, branch: str | None) -> None:
         click.echo(f"stopped watching {repo} ({removed - 1} of its repos); history kept")
         return
     repo, branch = repo_arg(repo), (branch_arg(branch) if branch is not None else None)
-    removed = app_of(ctx, logs=False).store.watches.remove_watch(repo, branch)
+    app = app_of(ctx, logs=False)
+    removed = app.store.watches.remove_watch(repo, branch)
     if not removed:
-        ctx.exit(fail(f"{repo} is not watched", 3))
+        new = app.store.read_model.renamed_to(repo)
+        moved = f": it was renamed to {new} on the Hub and its watch moved there (hubwatch watch remove {new})" if new else ""
+        ctx.exit(fail(f"{repo} is not watched{moved}", 3))
     click.echo(f"stopped watching {repo} ({removed} branch{'es' if removed > 1 else ''}); history kept")
 
 
@@ -247,6 +284,9 @@ def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_js
     """One ingest pass now, then exit (exit code 1 if a repo failed; 3 if every failure was the repo's state:
     gone, gated, disabled or its branch missing).
 
+    A gated repo without access is followed through what stays readable: its new commits are stored, the files the
+    Hub refused are named (`unread_files` in --json), and it counts as a failure of its state (exit 3).
+
     REPOS: the watched repos to poll (default: every watch)."""
     app = app_of(ctx)
     outcomes = app.poller.poll([repo_arg(r) for r in repos], backfill=backfill)
@@ -258,6 +298,7 @@ def poll(ctx: click.Context, repos: tuple[str, ...], backfill: int | None, as_js
         for o in outcomes:
             for line in output.outcome_text(o):
                 click.echo(line)
-    failed = [o for o in outcomes if o.failed]
+    # a gated repo without access is followed through what stays readable, but its files were not read: a state too
+    failed = [o for o in outcomes if o.failed or o.repo_state == "gated"]
     if failed:  # 3: every failure is a repo state (gone, gated, disabled, branch missing), as `watch add` says it
         ctx.exit(3 if all(o.repo_state != "active" for o in failed) else 1)

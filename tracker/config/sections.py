@@ -186,8 +186,9 @@ class PollSettings(Section):
         "still checked every parked_recheck."))
     parked_recheck: str = Field("7d", description="How often a parked watch (see park_after) is still polled on its own.")
     on_move: str = Field("follow", description=(
-        "A watched repo renamed on the Hub: follow (polls follow the Hub's redirect to the new name, the history stays "
-        "under the watched name) or stop (the watch fails in state moved, saying the new name, until you watch it)."))
+        "A watched repo renamed on the Hub: follow (the watch and its whole history move to the new name, and the old "
+        "name's feeds, pages and API redirect there) or stop (the watch fails in state moved, saying the new name, until "
+        "you watch it)."))
     listing: str = Field("auto", description=(
         "Change detection by listing the Hub's models sorted by last modification, polling only the watched repos that "
         "moved: auto (from listing_min_watches watches, or when an ORG/* is followed), on or off."))

@@ -1,46 +1,42 @@
 """One entry point for every pickle-bearing weight file: `scan_file(path, source, rules)`.
 
-By suffix: `.bin .pt .pth .ckpt` are torch checkpoints (a zip: only its data.pkl and central directory
-are fetched; not a zip: torch's legacy format, whose first bytes are read up to a cap); `.pkl .pickle
-.joblib` plain pickles (first bytes up to a cap; gzip, zlib, bz2 and xz streams inflated up to it);
-`.npy` (a header, then a pickle when the dtype is object) and `.npz` (a zip of them); `.keras` (a zip
-whose config.json names the layers). Bad bytes never raise: they become an `unreadable` or `unknown`
-verdict with a note.
+A file that starts as a zip is read as one whatever its suffix (torch, numpy and joblib loaders go by the
+magic too): every pickle it holds is judged, wherever it is and whatever it is named (zip_members.py), a
+torch checkpoint's data.pkl giving the tensor manifest. Otherwise by suffix: `.bin .pt .pth .ckpt` are
+torch's legacy format (first bytes read up to a cap); `.pkl .pickle .joblib` plain pickles (first bytes
+up to a cap; gzip, zlib, bz2 and xz streams inflated up to it); `.npy` (a header, then a pickle when the
+dtype is object); `.npz` a zip whose end records may follow other bytes (or a pickle); `.keras` (a zip whose
+config.json names the layers). Bad bytes never raise: they become an `unreadable` or `unknown` verdict
+with a note.
 """
 
 from __future__ import annotations
 
-import ast
 import bz2
 import lzma
-import struct
 import zlib
 from pathlib import PurePosixPath
 from typing import Any
 
 from tracker.formats import torch_manifest
 from tracker.formats.keras_config import keras_imports
+from tracker.formats.npy_header import NPY_HEADER_CAP, NPY_MAGIC, npy_header
 from tracker.formats.pickle_rules import BUILTIN, Rules, scan_result
 from tracker.formats.pickle_scan import PickleScan, scan_pickle
 from tracker.formats.ranged import RangeError, RangeSource
-from tracker.formats.torchzip import (
-    DATA_PKL_CAP,
-    ZipFormatError,
-    read_directory,
-    read_entry,
-    read_entry_head,
-    read_torch_archive,
-)
+from tracker.formats.torchzip import ZipFormatError, read_directory, read_entry
+from tracker.formats.zip_members import Found, starts_as_zip, zip_contents
 
 TORCH_SUFFIXES = {".bin", ".pt", ".pth", ".ckpt"}
 PICKLE_SUFFIXES = {".pkl", ".pickle", ".joblib"}
-SCANNED_SUFFIXES = TORCH_SUFFIXES | PICKLE_SUFFIXES | {".npy", ".npz", ".keras"}
+ZIP_SUFFIXES = {".npz"}
+SCANNED_SUFFIXES = TORCH_SUFFIXES | PICKLE_SUFFIXES | ZIP_SUFFIXES | {".npy", ".keras"}
 HEAD_CAP = 16 * 2**20
 FIRST_CHUNK = 64 * 2**10  # a plain pickle's first read; each further read doubles what was read
+MAX_NOTES = 12  # notes kept of a zip's walk (each member may add some)
+READ_AHEAD = 16 * 2**10  # what a Range fetch reads at least: the readers ask for the records they need
 LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PICKLES = 5  # magic number, protocol version, sys info, the data, the storage keys
-NPY_MAGIC = b"\x93NUMPY"
-NPY_HEADER_CAP = 65_536
 
 Scanned = tuple[dict[str, Any], bytes, str | None]
 
@@ -53,15 +49,18 @@ def scans(path: str) -> bool:
 def scan_file(path: str, source: RangeSource, rules: Rules = BUILTIN) -> Scanned:
     """(the stored scan result, the bytes it judged (to keep in the blob store), the note) for one file."""
     suffix = PurePosixPath(path).suffix.lower()
-    reader = {".npy": _scan_npy, ".npz": _scan_npz, ".keras": _scan_keras}.get(suffix)
-    if suffix in TORCH_SUFFIXES:
-        reader = _scan_torch
-    elif suffix in PICKLE_SUFFIXES:
-        reader = _scan_plain
-    if reader is None:
+    if suffix not in SCANNED_SUFFIXES:
         raise ValueError(f"{path}: not a file scan_file reads (suffixes: {sorted(SCANNED_SUFFIXES)})")
     try:
-        return reader(source, rules)
+        if suffix == ".keras":
+            return _scan_keras(source, rules)
+        if source.size >= 4 and starts_as_zip(source.read(0, 4)):
+            return _scan_zip(source, rules)
+        if suffix in ZIP_SUFFIXES:
+            return _scan_zip_or_pickle(source, rules)
+        if suffix == ".npy":
+            return _scan_npy(source, rules)
+        return _scan_head(source, rules, legacy=suffix in TORCH_SUFFIXES)
     except (ZipFormatError, RangeError) as err:
         note = str(err)
         return scan_result([], rules, source.bytes_read, note, readable=False), b"", note
@@ -72,39 +71,65 @@ def scan_file_at(source: RangeSource, path: str, rules: Rules) -> Scanned:
     return scan_file(path, source, rules)
 
 
-def _scan_torch(source: RangeSource, rules: Rules) -> Scanned:
-    if source.size >= 4 and source.read(0, 4) == b"PK\x03\x04":
-        return _scan_torch_zip(source, rules)
-    return _scan_head(source, rules, legacy=True)
-
-
-def _scan_torch_zip(source: RangeSource, rules: Rules) -> Scanned:
-    archive = read_torch_archive(source, DATA_PKL_CAP)
-    member = f"{archive.prefix}/data.pkl"
-    scan = scan_pickle(archive.data_pkl, max_pickles=1)
-    notes = list(archive.notes) + scan.notes
-    if scan.complete and scan.end < len(archive.data_pkl):
-        notes.append(f"{len(archive.data_pkl) - scan.end:,} bytes after data.pkl's STOP (torch reads none of them)")
-    imports, occurrences = _collected(scan, member)
-    certain = scan.complete and not archive.notes
-    for name, data in archive.other_pickles.items():
-        other = scan_pickle(data)
-        more_imports, more_occurrences = _collected(other, name)
+def _scan_zip(source: RangeSource, rules: Rules) -> Scanned:
+    """Every pickle of the zip judged: the verdict is the worst of them, at least unknown when the layout may
+    hide one; the kept bytes are torch's data.pkl, else the first pickle that imports anything."""
+    contents = zip_contents(source)
+    imports: list[tuple[str, str]] = []
+    occurrences: list[dict[str, Any]] = []
+    notes, certain, tensors, judged = list(contents.notes), contents.certain, None, 0
+    kept: bytes | None = None
+    for found in contents.found:
+        if found.kind == "npy":
+            (result, data, note), _ = _judge_npy(found.data, len(found.data), rules, 0, found.name)
+            imports += [(i["module"], i["name"]) for i in result["imports"]]
+            occurrences += result["occurrences"]
+            judged += result["verdict"] != "unreadable"
+            certain = certain and result["certain"]
+            if result["imports"] or not result["certain"]:
+                notes.append(note or "")
+            kept = kept if kept is not None or not result["imports"] else data
+            continue
+        data, inflated = _inflated(found.data, len(found.data))
+        scan = scan_pickle(data, max_pickles=1 if found.torch else None)
+        more_imports, more_occurrences = _collected(scan, found.name)
         imports += more_imports
         occurrences += more_occurrences
-        notes += [f"{name}: {n}" for n in other.notes]
-        certain = certain and other.complete
-    if archive.byteorder not in (None, "little"):
-        notes.append(f"byteorder {archive.byteorder}")
-    tensors = torch_manifest.tensors_of(scan, archive.storages)
+        notes += [f"{found.name}: {n}" for n in inflated + scan.notes]
+        certain = certain and scan.complete and scan.opcodes > 0
+        judged += scan.opcodes > 0
+        if found.torch:
+            if scan.complete and scan.end < len(data):
+                notes.append(f"{len(data) - scan.end:,} bytes after data.pkl's STOP (torch reads none of them)")
+            tensors = torch_manifest.tensors_of(scan, found.storages)
+            kept = data
+        elif kept is None and more_imports:
+            kept = data[: scan.end] if scan.complete else data
+    if not contents.found:
+        notes.append(f"a zip of {contents.members} member(s), none of them a pickle")
+    notes = [n for n in notes if n]
+    if len(notes) > MAX_NOTES:  # a zip of many odd members: the first notes say what kind of zip it is
+        notes = notes[:MAX_NOTES] + [f"and {len(notes) - MAX_NOTES} more notes"]
     note = "; ".join(notes) or None
-    result = scan_result(imports, rules, source.bytes_read, note, certain=certain, occurrences=occurrences,
-                         tensors=tensors)  # fmt: skip
-    return result, archive.data_pkl, note
+    readable = judged > 0 or contents.unread == 0
+    result = scan_result(imports, rules, source.bytes_read, note, certain=certain, readable=readable,
+                         occurrences=occurrences, tensors=tensors)  # fmt: skip
+    return result, _kept(kept, contents.found), note
 
 
-def _scan_plain(source: RangeSource, rules: Rules) -> Scanned:
-    return _scan_head(source, rules)
+def _scan_zip_or_pickle(source: RangeSource, rules: Rules) -> Scanned:
+    """An `.npz` that does not start as a zip: a zip after other bytes (its directory says where), or no
+    zip at all, read as a pickle (numpy.load unpickles a file that is neither zip nor .npy)."""
+    try:
+        return _scan_zip(source, rules)
+    except ZipFormatError as err:
+        return _scan_head(source, rules, notes=[f"{err}; read as a pickle instead"])
+
+
+def _kept(kept: bytes | None, found: list[Found]) -> bytes:
+    if kept is not None:
+        return kept
+    return next((f.data for f in found if f.kind == "pickle"), b"")
 
 
 def _collected(scan: PickleScan, member: str) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
@@ -118,19 +143,23 @@ def _collected(scan: PickleScan, member: str) -> tuple[list[tuple[str, str]], li
     return imports, occurrences
 
 
-def _scan_head(source: RangeSource, rules: Rules, legacy: bool = False) -> Scanned:
+def _scan_head(source: RangeSource, rules: Rules, legacy: bool = False, head: bytes = b"",
+               notes: list[str] | None = None) -> Scanned:
     """The first bytes of a pickle file (inflated when compressed), walked up to the cap: read in growing chunks
-    (64 KiB, doubling), and no further than the walk needs (bytes that are not a pickle stop it at once)."""
-    head = b""
+    (64 KiB, doubling; `head`, when given, is what was read already), and no further than the walk needs
+    (bytes that are not a pickle stop it at once). `notes` go first in the note."""
+    first = list(notes or [])
+    head = head or _read_more(source, head)
     while True:
-        head = _read_more(source, head)
         data, notes = _inflated(head, source.size)
+        notes = first + notes
         if not data:
             note = "empty file" if not head else "; ".join(notes) or "empty file"
             return scan_result([], rules, source.bytes_read, note, readable=False), b"", note
         scan = scan_pickle(data, max_pickles=LEGACY_PICKLES if legacy else None)
         if not (scan.exhausted and len(head) < min(source.size, HEAD_CAP) and len(data) < HEAD_CAP):
             break
+        head = _read_more(source, head)
     notes += scan.notes
     certain = scan.complete
     if legacy and scan.results and scan.results[0] != LEGACY_MAGIC:
@@ -173,12 +202,14 @@ def _inflated(head: bytes, size: int) -> tuple[bytes, list[str]]:
 
 
 def _scan_npy(source: RangeSource, rules: Rules) -> Scanned:
-    head = b""
+    head = _read_more(source, b"")
+    if head and head[:6] != NPY_MAGIC:  # numpy.load unpickles a file that is not .npy (with allow_pickle)
+        return _scan_head(source, rules, head=head, notes=["not a .npy file (no \\x93NUMPY magic): read as a pickle"])
     while True:
-        head = _read_more(source, head)
         scanned, more = _judge_npy(head, source.size, rules, source.bytes_read, "")
         if not (more and len(head) < min(source.size, HEAD_CAP)):
             return scanned
+        head = _read_more(source, head)
 
 
 def _judge_npy(head: bytes, size: int, rules: Rules, bytes_read: int, member: str) -> tuple[Scanned, bool]:
@@ -200,48 +231,6 @@ def _judge_npy(head: bytes, size: int, rules: Rules, bytes_read: int, member: st
     result = scan_result(imports, rules, bytes_read, note, certain=scan.complete, readable=scan.opcodes > 0,
                          occurrences=occurrences)  # fmt: skip
     return (result, head, note), scan.exhausted
-
-
-def npy_header(head: bytes) -> tuple[Any, int, str | None]:
-    """(dtype descr, where the data starts, problem) of a .npy file's first bytes."""
-    if head[:6] != NPY_MAGIC or len(head) < 10:
-        return None, 0, "not a .npy file (no \\x93NUMPY magic)"
-    major = head[6]
-    if major == 1:
-        length, start = struct.unpack_from("<H", head, 8)[0], 10
-    elif major in (2, 3) and len(head) >= 12:
-        length, start = struct.unpack_from("<I", head, 8)[0], 12
-    else:
-        return None, 0, f".npy version {major} is not read"
-    if length > NPY_HEADER_CAP or start + length > len(head):
-        return None, 0, f".npy header of {length:,} bytes is truncated or over the {NPY_HEADER_CAP:,}-byte cap"
-    try:
-        header = ast.literal_eval(head[start : start + length].decode("latin1"))
-    except (ValueError, SyntaxError, MemoryError, RecursionError) as err:
-        return None, 0, f".npy header is not a Python literal: {err}"
-    if not isinstance(header, dict) or "descr" not in header:
-        return None, 0, ".npy header has no descr"
-    return header["descr"], start + length, None
-
-
-def _scan_npz(source: RangeSource, rules: Rules) -> Scanned:
-    directory = read_directory(source)
-    imports: list[tuple[str, str]] = []
-    occurrences, notes, kept, certain = [], list(directory.notes), b"", not directory.notes
-    for entry in directory.entries:
-        if not entry.name.endswith(".npy"):
-            notes.append(f"{entry.name}: not a .npy member")
-            continue
-        head = read_entry_head(source, entry, HEAD_CAP)
-        (result, data, note), _ = _judge_npy(head, entry.size, rules, source.bytes_read, entry.name)
-        imports += [(i["module"], i["name"]) for i in result["imports"]]
-        occurrences += result["occurrences"]
-        certain = certain and result["verdict"] != "unreadable" and result["certain"]
-        if result["imports"] or not result["certain"]:
-            notes.append(note or "")
-        kept += data if result["imports"] else b""
-    note = "; ".join(n for n in notes if n) or None
-    return scan_result(imports, rules, source.bytes_read, note, certain=certain, occurrences=occurrences), kept, note
 
 
 def _scan_keras(source: RangeSource, rules: Rules) -> Scanned:

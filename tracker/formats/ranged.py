@@ -95,6 +95,31 @@ class LocalFileSource(CountedSource):
         return data
 
 
+class SliceSource:
+    """Bytes [start, start + size) of another source (a zip stored inside a zip), fetched, counted and
+    budgeted by that source."""
+
+    def __init__(self, parent: RangeSource, start: int, size: int) -> None:
+        self._parent, self._start = parent, start
+        self._size = max(0, min(size, parent.size - start))
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def bytes_read(self) -> int:
+        return self._parent.bytes_read
+
+    @property
+    def budget(self) -> int:
+        return getattr(self._parent, "budget", DEFAULT_BUDGET)
+
+    def read(self, offset: int, length: int) -> bytes:
+        check_range(self._size, offset, length)
+        return self._parent.read(self._start + offset, min(length, self._size - offset))
+
+
 def check_range(size: int, offset: int, length: int) -> None:
     """Refuse a negative length or an offset outside [0, size]."""
     if length < 0 or offset < 0 or offset > size:

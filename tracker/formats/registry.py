@@ -27,6 +27,7 @@ class ScannerSpec:
     matches: Callable[[str], bool]
     scan: Scanner
     budget: int = DEFAULT_BUDGET  # bytes a scan of one file may fetch
+    read_ahead: int | None = None  # bytes a Range fetch reads at least (None: the source's growing blocks)
 
 
 def _scan_gguf(source: RangeSource, path: str, rules: Rules) -> ScanOutput:
@@ -35,8 +36,10 @@ def _scan_gguf(source: RangeSource, path: str, rules: Rules) -> ScanOutput:
 
 SCANNERS: tuple[ScannerSpec, ...] = (
     ScannerSpec("gguf", is_gguf, _scan_gguf),
-    # a torch zip's data.pkl up to its cap, plus the central directory and the small entries around it
-    ScannerSpec("pickle", pickle_files.scans, pickle_files.scan_file_at, budget=DATA_PKL_CAP + 8 * 2**20),
+    # a torch zip's data.pkl up to its cap, plus the central directory and the small entries around it; the
+    # readers ask for exactly the records they need, so a fetch reads ahead no more than READ_AHEAD
+    ScannerSpec("pickle", pickle_files.scans, pickle_files.scan_file_at, budget=DATA_PKL_CAP + 8 * 2**20,
+                read_ahead=pickle_files.READ_AHEAD),
 )
 
 

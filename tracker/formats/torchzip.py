@@ -1,10 +1,12 @@
-"""A zip archive read by range: torch's checkpoint format, and the zips `.npz` and `.keras` files are.
+"""A zip archive read by range: torch's checkpoint format, the zips `.npz` and `.keras` files are, and any zip under a weight file's name.
 
-Only the end of the file (the end-of-central-directory record, ZIP64 too), the central directory and the
-entries asked for are fetched: for a torch checkpoint that is `<prefix>/data.pkl`, `byteorder` and
-`version`, never the storages under `data/`. Every count, offset and size is checked against the file
-before anything is allocated; a zip that is truncated, whose entries overlap, that is encrypted or
-claims absurd counts raises `ZipFormatError` with a sentence saying which.
+Only the end of the file (the end-of-central-directory record, ZIP64 too), the central directory wherever
+it lies and the entries asked for are fetched (zip_members.py asks for each member's first bytes and its
+pickles, never a torch checkpoint's storages under `data/`). Every count, offset and size is checked
+against the file before anything is allocated; a zip that is truncated, whose entries or directory
+overlap, or that claims absurd counts raises `ZipFormatError` with a sentence saying which. Oddities a
+loader reads past (encryption flags, a local header that disagrees with the directory, a name given twice)
+are notes, and the bytes are read as they are.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ ZIP64_EOCD = b"PK\x06\x06"
 CENTRAL = b"PK\x01\x02"
 LOCAL = b"PK\x03\x04"
 TAIL_SEARCH = 65_535 + 22  # the longest comment plus the record itself
+TAIL_FIRST = 8192  # the first read from the end: the end records and a directory of some 80 entries
+ENCRYPTED = 0x0001 | 0x0040  # traditional and strong encryption flags
 MAX_ENTRIES = 200_000
 MAX_CENTRAL_BYTES = 32 * 2**20
 DATA_PKL_CAP = 32 * 2**20
-SMALL_ENTRY_CAP = 4096
 LOCAL_EXTRA_GUESS = 128  # torch pads local headers to 64-byte alignment with an extra field
 STORED, DEFLATED = 0, 8
 DATA_PKL = re.compile(r"(?P<prefix>[^/]+)/data\.pkl")
@@ -46,6 +49,7 @@ class ZipEntry:
     compressed_size: int
     size: int
     local_offset: int
+    crc: int = 0
 
 
 @dataclass
@@ -55,41 +59,37 @@ class ZipDirectory:
     entries: list[ZipEntry]
     central_offset: int
     notes: list[str] = field(default_factory=list)
+    cd_size: int = 0
+    end_offset: int = 0  # where the end records start (the ZIP64 one when there is one)
+    shift: int = 0  # bytes before the zip when it was appended to others (its offsets count from its start)
 
     def named(self, name: str) -> list[ZipEntry]:
         return [e for e in self.entries if e.name == name]
 
 
-@dataclass
-class TorchArchive:
-    """What a torch zip checkpoint holds besides its weights."""
-
-    prefix: str
-    data_pkl: bytes
-    data_pkl_offset: int
-    storages: dict[str, int]  # storage key -> bytes, from the entries' uncompressed sizes
-    byteorder: str | None
-    version: str | None
-    other_pickles: dict[str, bytes]  # any further *.pkl entry (a second data.pkl, constants.pkl ...)
-    notes: list[str]
-
-
 def read_directory(source: RangeSource) -> ZipDirectory:
-    """The central directory of the zip `source` holds, from its end records."""
+    """The central directory of the zip `source` holds, from its end records: the last TAIL_FIRST bytes
+    first (the end records and a small directory), back to the longest comment only when the end record
+    is not among them, then whatever part of the directory (wherever it lies) they do not hold."""
     size = source.size
     if size < 22:
         raise ZipFormatError(f"not a zip: {size} bytes is shorter than an end-of-central-directory record")
-    tail_start = max(0, size - TAIL_SEARCH)
+    tail_start = max(0, size - TAIL_FIRST)
     tail = source.read(tail_start, size - tail_start)
     at = _find_eocd(tail)
+    if at < 0 and tail_start > 0:
+        more = max(0, size - TAIL_SEARCH)
+        tail, tail_start = source.read(more, tail_start - more) + tail, more
+        at = _find_eocd(tail)
     if at < 0:
         raise ZipFormatError("not a zip: no end-of-central-directory record in the last 64 KiB")
     eocd_offset = tail_start + at
     (_, disk, cd_disk, _, count, cd_size, cd_offset, _) = struct.unpack_from("<4sHHHHIIH", tail, at)
     if disk or cd_disk:
         raise ZipFormatError("multi-disk zips are not read")
-    if at >= 20 and tail[at - 20 : at - 16] == ZIP64_LOCATOR:
-        count, cd_size, cd_offset, eocd_offset = _zip64_end(source, tail, tail_start, at - 20)
+    if eocd_offset >= 20 and _bytes_at(source, tail, tail_start, eocd_offset - 20, 4) == ZIP64_LOCATOR:
+        locator = _bytes_at(source, tail, tail_start, eocd_offset - 20, 20)
+        count, cd_size, cd_offset, eocd_offset = _zip64_end(source, tail, tail_start, locator, eocd_offset - 20)
     elif 0xFFFFFFFF in (cd_size, cd_offset) or count == 0xFFFF:
         raise ZipFormatError("the end record defers to a ZIP64 record, but there is no ZIP64 locator")
     if cd_offset + cd_size > eocd_offset:
@@ -100,13 +100,37 @@ def read_directory(source: RangeSource) -> ZipDirectory:
         raise ZipFormatError(f"{count:,} entries cannot fit in a {cd_size:,}-byte central directory (or pass {MAX_ENTRIES:,})")
     if cd_size > MAX_CENTRAL_BYTES:
         raise ZipFormatError(f"the central directory is {cd_size:,} bytes, over the {MAX_CENTRAL_BYTES:,}-byte cap")
-    if cd_offset >= tail_start:
-        central = tail[cd_offset - tail_start : cd_offset - tail_start + cd_size]
+    central = _bytes_at(source, tail, tail_start, cd_offset, cd_size)
+    shift = eocd_offset - cd_offset - cd_size
+    if central[:4] != CENTRAL and count and shift > 0:
+        # zipfile's reading of a zip appended to other bytes: every offset counts from where the zip starts
+        shifted = _bytes_at(source, tail, tail_start, cd_offset + shift, cd_size)
+        if shifted[:4] == CENTRAL:
+            central, cd_offset = shifted, cd_offset + shift
+        else:
+            shift = 0
     else:
-        central = source.read(cd_offset, cd_size)
-    directory = ZipDirectory(_parse_central(central, count), cd_offset)
+        shift = 0
+    entries = [_moved(e, shift) for e in _parse_central(central, count)]
+    directory = ZipDirectory(entries, cd_offset, cd_size=cd_size, end_offset=eocd_offset, shift=shift)
     _check_layout(directory)
     return directory
+
+
+def _moved(entry: ZipEntry, shift: int) -> ZipEntry:
+    if not shift:
+        return entry
+    return ZipEntry(entry.name, entry.method, entry.flags, entry.compressed_size, entry.size, entry.local_offset + shift,
+                    entry.crc)  # fmt: skip
+
+
+def _bytes_at(source: RangeSource, tail: bytes, tail_start: int, offset: int, length: int) -> bytes:
+    """Bytes [offset, offset + length): from the tail already read where it holds them, the rest read."""
+    stop = offset + length
+    if offset >= tail_start:
+        return tail[offset - tail_start : stop - tail_start]
+    before = source.read(offset, min(stop, tail_start) - offset)
+    return before + (tail[: stop - tail_start] if stop > tail_start else b"")
 
 
 def _find_eocd(tail: bytes) -> int:
@@ -119,17 +143,15 @@ def _find_eocd(tail: bytes) -> int:
     return -1
 
 
-def _zip64_end(source: RangeSource, tail: bytes, tail_start: int, locator: int) -> tuple[int, int, int, int]:
+def _zip64_end(source: RangeSource, tail: bytes, tail_start: int, locator: bytes,
+               locator_offset: int) -> tuple[int, int, int, int]:
     """(count, central size, central offset, record offset) from the ZIP64 locator and end record."""
-    _, disk, record_offset, disks = struct.unpack_from("<4sIQI", tail, locator)
+    _, disk, record_offset, disks = struct.unpack_from("<4sIQI", locator)
     if disk or disks > 1:
         raise ZipFormatError("multi-disk ZIP64 zips are not read")
-    if record_offset + 56 > tail_start + locator:
+    if record_offset + 56 > locator_offset:
         raise ZipFormatError(f"the ZIP64 end record offset {record_offset:,} is past its locator")
-    if record_offset >= tail_start:
-        record = tail[record_offset - tail_start : record_offset - tail_start + 56]
-    else:
-        record = source.read(record_offset, 56)
+    record = _bytes_at(source, tail, tail_start, record_offset, 56)
     if len(record) < 56 or record[:4] != ZIP64_EOCD:
         raise ZipFormatError(f"no ZIP64 end record at {record_offset:,}")
     count, total, cd_size, cd_offset = struct.unpack_from("<QQQQ", record, 24)
@@ -143,8 +165,8 @@ def _parse_central(central: bytes, count: int) -> list[ZipEntry]:
     for index in range(count):
         if central[at : at + 4] != CENTRAL or at + 46 > len(central):
             raise ZipFormatError(f"central directory record {index} is missing or truncated (at +{at:,})")
-        (flags, method, csize, usize, name_len, extra_len, comment_len, local) = struct.unpack_from(
-            "<8xHH8xIIHHH8xI", central, at
+        (flags, method, crc, csize, usize, name_len, extra_len, comment_len, local) = struct.unpack_from(
+            "<8xHH4xIIIHHH8xI", central, at
         )
         end = at + 46 + name_len + extra_len + comment_len
         if end > len(central):
@@ -152,7 +174,7 @@ def _parse_central(central: bytes, count: int) -> list[ZipEntry]:
         name = central[at + 46 : at + 46 + name_len].decode("utf-8", "replace")
         extra = central[at + 46 + name_len : at + 46 + name_len + extra_len]
         usize, csize, local = _zip64_sizes(extra, usize, csize, local, name)
-        entries.append(ZipEntry(name, method, flags, csize, usize, local))
+        entries.append(ZipEntry(name, method, flags, csize, usize, local, crc))
         at = end
     return entries
 
@@ -179,17 +201,24 @@ def _zip64_sizes(extra: bytes, usize: int, csize: int, local: int, name: str) ->
 
 
 def _check_layout(directory: ZipDirectory) -> None:
-    """Entries must lie before the central directory, one after another: no overlap, no encryption."""
-    spans = sorted(directory.entries, key=lambda e: e.local_offset)
-    for entry in spans:
-        if entry.flags & 1:
-            raise ZipFormatError(f"{entry.name} is encrypted")
-    for entry, following in zip(spans, [*spans[1:], None], strict=True):
-        end = entry.local_offset + 30 + len(entry.name.encode()) + entry.compressed_size
-        limit = following.local_offset if following else directory.central_offset
-        if end > limit:
-            what = f"the next entry ({following.name}) at {limit:,}" if following else f"the central directory at {limit:,}"
-            raise ZipFormatError(f"{entry.name} ({entry.compressed_size:,} bytes at {entry.local_offset:,}) overlaps {what}")
+    """Entries and the central directory (which may lie anywhere before the end records) must not overlap;
+    an entry that claims encryption is noted (its bytes are read as they are: a pickle stored plainly under
+    that flag is still a pickle some loader reads), as is a name given twice."""
+    for entry in directory.entries:
+        if entry.flags & ENCRYPTED:
+            directory.notes.append(f"{entry.name} claims encryption (flags {entry.flags:#06x}): read as it is")
+    spans = sorted([(e.local_offset, e.local_offset + 30 + len(e.name.encode()) + e.compressed_size, e.name)
+                    for e in directory.entries]
+                   + [(directory.central_offset, directory.central_offset + directory.cd_size, None)])  # fmt: skip
+    limit = directory.end_offset or max(end for _, end, _ in spans)
+    for (start, end, name), following in zip(spans, [*spans[1:], None], strict=True):
+        what = f"{name} ({end - start:,} bytes at {start:,})" if name else f"the central directory at {start:,}"
+        if following is not None and end > following[0]:
+            other = f"the next entry ({following[2]}) at {following[0]:,}" if following[2] else \
+                f"the central directory at {following[0]:,}"
+            raise ZipFormatError(f"{what} overlaps {other}")
+        if following is None and end > limit:
+            raise ZipFormatError(f"{what} overlaps the end records at {limit:,}")
     if len({e.name for e in directory.entries}) != len(directory.entries):
         directory.notes.append("the zip names an entry twice")
 
@@ -211,13 +240,26 @@ def read_entry(source: RangeSource, entry: ZipEntry, cap: int, notes: list[str] 
     return data, start
 
 
-def read_entry_head(source: RangeSource, entry: ZipEntry, limit: int) -> bytes:
-    """The first `limit` uncompressed bytes of an entry (all of it when shorter): a member's header."""
+def read_entry_head(source: RangeSource, entry: ZipEntry, limit: int,
+                    notes: list[str] | None = None) -> tuple[bytes, int]:
+    """The first `limit` uncompressed bytes of an entry (all of it when shorter: a member's header, or the
+    first bytes that say what it is) and where its data starts. A deflated entry is read in growing chunks
+    (4 KiB, doubling) until they inflate to `limit` bytes, never far past what that needs."""
     if entry.method == STORED:
-        return _read_local(source, entry, min(entry.size, limit))[0]
-    data = _read_local(source, entry, min(entry.compressed_size, limit + 65_536))[0]
+        return _read_local(source, entry, min(entry.size, limit), notes)
+    chunk = min(entry.compressed_size, max(4096, limit // 4))
+    data, start = _read_local(source, entry, chunk, notes)
+    inflater, out, taken = zlib.decompressobj(-15), bytearray(), len(data)
     try:
-        return zlib.decompressobj(-15).decompress(data, limit)
+        while True:
+            out += inflater.decompress(data, limit - len(out))
+            if len(out) >= limit or taken >= entry.compressed_size or inflater.eof:
+                return bytes(out), start
+            more = source.read(start + taken, min(entry.compressed_size - taken, 2 * taken))
+            if not more:
+                return bytes(out), start
+            taken += len(more)
+            data = inflater.unconsumed_tail + more
     except zlib.error as err:
         raise ZipFormatError(f"{entry.name} does not inflate: {err}") from err
 
@@ -228,16 +270,23 @@ def _read_local(source: RangeSource, entry: ZipEntry, want: int, notes: list[str
     file is noted: loaders go by the central directory, so the data is read all the same."""
     if entry.method not in (STORED, DEFLATED):
         raise ZipFormatError(f"{entry.name} uses compression method {entry.method}, which is not read")
-    if entry.method == STORED and entry.compressed_size != entry.size:
+    encrypted_header = 12 if entry.flags & 1 else 0  # traditional encryption prefixes 12 bytes
+    if entry.method == STORED and entry.compressed_size not in (entry.size, entry.size + encrypted_header):
         raise ZipFormatError(f"{entry.name} is stored but its sizes differ ({entry.compressed_size:,} != {entry.size:,})")
     guess = 30 + len(entry.name.encode()) + LOCAL_EXTRA_GUESS
     block = source.read(entry.local_offset, guess + want)
     if len(block) < 30 or block[:4] != LOCAL:
         raise ZipFormatError(f"{entry.name}: no local header at {entry.local_offset:,}")
+    flags, method = struct.unpack_from("<HH", block, 6)
     name_len, extra_len = struct.unpack_from("<HH", block, 26)
     name = block[30 : 30 + name_len].decode("utf-8", "replace")
     if name != entry.name and notes is not None:
         notes.append(f"the local header at {entry.local_offset:,} names {name!r}, the central directory {entry.name!r}")
+    if method != entry.method and notes is not None:
+        notes.append(f"{entry.name}: the local header says compression method {method}, the central directory "
+                     f"{entry.method} (read as the directory says)")  # fmt: skip
+    if (flags ^ entry.flags) & ENCRYPTED and notes is not None:
+        notes.append(f"{entry.name}: the local header's encryption flags ({flags:#06x}) differ from the directory's")
     skip = 30 + name_len + extra_len
     start = entry.local_offset + skip
     if skip + want <= len(block) or len(block) < guess + want:
@@ -253,45 +302,3 @@ def _inflate(entry: ZipEntry, data: bytes, cap: int) -> bytes:
     if len(out) > cap:
         raise ZipFormatError(f"{entry.name} inflates past the {cap:,}-byte cap")
     return out
-
-
-def read_torch_archive(source: RangeSource, pkl_cap: int = DATA_PKL_CAP) -> TorchArchive:
-    """The data.pkl of a torch checkpoint and what describes its storages, without the storages."""
-    directory = read_directory(source)
-    pickles = [e for e in directory.entries if DATA_PKL.fullmatch(e.name)]
-    if not pickles:
-        raise ZipFormatError("a zip, but not a torch checkpoint: no <prefix>/data.pkl entry")
-    # torch opens the prefix of the first entry; a second data.pkl is scanned too, never ignored
-    first_prefix = directory.entries[0].name.split("/", 1)[0]
-    primary = next((e for e in pickles if e.name == f"{first_prefix}/data.pkl"), pickles[0])
-    prefix = primary.name.split("/", 1)[0]
-    notes = list(directory.notes)
-    data_pkl, data_offset = read_entry(source, primary, pkl_cap, notes)
-    others: dict[str, bytes] = {}
-    for entry in directory.entries:
-        if entry is not primary and entry.name.endswith(".pkl"):
-            others[f"{entry.name}@{entry.local_offset}"] = read_entry(source, entry, pkl_cap, notes)[0]
-    if len(pickles) > 1:
-        notes.append(f"{len(pickles)} data.pkl entries: {', '.join(e.name for e in pickles)}")
-    storages = {}
-    for entry in directory.entries:
-        match = STORAGE.fullmatch(entry.name)
-        if match and match["prefix"] == prefix:
-            storages[match["key"]] = entry.size
-    return TorchArchive(
-        prefix=prefix,
-        data_pkl=data_pkl,
-        data_pkl_offset=data_offset,
-        storages=storages,
-        byteorder=_small_text(source, directory, f"{prefix}/byteorder"),
-        version=_small_text(source, directory, f"{prefix}/version") or _small_text(source, directory, f"{prefix}/.data/version"),
-        other_pickles=others,
-        notes=notes,
-    )
-
-
-def _small_text(source: RangeSource, directory: ZipDirectory, name: str) -> str | None:
-    found = directory.named(name)
-    if not found:
-        return None
-    return read_entry(source, found[0], SMALL_ENTRY_CAP)[0].decode("utf-8", "replace").strip()

@@ -227,6 +227,14 @@ class HubClient:
         return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified,
                         repo_id=info.id, uid=uid if isinstance(uid, str) else None)
 
+    def check_file_access(self, repo_id: str, sha: str, path: str = "config.json") -> None:
+        """Whether this token may read the repo's files (a gated repo's are refused until access is granted): one
+        read of one byte of `path`. Raises RepoGated when refused; a file the repo lacks says nothing against it."""
+        try:
+            self.download(repo_id, sha, path, max_bytes=1)
+        except MissingFile:
+            pass
+
     def list_models_by_modification(self, author: str | None = None) -> Iterator[ListedModel]:
         """Models, most recently modified first (all of `author`'s when named), with their commit.
 
@@ -339,14 +347,16 @@ class HubClient:
             _translate(err, repo_id, what)
 
     def open_range(self, repo_id: str, sha: str, path: str, size: int, budget: int = DEFAULT_BUDGET,
-                   first_block: int | None = None) -> HubRangeSource:
+                   first_block: int | None = None, max_block: int | None = None) -> HubRangeSource:
         """The file at the commit as a RangeSource: its bytes fetched on demand by HTTP Range (`resolve`),
-        read ahead in growing blocks (the first `first_block` bytes long, default 1 MiB), never more than
-        `budget` bytes in all. Requests go through the library's HTTP session (token, request budget
-        hooks); Hub errors are ours (`_translate`)."""
+        read ahead in growing blocks (the first `first_block` bytes long, default 1 MiB, doubling up to
+        `max_block`, default 4 MiB), never more than `budget` bytes in all. A reader that asks for exactly
+        what it needs (a zip's records) passes small blocks. Requests go through the library's HTTP session
+        (token, request budget hooks); Hub errors are ours (`_translate`)."""
         url = hf_hub_url(repo_id, path, revision=sha, endpoint=self.endpoint)
         return HubRangeSource(url, size, budget, lambda: build_hf_headers(token=self._token),
-                              f"{repo_id}: {path} at {sha[:12]}", repo_id, self.timeout_s, first_block or FIRST_BLOCK)
+                              f"{repo_id}: {path} at {sha[:12]}", repo_id, self.timeout_s, first_block or FIRST_BLOCK,
+                              max_block or MAX_BLOCK)
 
     def safetensors_manifest(self, repo_id: str, sha: str, path: str) -> WeightManifest:
         """A safetensors file's header, read by HTTP Range; a malformed header is a manifest error."""
@@ -371,16 +381,17 @@ MAX_BLOCK = 4 * 2**20  # a header past it costs one request per 4 MiB; the overs
 
 class HubRangeSource(CountedSource):
     """A Hub file read by HTTP Range (see `HubClient.open_range`). Fetched bytes are kept as segments; a read
-    they do not cover fetches from its offset a block at least as long as asked (1 MiB, doubling). A server
+    they do not cover fetches from its offset a block at least as long as asked (`first_block`, doubling up
+    to `max_block`), and never into bytes already held. A server
     that ignores Range (200 with the whole body) is streamed from the start and cut once the bytes asked
     for, or the budget, are reached: the bytes before the offset count as read too."""
 
     def __init__(self, url: str, size: int, budget: int, headers: Any, what: str, repo_id: str, timeout_s: float,
-                 first_block: int = 0) -> None:
+                 first_block: int = FIRST_BLOCK, max_block: int = MAX_BLOCK) -> None:
         super().__init__(size, budget)
         self.url = url
         self._headers, self._what, self._repo_id, self._timeout_s = headers, what, repo_id, timeout_s
-        self._block = max(first_block, FIRST_BLOCK)
+        self._block, self._max_block = max(first_block, 1), max(max_block, 1)
         self._segments: list[tuple[int, bytes]] = []  # (offset, bytes), sorted, not overlapping
         self.requests = 0
 
@@ -411,7 +422,7 @@ class HubRangeSource(CountedSource):
             raise OverBudget(self._read + needed, self.budget)
         nxt = min((s for s, _ in self._segments if s > at), default=self._size)
         want = min(max(needed, self._block), left, nxt - at)
-        self._block = min(self._block * 2, MAX_BLOCK)
+        self._block = min(self._block * 2, self._max_block)
         data = self._get(at, want)
         if len(data) < min(needed, want):
             raise RangeError(f"{self._what}: the server sent {len(data):,} bytes at {at:,}, {needed:,} were asked")

@@ -1,5 +1,6 @@
-"""Pinned model revisions found in a source tree: Python read with `ast` (never imported or run), and
-`--revision` / `revision:` beside a model id in shell scripts, YAML, TOML and Dockerfiles.
+"""Pinned model revisions found in a source tree: Python read with `ast` (never imported or run), YAML
+deployment files read as YAML (`tracker.pins.yaml_scan`), and `--revision` / `revision:` beside a model id
+in shell scripts, TOML and Dockerfiles.
 
 A tree someone else laid out is hostile input: the walk never follows a symlinked directory (no loops, no
 way out of the tree), skips `.git`, `node_modules` and virtual environments, reads only regular files of
@@ -14,13 +15,14 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.kinds import is_branch_name, is_repo_id
 from tracker.errors import BadInput
-from tracker.formats.local_files import clipped, decode_utf8, quoted, read_regular_file
-from tracker.pins.cache import SHA_RE
+from tracker.formats.local_files import clipped, decode_utf8, read_regular_file
+from tracker.pins.pin_forms import FLAG_GROUPS, CodePin, CodeScan, looks_like_repo
+from tracker.pins.yaml_scan import YAML_SUFFIXES, scan_yaml
+
+__all__ = ["MAX_FILE_BYTES", "CodePin", "CodeScan", "scan_tree"]
 
 MAX_FILE_BYTES = 1024 * 1024  # source files larger than this are generated or data: named, not read
 MAX_ENTRIES = 1_000_000  # directory entries visited before the walk stops (and says so)
@@ -37,78 +39,27 @@ MODEL_CALLS = frozenset({"from_pretrained", "snapshot_download", "hf_hub_downloa
                          "hf_hub_url", "list_repo_files", "model_info", "SentenceTransformer", "LLM"})
 REPO_KEYWORDS = ("repo_id", "pretrained_model_name_or_path", "model", "model_name_or_path", "model_id")
 NOT_MODEL_REPO_TYPES = frozenset({"dataset", "space"})
-HEX_RE = re.compile(r"^[0-9a-fA-F]{4,40}$")
 _QUICK = re.compile("|".join(sorted(MODEL_CALLS)))  # a .py file naming none of them is not parsed
+
+def _alternatives(flags: frozenset[str]) -> str:
+    """A regex alternation of `flags`, longest first (`--model-id` before `--model`), each ending at a word's end."""
+    return "|".join(re.escape(f) + r"(?![\w-])" for f in sorted(flags, key=len, reverse=True))
+
 
 # Text forms: a model mention (`--model org/name`, `--model-id`, `vllm serve org/name`, `model: org/name`,
 # `model_id = "org/name"`, `huggingface-cli download org/name`) and a revision (`--revision sha`,
 # `revision: sha`, `revision = "sha"`, `"--revision", "sha"` in a compose list).
 _SEP = r"""["']?[ \t]*(?:[=:,][ \t]*|[ \t]+)["']?"""  # within a line: `model:` above a block names nothing
+_MODEL_FLAGS, _REVISION_FLAGS = FLAG_GROUPS[0]  # the serving runtimes' spellings, shared with the YAML reader
 MODEL_TEXT_RE = re.compile(
-    r"(?:(?<![\w-])--model(?:[-_](?:id|name))?|(?<![\w-])(?:model|model_id|model_name|repo_id|model_name_or_path)"
+    r"(?:(?<![\w-])(?:" + _alternatives(_MODEL_FLAGS) + r")"
+    r"|(?<![\w-])(?:model|model_id|model_name|repo_id|model_name_or_path)"
     r"|\bvllm\s+serve|\b(?:huggingface-cli|hf)\s+download)" + _SEP + r"(?P<value>[^\s\"',\]\}#]+)"
 )
-REVISION_TEXT_RE = re.compile(r"(?:(?<![\w-])--revision|(?<![\w-])revision)" + _SEP + r"(?P<value>[^\s\"',\]\}#]+)")
-_REPO_SHAPED = re.compile(r"[^/\s]+/+[^/\s]+")  # org/name, and typos of it such as org//name
+REVISION_TEXT_RE = re.compile(
+    r"(?:(?<![\w-])(?:" + _alternatives(_REVISION_FLAGS) + r")|(?<![\w-])revision)" + _SEP + r"(?P<value>[^\s\"',\]\}#]+)"
+)
 PAIR_LINES = 3  # a revision belongs to the nearest model mention at most this many lines away
-
-
-@dataclass(frozen=True)
-class CodePin:
-    """A model a file names. `revision` is what it pins (None: unpinned); `sha` the 40-hex commit when that
-    is what it pins, else `branch` the branch or tag it follows. `start`/`end`: the revision's characters
-    in the file's text, for `--write`."""
-
-    path: str
-    line: int
-    repo_id: str
-    revision: str | None = None
-    sha: str | None = None
-    branch: str | None = None
-    start: int | None = None
-    end: int | None = None
-
-    @property
-    def location(self) -> str:
-        return f"{self.path}:{self.line}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {"path": self.path, "line": self.line, "repo_id": self.repo_id, "revision": self.revision,
-                "sha": self.sha, "branch": self.branch}
-
-
-@dataclass
-class CodeScan:
-    """What a tree pins: `pins` by sha, `branch_pins` following a branch or tag, `unpinned` uses, and
-    `problems` (a location and what is wrong) and `skipped` files (a path and why)."""
-
-    root: Path
-    pins: list[CodePin] = field(default_factory=list)
-    branch_pins: list[CodePin] = field(default_factory=list)
-    unpinned: list[CodePin] = field(default_factory=list)
-    problems: list[tuple[str, str]] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    files_read: int = 0
-
-    def add(self, pin: CodePin) -> None:
-        """File `pin` by what it pins, or as a problem naming what cannot be checked."""
-        if not is_repo_id(pin.repo_id):
-            self.problems.append((pin.location, f"{quoted(pin.repo_id)} is not a Hub repo id (org/name)"))
-        elif pin.revision is None:
-            self.unpinned.append(pin)
-        elif SHA_RE.match(pin.revision):
-            self.pins.append(CodePin(pin.path, pin.line, pin.repo_id, pin.revision, pin.revision, None, pin.start, pin.end))
-        elif HEX_RE.match(pin.revision) and pin.revision.lower() == pin.revision and len(pin.revision) < 40:
-            self._problem(pin, "is a short sha: pin the full 40-hex commit")
-        elif HEX_RE.match(pin.revision) and len(pin.revision) == 40:
-            self._problem(pin, "is an uppercase sha: the Hub's are lowercase")
-        elif is_branch_name(pin.revision):
-            self.branch_pins.append(CodePin(pin.path, pin.line, pin.repo_id, pin.revision, None, pin.revision, pin.start, pin.end))
-        else:
-            self._problem(pin, "is neither a commit sha nor a branch name")
-
-    def _problem(self, pin: CodePin, what: str) -> None:
-        self.problems.append((pin.location, f"{pin.repo_id}: revision {quoted(pin.revision)} {what}"))
 
 
 def scan_tree(root: Path) -> CodeScan:
@@ -155,8 +106,11 @@ def _scan_file(scan: CodeScan, path: Path, shown: str, root: Path) -> None:
         scan.skipped.append((shown, str(err)))
         return
     scan.files_read += 1
-    if os.path.splitext(path.name.lower())[1] in PYTHON_SUFFIXES:
+    suffix = os.path.splitext(path.name.lower())[1]
+    if suffix in PYTHON_SUFFIXES:
         _scan_python(scan, text, shown)
+    elif suffix in YAML_SUFFIXES:
+        scan_yaml(scan, text, shown)
     else:
         _scan_text(scan, text, shown)
 
@@ -200,7 +154,7 @@ def _python_pin(call: ast.Call, shown: str, text: str, starts: list[int]) -> Cod
     positional = call.args[1:] if _call_name(call.func) == "pipeline" else call.args  # pipeline(task, model)
     repo_node = next((keywords[k] for k in REPO_KEYWORDS if k in keywords), positional[0] if positional else None)
     repo = repo_node.value if isinstance(repo_node, ast.Constant) and isinstance(repo_node.value, str) else None
-    if repo is None or not _looks_like_repo(repo):
+    if repo is None or not looks_like_repo(repo):
         return None
     revision_node = keywords.get("revision")
     if revision_node is None or (isinstance(revision_node, ast.Constant) and revision_node.value is None):
@@ -210,11 +164,6 @@ def _python_pin(call: ast.Call, shown: str, text: str, starts: list[int]) -> Cod
     revision = revision_node.value
     start, end = _literal_span(text, starts, revision_node, revision)
     return CodePin(shown, revision_node.lineno, repo, revision, start=start, end=end)
-
-
-def _looks_like_repo(value: str) -> bool:
-    """Whether a string is meant as `org/name` (malformed ones included), not a local path or a bare name."""
-    return _REPO_SHAPED.fullmatch(value) is not None and not value.startswith((".", "~", "$")) and len(value) <= 300
 
 
 def _line_starts(text: str) -> list[int]:
@@ -240,12 +189,12 @@ def _literal_span(text: str, starts: list[int], node: ast.expr, value: str) -> t
     return offset, offset + len(value)
 
 
-# -- shell, YAML, TOML, Dockerfiles ---------------------------------------------------------------
+# -- shell, TOML, Dockerfiles ---------------------------------------------------------------
 
 
 def _scan_text(scan: CodeScan, text: str, shown: str) -> None:
     starts = _line_starts(text)
-    models = [(m, _line_of(starts, m.start("value"))) for m in MODEL_TEXT_RE.finditer(text) if _looks_like_repo(_clean(m["value"]))]
+    models = [(m, _line_of(starts, m.start("value"))) for m in MODEL_TEXT_RE.finditer(text) if looks_like_repo(_clean(m["value"]))]
     revisions = [(m, _line_of(starts, m.start("value"))) for m in REVISION_TEXT_RE.finditer(text)]
     paired: set[int] = set()
     for rev, rev_line in revisions:

@@ -7,12 +7,15 @@ changed since the scan is left as it is and named.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from tracker.errors import BadInput
 from tracker.formats.local_files import decode_utf8, read_regular_file, replace_file
 from tracker.pins.code_scan import MAX_FILE_BYTES, CodePin
+
+_NUMBER_SHAPED = re.compile(r"[0-9]+(?:[eE][0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,14 @@ def write_moves(root: Path, moves: list[Move]) -> tuple[list[Move], list[tuple[s
             else:
                 edits.append(move)
         for move in sorted(edits, key=lambda m: m.pin.start or 0, reverse=True):
-            text = text[: move.pin.start] + move.new_sha + text[move.pin.end:]
+            text = text[: move.pin.start] + _spelled(move) + text[move.pin.end:]
         if edits:
             replace_file(path, text.encode("utf-8"), what="source file", mode=os.stat(path).st_mode)
             done += edits
     return done, left
+
+
+def _spelled(move: Move) -> str:
+    """The new sha as written: quoted where it replaces a plain YAML scalar and YAML would read it as a number
+    (digits only, or digits around one `e`: an integer, or a float to YAML 1.2 readers)."""
+    return f'"{move.new_sha}"' if move.pin.yaml_plain and _NUMBER_SHAPED.fullmatch(move.new_sha) else move.new_sha

@@ -20,7 +20,8 @@ MEMORY_KIND = "estimate"
 MAX_LINES_PER_KIND = 10
 STATUS_WORDS = {
     "up_to_date": "up to date", "behind": "behind", "rewritten": "history rewritten", "not_in_history": "older than stored history",
-    "gone": "gone upstream", "gated": "gated", "unavailable": "could not be checked",
+    "gone": "gone upstream", "gated": "gated", "unavailable": "could not be checked", "disabled": "disabled by the Hub",
+    "branch_missing": "branch gone upstream", "moved": "renamed upstream",
 }
 ICONS = {"critical": "🔴", "warning": "🟠", "notice": "🔵", "info": "⚪"}
 
@@ -46,6 +47,8 @@ def _section(report: ModelReport, hub_url: str, public_url: str, where: list[str
     status = STATUS_WORDS.get(report.status, report.status)
     if report.status == "behind":
         status = f"{report.commits_behind} commit(s) behind"
+    elif report.status == "moved":
+        status = f"renamed upstream to `{_code(str(report.moved_to))}`, {report.commits_behind} commit(s) behind"
     icon = ICONS.get(report.max_severity or "", "✅" if report.status == "up_to_date" else "⚠️")
     lines = [f"### {icon} `{pin.repo_id}@{_code(pin.branch)}`: {status}", ""]
     head = report.head_sha or pin.sha
@@ -55,6 +58,8 @@ def _section(report: ModelReport, hub_url: str, public_url: str, where: list[str
         lines.append("- pinned at " + ", ".join(f"`{_code(w)}`" for w in where[:10]) + more)
     if report.message:
         lines.append(f"- {_text(report.message)}")
+    if report.advice:
+        lines.append(f"- what to do: {_text(report.advice)}")
     summary = report.summary()
     if summary:
         lines += ["", "| kind | " + " | ".join(sorted(SEVERITY_RANK, key=SEVERITY_RANK.__getitem__, reverse=True)) + " |",

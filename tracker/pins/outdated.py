@@ -9,7 +9,7 @@ unchanged repo costs one head check, a stored one nothing more.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from storage.errors import WatchExists
@@ -17,7 +17,7 @@ from storage.front import Storage
 from storage.kinds import ADVISORY_PUBLISHED, SEVERITY_RANK
 from storage.models import Revision, Watch
 from tracker.errors import HubError, RepoDisabled, RepoGated, RepoGone, RevisionNotFound
-from tracker.hub.client import HubClient
+from tracker.hub.client import HubClient, RepoHead
 from tracker.pins.cache import Pin
 from tracker.pipeline.ingest import Ingestor
 
@@ -73,10 +73,25 @@ def behaviour_since(store: Storage, repo_id: str, pinned_sha: str, head_sha: str
     return found
 
 
+# The statuses that are the repo's state on the Hub (tracker/pipeline/repo_state.py): each says what to do, and
+# `outdated` exits 3 for them when nothing else failed.
+STATE_STATUSES = ("gone", "disabled", "gated", "branch_missing", "moved")
+# What to do about a pin whose repo is in each state.
+PIN_ADVICE = {
+    "gone": "the pinned revision cannot be fetched: if the repo was made private, set the token variable to a token "
+            "with access; if it was deleted, replace the model (a copy you keep, or another repo)",
+    "disabled": "the Hub disabled the repo: the pinned revision cannot be fetched until it restores it; replace the model",
+    "gated": "request access on the repo's Hub page and set the token variable to a token that was granted it",
+    "branch_missing": "the pin's branch no longer exists: pin another branch of the repo",
+}
+
+
 @dataclass
 class ModelReport:
-    """Where one pin stands. `status`: up_to_date | behind | rewritten | not_in_history | gone | gated |
-    unavailable. `lineage`: for a followed derivative, the base changes its pinned copy misses."""
+    """Where one pin stands. `status`: up_to_date | behind | rewritten | not_in_history | gone | disabled | gated |
+    branch_missing | moved | unavailable. `moved`: the repo was renamed on the Hub to `moved_to`; it is compared
+    under that name (commits behind and changes as for `behind`). `lineage`: for a followed derivative, the base
+    changes its pinned copy misses."""
 
     pin: Pin
     status: str
@@ -85,11 +100,28 @@ class ModelReport:
     changes: list[SinceChange] = field(default_factory=list)
     message: str | None = None
     lineage: BaseComparison | None = None
+    moved_to: str | None = None
 
     @property
     def checked(self) -> bool:
-        """Whether upstream could be compared at all (the repo answered)."""
-        return self.status not in ("gone", "gated", "unavailable")
+        """Whether upstream could be compared at all (the repo answered as itself, or under its new name; a gated
+        one by what stays readable, `commits_behind` then known)."""
+        if self.status == "gated":
+            return self.commits_behind is not None
+        return self.status not in ("gone", "disabled", "branch_missing", "unavailable")
+
+    @property
+    def repo_state(self) -> str | None:
+        """The repo's state on the Hub when the report is one (gone, disabled, gated, branch_missing, moved)."""
+        return self.status if self.status in STATE_STATUSES else None
+
+    @property
+    def advice(self) -> str | None:
+        """What to do about the pin, for a repo in a state."""
+        if self.status == "moved":
+            return (f"renamed on the Hub: update the pin's repo id to {self.moved_to} (the old name redirects only "
+                    "until another repo takes it)")
+        return PIN_ADVICE.get(self.status)
 
     @property
     def max_severity(self) -> str | None:
@@ -122,6 +154,9 @@ class ModelReport:
             "summary": self.summary(),
             "changes": [c.__dict__ for c in self.changes],
             "message": self.message,
+            "repo_state": self.repo_state,
+            "moved_to": self.moved_to,
+            "what_to_do": self.advice,
         } | ({"base_lineage": self.lineage.to_dict()} if self.lineage is not None else {})
 
 
@@ -132,32 +167,64 @@ class OutdatedCheck:
         self.store, self.hub, self.ingestor, self.interval_s = store, hub, ingestor, interval_s
 
     def check(self, pin: Pin) -> ModelReport:
-        """One pin's report; a repo gone, gated or unreachable is a status, never an exception."""
+        """One pin's report; a repo in a state (gone, disabled, gated, without the branch, renamed) or unreachable
+        is a status, never an exception. A renamed repo is compared under its new name, reported `moved`."""
         try:
             head = self.hub.head(pin.repo_id, pin.branch)
-        except (RepoGone, RepoDisabled) as err:  # disabled: as gone to a pin, in the Hub's words
+        except RepoGone as err:
             return ModelReport(pin, "gone", message=str(err))
+        except RepoDisabled as err:
+            return ModelReport(pin, "disabled", message=str(err))
         except RepoGated as err:
             return ModelReport(pin, "gated", message=str(err))
         except RevisionNotFound:
-            return ModelReport(pin, "gone", message=f"{pin.repo_id} has no branch {pin.branch} any more")
+            return ModelReport(pin, "branch_missing", message=f"{pin.repo_id} has no branch {pin.branch} any more")
         except HubError as err:
             return ModelReport(pin, "unavailable", message=str(err))
+        moved_to = head.repo_id if head.repo_id and head.repo_id.casefold() != pin.repo_id.casefold() else None
+        report = self._compare(pin if moved_to is None else self._follow(pin, moved_to, head), head)
+        if moved_to is None:
+            return report
+        report.pin, report.moved_to = pin, moved_to
+        if not report.checked:
+            return report
+        report.status = "moved"
+        report.message = "; ".join(filter(None, [f"{pin.repo_id} was renamed to {moved_to} on the Hub", report.message]))
+        return report
+
+    def _follow(self, pin: Pin, new: str, head: RepoHead) -> Pin:
+        """The pin under its repo's new name. A watch still under the old name is polled first: with on_move =
+        "follow" its history moves to the new name, and the comparison reads it there."""
+        old_watch = self.store.watches.get_watch(pin.repo_id, pin.branch)
+        if old_watch is not None:
+            self.ingestor.poll(old_watch, head=head)
+        return replace(pin, repo_id=new)
+
+    def _compare(self, pin: Pin, head: RepoHead) -> ModelReport:
+        """The pin against the branch head `head`, through the stored history (ingested up to the head first)."""
         if head.sha == pin.sha:
             return ModelReport(pin, "up_to_date", head.sha, 0)
         outcome = self.ingestor.poll(self.watch_of(pin), head=head, reach=pin.sha)
         if outcome.failed:
-            status = "gated" if head.gated else "unavailable"
+            status = outcome.repo_state if outcome.repo_state in STATE_STATUSES else "gated" if head.gated else "unavailable"
             return ModelReport(pin, status, head.sha, message=outcome.error)
         chain = None if outcome.reach_missed else stored_chain(self.store.history.list_revisions(pin.repo_id), head.sha, pin.sha)
         if chain is None:
-            return self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
-        records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
-        changes = [since_change(r.sha, c) for r, c in records]
-        changes += _advisories_of(self.store, chain)
-        rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
-        message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
-        return ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
+            report = self._off_history(pin, head.sha, known_missing=outcome.reach_missed)
+        else:
+            records = [(revision, c) for revision, cs in _changes_of(self.store, chain) for c in cs]
+            changes = [since_change(r.sha, c) for r, c in records]
+            changes += _advisories_of(self.store, chain)
+            rewritten = any(pin.sha in (c.detail or {}).get("dropped", ()) for _, c in records)
+            message = f"{pin.sha[:12]} was dropped from {pin.branch} by a force-push" if rewritten else None
+            report = ModelReport(pin, "rewritten" if rewritten else "behind", head.sha, len(chain), changes, message)
+        if outcome.repo_state == "gated":  # followed through what stays readable: a state to act on all the same
+            unread = f" (not read: {', '.join(outcome.unread[:5])})" if outcome.unread else ""
+            report.status = "gated"
+            report.message = "; ".join(filter(None, [
+                f"{pin.repo_id} is gated ({head.gated}): its files are refused to this token, so the changes since the "
+                f"pin are those the file list, sizes and LFS hashes show{unread}", report.message]))
+        return report
 
     def watch_of(self, pin: Pin) -> Watch:
         """The watch the pin is checked through (added, source `outdated`, on first use)."""

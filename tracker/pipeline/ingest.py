@@ -22,7 +22,7 @@ from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.health import write_failure
 from storage.history import NewChange, NewEstimate, NewFile, NewRevision
-from storage.kinds import ESTIMATE_CHANGED, PARKED_STATES, REPO_VISIBILITY_CHANGED
+from storage.kinds import ESTIMATE_CHANGED, PARKED_STATES, REPO_HISTORY_SQUASHED, REPO_VISIBILITY_CHANGED
 from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
@@ -32,8 +32,8 @@ from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
 from tracker.pipeline.behaviour_store import BehaviourStore
 from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
-from tracker.pipeline.repo_state import failed_state, moved_state, restored_state, state_of
-from tracker.pipeline.snapshot_io import FetchedSnapshot, fetch_snapshot
+from tracker.pipeline.repo_state import failed_state, gated_state, moved_state, restored_state, state_of
+from tracker.pipeline.snapshot_io import FetchedSnapshot, Gate, fetch_snapshot, gate_mode, gated_note
 from tracker.pipeline.template_matrix import MatrixStore
 from tracker.polling.outcome import IngestedRevision, PollOutcome
 from tracker.revision.changes import Change, ChangeKind, Severity
@@ -177,6 +177,7 @@ class Ingestor:
                 newest_first = walk.commits
             parent = walk.stopped_at
             dropped: list[str] = []
+            squashed = False
         else:
             walk = self._walk_from_hint(watch, head.sha, stored) if hinted else self.hub.walk_commits(
                 watch.repo_id, head.sha, stop_at=stored)
@@ -185,29 +186,60 @@ class Ingestor:
             newest_first = walk.commits
             parent = watch.last_sha
             dropped = [] if walk.stopped_at == watch.last_sha else _dropped(watch, walk.stopped_at, revisions)
-            if dropped and walk.stopped_at is None:
+            squashed = bool(dropped) and walk.stopped_at is None and self._squashed(watch, walk)
+            if dropped and walk.stopped_at is None and not squashed:
                 # Nothing we stored is reachable any more: take the new head only, against what we saw.
                 newest_first = walk.commits[:1]
         commits = list(reversed(newest_first))
-        repo_facts = _repo_facts(watch, head, dropped)
+        repo_facts = _repo_facts(watch, head, dropped, squashed)
         previous: Snapshot | None = None  # the snapshot just ingested: the next commit's parent
+        gate = Gate(gate_mode(head.gated))  # a gated repo is followed through what stays readable
         for commit in commits:
-            previous = self._ingest(watch, head, commit, parent, previous, repo_facts, outcome)
+            previous = self._ingest(watch, head, commit, parent, previous, repo_facts, outcome, gate=gate)
             parent = commit.sha
             repo_facts = []
+        outcome.unread = list(gate.unread)
         if not commits and head.sha in stored:
             self.store.watches.move_watch(watch.id, head.sha, head.meta())  # type: ignore[arg-type]
         outcome.status = "ingested" if outcome.revisions else "unchanged"
-        self._record_ok(watch, outcome, head.meta())
+        self._record_ok(watch, outcome, head.meta(), gate=gate)
+
+    def _squashed(self, watch: Watch, walk: CommitWalk) -> bool:
+        """Whether a branch whose stored commits are all gone was squashed: the new history's root holds exactly the
+        files (by blob id) of the last revision stored, so every commit after it is stored against that. One tree
+        request; a rewrite that changed content is not a squash."""
+        root = walk.commits[-1] if walk.commits else None
+        if root is None or watch.last_sha is None:
+            return False
+        try:
+            stored = self.store.history.find_revision(watch.repo_id, watch.last_sha)
+        except RevisionNotStored:
+            return False
+        files = {f.path: f.oid for f in self.store.history.revision_files(stored.id)}
+        return files == {f.path: f.oid for f in self.hub.list_files(watch.repo_id, root.sha)}
 
     def _record_ok(self, watch: Watch, outcome: PollOutcome, meta: dict[str, Any], events: list[NewEvent] | None = None,
-                   sha: str | None = None) -> None:
+                   sha: str | None = None, gate: Gate | None = None) -> None:
         """Record a poll that succeeded; a watch in another state than active is restored with it (one event). A
-        gated watch is restored only by files read (a revision stored) or the gate lifted, not by a head alone."""
-        seen = moved_state(watch, outcome.answered_id) or restored_state(watch, meta, read_files=bool(outcome.revisions))
-        self.store.watches.record_poll_ok(watch.id, meta, events=events or (), sha=sha, restored=seen)  # type: ignore[arg-type]
+        gated watch is restored only by a file the Hub served in this poll or the gate lifted, not by a head alone; a
+        poll whose files the Hub refused (`gate` closed) makes it gated (one event)."""
+        moved = None
+        if gate is not None and gate.closed:
+            seen = gated_state(watch, gate.mode, gate.unread, str(gate.refusal))
+        else:
+            read_files = gate.reads > 0 if gate is not None else bool(outcome.revisions)
+            moved = moved_state(watch, outcome.answered_id)
+            seen = moved or restored_state(watch, meta, read_files=read_files)
+        move_to = outcome.answered_id if moved is not None and watch.id is not None else None
+        result = self.store.watches.record_poll_ok(watch.id, meta, events=events or (), sha=sha, restored=seen,  # type: ignore[arg-type]
+                                                   move_to=move_to)
         if seen is not None:
             outcome.repo_state = seen.state
+        if result is not None:
+            outcome.history_moved_to = None if result.refused else result.new
+            outcome.move_refused = result.refused
+            log.warning("repo_history_moved" if result.refused is None else "repo_history_not_moved", repo_id=result.old,
+                        moved_to=result.new, rows=result.moved, reason=result.refused)
 
     def ingest_since(self, target: IngestTarget, head: RepoHead) -> tuple[PollOutcome, Snapshot | None]:
         """Bring a repo without a watch row up to `head`: its commits after the stored revision they descend
@@ -263,9 +295,10 @@ class Ingestor:
         repo_facts: list[Change],
         outcome: PollOutcome,
         fetched: FetchedSnapshot | None = None,
+        gate: Gate | None = None,
     ) -> Snapshot | None:
         """Ingest one commit (from `fetched` when the caller fetched it); returns its snapshot (None when it was
-        stored already)."""
+        stored already). `gate`: files the Hub refuses (a gated repo) are noted on the revision, not fatal."""
         if self.store.history.has_revision(watch.repo_id, commit.sha):
             if watch.id is not None:
                 self.store.watches.move_watch(watch.id, commit.sha)
@@ -275,7 +308,7 @@ class Ingestor:
         else:
             parent_snapshot = self._stored_snapshot(watch.repo_id, parent_sha)
         fetched = fetched or fetch_snapshot(self.hub, self.store, watch.repo_id, commit.sha, self.max_file_bytes,
-                                            self.settings.scan.rules, parent_snapshot)  # what the parent holds is not read again
+                                            self.settings.scan.rules, parent_snapshot, gate)  # what the parent holds is not read again
         is_baseline = parent_snapshot is None
         if is_baseline:
             changes = [_baseline_change(fetched.snapshot)]
@@ -287,12 +320,16 @@ class Ingestor:
             fetched.new_file_scans.extend(behaviour_scans)
             fetched.new_blobs.update(behaviour_blobs)
         engine_changes, matrix_scans, matrix_blobs = self.matrices.changes(parent_snapshot, fetched.snapshot)
-        changes = repo_facts + changes + engine_changes
+        changes = repo_facts + _gated_changes(gate, fetched) + changes + engine_changes
         fetched.new_file_scans.extend(matrix_scans)
         fetched.new_blobs.update(matrix_blobs)
-        estimate, estimate_events = self._estimate(watch.repo_id, commit.sha, fetched.snapshot, changes, is_baseline)
+        if fetched.gated:  # weights unread: the stored estimate stands rather than one from part of the headers
+            estimate, estimate_events = None, []
+        else:
+            estimate, estimate_events = self._estimate(watch.repo_id, commit.sha, fetched.snapshot, changes, is_baseline)
         title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
         events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline), *estimate_events]
+        events += [change_event(watch.repo_id, commit.sha, REPO_HISTORY_SQUASHED, c) for c in repo_facts if c.detail.get("squash")]
         extra_writes = []
         if self.advisories is not None:  # OSV is queried here, before the write; a failure is marked pending
             check = self.advisories.check_revision(
@@ -386,9 +423,20 @@ def _hinted_head(watch: Watch, head_sha: str) -> RepoHead:
     return RepoHead(sha=head_sha, private=meta["private"], gated=meta["gated"], uid=meta.get("uid"))
 
 
-def _repo_facts(watch: Watch, head: RepoHead, dropped: list[str]) -> list[Change]:
+def _repo_facts(watch: Watch, head: RepoHead, dropped: list[str], squashed: bool = False) -> list[Change]:
     facts = []
-    if dropped:
+    if dropped and squashed:  # the same files under a new root: no content moved, so no rewrite to warn of
+        facts.append(
+            Change(
+                kind=ChangeKind.REPO,
+                path="",
+                summary=f"history squashed: {len(dropped)} commit(s) seen before are no longer on {watch.branch} "
+                        f"({', '.join(s[:12] for s in dropped[:5])}), kept here; the squashed commit holds the same files",
+                severity=Severity.WARNING,
+                detail={"squash": True, "dropped": dropped, "branch": watch.branch},
+            )
+        )
+    elif dropped:
         shown = ", ".join(s[:12] for s in dropped[:5])
         facts.append(
             Change(
@@ -413,6 +461,19 @@ def _repo_facts(watch: Watch, head: RepoHead, dropped: list[str]) -> list[Change
                 )
             )
     return facts
+
+
+def _gated_changes(gate: Gate | None, fetched: FetchedSnapshot) -> list[Change]:
+    """The revision's note of the files the Hub refused (a gated repo): what was not read, so not compared."""
+    if gate is None or not fetched.gated:
+        return []
+    return [Change(
+        kind=ChangeKind.REPO,
+        path="",
+        summary=gated_note(gate, fetched.gated),
+        severity=Severity.NOTICE,
+        detail={"gated": gate.mode, "unread": list(fetched.gated)},
+    )]
 
 
 def _baseline_change(snapshot: Snapshot) -> Change:
@@ -527,5 +588,7 @@ def _dropped(watch: Watch, fork_sha: str | None, revisions: list[Revision]) -> l
 
 def _clean(watch: Watch) -> bool:
     """No error to clear: an unchanged poll of this watch need only stamp the time."""
+    state = watch.repo_state or "active"
+    followed = state == "moved" and bool((watch.state_detail or {}).get("moved_from"))  # polled under its new name
     return (watch.error_count == 0 and watch.last_error is None and watch.next_retry_at is None
-            and (watch.repo_state or "active") == "active")
+            and (state == "active" or followed))

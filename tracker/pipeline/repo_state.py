@@ -20,8 +20,8 @@ ADVICE = {
     "disabled": "nothing to do but wait for the Hub to restore it, or `hubwatch watch remove` it (its history stays)",
     "gated": "request access on the repo's Hub page and set the token variable to a token that was granted it",
     "branch_missing": "watch another branch (`hubwatch watch add REPO --branch B`) or remove this watch",
-    "moved": "watch the new name (`hubwatch watch add NEW`); with [poll] on_move = \"follow\" polls follow the Hub's "
-             "redirect and nothing is needed",
+    "moved": "watch the new name (`hubwatch watch add NEW`); a watch that follows the rename ([poll] on_move = "
+             "\"follow\") moves there with its history by itself",
 }
 
 
@@ -55,12 +55,22 @@ def moved_state(watch: Watch, answered_id: str | None) -> RepoStateSeen | None:
     return _seen(watch, "moved", {"moved_to": answered_id})
 
 
+def gated_state(watch: Watch, mode: str, unread: list[str], reason: str) -> RepoStateSeen | None:
+    """A poll that stored what stays readable of a gated repo, the Hub refusing its files (`unread`): the watch
+    becomes gated (None when it is already)."""
+    if (watch.repo_state or "active") == "gated":
+        return None
+    return _seen(watch, "gated", {"reason": reason[:500], "mode": mode, "unread": unread[:50], "followed": True})
+
+
 def restored_state(watch: Watch, repo_meta: dict[str, Any] | None, read_files: bool) -> RepoStateSeen | None:
     """A poll that succeeded on a watch in another state than active: its return (None when it was active). A
     gated watch returns only when files were read (`read_files`) or the head says the gate is lifted."""
     state = watch.repo_state or "active"
     if state == "active" or (state == "gated" and not read_files and (repo_meta or {}).get("gated")):
         return None
+    if state == "moved" and (watch.state_detail or {}).get("moved_from"):
+        return None  # its history moved to the new name, which the watch now polls: the rename stands
     return _seen(watch, "active", {})
 
 
@@ -74,12 +84,16 @@ def summary_of(state: str, previous: str, branch: str, detail: dict[str, Any]) -
         return f"repo gone from the Hub: deleted, or made private ({alike})"
     if state == "disabled":
         return 'repo disabled by the Hub: "Access to this resource is disabled."'
+    if state == "gated" and detail.get("followed"):
+        unread = detail.get("unread") or []
+        return (f"repo gated ({detail.get('mode', 'unknown')}): its files are refused to this token; followed through "
+                f"what stays readable (file list, sizes, LFS hashes), {len(unread)} file(s) not read")
     if state == "gated":
         return f"repo gated ({detail.get('mode', 'unknown')}): its files are refused to this token"
     if state == "branch_missing":
         return f"branch {branch} no longer exists on the Hub"
     if state == "moved":
-        return f"repo renamed on the Hub to {detail.get('moved_to')}: followed through the Hub's redirect"
+        return f"repo renamed on the Hub to {detail.get('moved_to')}: followed to the new name"
     return f"repo restored: answers again after being {previous.replace('_', ' ')}"
 
 

@@ -39,6 +39,9 @@ class PollOutcome:
     repo_meta: dict[str, Any] | None = None  # the head's private/gated, when the head was read
     answered_id: str | None = None  # the repo id the Hub's head answer named (another after a rename)
     notes: list[str] = field(default_factory=list)  # repo-level facts recorded without a commit (made private, gated)
+    unread: list[str] = field(default_factory=list)  # files the Hub refused in this poll (a gated repo): not read
+    history_moved_to: str | None = None  # a followed rename: the watch and its history are under this name now
+    move_refused: str | None = None  # a followed rename whose history could not move (the new name holds another)
 
     @property
     def state_changed(self) -> bool:

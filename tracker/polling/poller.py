@@ -73,6 +73,10 @@ class Poller:
         for repo_id in wanted:
             matched = [w for w in watches if w.repo_id == repo_id]
             if not matched:
+                new = self._app.store.read_model.renamed_to(repo_id)
+                if new is not None:
+                    raise NotWatched(f"{repo_id} is not watched: it was renamed to {new} on the Hub and its watch moved "
+                                     f"there (hubwatch poll {new})")
                 raise NotWatched(f"{repo_id} is not watched (add it with: hubwatch watch add {repo_id})")
             out.extend(matched)
         return out

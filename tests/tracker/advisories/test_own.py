@@ -88,6 +88,10 @@ CLASS_CASES = [
     ("special-tokens",
      snapshot({"special_tokens_map.json": real("differs/all-minilm-l6-v2/special_tokens_map.json")}),
      snapshot({"special_tokens_map.json": _json_edit("differs/all-minilm-l6-v2/special_tokens_map.json", eos_token="[SEP2]")})),
+    ("stop-token-dropped",
+     snapshot({"generation_config.json": real("differs/llama-3.1-8b-instruct/generation_config.json")}),
+     snapshot({"generation_config.json": _json_edit("differs/llama-3.1-8b-instruct/generation_config.json",
+                                                    eos_token_id=[128001, 128008])})),
     ("license-or-gating",
      snapshot({"README.md": real("differs/all-minilm-l6-v2/README.md")}),
      snapshot({"README.md": _card_with_license("other")})),
@@ -206,11 +210,17 @@ def test_ids_are_stable_and_distinct():
         ("auto-map", snapshot({"config.json": real("differs/phi-2/config.phi-native.json")}),
          snapshot({"config.json": real("differs/phi-2/config.phi-auto-map.json")}),
          snapshot({"config.json": real("differs/phi-2/config.phi-native.json")})),
+        ("stop-token-dropped", snapshot({"generation_config.json": real("differs/llama-3.1-8b-instruct/generation_config.json")}),
+         snapshot({"generation_config.json": _json_edit("differs/llama-3.1-8b-instruct/generation_config.json",
+                                                        eos_token_id=[128001, 128008])}),
+         snapshot({"generation_config.json": _json_edit("differs/llama-3.1-8b-instruct/generation_config.json",
+                                                        eos_token_id=[128009, 128001, 128008], temperature=0.7)})),
     ],
-    ids=["pickle-removed", "code-removed", "auto-map-removed"],
+    ids=["pickle-removed", "code-removed", "auto-map-removed", "stop-token-back"],
 )
 def test_record_is_fixed_when_what_it_is_about_is_gone(class_id, old, new, later, osv_schema):
-    """A later revision without the files (or the auto_map) adds a `fixed` event and a FIX reference."""
+    """A later revision without the files (or the auto_map, or with the dropped stop token back) adds a `fixed` event
+    and a FIX reference."""
     [record] = [r for r in own_records(REPO, NEW_SHA, changes_between(old, new), hub_url=HUB, published_at=T0)
                 if r["database_specific"]["hubwatch"]["class"] == class_id]
     assert close_record(record, new, HUB, T0) is None  # still there

@@ -423,6 +423,8 @@ def test_an_unreadable_config_counts_scoped_advisories_without_announcing_them(s
     first = llama(SHAS[0])
     ingest(store, service, first)
     check = ingest(store, service, llama(SHAS[1], files={"config.json": "{not json"}), parent=first)
-    assert advisory_events(store) == []
+    # OSV's advisories are not news for it; the stop token config.json named is gone with it (hubwatch's own record)
+    assert [e.payload["source"] for e in advisory_events(store)] == ["hubwatch"]
+    assert advisory_events(store)[0].payload["class"] == "stop-token-dropped"
     [perceiver] = [b for b in check.advice.packages[0].unfixed if b.key == "PYSEC-2025-211"]
     assert perceiver.assumed and perceiver.relevance.endswith("this revision's model type is unknown, so it counts")

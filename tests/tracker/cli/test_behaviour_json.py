@@ -33,7 +33,23 @@ def test_the_stop_set_change_of_a_real_history_reaches_every_output(replay, conf
     assert all(r["tokenizer_behaviour"] is None for r in history)  # the history has no tokenizer.json
 
     shown = cli_json("show", LLAMA, changed["sha"], config=config)
-    assert shown["stop_tokens"] == changed["stop_tokens"]
+    assert shown["stop_tokens"] == {**changed["stop_tokens"], "changed": True,
+                                    "by_runtime": changed["stop_tokens"]["by_runtime"]}
+    # Each runtime's set at this revision: transformers, vLLM and text-generation-inference read generation_config's
+    # list (vLLM adds the tokenizer's eos, <|eot_id|>, already in it); llama.cpp stops on the tokenizer's eos and on
+    # <|end_of_text|>, <|eom_id|> and <|eot_id|> by their text.
+    assert shown["stop_tokens"]["by_runtime"] == {"transformers": [128001, 128008, 128009],
+                                                  "vllm": [128001, 128008, 128009],
+                                                  "tgi": [128001, 128008, 128009],
+                                                  "llama.cpp": [128001, 128008, 128009]}
+    assert changed["stop_tokens"]["by_runtime_before"]["transformers"] == [128001, 128009]
+    assert changed["stop_tokens"]["by_runtime_before"]["llama.cpp"] == [128001, 128008, 128009]
+    assert set(changed["stop_tokens"]["runtime_changes"]) == {"transformers", "vllm", "tgi"}
+    # A later revision that did not change the set: `history` says null, `show` still gives each runtime's set.
+    later = history[[r["title"] for r in history].index("Update generation_config.json") - 1]
+    assert later["stop_tokens"] is None
+    assert cli_json("show", LLAMA, later["sha"], config=config)["stop_tokens"] == {
+        "changed": False, "by_runtime": changed["stop_tokens"]["by_runtime"]}
     diffed = cli_json("diff", LLAMA, changed["parent_sha"], changed["sha"], config=config)
     assert diffed["stop_tokens"]["added"] == changed["stop_tokens"]["added"]
 

@@ -79,11 +79,24 @@ def test_failed_repo_makes_poll_exit_non_zero(replay, config: Path) -> None:
     state (here gated without access, as `watch add` exits for a repo in such a state; a Hub fault is 1)."""
     replay.set_head(BROKEN, 1)
     assert run_cli("watch", "add", BROKEN, config=config).returncode == 0
-    assert run_cli("watch", "add", "hubwatch-tests/gated-model", config=config).returncode == 0
+    assert run_cli("watch", "add", "hubwatch-tests/gated-model", "--no-check", config=config).returncode == 0
     result = run_cli("poll", config=config)
     assert result.returncode == 3
-    assert "gated" in result.stdout
+    assert "gated: 1 file(s) not read (the Hub refuses them to this token): config.json" in result.stdout
     assert "1 new revision" in result.stdout
+
+
+def test_poll_of_a_gated_repo_without_access_exits_3_and_names_the_unread_files(config: Path) -> None:
+    """A gated repo without access is followed through what stays readable: its baseline is stored from the file
+    list, `poll` exits 3 (a repo state, as `watch add` says it) and its text and JSON name the files not read."""
+    assert run_cli("watch", "add", "hubwatch-tests/gated-model", config=config).returncode == 0
+    as_json = run_cli("poll", "--json", config=config)
+    assert as_json.returncode == 3, as_json.stderr
+    [outcome] = json.loads(as_json.stdout)
+    assert (outcome["status"], outcome["repo_state"], outcome["unread_files"]) == ("ingested", "gated", ["config.json"])
+    assert "gated (manual): 1 file(s) not read: config.json" in outcome["revisions"][0]["changes"][0]["summary"]
+    again = run_cli("poll", config=config)  # nothing new: still gated, still 3
+    assert again.returncode == 3 and "repo still gated; no new commit" in again.stdout
 
 
 def test_bad_config_file_exits_4(tmp_path: Path) -> None:
@@ -128,12 +141,22 @@ def test_run_polls_on_schedule_and_stops_cleanly_on_sigterm(replay, config: Path
 
 
 def test_demo_replays_the_bundled_histories(tmp_path: Path) -> None:
-    """`hubwatch demo` replays every bundled repo commit by commit and explains what changed."""
+    """`hubwatch demo` replays every bundled repo commit by commit and explains what changed, then shows a repo
+    deleted and restored and another renamed."""
     result = run_cli("demo", "--data-dir", str(tmp_path / "demo"), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert "step 1" in out and "done:" in out
     for kind in ("config", "tokenizer", "chat_template", "weights", "custom_code", "files"):
         assert f"{kind} " in out.split("done:")[1], kind
+    # then what the Hub does to repos themselves: a deletion, its restore, and a rename, each told by its poll
+    minilm, phi = "sentence-transformers/all-MiniLM-L6-v2@main", "microsoft/phi-2@main"
+    lifecycle = out.split("--- the Hub deletes sentence-transformers/all-MiniLM-L6-v2\n")[1].split("done:")[0]
+    assert f"{minilm}: FAILED: repo now gone: " in lifecycle and "  what to do: if it was made private" in lifecycle
+    assert "--- the Hub restores sentence-transformers/all-MiniLM-L6-v2" in lifecycle
+    assert f"{minilm}: repo restored: answers again after being gone" in lifecycle
+    assert "--- the owner renames microsoft/phi-2 to microsoft/phi-2-renamed" in lifecycle
+    assert f"{phi}: repo now moved to microsoft/phi-2-renamed: followed through the Hub's redirect" in lifecycle
+    assert f"{phi}: history moved to microsoft/phi-2-renamed: watched under the new name" in lifecycle
     history = run_cli("--config", str(tmp_path / "demo" / "hubwatch.toml"), "watch", "list")
     assert history.returncode == 0

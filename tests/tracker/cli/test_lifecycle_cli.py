@@ -3,6 +3,7 @@ to do, and never "unchanged" after a repo-level fact was recorded (the replay's 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from tests.support.settings import settings_for
 from tracker.cli.app import App
 
 BROKEN = "hubwatch-tests/broken-model"
+NEW = "hubwatch-tests/renamed-model"
+EVERY = "hubwatch-tests/every-kind"
 
 
 def _watched_and_polled(replay, database_url: str) -> None:
@@ -28,16 +31,70 @@ def no_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
 
 
-@pytest.mark.parametrize(("hub_state", "state"), [("deleted", "gone"), ("disabled", "disabled"),
-                                                  ("branch_deleted", "branch_missing")])
+@pytest.mark.parametrize(("hub_state", "state", "words"), [
+    ("deleted", "gone", "does not exist on the Hub, or is private"),
+    ("private", "gone", "set the token variable to a token with access"),
+    ("disabled", "disabled", "wait for the Hub to restore it"),
+    ("branch_deleted", "branch_missing", "name a branch the repo has with --branch"),
+    ("gated", "gated", "its files are refused (no token was sent)"),
+    ("renamed", "moved", f"renamed to {NEW} on the Hub: watch it under its new name: hubwatch watch add {NEW}"),
+])
 def test_watch_add_of_a_repo_in_a_bad_state_exits_3_naming_it(replay, tmp_path: Path, database_url: str,
-                                                             hub_state: str, state: str) -> None:
-    """`watch add` exits 3 for gone, disabled and a missing branch alike, saying which state and what to do."""
+                                                             hub_state: str, state: str, words: str) -> None:
+    """`watch add` exits 3 for every state alike (gone, private, disabled, a missing branch, gated without access,
+    renamed), saying which state and what to do, and adds nothing: a renamed repo's new name is named, not watched
+    in its place."""
     config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
-    replay.set_state(BROKEN, hub_state)
+    if hub_state == "renamed":
+        replay.rename(BROKEN, NEW)
+    else:
+        replay.set_state(BROKEN, hub_state)
     result = run_cli("watch", "add", BROKEN, config=config)
     assert result.returncode == 3, result.stderr
     assert f"[repo state: {state}; what to do: " in result.stderr and "Traceback" not in result.stderr
+    assert words in result.stderr
+    assert run_cli("watch", "list", "--json", config=config).stdout.strip() == "[]"
+
+
+def test_watch_add_of_several_names_adds_the_good_and_exits_3_for_a_renamed_one(replay, tmp_path: Path,
+                                                                            database_url: str) -> None:
+    """With several names, a renamed one is an error line naming its new name (exit 3), the others are added."""
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
+    replay.rename(BROKEN, NEW)
+    result = run_cli("watch", "add", BROKEN, EVERY, config=config)
+    assert result.returncode == 3
+    assert f"error: {BROKEN}: {BROKEN} was renamed to {NEW}" in result.stderr and "[repo state: moved;" in result.stderr
+    assert [w["repo_id"] for w in json.loads(run_cli("watch", "list", "--json", config=config).stdout)] == [EVERY]
+
+
+def test_watch_add_of_a_gated_repo_with_no_check_is_added(replay, tmp_path: Path, database_url: str) -> None:
+    """--no-check adds a gated repo without asking the Hub (what the gated error suggests), exit 0."""
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
+    replay.set_state(BROKEN, "gated")
+    result = run_cli("watch", "add", BROKEN, "--no-check", config=config)
+    assert result.returncode == 0 and "(not checked)" in result.stdout
+
+
+def test_watch_add_of_a_gated_repo_with_a_granted_token_is_added(replay, tmp_path: Path, database_url: str) -> None:
+    """A gated repo whose files this token may read is added (exit 0), its line saying so."""
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
+    replay.set_state(BROKEN, "gated", granted=True)
+    result = run_cli("watch", "add", BROKEN, config=config, env={"HF_TOKEN": "hf_granted"}, process=True)
+    assert result.returncode == 0, result.stderr
+    assert "the repo is gated (auto): this token may read its files" in result.stdout
+
+
+def test_watch_add_of_the_old_name_of_a_followed_rename_says_the_new_one_is_watched(
+    replay, tmp_path: Path, database_url: str
+) -> None:
+    """After a followed rename moved the watch and its history, `watch add OLD` exits 3 saying NEW is watched."""
+    config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, database_url)
+    _watched_and_polled(replay, database_url)
+    replay.rename(BROKEN, NEW)
+    assert run_cli("poll", config=config).returncode == 0
+    result = run_cli("watch", "add", BROKEN, config=config)
+    assert result.returncode == 3
+    assert f"renamed to {NEW} on the Hub (watched already: its history moved there)" in result.stderr
 
 
 def test_poll_exits_3_for_a_gone_repo_and_says_restored_when_it_returns(replay, tmp_path: Path, database_url: str) -> None:

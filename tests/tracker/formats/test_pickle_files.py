@@ -63,9 +63,13 @@ def test_rules_decide_the_verdict() -> None:
         ("a.npy", npy_bytes("<f4", (2, 2), b"\0" * 16), "safe", "numpy array of <f4, no pickle"),
         ("a.npy", npy_bytes("|O", (2,), numpy_object_array_pickle(["x", "y"])), "safe", "object array"),
         ("a.npy", b"\x93NUMPY\x01\x00\xff\xff{", "unreadable", "truncated"),
-        ("a.npy", b"PK\x03\x04 not numpy", "unreadable", "no \\x93NUMPY magic"),
+        ("a.npy", b"GIF89a not numpy", "unknown", "no \\x93NUMPY magic): read as a pickle"),
+        ("a.npy", b"PK\x03\x04 not numpy", "unreadable", "shorter than an end-of-central-directory record"),
         ("a.npz", zip_bytes([Member("a.npy", npy_bytes("<i8", (1,), b"\0" * 8)),
-                             Member("b.npy", npy_bytes("<f2", (3,), b"\0" * 6), deflate=True)]), "safe", None),
+                             Member("b.npy", npy_bytes("<f2", (3,), b"\0" * 6), deflate=True)]), "safe",
+         "a zip of 2 member(s), none of them a pickle"),
+        ("a.npy", calling("os", "system", "id"), "dangerous", "not a .npy file"),
+        ("a.npz", calling("os", "system", "id"), "dangerous", "no end-of-central-directory record in the last 64 KiB; read as a pickle"),
         ("m.pkl", pickle.dumps({"weights": [1.0, 2.0], "name": "m"}), "safe", None),
         ("m.joblib", zlib.compress(pickle.dumps({"a": [1, 2]})), "safe", "zlib-compressed"),
         ("m.pkl", b"", "unreadable", "empty file"),
@@ -73,11 +77,12 @@ def test_rules_decide_the_verdict() -> None:
         ("m.pt", b"PK\x03\x04" + b"\0" * 40, "unreadable", "no end-of-central-directory record"),
         ("m.pkl", Ops().empty_dict.bytes() + b"\xff", "unknown", "opcode b'\\xff' unknown"),
     ],
-    ids=["npy", "npy-object", "npy-truncated", "npy-magic", "npz", "plain", "joblib-zlib", "empty", "garbage",
-         "not-a-zip", "half-pickle"],
+    ids=["npy", "npy-object", "npy-truncated", "npy-magic", "npy-zip-magic", "npz", "npy-pickle", "npz-pickle", "plain",
+         "joblib-zlib", "empty", "garbage", "not-a-zip", "half-pickle"],
 )  # fmt: skip
 def test_other_formats(path: str, data: bytes, verdict: str, note: str | None) -> None:
-    """numpy, joblib and plain pickles are read their own way; bad bytes are a verdict and a note."""
+    """numpy, joblib and plain pickles are read their own way (a .npy or .npz that is a pickle as numpy.load reads
+    it); bad bytes are a verdict and a note."""
     result, _, got_note = scan_file(path, BytesSource(data))
     assert result["verdict"] == verdict
     assert got_note == note if note is None else note in got_note
@@ -118,7 +123,7 @@ def test_a_pickle_over_the_head_cap_reports_what_was_not_reached(monkeypatch: py
     data = pickle.dumps(list(range(5000)), protocol=2)
     source = BytesSource(data)
     result, _, note = scan_file("big.pkl", source)
-    assert result["verdict"] == "unknown" and source.bytes_read == 1000
+    assert result["verdict"] == "unknown" and source.bytes_read == 4 + 1000  # the zip magic, then the cap
     assert f"first 1,000 of {len(data):,} bytes read" in note
 
 
@@ -144,7 +149,7 @@ def test_bytes_that_are_not_a_pickle_stop_the_read_at_the_first_chunk(path: str)
     """A 20 MB file of zeros (the replay's stand-in weights) costs one first chunk, not the 16 MiB cap."""
     source = BytesSource(bytes(20 * 2**20))
     result, kept, note = scan_file(path, source)
-    assert source.bytes_read <= pickle_files.FIRST_CHUNK + 4  # a torch suffix first reads the zip magic
+    assert source.bytes_read <= pickle_files.FIRST_CHUNK + 4  # the zip magic first
     assert (result["verdict"], kept) == ("unreadable", b"")
     assert "not a pickle from byte 0" in note or "not a .npy file" in note
 

@@ -61,3 +61,41 @@ def test_numpy_object_arrays_scan_as_the_hand_written_one() -> None:
     written = scan_file("a.npy", BytesSource(npy_bytes("|O", (2,), numpy_object_array_pickle(["x", "y"]))))[0]
     assert real["verdict"] == "safe"
     assert real["imports"] == written["imports"]
+
+
+def test_a_live_torchscript_archive_is_judged_by_what_python_would_unpickle() -> None:
+    """torch.jit.save's zip: data.pkl and constants.pkl judged (its __torch__ classes unknown, as before), its
+    Python source no pickle, its code/*.debug_pkl (torch.jit's own unpickler, TorchScript helpers such as
+    torch.jit._pickle.build_intlist) not read: never dangerous."""
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x).relu()
+
+    out = io.BytesIO()
+    torch.jit.save(torch.jit.script(Net()), out)
+    result, _, note = scan_file("model.pt", BytesSource(out.getvalue()))
+    assert result["verdict"] == "unknown" and note is None
+    members = {o["member"] for o in result["occurrences"]}
+    assert members == {"archive/data.pkl"}
+    assert {i["verdict"] for i in result["imports"] if i["module"].startswith("__torch__")} == {"unknown"}
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["savez", "savez_compressed"])
+def test_live_numpy_npz_object_arrays_are_judged_and_number_arrays_not_read(compressed: bool) -> None:
+    """numpy's own .npz: an object array's pickle judged (safe: numpy's reconstruction), an array of numbers
+    read no further than its header."""
+    import numpy as np
+
+    save = np.savez_compressed if compressed else np.savez
+    out = io.BytesIO()
+    save(out, numbers=np.arange(200_000), objects=np.array([{"x": 1}, "s"], dtype=object))
+    source = BytesSource(out.getvalue())
+    result, _, note = scan_file("arrays.npz", source)
+    assert result["verdict"] == "safe" and "objects.npy" in {o["member"] for o in result["occurrences"]}
+    assert source.bytes_read < 40_000 < len(out.getvalue())

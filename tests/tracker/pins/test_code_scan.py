@@ -35,6 +35,8 @@ def tree(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
     ("serve.sh", f"vllm serve org/model --revision {SHA_A} --port 8000\n", "org/model", 1),
     ("tgi.sh", f"text-generation-launcher --model-id org/model \\\n  --revision={SHA_A}\n", "org/model", 2),
     ("Dockerfile", f"RUN huggingface-cli download org/model --revision {SHA_A}\n", "org/model", 1),
+    ("sglang.sh", f"python3 -m sglang.launch_server --model-path org/model \\\n  --revision {SHA_A} --tp 4\n", "org/model", 2),
+    ("kserve.sh", f"python -m huggingfaceserver --model_name=m --model_id=org/model --model_revision={SHA_A}\n", "org/model", 1),
     ("compose.yaml", f'services:\n  tgi:\n    command: ["--model-id", "org/model", "--revision", "{SHA_A}"]\n', "org/model", 3),
     ("compose2.yml", f"services:\n  vllm:\n    command: --model org/model --revision {SHA_A}\n", "org/model", 3),
     ("values.yaml", f"model:\n  model_id: org/model\n  revision: {SHA_A}\n", "org/model", 3),

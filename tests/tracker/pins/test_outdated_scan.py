@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support.cli import run_cli, write_config
 
@@ -109,19 +110,19 @@ def test_markdown_report_is_cut_past_60_kb_with_a_link(replay, config: Path, tmp
     lock_file.write_text(f"version = 1\n{entries}", encoding="utf-8")
     result = run_cli("outdated", "--lock", str(lock_file), "--format", "markdown", config=config, timeout=300)
     md = result.stdout
-    assert result.returncode == 1 and len(md.encode()) <= 60_000
+    assert result.returncode == 3 and len(md.encode()) <= 60_000
     assert "…truncated:" in md and "more model(s) not shown" in md
     assert md.count("gone upstream") + int(md.split("…truncated: ")[1].split()[0]) == 400
 
 
 def test_gated_repo_in_a_lock_file_is_named_the_rest_checked(replay, config: Path, tmp_path: Path) -> None:
-    """A lock file naming a gated repo reports it `gated` (exit 1) and still checks the others."""
+    """A lock file naming a gated repo reports it `gated` (exit 3: a state to act on) and still checks the others."""
     lock_file = tmp_path / "gated.lock"
     lock_file.write_text(
         f'version = 1\n[[model]]\nrepo = "{GATED}"\nrevision = "{"b" * 40}"\n'
         f'[[model]]\nrepo = "{EVERY}"\nrevision = "{replay.head_sha(EVERY)}"\n', encoding="utf-8")
     result = run_cli("outdated", "--lock", str(lock_file), "--format", "markdown", config=config)
-    assert result.returncode == 1
+    assert result.returncode == 3
     assert f"`{GATED}@main`: gated" in result.stdout and f"`{EVERY}@main`: up to date" in result.stdout
 
 
@@ -130,3 +131,33 @@ def test_scan_and_lock_together_is_a_usage_error(config: Path, tmp_path: Path) -
     assert run_cli("outdated", "--scan", str(tmp_path), "--lock", "x", config=config).returncode == 2
     result = run_cli("outdated", "--write", config=config)
     assert result.returncode == 2 and "--write moves pins found by --scan" in result.stderr
+
+
+def test_scan_and_write_pins_in_deployment_files(replay, config: Path, tmp_path: Path) -> None:
+    """A Kubernetes manifest (`$(VAR)` from the container's env) and a compose file (TGI's MODEL_ID/REVISION) pinning
+    EVERY are reported with file and line; `--write` moves both in place, the YAML unchanged but for the sha."""
+    replay.set_head(EVERY, 4)
+    commits = replay.commits(EVERY)
+    old, head = commits[0].sha, commits[3].sha
+    root = tmp_path / "deploy"
+    root.mkdir()
+    manifest = (
+        "# vLLM, pinned\napiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n"
+        f"        - name: vllm\n          args: [--model, {EVERY}, --revision, $(REV)]\n          env:\n"
+        f"            - name: REV\n              value: &rev '{old}'  # reviewed\n"
+    )
+    compose = f"services:\n  tgi:\n    environment:\n      MODEL_ID: {EVERY}\n      REVISION: {old}\n"
+    (root / "deployment.yaml").write_text(manifest, encoding="utf-8")
+    (root / "compose.yml").write_text(compose, encoding="utf-8")
+    data = json.loads(run_cli("outdated", "--scan", str(root), "--json", config=config).stdout)
+    [model] = data["models"]
+    assert model["status"] == "behind" and model["pinned_sha"] == old
+    assert {(loc["path"], loc["line"]) for loc in model["locations"]} == {("deployment.yaml", 12), ("compose.yml", 5)}
+    text = run_cli("outdated", "--scan", str(root), config=config)
+    assert "3 commit(s) behind" in text.stdout, text.stdout
+    result = run_cli("outdated", "--scan", str(root), "--write", "--json", config=config)
+    moved = json.loads(result.stdout)
+    assert sorted(m["path"] for m in moved["moved"]) == ["compose.yml", "deployment.yaml"] and moved["not_moved"] == []
+    assert (root / "deployment.yaml").read_text() == manifest.replace(old, head)
+    assert (root / "compose.yml").read_text() == compose.replace(old, head)
+    assert yaml.safe_load((root / "compose.yml").read_text())["services"]["tgi"]["environment"]["REVISION"] == head

@@ -157,3 +157,31 @@ def test_the_rename_admin_route(replay) -> None:
     with urllib.request.urlopen(urllib.request.Request(url, method="POST")) as answer:
         assert json.load(answer) == {"repo_id": "hubwatch-tests/renamed-model", "renamed_from": BROKEN}
     assert _api(replay).model_info(BROKEN).id == "hubwatch-tests/renamed-model"
+
+
+def test_storage_moves_and_squash_as_the_client_sees_them(replay, tmp_path) -> None:
+    """Through the admin routes (for a replay in another process): moved to Xet, the client's tree entries carry a
+    `xet_hash` beside the same LFS sha256 and `hf_hub_download` follows the 302 to the CDN for the bytes; squashed,
+    the branch lists one commit with the head's files, the old sha unknown, the repo's `_id` kept."""
+    repo = "hubwatch-tests/every-kind"
+    api = _api(replay)
+    sha, uid = replay.head_sha(repo), vars(_api(replay).model_info(repo))["_id"]
+    before = {f.path: f.lfs.sha256 for f in api.list_repo_tree(repo, revision=sha, recursive=True) if getattr(f, "lfs", None)}
+    assert before
+    for route in (f"storage/{repo}?to=xet", f"squash/{repo}"):
+        with urllib.request.urlopen(urllib.request.Request(f"{replay.endpoint}/_replay/{route}", method="POST")) as answer:
+            assert answer.status == 200
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(urllib.request.Request(f"{replay.endpoint}/_replay/storage/{repo}?to=tape", method="POST"))
+    assert info.value.code == 400
+    [commit] = api.list_repo_commits(repo)
+    entries = [f for f in api.list_repo_tree(repo, revision=commit.commit_id, recursive=True) if getattr(f, "lfs", None)]
+    assert {f.path: f.lfs.sha256 for f in entries} == before and all(f.xet_hash for f in entries)
+    small = min(entries, key=lambda f: f.size)
+    path = hf_hub_download(repo, small.path, revision=commit.commit_id, endpoint=replay.endpoint, token=False, cache_dir=tmp_path)
+    with open(path, "rb") as f:
+        assert f.read() == replay.repo(repo).trees[commit.commit_id][small.path].blob.read()
+    assert [r.path for r in replay.cdn.requests] == [f"/xet/{small.lfs.sha256}"]
+    with pytest.raises(RevisionNotFoundError):
+        api.model_info(repo, revision=sha)
+    assert vars(api.model_info(repo))["_id"] == uid

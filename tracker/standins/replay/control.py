@@ -47,12 +47,22 @@ shows it again). The same is `POST /_replay/state/{org}/{name}?state=S[&gated=au
 `createdAt` stay), and every API and `/resolve/` request for `old` is answered 307 to the same path under `new`
 (the client follows it), until a repo is created under `old` again (`add_repo`): a new repo, another `_id`.
 
+`squash(repo)` is the Hub's super-squash: the branch becomes one new commit holding the head's tree, the old shas gone.
+
+(`POST /_replay/squash/{org}/{name}`.)
+
+`serve_from_cdn(repo)` moves a repo's LFS files to the CDN stand-in (cdn.py, another host): `/resolve/` answers them
+with a 302 to a signed URL that honours Range, its metadata headers kept; `migrate_to_xet(repo)` is the Hub's Xet
+migration: that, and every LFS entry of its trees and paths-info lists a `xetHash` beside its unchanged `lfs.oid`
+(no commit is made). For a replay in another process: `POST /_replay/storage/{org}/{name}?to=cdn|xet`.
+
 The client's background `GET /api/agent-harnesses` is answered 404 and never recorded; neither are the
 admin routes under `/_replay/` (see `_admin`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import time
@@ -63,7 +73,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tracker.standins.loopback import KeepAliveHandler, LoopbackServer
+from tracker.standins.replay.cdn import CdnServer
 from tracker.standins.replay.history import (
+    LfsBlob,
     ReplayCommit,
     RepoHistory,
     load_roots,
@@ -124,6 +136,8 @@ class ReplayServer:
         self._recorded_flags: dict[str, tuple[bool, str | bool]] = {}  # (private, gated) as recorded, while changed
         self._gate_granted: dict[str, bool] = {}  # a gated repo set by `set_state`: whether tokens may read files
         self._renamed: dict[str, str] = {}  # old repo id -> the id it was renamed to (answered 307)
+        self._on_cdn: dict[str, bool] = {}  # repo id -> its LFS files served from the CDN (True: moved to Xet)
+        self.cdn = CdnServer(host)  # the second origin /resolve/ redirects to (started with the first repo on it)
         self._http = LoopbackServer(_Handler, self, "hub-replay", host, port)
 
     def add_repo(self, history: RepoHistory) -> None:
@@ -153,6 +167,7 @@ class ReplayServer:
 
     def stop(self) -> None:
         self._http.stop()
+        self.cdn.stop()
 
     def __enter__(self) -> ReplayServer:
         return self.start()
@@ -224,12 +239,59 @@ class ReplayServer:
             repo = self._repos.pop(old)
             repo.repo_id = new
             self._repos[new], self._heads[new] = repo, self._heads.pop(old)
-            for table in (self._states, self._recorded_flags, self._gate_granted, self._moved_at, self._listed_sha):
+            for table in (self._states, self._recorded_flags, self._gate_granted, self._moved_at, self._listed_sha,
+                          self._on_cdn):
                 if old in table:
                     table[new] = table.pop(old)  # type: ignore[index]
             self._renamed = {o: (new if n == old else n) for o, n in self._renamed.items()}
             self._renamed[old] = new
             self._touch(new)
+
+    # -- where the bytes are stored
+    def serve_from_cdn(self, repo_id: str) -> None:
+        """The repo's LFS files move to the CDN: `/resolve/` answers them with a 302 to a signed URL on the CDN
+        stand-in (`self.cdn`, another host), keeping the Hub's metadata headers; nothing else changes (no commit)."""
+        self._move_storage(repo_id, xet=False)
+
+    def migrate_to_xet(self, repo_id: str) -> None:
+        """The Hub's Xet migration of the repo: no commit, every LFS entry of its trees and paths-info gains a
+        `xetHash` (its `lfs.oid`, size and blob id unchanged), and its LFS files are served from the CDN as
+        `serve_from_cdn` does."""
+        self._move_storage(repo_id, xet=True)
+
+    def _move_storage(self, repo_id: str, xet: bool) -> None:
+        if repo_id not in self._repos:
+            raise KeyError(repo_id)
+        with self._lock:
+            self._on_cdn[repo_id] = xet or self._on_cdn.get(repo_id, False)
+            if not self.cdn.running:
+                self.cdn.start()
+
+    def _cdn_url(self, repo_id: str, blob: LfsBlob, path: str) -> str | None:
+        with self._lock:
+            if repo_id not in self._on_cdn:
+                return None
+        return self.cdn.sign(blob.lfs_sha256, blob, path.rsplit("/", 1)[-1])
+
+    def _on_xet(self, repo_id: str) -> bool:
+        with self._lock:
+            return self._on_cdn.get(repo_id, False)
+
+    def squash(self, repo_id: str) -> str:
+        """The Hub's super-squash of the default branch: its history becomes one new commit, without a parent, holding
+        the head's tree; every earlier sha is gone (from the commit listing, and by sha). Returns the new sha."""
+        with self._lock:
+            repo = self._repos[repo_id]
+            head = repo.commits[self._heads[repo_id] - 1]
+            sha = hashlib.sha1(f"squash\n{repo_id}\n{head.sha}".encode()).hexdigest()
+            squashed = ReplayCommit(sha=sha, title=f"Super-squash branch '{repo.default_branch}'", message="",
+                                    authors=("squasher",), date=datetime.now(UTC), dirname=f"squash-{head.dirname}",
+                                    parent=None, index=0, touched=frozenset(repo.trees[head.sha]))
+            repo.trees[sha] = repo.trees[head.sha]
+            repo.replace_history([squashed])
+            self._heads[repo_id] = 1
+            self._touch(repo_id)
+        return sha
 
     def _renamed_to(self, repo_id: str) -> str | None:
         with self._lock:
@@ -396,6 +458,7 @@ class ReplayServer:
     def _admin(self, method: str, path: str, query: dict[str, list[str]]) -> Response:
         """POST /_replay/advance/{org}/{name}, POST /_replay/head/{org}/{name}?n=N,
         POST /_replay/state/{org}/{name}?state=S[&gated=MODE], POST /_replay/rename/{org}/{name}?to=ORG/NAME,
+        POST /_replay/storage/{org}/{name}?to=cdn|xet, POST /_replay/squash/{org}/{name},
         GET /_replay/requests, POST /_replay/reset-requests, GET /_replay/repos."""
         parts = path.strip("/").split("/")
         if method == "GET" and parts == ["_replay", "requests"]:
@@ -415,6 +478,17 @@ class ReplayServer:
             except ValueError as err:
                 return json_response(400, {"error": str(err)})
             return json_response(200, {"repo_id": new, "renamed_from": repo_id})
+        if method == "POST" and len(parts) == 4 and parts[1] in ("storage", "squash"):
+            repo_id = f"{parts[2]}/{parts[3]}"
+            if repo_id not in self._repos:
+                return json_response(404, {"error": f"unknown repo {repo_id}"})
+            if parts[1] == "squash":
+                return json_response(200, {"repo_id": repo_id, "head": self.squash(repo_id)})
+            to = query.get("to", [""])[-1]
+            if to not in ("cdn", "xet"):
+                return json_response(400, {"error": f"storage must be cdn or xet, not {to!r}"})
+            self.migrate_to_xet(repo_id) if to == "xet" else self.serve_from_cdn(repo_id)
+            return json_response(200, {"repo_id": repo_id, "storage": to, "cdn": self.cdn.origin})
         if method == "POST" and len(parts) == 4 and parts[1] == "state":
             repo_id = f"{parts[2]}/{parts[3]}"
             if repo_id not in self._repos:

@@ -206,6 +206,21 @@ class RepoHistory:
         self.trees = trees
         self.by_sha = {c.sha: c for c in commits}
         self._tree_oids: dict[tuple[str, str], str] = {}
+        self._identity: tuple[str, datetime] | None = None  # kept when its history is replaced (a squash)
+
+    @property
+    def uid(self) -> str:
+        """The repo's `_id`: the same across renames and squashes (the first commit's, as first recorded)."""
+        return self._identity[0] if self._identity else self.commits[0].sha[:24]
+
+    @property
+    def created_at(self) -> datetime:
+        return self._identity[1] if self._identity else self.commits[0].date
+
+    def replace_history(self, commits: list[ReplayCommit]) -> None:
+        """A new history for the same repo (its `_id` and creation date kept), as a squash leaves it."""
+        self._identity = (self.uid, self.created_at)
+        self.commits, self.by_sha = commits, {c.sha: c for c in commits}
 
     def chain(self, sha: str) -> list[ReplayCommit]:
         """The commits reachable from `sha` through parent links, newest first."""
@@ -475,3 +490,33 @@ def synthetic_history(repo_id: str, commits: int = 1, start: datetime | None = N
         trees[sha] = tree
         parent = commit
     return RepoHistory({"id": repo_id, "private": private}, made, trees)
+
+
+def scripted_history(repo_id: str, steps: list[dict[str, bytes | TreeEntry | None]], start: datetime | None = None,
+                     gated: str | bool = False) -> RepoHistory:
+    """A repo built in memory from `steps`, one commit each, an hour apart: each maps a path to its new bytes (a
+    regular file), a TreeEntry (an LFS file: `lfs_entry`) or None (deleted), over the parent's tree."""
+    start = start or datetime(2024, 1, 1, tzinfo=UTC)
+    made: list[ReplayCommit] = []
+    trees: dict[str, Tree] = {}
+    tree: Tree = {}
+    for index, step in enumerate(steps):
+        tree = dict(tree)
+        for path, value in step.items():
+            if value is None:
+                tree.pop(path, None)
+            else:
+                tree[path] = value if isinstance(value, TreeEntry) else TreeEntry(BytesBlob(value))
+        dirname = f"{index + 1:04d}-step-{index + 1}"
+        sha = hashlib.sha1(f"{repo_id}\n{dirname}\n{sorted(step)}".encode()).hexdigest()
+        made.append(ReplayCommit(sha=sha, title=f"step {index + 1}", message="", authors=("scripted",),
+                                 date=start + timedelta(hours=index), dirname=dirname,
+                                 parent=made[-1].sha if made else None, index=index, touched=frozenset(step)))
+        trees[sha] = tree
+    return RepoHistory({"id": repo_id, "gated": gated}, made, trees)
+
+
+def lfs_entry(header: dict[str, Any], size: int | None = None) -> TreeEntry:
+    """A safetensors LFS file with this header (its data zeros), as `scripted_history` takes it."""
+    prefix, extent = safetensors_prefix(header)
+    return TreeEntry(LfsBlob(size or len(prefix) + extent, prefix), safetensors=header)

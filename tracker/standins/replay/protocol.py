@@ -6,6 +6,7 @@ which client calls retry)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import re
@@ -66,6 +67,10 @@ class ReplayState(Protocol):
     def _state_of(self, repo_id: str) -> tuple[str, bool]: ...
 
     def _renamed_to(self, repo_id: str) -> str | None: ...
+
+    def _cdn_url(self, repo_id: str, blob: LfsBlob, path: str) -> str | None: ...
+
+    def _on_xet(self, repo_id: str) -> bool: ...
 
     def _last_modified(self, repo: RepoHistory, commit: ReplayCommit) -> datetime: ...
 
@@ -275,7 +280,7 @@ class Exchange:
             repo, commit, modified, _ = entry
             if sort == "downloads":
                 return (f"{repo.downloads:020d}", repo.repo_id)
-            at = modified if sort == "lastModified" else repo.commits[0].date
+            at = modified if sort == "lastModified" else repo.created_at
             return ("" if sort == "id" else _iso(at), repo.repo_id)
 
         entries = self.replay._listing(self.auth == "anonymous", author)
@@ -348,7 +353,8 @@ class Exchange:
         nodes = repo.list_dir(commit.sha, path, recursive=_flag(self.query.get("recursive")))
         size = TREE_PAGE_EXPANDED if expand else TREE_PAGE
         cursor = max(0, _int_param(self.query, "cursor", 0))
-        page = [_node_json(repo, commit.sha, node, expand) for node in nodes[cursor : cursor + size]]
+        xet = self.replay._on_xet(repo_id)
+        page = [_node_json(repo, commit.sha, node, expand, xet) for node in nodes[cursor : cursor + size]]
         headers = self._next_link(cursor=cursor + size) if cursor + size < len(nodes) else {}
         return json_response(200, page, headers)
 
@@ -358,7 +364,8 @@ class Exchange:
         expand = _flag(self.form.get("expand"))
         paths = dict.fromkeys(p.strip("/") for p in self.form.get("paths", []) if p.strip("/"))
         nodes = [node for p in paths if (node := repo.node(commit.sha, p)) is not None]
-        return json_response(200, [_node_json(repo, commit.sha, node, expand) for node in nodes])
+        xet = self.replay._on_xet(repo_id)
+        return json_response(200, [_node_json(repo, commit.sha, node, expand, xet) for node in nodes])
 
     def resolve(self, repo_id: str, rev: str, path: str) -> Response:
         repo, n = self._repo(repo_id)
@@ -377,6 +384,9 @@ class Exchange:
         if isinstance(blob, LfsBlob):
             etag = f'"{blob.lfs_sha256}"'
             headers.update({"ETag": etag, "X-Linked-Etag": etag, "X-Linked-Size": str(blob.size)})
+            location = self.replay._cdn_url(repo_id, blob, path)
+            if location is not None:  # stored on the CDN: a 302 to its signed URL, the Hub's metadata headers kept
+                return Response(302, {**headers, "Location": location})
         start, stop, status = 0, blob.size, 200
         match = RANGE.fullmatch(self.range or "")
         if match and (match[1] or match[2]):
@@ -391,6 +401,11 @@ class Exchange:
             headers["Content-Range"] = f"bytes {start}-{stop - 1}/{blob.size}"
             status = 206
         return Response(status, headers, blob=blob, start=start, stop=stop)
+
+
+def xet_hash(blob: LfsBlob) -> str:
+    """The stand-in Xet hash of an LFS file (the real one is a Merkle hash of its chunks): stable per content."""
+    return hashlib.sha256(b"hubwatch-replay-xet\0" + blob.lfs_sha256.encode()).hexdigest()
 
 
 _BEFORE_ALL = ("\uffff", "\uffff")  # sorts after every key: a descending listing restarts from the top
@@ -416,9 +431,9 @@ def _listed_json(entry: tuple[RepoHistory, ReplayCommit, datetime, str], expand:
     else:
         card = repo.meta_card_data or {}
         fields = {
-            "_id": repo.commits[0].sha[:24],
+            "_id": repo.uid,
             "author": repo.repo_id.split("/")[0],
-            "createdAt": _iso(repo.commits[0].date),
+            "createdAt": _iso(repo.created_at),
             "private": repo.private,
             "gated": repo.gated,
             "downloads": repo.downloads,
@@ -463,11 +478,11 @@ def _model_fields(repo: RepoHistory, commit: ReplayCommit, blobs: bool) -> dict[
     if isinstance(card.get("license"), str):
         tags.append(f"license:{card['license']}")
     fields: dict[str, Any] = {
-        "_id": repo.commits[0].sha[:24],
+        "_id": repo.uid,
         "author": repo.repo_id.split("/")[0],
         "sha": commit.sha,
         "lastModified": _iso(commit.date),
-        "createdAt": _iso(repo.commits[0].date),
+        "createdAt": _iso(repo.created_at),
         "private": repo.private,
         "gated": repo.gated,
         "disabled": False,
@@ -498,8 +513,9 @@ def _model_fields(repo: RepoHistory, commit: ReplayCommit, blobs: bool) -> dict[
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def _node_json(repo: RepoHistory, sha: str, node: Node, expand: bool) -> dict[str, Any]:
-    """A tree or paths-info entry, with the keys the client's RepoFile / RepoFolder parse."""
+def _node_json(repo: RepoHistory, sha: str, node: Node, expand: bool, xet: bool = False) -> dict[str, Any]:
+    """A tree or paths-info entry, with the keys the client's RepoFile / RepoFolder parse; `xet`: the repo's LFS files
+    moved to Xet storage (their `xetHash` listed beside the unchanged `lfs.oid`)."""
     if node.entry is None:
         data: dict[str, Any] = {"type": "directory", "oid": repo.tree_oid(sha, node.path), "size": 0, "path": node.path}
     else:
@@ -507,6 +523,8 @@ def _node_json(repo: RepoHistory, sha: str, node: Node, expand: bool) -> dict[st
         data = {"type": "file", "oid": blob.oid, "size": blob.size, "path": node.path}
         if isinstance(blob, LfsBlob):
             data["lfs"] = {"oid": blob.lfs_sha256, "size": blob.size, "pointerSize": len(blob.pointer)}
+            if xet:
+                data["xetHash"] = xet_hash(blob)
     if expand:
         last = repo.last_commit(sha, node.path)
         data["lastCommit"] = {"id": last.sha, "title": last.title, "date": _iso(last.date)}

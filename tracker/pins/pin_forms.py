@@ -1,0 +1,112 @@
+"""What a pin looks like, shared by every reader of pins in files (Python, shell and TOML text, YAML
+deployment files): the `CodePin` and `CodeScan` records, what a repo id and a revision must look like to
+be checked, and the flags, environment variables and keys that name a model and its revision.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from storage.kinds import is_branch_name, is_repo_id
+from tracker.formats.local_files import quoted
+from tracker.pins.cache import SHA_RE
+
+HEX_RE = re.compile(r"^[0-9a-fA-F]{4,40}$")
+_REPO_SHAPED = re.compile(r"[^/\s]+/+[^/\s]+")  # org/name, and typos of it such as org//name
+
+# Command-line flags, as serving runtimes spell them: vLLM (`--model`, `--revision`, `--tokenizer`,
+# `--tokenizer-revision`), SGLang (`--model-path`, `--tokenizer-path`), text-generation-inference and
+# text-embeddings-inference (`--model-id`), KServe's huggingfaceserver (`--model_id`, `--model_revision`,
+# `--tokenizer_revision`). Each group pairs a model flag with a revision flag of the same group only.
+FLAG_GROUPS: tuple[tuple[frozenset[str], frozenset[str]], ...] = (
+    (frozenset({"--model", "--model-id", "--model_id", "--model-name", "--model_name", "--model-path", "--model_path"}),
+     frozenset({"--revision", "--model-revision", "--model_revision"})),
+    (frozenset({"--tokenizer", "--tokenizer-path", "--tokenizer_path"}),
+     frozenset({"--tokenizer-revision", "--tokenizer_revision"})),
+)
+# A model named by position: `vllm serve ORG/NAME`, `hf download ORG/NAME`, `huggingface-cli download ORG/NAME`.
+POSITIONAL_COMMANDS = frozenset({("vllm", "serve"), ("hf", "download"), ("huggingface-cli", "download")})
+
+# Environment variables that name a model and its revision, each pair as one runtime reads it:
+# text-generation-inference and text-embeddings-inference (the launcher's `--model-id` / `--revision`
+# from the environment), SageMaker's Hugging Face containers, RunPod's vLLM worker.
+ENV_PAIRS: tuple[tuple[str, str], ...] = (
+    ("MODEL_ID", "REVISION"),
+    ("HF_MODEL_ID", "HF_MODEL_REVISION"),
+    ("MODEL_NAME", "MODEL_REVISION"),
+)
+
+# Keys of one mapping (a Helm values file, an application's config) that name a model and its revision.
+# The weak keys name other things too (`image.repository: vllm/vllm-openai`): a model only beside a revision.
+MODEL_KEYS = ("model", "model_id", "modelId", "model_name", "modelName", "repo_id", "repoId", "model_name_or_path",
+              "modelNameOrPath", "modelPath", "model_path")
+WEAK_MODEL_KEYS = ("repository", "repo")
+REVISION_KEYS = ("revision", "model_revision", "modelRevision")
+
+
+def looks_like_repo(value: str) -> bool:
+    """Whether a string is meant as `org/name` (malformed ones included), not a local path or a bare name."""
+    return _REPO_SHAPED.fullmatch(value) is not None and not value.startswith((".", "~", "$", "/")) \
+        and "://" not in value and len(value) <= 300
+
+
+@dataclass(frozen=True)
+class CodePin:
+    """A model a file names. `revision` is what it pins (None: unpinned); `sha` the 40-hex commit when that
+    is what it pins, else `branch` the branch or tag it follows. `start`/`end`: the revision's characters
+    in the file's text, for `--write`; `yaml_plain`: they are a whole plain (unquoted) YAML scalar, where a
+    new sha YAML would read as a number must be written quoted."""
+
+    path: str
+    line: int
+    repo_id: str
+    revision: str | None = None
+    sha: str | None = None
+    branch: str | None = None
+    start: int | None = None
+    end: int | None = None
+    yaml_plain: bool = False
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"path": self.path, "line": self.line, "repo_id": self.repo_id, "revision": self.revision,
+                "sha": self.sha, "branch": self.branch}
+
+
+@dataclass
+class CodeScan:
+    """What a tree pins: `pins` by sha, `branch_pins` following a branch or tag, `unpinned` uses, and
+    `problems` (a location and what is wrong) and `skipped` files (a path and why)."""
+
+    root: Path
+    pins: list[CodePin] = field(default_factory=list)
+    branch_pins: list[CodePin] = field(default_factory=list)
+    unpinned: list[CodePin] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    files_read: int = 0
+
+    def add(self, pin: CodePin) -> None:
+        """File `pin` by what it pins, or as a problem naming what cannot be checked."""
+        if not is_repo_id(pin.repo_id):
+            self.problems.append((pin.location, f"{quoted(pin.repo_id)} is not a Hub repo id (org/name)"))
+        elif pin.revision is None:
+            self.unpinned.append(pin)
+        elif SHA_RE.match(pin.revision):
+            self.pins.append(replace(pin, sha=pin.revision, branch=None))
+        elif HEX_RE.match(pin.revision) and pin.revision.lower() == pin.revision and len(pin.revision) < 40:
+            self._problem(pin, "is a short sha: pin the full 40-hex commit")
+        elif HEX_RE.match(pin.revision) and len(pin.revision) == 40:
+            self._problem(pin, "is an uppercase sha: the Hub's are lowercase")
+        elif is_branch_name(pin.revision):
+            self.branch_pins.append(replace(pin, sha=None, branch=pin.revision))
+        else:
+            self._problem(pin, "is neither a commit sha nor a branch name")
+
+    def _problem(self, pin: CodePin, what: str) -> None:
+        self.problems.append((pin.location, f"{pin.repo_id}: revision {quoted(pin.revision)} {what}"))
