@@ -111,7 +111,13 @@ def saved_bytes(model, inputs: dict) -> Saved:
 def measure(config_dict: dict, inputs_for, *, fake: bool = True) -> Saved:
     """Saved bytes for one config, built fresh under FakeTensorMode (or on the real CPU)."""
     if not fake:
-        model = build(config_dict, torch.device("cpu"))
+        # real tensors, built the way the fake run builds them; zeros rather than transformers' random init,
+        # which costs more than the forward and changes no size the run saves
+        with no_init_weights():
+            model = build(config_dict, torch.device("cpu"))
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.zero_()
         return saved_bytes(model, inputs_for(config_dict))
     with FakeTensorMode(), no_init_weights():
         model = build(config_dict, torch.device("cpu"))

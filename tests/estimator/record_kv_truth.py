@@ -20,12 +20,12 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 
 from kv_truth import measure_kv  # noqa: E402 - after the path set-up above
-from serving_cases import KV_CASES, RECORDED_KV, case_key, serving_config  # noqa: E402
+from serving_cases import KV_CASES, RECORDED_KV, RECORDED_ONLY_CASES, case_key, serving_config  # noqa: E402
 
 
 def main(only: list[str]) -> None:
     out = json.loads(RECORDED_KV.read_text())["bytes"] if only else {}
-    for path, tokens in KV_CASES:
+    for path, tokens in [*KV_CASES, *RECORDED_ONLY_CASES]:
         if only and not any(word in case_key(path, tokens) for word in only):
             continue
         out[case_key(path, tokens)] = measure_kv(serving_config(path), tokens)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from serving_cases import KV_CASES, PATHS, RECORDED_KV, case_key, serving_config
+from serving_cases import KV_CASES, PATHS, RECORDED_KV, RECORDED_ONLY_CASES, case_key, serving_config
 
 from estimator.kv_cache import layout
 
@@ -21,7 +21,7 @@ def transformers_bytes(path: str, tokens: int) -> int:
     return lay.at_context("transformers", tokens, 2) + lay.fixed_bytes("transformers", 2)
 
 
-@pytest.mark.parametrize(("path", "tokens"), KV_CASES)
+@pytest.mark.parametrize(("path", "tokens"), [*KV_CASES, *RECORDED_ONLY_CASES])
 def test_transformers_figure_is_exact_against_the_recorded_cache(path, tokens):
     """The transformers figure equals, to the byte, what transformers' cache held after the prefill."""
     assert transformers_bytes(path, tokens) == RECORDED[case_key(path, tokens)]
