@@ -23,7 +23,7 @@ from urllib.parse import parse_qs
 
 from tracker.standins.loopback import KeepAliveHandler, LoopbackServer
 from tracker.standins.replay.history import Blob
-from tracker.standins.replay.protocol import RANGE
+from tracker.standins.replay.protocol import byte_range
 
 SIGNED_FOR_S = 3600  # how long a signed URL stays valid, as the Hub's (an hour)
 
@@ -98,19 +98,14 @@ class CdnServer:
         if not signed or expires < time.time():
             return 403, {}, None, 0, 0
         headers = {"Accept-Ranges": "bytes", "Content-Type": "application/octet-stream", "ETag": f'"{key}"'}
-        start, stop, status = 0, blob.size, 200
-        match = RANGE.fullmatch(range_header or "")
-        if match and (match[1] or match[2]):
-            if match[1]:
-                start = int(match[1])
-                stop = min(int(match[2]) + 1, blob.size) if match[2] else blob.size
-            else:
-                start = max(0, blob.size - int(match[2]))
-            if start >= stop:
-                return 416, {"Content-Range": f"bytes */{blob.size}"}, None, 0, 0
-            headers["Content-Range"] = f"bytes {start}-{stop - 1}/{blob.size}"
-            status = 206
-        return status, headers, blob, start, stop
+        asked = byte_range(range_header, blob.size)
+        if asked is None:
+            return 200, headers, blob, 0, blob.size
+        start, stop = asked
+        if start >= stop:
+            return 416, {"Content-Range": f"bytes */{blob.size}"}, None, 0, 0
+        headers["Content-Range"] = f"bytes {start}-{stop - 1}/{blob.size}"
+        return 206, headers, blob, start, stop
 
 
 class _CdnHandler(KeepAliveHandler):

@@ -387,20 +387,26 @@ class Exchange:
             location = self.replay._cdn_url(repo_id, blob, path)
             if location is not None:  # stored on the CDN: a 302 to its signed URL, the Hub's metadata headers kept
                 return Response(302, {**headers, "Location": location})
-        start, stop, status = 0, blob.size, 200
-        match = RANGE.fullmatch(self.range or "")
-        if match and (match[1] or match[2]):
-            if match[1]:
-                start = int(match[1])
-                stop = min(int(match[2]) + 1, blob.size) if match[2] else blob.size
-            else:
-                start = max(0, blob.size - int(match[2]))
-            if start >= stop:
-                headers["Content-Range"] = f"bytes */{blob.size}"
-                raise HubError(416, "Range Not Satisfiable", headers=headers)
-            headers["Content-Range"] = f"bytes {start}-{stop - 1}/{blob.size}"
-            status = 206
-        return Response(status, headers, blob=blob, start=start, stop=stop)
+        asked = byte_range(self.range, blob.size)
+        if asked is None:
+            return Response(200, headers, blob=blob, start=0, stop=blob.size)
+        start, stop = asked
+        if start >= stop:
+            headers["Content-Range"] = f"bytes */{blob.size}"
+            raise HubError(416, "Range Not Satisfiable", headers=headers)
+        headers["Content-Range"] = f"bytes {start}-{stop - 1}/{blob.size}"
+        return Response(206, headers, blob=blob, start=start, stop=stop)
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """The [start, stop) a `Range: bytes=...` header asks of `size` bytes, None without one; start >= stop when it
+    cannot be satisfied (416). Shared by the replay and its CDN stand-in."""
+    match = RANGE.fullmatch(header or "")
+    if not match or not (match[1] or match[2]):
+        return None
+    if match[1]:
+        return int(match[1]), (min(int(match[2]) + 1, size) if match[2] else size)
+    return max(0, size - int(match[2])), size
 
 
 def xet_hash(blob: LfsBlob) -> str:
