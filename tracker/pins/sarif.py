@@ -35,7 +35,7 @@ INFORMATION_URI = "https://github.com/hubwatch/hubwatch"
 FINGERPRINT = "hubwatchPin/v1"
 SRCROOT = "%SRCROOT%"
 LEVELS = {"critical": "error", "warning": "warning", "notice": "note", "info": "note"}
-UNAVAILABLE = ("gone", "gated", "unavailable", "disabled", "moved")
+UNAVAILABLE = ("gone", "gated", "unavailable", "disabled", "moved", "branch_missing")
 
 
 @dataclass(frozen=True)
@@ -167,14 +167,15 @@ def _findings(report: ModelReport) -> list[tuple[str, str, str]]:
     pin, out = report.pin, []
     at = f"{pin.repo_id} pinned at {pin.sha[:12]}"
     if report.status in UNAVAILABLE:
-        level = "warning" if report.status == "gated" else "error"
-        out.append(("HW004", level, f"{at}: the repo is {report.status}: {report.message or 'it cannot be fetched'}"))
+        level = "warning" if report.status in ("gated", "moved") else "error"
+        what = "; what to do: ".join(filter(None, [report.message, report.advice])) or "it cannot be fetched"
+        out.append(("HW004", level, f"{at}: the repo is {report.status.replace('_', ' ')}: {what}"))
     elif report.status in ("rewritten", "not_in_history"):
         out.append(("HW005", "warning", f"{at}: {report.message or 'the commit is no longer on ' + pin.branch}"))
     security = [c for c in report.changes if c.security]
     advisories = [c for c in report.changes if c.kind == "advisories"]
     rest = [c for c in report.changes if not c.security and c.kind != "advisories"]
-    if report.status == "behind":
+    if report.status == "behind" or (report.status in ("moved", "gated") and report.commits_behind):
         worst = max((c.severity for c in rest), key=SEVERITY_RANK.__getitem__, default="notice")
         counts = ", ".join(f"{kind} {sum(n.values())}" for kind, n in report.summary().items())
         out.append(("HW001", LEVELS[worst], f"{at} is {report.commits_behind} commit(s) behind {pin.branch} "

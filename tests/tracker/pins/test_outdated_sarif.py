@@ -124,6 +124,11 @@ def test_each_finding_kind_has_its_rule_and_level() -> None:
     [result] = gone["runs"][0]["results"]
     assert result["ruleId"] == "HW004" and result["level"] == "error" and "deleted, or made private" in result["message"]["text"]
     assert result["locations"] == [{"logicalLocations": [{"name": "model 1 (org/model)", "kind": "module"}]}]
+    moved = _report("behind", changes[:1])
+    moved.status, moved.moved_to = "moved", "org/renamed"
+    results = {r["ruleId"]: r for r in valid(render_sarif([moved], site, [], "1.0"))["runs"][0]["results"]}
+    assert set(results) == {"HW001", "HW004"} and results["HW004"]["level"] == "warning"  # compared under the new name
+    assert "update the pin's repo id to org/renamed" in results["HW004"]["message"]["text"]
     [rewritten] = valid(render_sarif([_report("rewritten", message="force-pushed")], {}, [], "1.0"))["runs"][0]["results"]
     assert rewritten["ruleId"] == "HW005"
     assert valid(render_sarif([_report("up_to_date", head="a" * 40)], site, [], "1.0"))["runs"][0]["results"] == []
