@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.tracker.pins.test_code_scan import SHA_A, SHA_B, tree
 from tracker.pins.code_scan import scan_tree
 from tracker.pins.code_write import Move, write_moves
 from tracker.pins.yaml_scan import MAX_EXPANDED_NODES
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "deploy_pins"
-SHA_A = "0123456789abcdef0123456789abcdef01234567"
-SHA_B = "89abcdef0123456789abcdef0123456789abcdef"
 
 # Every pin of the fixture manifests: (file, line of the sha, repo, sha).
 FIXTURE_PINS = {
@@ -33,15 +32,6 @@ FIXTURE_PINS = {
     ("vllm-deployment.yaml", 30, "meta-llama/Llama-3.1-8B-Instruct", "0e9e39f249a16976918f6564b8830bc894c89659"),
     ("vllm-deployment.yaml", 46, "Qwen/Qwen2.5-0.5B-Instruct", "7ae557604adf67be50417f59c2c2f167def9a775"),
 }
-
-
-def tree(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
-    root = tmp_path / "src"
-    for name, content in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
-    return root
 
 
 def test_every_pin_of_the_fixture_manifests_is_found_with_its_line() -> None:
