@@ -22,7 +22,7 @@ SEVERITY_DESCRIPTIONS = {
 
 # What a Change is about (DESIGN.md's table, repo-level facts, the estimate).
 CHANGE_KINDS = ("config", "tokenizer", "chat_template", "weights", "custom_code", "files", "repo", "estimate",
-                "stop_tokens")
+                "stop_tokens", "lint")
 CHANGE_KIND_DESCRIPTIONS = {
     "config": "config.json, generation_config.json, processor and sentence-transformers configs: parsed JSON compared key by key.",
     "tokenizer": "tokenizer_config.json (without the chat template), special tokens, added tokens and tokenizer.json: "
@@ -37,6 +37,8 @@ CHANGE_KIND_DESCRIPTIONS = {
             "gated, the files a gated repo refused to be read.",
     "estimate": "The estimator's parameters and memory per card changed (rerun when the structure changed).",
     "stop_tokens": "The set of token ids generation stops on, and the chat template's end of turn.",
+    "lint": "A finding of the structure verifier (`hubwatch verify`) that appeared or was resolved: the config, weights "
+            "and tokenizer checked against each other, rerun when any of them changes.",
 }
 
 # What an Event announces: the RSS category, the webhook `type`, the API filter.
@@ -53,9 +55,11 @@ REPO_BRANCH_MISSING = "repo.branch_missing"
 REPO_RESTORED = "repo.restored"
 REPO_MOVED = "repo.moved"
 REPO_HISTORY_SQUASHED = "repo.history_squashed"  # the branch's history squashed to one commit: the old shas gone
+LINT_APPEARED = "lint.appeared"  # a structure verifier finding the parent revision did not have
+LINT_RESOLVED = "lint.resolved"  # a finding of the parent revision that this one no longer has
 EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED, DERIVATIVES_REACHED,
                DERIVATIVE_CAUGHT_UP, REPO_GONE, REPO_DISABLED, REPO_GATED, REPO_BRANCH_MISSING, REPO_RESTORED, REPO_MOVED,
-               REPO_HISTORY_SQUASHED)
+               REPO_HISTORY_SQUASHED, LINT_APPEARED, LINT_RESOLVED)
 EVENT_KIND_DESCRIPTIONS = {
     REVISION_INGESTED: "A new commit of a watched repo was ingested: one event per revision, with the kinds and summaries of "
                        "its changes (or a baseline, the first time a repo is watched).",
@@ -78,6 +82,10 @@ EVENT_KIND_DESCRIPTIONS = {
     REPO_HISTORY_SQUASHED: "A watched branch's history was squashed on the Hub (super-squash): the commits seen before "
                            "are no longer on it, the new commit holds the same files. What was stored is kept, and the "
                            "squash is not reported as a rewrite (no content changed). Warning.",
+    LINT_APPEARED: "The structure verifier finds in a revision what its parent did not have (a vocab_size that no longer "
+                   "matches the embedding, a shard the index names that is gone, ...): the findings, with their "
+                   "evidence and fix, in the detail; at the severity of the worst. See the verifier's lints.",
+    LINT_RESOLVED: "A structure verifier finding of the parent revision is gone from this one. Notice.",
     REPO_RESTORED: "A watched repo answers again after being gone, disabled, gated or without its branch: polling "
                    "resumes where the stored history ends, every commit since stored. Notice.",
 }

@@ -1,0 +1,123 @@
+"""The structure verifier on a revision: its snapshot read into the estimator's ``LintInputs`` (config, weight
+manifest, tokenizer facts, files, weight indexes), the findings, and the `lint` changes between a revision and its
+parent (a finding that appears, or one that is resolved)."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from estimator.lints import Finding, LintInputs, TokenizerFacts, lint
+from tracker.differs.chat_sources import TOKENIZER_CONFIG, special_tokens
+from tracker.differs.stop_tokens import added_token_ids
+from tracker.pipeline.estimate_change import manifest_of
+from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.classify import WEIGHT_INDEX_NAMES, is_pickle, is_safetensors, kind_of
+from tracker.revision.snapshot import Snapshot
+
+TOKENIZER_JSON = "tokenizer.json"
+# What a revision's findings are read from: a change of any other kind leaves them as they were.
+INPUT_KINDS = frozenset({ChangeKind.CONFIG, ChangeKind.TOKENIZER, ChangeKind.WEIGHTS, ChangeKind.STOP_TOKENS,
+                         ChangeKind.FILES})
+
+
+def tokenizer_facts(snapshot: Snapshot) -> TokenizerFacts | None:
+    """The ids the tokenizer produces (tokenizer.json's vocabulary and added tokens, else vocab.txt or vocab.json
+    with added_tokens.json), the special tokens tokenizer_config.json names, with their ids, and model_max_length;
+    None when the revision has no tokenizer file the verifier can read."""
+    ids: dict[str, int] = {}
+    source = None
+    doc = snapshot.read_json(TOKENIZER_JSON)[0] if TOKENIZER_JSON in snapshot.files else None
+    if isinstance(doc, dict):
+        source = TOKENIZER_JSON
+        model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+        vocab = model.get("vocab")
+        if isinstance(vocab, list):  # Unigram: [[piece, score], ...], the id is the position
+            vocab = {p[0]: i for i, p in enumerate(vocab) if isinstance(p, list) and p and isinstance(p[0], str)}
+        ids = {t: i for t, i in vocab.items() if isinstance(i, int)} if isinstance(vocab, dict) else {}
+        added = doc.get("added_tokens")
+        if isinstance(added, list):
+            ids.update(added_token_ids(added, ids))
+    elif "vocab.txt" in snapshot.contents:
+        source = "vocab.txt"
+        ids = {line: i for i, line in enumerate((snapshot.text("vocab.txt") or "").splitlines())}
+    elif "vocab.json" in snapshot.files:
+        vocab = snapshot.read_json("vocab.json")[0]
+        if isinstance(vocab, dict):
+            source = "vocab.json"
+            ids = {t: i for t, i in vocab.items() if isinstance(i, int)}
+            added = snapshot.read_json("added_tokens.json")[0] if "added_tokens.json" in snapshot.files else None
+            if isinstance(added, dict):
+                ids.update({t: i for t, i in added.items() if isinstance(i, int)})
+    config = snapshot.read_json(TOKENIZER_CONFIG)[0] if TOKENIZER_CONFIG in snapshot.files else None
+    config = config if isinstance(config, dict) else {}
+    decoder = config.get("added_tokens_decoder")
+    for key, token in decoder.items() if isinstance(decoder, dict) else ():
+        if str(key).isdigit() and isinstance(token, dict) and isinstance(token.get("content"), str):
+            ids.setdefault(token["content"], int(key))
+    if source is None and not config:
+        return None
+    limit = config.get("model_max_length")
+    limit = float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
+    special = {role: (text, ids[text]) for role, text in special_tokens(snapshot).items() if text in ids}
+    largest = max(((t, i) for t, i in ids.items()), key=lambda item: item[1], default=None) if source else None
+    return TokenizerFacts(size=largest[1] + 1 if largest else None, largest=largest, special=special,
+                          model_max_length=limit, source=source or TOKENIZER_CONFIG)
+
+
+def lint_inputs(snapshot: Snapshot) -> LintInputs:
+    """What the verifier reads of a revision (config.json as parsed; an unreadable one is passed on as it is)."""
+    config, error = snapshot.read_json("config.json")
+    generation = snapshot.read_json("generation_config.json")[0] if "generation_config.json" in snapshot.files else None
+    files = tuple(sorted(snapshot.files))
+    weights = [p for p in files if is_safetensors(p)] or [p for p in files if is_pickle(p) and kind_of(p) is ChangeKind.WEIGHTS]
+    complete = all(p in snapshot.manifests and not snapshot.manifests[p].error for p in weights)
+    indexes = {p: snapshot.read_json(p)[0] for p in files if posixpath.basename(p) in WEIGHT_INDEX_NAMES}
+    if config is None and error and "config.json" in snapshot.files and "not valid JSON" in error:
+        config = error  # an unreadable config is itself a finding (config-invalid)
+    return LintInputs(config=config, manifest=manifest_of(snapshot), tokenizer=tokenizer_facts(snapshot),
+                      generation_config=generation, files=files, indexes=indexes, weights_complete=complete)
+
+
+def verify_snapshot(snapshot: Snapshot) -> list[Finding] | None:
+    """The revision's findings (computed once per snapshot); None for a repo without config.json."""
+    if "config.json" not in snapshot.files:
+        return None
+    return snapshot.derived("lints", lambda s: lint(lint_inputs(s)))
+
+
+def should_verify(is_baseline: bool, changes: list[Change]) -> bool:
+    """On a first revision, and whenever the config, tokenizer, weights or file list moved."""
+    return is_baseline or any(c.kind in INPUT_KINDS for c in changes)
+
+
+def lint_changes(before: list[Finding] | None, after: list[Finding] | None) -> tuple[Change | None, Change | None]:
+    """(the findings that appeared, those resolved) between a parent's findings and a revision's, each as one
+    `lint` change (None when there are none): appeared at the severity of the worst, resolved as a notice."""
+    old = {f.key: f for f in before or []}
+    new = {f.key: f for f in after or []}
+    appeared = [f for k, f in new.items() if k not in old]
+    resolved = [f for k, f in old.items() if k not in new]
+    current = [f.to_dict() for f in after or []]
+    up = None
+    if appeared:
+        severity = max((Severity(f.severity) for f in appeared), key=lambda s: s.rank)
+        up = Change(kind=ChangeKind.LINT, path="config.json", severity=severity,
+                    summary="verify: " + _listed(appeared, "+"),
+                    detail={"appeared": [f.to_dict() for f in appeared], "findings": current})
+    down = None
+    if resolved:
+        down = Change(kind=ChangeKind.LINT, path="config.json", severity=Severity.NOTICE,
+                      summary="verify: resolved " + _listed(resolved, "-"),
+                      detail={"resolved": [f.to_dict() for f in resolved], "findings": current})
+    return up, down
+
+
+def _listed(findings: list[Finding], sign: str) -> str:
+    shown = [f"{sign}{f.id} ({f.severity}): {f.message}" for f in findings[:2]]
+    more = f"; +{len(findings) - 2} more" if len(findings) > 2 else ""
+    return "; ".join(shown) + more
+
+
+def findings_dicts(findings: list[Finding] | None) -> list[dict[str, Any]] | None:
+    return None if findings is None else [f.to_dict() for f in findings]
