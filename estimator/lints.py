@@ -126,6 +126,7 @@ class LintInputs:
     files: tuple[str, ...] = ()
     indexes: Mapping[str, Any] = field(default_factory=dict)
     weights_complete: bool = True
+    config_error: str | None = None  # why config.json could not be parsed (then ``config`` is None)
 
 
 @dataclass(frozen=True)
@@ -151,9 +152,12 @@ class Finding:
 def lint(inputs: LintInputs) -> list[Finding]:
     """Every finding of the revision, most severe first (then by id)."""
     config = inputs.config
+    if inputs.config_error is not None:
+        return [_finding("config-invalid", f"config.json cannot be read: {inputs.config_error}",
+                         {"where": "config.json", "error": inputs.config_error[:300]})]
     if not isinstance(config, dict):
         return [_finding("config-invalid", f"config.json is a {type(config).__name__}, not a JSON object",
-                         {"found": type(config).__name__})]
+                         {"where": "config.json", "found": type(config).__name__})]
     ctx = _Context(inputs, config)
     found = [*ctx.invalid]
     for check in CHECKS:

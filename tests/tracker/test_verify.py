@@ -80,7 +80,8 @@ def test_an_unreadable_config_is_a_finding():
     snapshot = Snapshot("o/n", "a" * 40)
     snapshot.files["config.json"] = FileEntry("config.json", "b" * 40, 5)
     snapshot.contents["config.json"] = b"{oops"
-    assert [f.id for f in verify_snapshot(snapshot)] == ["config-invalid"]
+    [finding] = verify_snapshot(snapshot)
+    assert finding.id == "config-invalid" and finding.message.startswith("config.json cannot be read: config.json is not valid JSON")
     assert verify_snapshot(Snapshot("o/n", "c" * 40)) is None
 
 

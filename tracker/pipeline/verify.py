@@ -17,8 +17,7 @@ from tracker.revision.snapshot import Snapshot
 
 TOKENIZER_JSON = "tokenizer.json"
 # What a revision's findings are read from: a change of any other kind leaves them as they were.
-INPUT_KINDS = frozenset({ChangeKind.CONFIG, ChangeKind.TOKENIZER, ChangeKind.WEIGHTS, ChangeKind.STOP_TOKENS,
-                         ChangeKind.FILES})
+INPUT_KINDS = frozenset({ChangeKind.CONFIG, ChangeKind.TOKENIZER, ChangeKind.WEIGHTS, ChangeKind.STOP_TOKENS})
 
 
 def tokenizer_facts(snapshot: Snapshot) -> TokenizerFacts | None:
@@ -66,17 +65,17 @@ def tokenizer_facts(snapshot: Snapshot) -> TokenizerFacts | None:
 
 
 def lint_inputs(snapshot: Snapshot) -> LintInputs:
-    """What the verifier reads of a revision (config.json as parsed; an unreadable one is passed on as it is)."""
+    """What the verifier reads of a revision (config.json as parsed, or why it cannot be)."""
     config, error = snapshot.read_json("config.json")
     generation = snapshot.read_json("generation_config.json")[0] if "generation_config.json" in snapshot.files else None
     files = tuple(sorted(snapshot.files))
     weights = [p for p in files if is_safetensors(p)] or [p for p in files if is_pickle(p) and kind_of(p) is ChangeKind.WEIGHTS]
     complete = all(p in snapshot.manifests and not snapshot.manifests[p].error for p in weights)
     indexes = {p: snapshot.read_json(p)[0] for p in files if posixpath.basename(p) in WEIGHT_INDEX_NAMES}
-    if config is None and error and "config.json" in snapshot.files and "not valid JSON" in error:
-        config = error  # an unreadable config is itself a finding (config-invalid)
+    unreadable = error if config is None and error and "not valid JSON" in error else None
     return LintInputs(config=config, manifest=manifest_of(snapshot), tokenizer=tokenizer_facts(snapshot),
-                      generation_config=generation, files=files, indexes=indexes, weights_complete=complete)
+                      generation_config=generation, files=files, indexes=indexes, weights_complete=complete,
+                      config_error=unreadable)
 
 
 def verify_snapshot(snapshot: Snapshot) -> list[Finding] | None:
@@ -87,7 +86,7 @@ def verify_snapshot(snapshot: Snapshot) -> list[Finding] | None:
 
 
 def should_verify(is_baseline: bool, changes: list[Change]) -> bool:
-    """On a first revision, and whenever the config, tokenizer, weights or file list moved."""
+    """On a first revision, and whenever the config, tokenizer or weights (files, headers, the index) moved."""
     return is_baseline or any(c.kind in INPUT_KINDS for c in changes)
 
 
