@@ -329,7 +329,8 @@ class Ingestor:
         else:
             estimate, estimate_events = self._estimate(watch.repo_id, commit.sha, fetched.snapshot, changes, is_baseline)
         if not fetched.gated:  # a gated revision's files are partly unread: no finding comes or goes on them
-            estimate_events = estimate_events + self._verify(watch.repo_id, commit.sha, parent_snapshot, fetched.snapshot, changes, is_baseline)
+            estimate_events = estimate_events + self._verify(watch.repo_id, commit.sha, parent_snapshot,
+                                                             fetched.snapshot, changes, is_baseline)
         title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
         events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline), *estimate_events]
         events += [change_event(watch.repo_id, commit.sha, REPO_HISTORY_SQUASHED, c) for c in repo_facts if c.detail.get("squash")]
