@@ -180,7 +180,8 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
                  serving=serving_view(estimate.result if estimate is not None else None),
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
                  checks=_advisory_section(services.store, revision, hub), files=services.store.history.revision_files(revision.id),
-                 reaches=[reach_view(e.title, e.payload or {}) for e in events if e.kind == DERIVATIVES_REACHED])
+                 reaches=[reach_view(e.title, e.payload or {}) for e in events if e.kind == DERIVATIVES_REACHED],
+                 lints=services.revision_lints(revision))
 
 
 @router.get("/repos/{org}/{name}/derivatives", response_class=HTMLResponse)

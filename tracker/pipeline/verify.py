@@ -118,5 +118,13 @@ def _listed(findings: list[Finding], sign: str) -> str:
     return "; ".join(shown) + more
 
 
-def findings_dicts(findings: list[Finding] | None) -> list[dict[str, Any]] | None:
-    return None if findings is None else [f.to_dict() for f in findings]
+def lints_reader(store: Any) -> Any:
+    """For the revision page and the API (feeds may not import the tracker): a stored revision -> its findings as
+    dicts, from its stored snapshot (None for a revision without config.json)."""
+    from tracker.revision.stored import load_snapshot
+
+    def lints(revision: Any) -> list[dict[str, Any]] | None:
+        findings = verify_snapshot(load_snapshot(store, revision))
+        return None if findings is None else [f.to_dict() for f in findings]
+
+    return lints
