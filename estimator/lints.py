@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,8 +95,17 @@ HEAD_SUFFIXES = {  # class suffix -> the head's tensors, by name
     "ForMaskedLM": re.compile(r"(^|\.)(lm_head|cls\.predictions|vocab_projector|vocab_transform|generator_lm_head|"
                               r"generator_predictions)\.|(^|\.)lm_head\.weight$"),
 }
-BUFFER_NAME = re.compile(r"(^|\.)(position_ids|token_type_ids|inv_freq|masked_bias|attn\.bias)$")
-QUANT_NAME = re.compile(r"\.(qweight|qzeros|scales|absmax|quant_map|weight_scale|weight_scale_inv|SCB|g_idx)$")
+DIGIT = re.compile(r"\d")
+# The literal parts a name matching each pattern holds (the names are found by substring search first).
+EMBEDDING_WORDS = ("embed", "wte", "shared")
+LM_HEAD_WORDS = ("lm_head", "embed_out")
+NORM_WORDS = ("norm",)
+LAYER_NORM_WORDS = ("LayerNorm", "layer_norm", "output_layernorm", "ln_2", "post_attention_layernorm",
+                    "post_feedforward_layernorm")
+HEAD_WORDS = {"ForCausalLM": LM_HEAD_WORDS, "LMHeadModel": LM_HEAD_WORDS, "ForSequenceClassification": ("score", "classifier"),
+              "ForTokenClassification": ("score", "classifier"), "ForImageClassification": ("classifier", "head"),
+              "ForQuestionAnswering": ("qa_outputs",),
+              "ForMaskedLM": ("lm_head", "cls.predictions", "vocab_projector", "vocab_transform", "generator_")}
 FLOATS = {"F64", "F32", "F16", "BF16"}
 DTYPES = {"float32": "F32", "float": "F32", "float16": "F16", "half": "F16", "bfloat16": "BF16", "float64": "F64"}
 
@@ -193,17 +203,13 @@ class _Context:
             for key, kind in SIZE_KEYS.items():
                 if key in part and part[key] is not None:
                     self._size(path, key, part[key], kind)
-        manifest = inputs.manifest if isinstance(inputs.manifest, Mapping) else None
-        self.tensors = {name: (entry[0], tuple(entry[1])) for name, entry in (manifest or {}).items()
-                        if isinstance(name, str) and isinstance(entry, (tuple, list)) and len(entry) == 2
-                        and isinstance(entry[1], (tuple, list)) and all(isinstance(d, int) for d in entry[1])}
-        self.weights = bool(self.tensors)
+        self.manifest = _Manifest(inputs.manifest)
+        self.weights = bool(self.manifest.text) and bool(self.manifest.counted())
         self.missing_shards = _missing_shards(inputs)
         # A missing tensor means something only when every weight file was read and no indexed shard is absent.
         self.complete = self.weights and inputs.weights_complete and not any(self.missing_shards.values())
-        self.quantized = config.get("quantization_config") is not None or any(
-            QUANT_NAME.search(n) or dtype not in FLOATS and len(shape) == 2 and not BUFFER_NAME.search(n)
-            for n, (dtype, shape) in self.tensors.items())
+        self.quantized = config.get("quantization_config") is not None or self.manifest.packed()
+        self._embeddings: list[tuple[str, tuple[int, ...]]] | None = None
 
     def _size(self, path: str, key: str, value: Any, kind: str) -> None:
         where = f"{path}.{key}" if path else key
@@ -246,9 +252,11 @@ class _Context:
 
     def embeddings(self) -> list[tuple[str, tuple[int, ...]]]:
         """The text model's token embedding tensors (2-D, floating)."""
-        return sorted((n, shape) for n, (dtype, shape) in self.tensors.items()
-                      if EMBEDDING.search(n) and not NOT_TEXT.search(n) and len(shape) == 2 and dtype in FLOATS
-                      and "position" not in n)
+        if self._embeddings is None:
+            self._embeddings = [(n, shape) for n in self.manifest.top(EMBEDDING, EMBEDDING_WORDS)
+                                if not NOT_TEXT.search(n) and "position" not in n
+                                and (shape := self.manifest.shape(n, FLOATS)) is not None and len(shape) == 2]
+        return self._embeddings
 
     def embedding_rows(self) -> tuple[str, int] | None:
         """(tensor, rows) of the token embedding when the weights hold one, else (vocab key, value)."""
@@ -260,6 +268,86 @@ class _Context:
     def architecture(self) -> str:
         archs = self.config.get("architectures")
         return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
+
+
+class _Manifest:
+    """The weight manifest as the checks ask it: names found over all names at once (one text, a name a line,
+    searched by C-level string and regex scans), shapes validated only for the tensors a check reads, and elements
+    by dtype counted over the distinct (dtype, shape) entries. A manifest of tens of thousands of tensors (one per
+    expert) is never walked name by name in Python."""
+
+    def __init__(self, manifest: Any) -> None:
+        self.raw: Mapping[Any, Any] = manifest if isinstance(manifest, Mapping) else {}
+        try:
+            joined = "\n".join(self.raw)
+            clean = joined.count("\n") == len(self.raw) - 1  # no name holds a newline
+        except TypeError:  # a name that is not a string
+            clean = False
+        if not clean:
+            joined = "\n".join(n for n in self.raw if isinstance(n, str) and "\n" not in n)
+        self.text = "\n" + joined + "\n" if joined else ""
+        self._counted: dict[tuple[str, tuple[int, ...]], int] | None = None
+        self._found: dict[str, set[str]] = {}
+
+    def shape(self, name: str, dtypes: Any = None) -> tuple[int, ...] | None:
+        """The tensor's shape when its entry is a (dtype, sizes) pair of whole non-negative sizes (of ``dtypes``)."""
+        entry = self.raw.get(name)
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2 or not isinstance(entry[1], (tuple, list)):
+            return None
+        if dtypes is not None and entry[0] not in dtypes:
+            return None
+        shape = tuple(entry[1])
+        return shape if all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) else None
+
+    def containing(self, literal: str) -> set[str]:
+        """Every name holding ``literal`` (found by substring search, each name once; kept for the next check)."""
+        if literal in self._found:
+            return self._found[literal]
+        found, at, text = set(), 0, self.text
+        self._found[literal] = found
+        while (at := text.find(literal, at)) >= 0:
+            start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+            if end < 0:
+                break
+            found.add(text[start:end])
+            at = end
+        return found
+
+    def top(self, pattern: re.Pattern[str], literals: tuple[str, ...]) -> list[str]:
+        """Names outside numbered layers (no digit in them) that hold one of ``literals`` and ``pattern`` finds."""
+        return sorted({n for lit in literals for n in self.containing(lit)
+                       if not DIGIT.search(n) and pattern.search(n)})
+
+    def ending(self, suffix: str) -> list[str]:
+        """Every name ending with ``suffix``, sorted."""
+        return sorted(n for n in self.containing(suffix + "\n") if n.endswith(suffix)) if self.text else []
+
+    def matching(self, pattern: re.Pattern[str], literals: tuple[str, ...]) -> list[str]:
+        """Every name holding one of ``literals`` that ``pattern`` finds, sorted."""
+        return sorted({n for lit in literals for n in self.containing(lit) if pattern.search(n)})
+
+    def counted(self) -> dict[tuple[str, tuple[int, ...]], int]:
+        """How many tensors have each valid (dtype, shape)."""
+        if self._counted is not None:
+            return self._counted
+        entries = self.raw.values()
+        try:
+            counts = Counter(entries)  # the common case: hashable (dtype, shape tuple) pairs, counted in C
+        except TypeError:
+            counts = Counter((e[0], tuple(e[1])) if isinstance(e, (tuple, list)) and len(e) == 2
+                             and isinstance(e[1], (tuple, list)) else None for e in entries)
+        out: dict[tuple[str, tuple[int, ...]], int] = {}
+        for entry, n in counts.items():
+            if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(
+                    entry[1], tuple) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in entry[1]):
+                out[entry] = out.get(entry, 0) + n
+        self._counted = out
+        return out
+
+    def packed(self) -> bool:
+        """Quantized or packed storage: 2-D weights of an integer or 8-bit float dtype (not 1 x n buffers such as
+        position_ids); bitsandbytes' 4-bit checkpoints are told by the config's quantization_config."""
+        return any(dtype not in FLOATS and len(shape) == 2 and min(shape) > 1 for dtype, shape in self.counted())
 
 
 def _json_safe(value: Any) -> Any:
@@ -392,15 +480,14 @@ def _attention_shapes(ctx: _Context) -> Iterator[Finding]:
     head_dim = explicit[1] if explicit else hidden[1] // heads[1]
     kv = ctx.size(path, "num_key_value_heads") or heads
     for role, count, key in (("q_proj", heads[1], heads[0]), ("k_proj", kv[1], kv[0])):
-        name = next((n for n in sorted(ctx.tensors) if n.endswith(f".layers.0.self_attn.{role}.weight")), None)
-        if name is None:
+        names = ctx.manifest.ending(f".layers.0.self_attn.{role}.weight")
+        shape = ctx.manifest.shape(names[0]) if names else None
+        if not shape or len(shape) != 2:
             continue
-        rows = ctx.tensors[name][1][0]
-        if rows != count * head_dim:
+        if shape[0] != count * head_dim:
             yield _finding("attention-shape-mismatch",
-                           f"{name} has {rows:,} rows; {key}={count} x head_dim {head_dim} is {count * head_dim:,}",
-                           {"where": key, "tensor": name, "shape": list(ctx.tensors[name][1]), key: count,
-                            "head_dim": head_dim})
+                           f"{names[0]} has {shape[0]:,} rows; {key}={count} x head_dim {head_dim} is {count * head_dim:,}",
+                           {"where": key, "tensor": names[0], "shape": list(shape), key: count, "head_dim": head_dim})
 
 
 def _tie(ctx: _Context) -> Iterator[Finding]:
@@ -414,14 +501,14 @@ def _tie(ctx: _Context) -> Iterator[Finding]:
         flag, source = TIE_DEFAULTS[kind], f"{kind}'s default"
     else:
         source = "config.json"
-    heads = sorted(n for n in ctx.tensors if LM_HEAD.search(n))
+    heads = ctx.manifest.top(LM_HEAD, LM_HEAD_WORDS)
     embeddings = ctx.embeddings()
     if flag and heads and embeddings:
         yield _finding("tie-word-embeddings-head",
                        f"tie_word_embeddings is true ({source}), yet the weights store {heads[0]} apart from "
                        f"{embeddings[0][0]}: transformers discards it and uses the embeddings",
                        {"where": "tie_word_embeddings", "tie_word_embeddings": True, "source": source,
-                        "head": heads[0], "head_shape": list(ctx.tensors[heads[0]][1]), "embedding": embeddings[0][0]})
+                        "head": heads[0], "head_shape": list(ctx.manifest.shape(heads[0]) or ()), "embedding": embeddings[0][0]})
 
 
 def _head_present(ctx: _Context) -> Iterator[Finding]:
@@ -430,7 +517,7 @@ def _head_present(ctx: _Context) -> Iterator[Finding]:
     if suffix is None or not ctx.complete or ctx.custom:
         return
     pattern = HEAD_SUFFIXES[suffix]
-    if any(pattern.search(n) for n in ctx.tensors):
+    if ctx.manifest.top(pattern, HEAD_WORDS[suffix]):
         return
     part = ctx.text()[1]
     if pattern is LM_HEAD or suffix == "ForMaskedLM":
@@ -461,26 +548,27 @@ def _projections(ctx: _Context) -> Iterator[Finding]:
     if arch not in PROJECTED or not ctx.complete or ctx.custom:
         return
     for norm, projection in PROJECTED[arch]:
-        found = next((n for n in ctx.tensors if n == norm or n.endswith("." + norm)), None)
-        if found is None or any(n == projection or n.endswith("." + projection) for n in ctx.tensors):
+        found = next(iter(ctx.manifest.top(re.compile(rf"(^|\.){re.escape(norm)}$"), (norm,))), None)
+        if found is None or ctx.manifest.top(re.compile(rf"(^|\.){re.escape(projection)}$"), (projection,)):
             continue
         yield _finding("bn-at-output", f"{arch}'s {found} is the last stored module of its tower: {projection} "
                                        "is not in the weights, so the tower's output goes through a random projection",
-                       {"where": found, "architecture": arch, "norm": found, "norm_shape": list(ctx.tensors[found][1]),
+                       {"where": found, "architecture": arch, "norm": found, "norm_shape": list(ctx.manifest.shape(found) or ()),
                         "projection_expected": projection})
 
 
 def _last_norm(ctx: _Context) -> tuple[str, tuple[int, ...]] | None:
     """The text model's final normalization: a norm outside the numbered layers, else the last layer's output norm."""
-    finals = sorted((n, s) for n, (_, s) in ctx.tensors.items()
-                    if FINAL_NORM.match(n) and not re.search(r"\.\d+\.", n) and not NOT_TEXT.search(n))
+    finals = [(n, shape) for n in ctx.manifest.top(FINAL_NORM, NORM_WORDS)
+              if not NOT_TEXT.search(n) and (shape := ctx.manifest.shape(n)) is not None]
     if finals:
         return finals[0]
-    layered = [(int(m.group(1)), n) for n in ctx.tensors if (m := LAYER_NORM.search(n)) and not NOT_TEXT.search(n)]
+    layered = [(int(m.group(1)), n) for n in ctx.manifest.matching(LAYER_NORM, LAYER_NORM_WORDS)
+               if (m := LAYER_NORM.search(n)) and not NOT_TEXT.search(n)]
     if not layered:
         return None
     name = max(layered)[1]
-    return name, ctx.tensors[name][1]
+    return name, ctx.manifest.shape(name) or ()
 
 
 def _init(ctx: _Context) -> Iterator[Finding]:
@@ -513,9 +601,9 @@ def _dtype(ctx: _Context) -> Iterator[Finding]:
     if name is None:
         return
     by_dtype: dict[str, int] = {}
-    for dtype, shape in ctx.tensors.values():
+    for (dtype, shape), count in ctx.manifest.counted().items():
         if dtype in FLOATS:
-            by_dtype[dtype] = by_dtype.get(dtype, 0) + math.prod(shape)
+            by_dtype[dtype] = by_dtype.get(dtype, 0) + math.prod(shape) * count
     if not by_dtype:
         return
     stored = max(by_dtype, key=lambda d: by_dtype[d])
