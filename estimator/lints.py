@@ -638,7 +638,8 @@ def _positions(ctx: _Context) -> Iterator[Finding]:
     found = ctx.size(path, "max_position_embeddings", "n_positions")
     if found is None:
         return
-    rope = part.get("rope_scaling") if isinstance(part.get("rope_scaling"), dict) else {}
+    rope = _rope_of(part)[1]
+    rope = rope if isinstance(rope, dict) else {}
     factor = rope.get("factor") if isinstance(rope.get("factor"), (int, float)) else 1
     kind_of_rope = rope.get("rope_type", rope.get("type"))
     extended = found[1] * max(factor, 1) if kind_of_rope in ("linear", "dynamic", "yarn") else found[1]
@@ -660,10 +661,10 @@ def _rope(ctx: _Context) -> Iterator[Finding]:
     except InvalidVersion:
         version = None
     for path, part, _ in ctx.parts:
-        rope = part.get("rope_scaling")
+        key, rope = _rope_of(part)
         if rope is None:
             continue
-        where = f"{path}.rope_scaling" if path else "rope_scaling"
+        where = f"{path}.{key}" if path else key
         if not isinstance(rope, dict):
             yield _finding("rope-scaling-invalid", f"{where} is {_json_safe(rope)!r}, not an object",
                            {"where": where, "value": _json_safe(rope)})
@@ -691,6 +692,13 @@ def _rope(ctx: _Context) -> Iterator[Finding]:
                            f"{ROPE_TYPE_KEY_SINCE}; the config declares {declared} (it reads 'type')",
                            {"where": where, "type": kind, "transformers_version": declared,
                             "since": ROPE_TYPE_KEY_SINCE})
+
+
+def _rope_of(part: dict[str, Any]) -> tuple[str, Any]:
+    """(the key, the rope settings): rope_scaling, or transformers 5's rope_parameters (which holds the type too)."""
+    if part.get("rope_scaling") is not None:
+        return "rope_scaling", part["rope_scaling"]
+    return "rope_parameters", part.get("rope_parameters")
 
 
 def _rope_keys(ctx: _Context, path: str, part: dict[str, Any], where: str, kind: str,

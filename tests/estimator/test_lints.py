@@ -254,3 +254,35 @@ def test_every_rule_is_described():
     for rule in RULES.values():
         assert rule.severity in SEVERITIES
         assert all(len(text) > 10 for text in (rule.title, rule.checks, rule.evidence, rule.fix)), rule.id
+
+
+VERIFY_FIXTURES = FIXTURES.parents[1] / "verify" / "configs"
+REAL_MORE = sorted(p.name for p in VERIFY_FIXTURES.glob("*.json"))
+
+
+@pytest.mark.parametrize("name", REAL_MORE)
+def test_more_real_configs_raise_nothing_with_or_without_their_code(name):
+    """Phi-3.5-mini and Phi-4-mini (LongRoPE, partial rotary) raise nothing, also read by transformers' own phi3."""
+    config = json.loads((VERIFY_FIXTURES / name).read_text())
+    assert lint(LintInputs(config, files=WEIGHTS)) == []
+    native = _with(config, auto_map=...)
+    assert lint(LintInputs(native, tokenizer=TokenizerFacts(model_max_length=131_072), files=WEIGHTS)) == []
+
+
+def test_longrope_without_its_partial_rotary_factor_is_found():
+    """Phi-4-mini's 48 factors fit 96 rotated dimensions; without partial_rotary_factor the heads rotate 128."""
+    config = json.loads((VERIFY_FIXTURES / "Phi-4-mini-instruct.json").read_text())
+    broken = _with(config, auto_map=..., partial_rotary_factor=...)
+    findings = lint(LintInputs(broken, files=WEIGHTS))
+    assert ids(findings) == ["rope-scaling-invalid", "rope-scaling-invalid"]
+    assert {f.evidence["where"] for f in findings} == {"rope_scaling.short_factor", "rope_scaling.long_factor"}
+
+
+def test_transformers_5_rope_parameters_are_read():
+    """A config written by transformers 5 keeps its rope under rope_parameters: the same checks apply to it."""
+    config = _with(LLAMA8, rope_scaling=..., transformers_version="5.0.0",
+                   rope_parameters={"rope_type": "proportional", "rope_theta": 5e5})
+    findings = lint(LintInputs(config, files=WEIGHTS))
+    assert ids(findings) == ["rope-scaling-version"] and findings[0].evidence["where"] == "rope_parameters"
+    assert lint(LintInputs(_with(config, transformers_version="5.5.0"), files=WEIGHTS)) == []
+
