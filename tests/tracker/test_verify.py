@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.support.replay_snapshots import replay_snapshots
-from tracker.pipeline.verify import lint_changes, lint_inputs, should_verify, tokenizer_facts, verify_snapshot
+from tracker.pipeline.verify import lint_changes, lint_inputs, should_verify, tokenizer_facts, undecided, verify_snapshot
 from tracker.revision.changes import Change, ChangeKind, Severity
 from tracker.revision.snapshot import FileEntry, Snapshot
 
@@ -103,3 +103,17 @@ def test_findings_are_recomputed_when_their_inputs_move(kinds, baseline, expecte
     """A first revision, or a config, tokenizer, weights or file change reruns the verifier; a template change not."""
     changes = [Change(kind=k, path="x", summary="s", severity=Severity.INFO) for k in kinds]
     assert should_verify(baseline, changes) is expected
+
+
+def test_a_finding_on_an_unread_input_is_not_resolved():
+    """MiniLM's tokenizer finding is not reported resolved by a revision whose tokenizer.json was not read."""
+    snapshots = dict(replay_snapshots("sentence-transformers/all-MiniLM-L6-v2"))
+    broken = verify_snapshot(snapshots["0005-add-query-and-doc-special-tokens"])
+    unread = snapshots["0006-add-exported-onnx-model"]
+    del unread.contents["tokenizer.json"]
+    unread.unavailable["tokenizer.json"] = "larger than [poll] max_file_mb"
+    assert "vocab-size-tokenizer" in undecided(unread)
+    assert lint_changes(broken, verify_snapshot(unread), undecided(unread)) == (None, None)
+    fresh = dict(replay_snapshots("sentence-transformers/all-MiniLM-L6-v2"))["0006-add-exported-onnx-model"]
+    assert undecided(fresh) == frozenset()
+

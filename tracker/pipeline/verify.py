@@ -90,13 +90,33 @@ def should_verify(is_baseline: bool, changes: list[Change]) -> bool:
     return is_baseline or any(c.kind in INPUT_KINDS for c in changes)
 
 
-def lint_changes(before: list[Finding] | None, after: list[Finding] | None) -> tuple[Change | None, Change | None]:
+# The lints that need each input: a revision that lacks the input's bytes cannot say such a finding is gone.
+TOKENIZER_LINTS = frozenset({"vocab-size-tokenizer", "special-token-out-of-vocab", "max-position-tokenizer"})
+WEIGHT_LINTS = frozenset({"vocab-size-embedding", "vocab-size-tokenizer", "special-token-out-of-vocab",
+                          "attention-shape-mismatch", "tie-word-embeddings-head", "bn-at-output", "head-missing",
+                          "torch-dtype-weights"})
+
+
+def undecided(snapshot: Snapshot) -> frozenset[str]:
+    """The lints this revision cannot decide: its tokenizer files or weight headers are in the commit but were not
+    read (too large, refused, unreadable), so a finding of the parent's on them is not reported as resolved."""
+    out: set[str] = set()
+    if any(p in snapshot.files and p not in snapshot.contents for p in (TOKENIZER_JSON, TOKENIZER_CONFIG)):
+        out |= TOKENIZER_LINTS
+    if not lint_inputs(snapshot).weights_complete:
+        out |= WEIGHT_LINTS
+    return frozenset(out)
+
+
+def lint_changes(before: list[Finding] | None, after: list[Finding] | None,
+                 unsure: frozenset[str] = frozenset()) -> tuple[Change | None, Change | None]:
     """(the findings that appeared, those resolved) between a parent's findings and a revision's, each as one
-    `lint` change (None when there are none): appeared at the severity of the worst, resolved as a notice."""
+    `lint` change (None when there are none): appeared at the severity of the worst, resolved as a notice. A finding
+    whose lint is in ``unsure`` (`undecided` on the revision) is not counted as resolved."""
     old = {f.key: f for f in before or []}
     new = {f.key: f for f in after or []}
     appeared = [f for k, f in new.items() if k not in old]
-    resolved = [f for k, f in old.items() if k not in new]
+    resolved = [f for k, f in old.items() if k not in new and f.id not in unsure]
     current = [f.to_dict() for f in after or []]
     up = None
     if appeared:
