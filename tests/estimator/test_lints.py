@@ -286,3 +286,18 @@ def test_transformers_5_rope_parameters_are_read():
     assert ids(findings) == ["rope-scaling-version"] and findings[0].evidence["where"] == "rope_parameters"
     assert lint(LintInputs(_with(config, transformers_version="5.5.0"), files=WEIGHTS)) == []
 
+
+JINA_0002 = (FIXTURES.parents[2] / ".." / "tracker/standins/replay/histories/jinaai/jina-clip-v2/commits/"
+             "0002-upload-jinaclipmodel/files/config.json").resolve()
+
+
+@pytest.mark.parametrize(("manifest", "config"), [
+    ("internlm2_5-7b-chat.json", load_config("custom/internlm2_5-7b-chat.json")),
+    ("jina-clip-v2.json", json.loads(JINA_0002.read_text())),  # the config of the commit the header is from
+])
+def test_custom_code_checkpoints_with_their_manifests_raise_nothing(manifest, config):
+    """InternLM2.5's and jina-clip-v2's weight manifests (custom module names: tok_embeddings, output) are no alarm."""
+    tensors = {name: (dtype, tuple(shape)) for name, (dtype, shape) in
+               json.loads((FIXTURES.parent / "manifests" / manifest).read_text()).items()}
+    assert lint(LintInputs(config, manifest=tensors, files=WEIGHTS)) == []
+
