@@ -78,6 +78,8 @@ def test_verify_json_and_fail_on(polled: Path) -> None:
     assert finding["id"] == "rope-scaling-version" and finding["evidence"]["transformers_version"] == "4.42.3"
     assert set(finding) == {"id", "severity", "message", "evidence", "fix"}
     assert run_cli("verify", LLAMA, "--fail-on", "critical", config=polled).returncode == 1
+    shown = json.loads(run_cli("show", LLAMA, data["sha"][:12], "--json", config=polled).stdout)
+    assert shown["lints"] == data["findings"]  # show --json carries the same findings
 
 
 @pytest.mark.parametrize(("args", "code", "message"), [
