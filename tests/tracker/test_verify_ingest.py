@@ -92,3 +92,15 @@ def test_verify_errors(tmp_path: Path, args: list[str], code: int, message: str)
     config = write_config(tmp_path / "h.toml", "http://127.0.0.1:9", tmp_path / "h.db")
     result = run_cli(*args, config=config)
     assert result.returncode == code and message in result.stderr, result.stderr
+
+
+def test_findings_print_upstream_text_without_control_characters() -> None:
+    """A token text carrying an escape sequence is printed escaped, not sent to the terminal."""
+    from estimator.lints import LintInputs, TokenizerFacts, lint
+    from tracker.cli.verify import render_findings
+
+    config = {"model_type": "bert", "vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2}
+    findings = lint(LintInputs(config, tokenizer=TokenizerFacts(size=12, largest=("\x1b[31mred", 11))))
+    text = render_findings(findings)
+    assert "\x1b" not in text and "\\x1b[31mred" in text
+

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from estimator.lint_rules import SEVERITIES
@@ -12,6 +14,8 @@ from tracker.pipeline.verify import verify_snapshot
 from tracker.revision.stored import load_snapshot
 
 MARKS = {"critical": "CRIT", "warning": "WARN", "notice": "NOTE", "info": "INFO"}
+# Upstream text (a token, a config value) in a finding reaches the terminal with its control characters escaped.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @click.command()
@@ -40,7 +44,7 @@ def verify(ctx: click.Context, repo: str, revision: str | None, fail_on: str, as
 
 
 def render_findings(findings: list[Finding] | None) -> str:
-    """The findings as text: one block each (severity, id, sentence, evidence, fix)."""
+    """The findings as text: one block each (severity, id, sentence, evidence, fix), control characters escaped."""
     if findings is None:
         return "no config.json in this revision: nothing to verify"
     if not findings:
@@ -52,4 +56,4 @@ def render_findings(findings: list[Finding] | None) -> str:
         if evidence:
             lines.append(f"     evidence: {evidence}")
         lines.append(f"     fix: {f.fix}")
-    return "\n".join(lines)
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", "\n".join(lines))
