@@ -262,11 +262,13 @@ REAL_MORE = sorted(p.name for p in VERIFY_FIXTURES.glob("*.json"))
 
 @pytest.mark.parametrize("name", REAL_MORE)
 def test_more_real_configs_raise_nothing_with_or_without_their_code(name):
-    """Phi-3.5-mini and Phi-4-mini (LongRoPE, partial rotary) raise nothing, also read by transformers' own phi3."""
+    """Phi-3.5-mini and Phi-4-mini (LongRoPE, partial rotary) and Gemma-7B (head_dim x heads != hidden_size) raise
+    nothing, the Phi configs also when read by transformers' own phi3."""
     config = json.loads((VERIFY_FIXTURES / name).read_text())
     assert lint(LintInputs(config, files=WEIGHTS)) == []
     native = _with(config, auto_map=...)
-    assert lint(LintInputs(native, tokenizer=TokenizerFacts(model_max_length=131_072), files=WEIGHTS)) == []
+    facts = TokenizerFacts(model_max_length=config["max_position_embeddings"])
+    assert lint(LintInputs(native, tokenizer=facts, files=WEIGHTS)) == []
 
 
 def test_longrope_without_its_partial_rotary_factor_is_found():
@@ -300,4 +302,26 @@ def test_custom_code_checkpoints_with_their_manifests_raise_nothing(manifest, co
     tensors = {name: (dtype, tuple(shape)) for name, (dtype, shape) in
                json.loads((FIXTURES.parent / "manifests" / manifest).read_text()).items()}
     assert lint(LintInputs(config, manifest=tensors, files=WEIGHTS)) == []
+
+
+def _gemma_manifest(config: dict) -> dict:
+    """gemma-7b-it's stored tensors at the shapes its module tree prints (layer 0 and the ends; lm_head is tied)."""
+    h, inner, kv = config["hidden_size"], 16 * 256, 16 * 256
+    return {"model.embed_tokens.weight": ("BF16", (256_000, h)),
+            "model.layers.0.self_attn.q_proj.weight": ("BF16", (inner, h)),
+            "model.layers.0.self_attn.k_proj.weight": ("BF16", (kv, h)),
+            "model.layers.0.self_attn.v_proj.weight": ("BF16", (kv, h)),
+            "model.layers.0.self_attn.o_proj.weight": ("BF16", (h, inner)),
+            "model.layers.0.mlp.gate_proj.weight": ("BF16", (24_576, h)),
+            "model.layers.0.input_layernorm.weight": ("BF16", (h,)),
+            "model.norm.weight": ("BF16", (h,))}
+
+
+def test_gemma_weights_agree_with_its_head_dim_and_not_without_it():
+    """Gemma-7B's 256-wide heads match q_proj's 4,096 rows; drop head_dim and the config says 192: the weights disagree."""
+    config = json.loads((VERIFY_FIXTURES / "gemma-7b-it.json").read_text())
+    assert lint(LintInputs(config, manifest=_gemma_manifest(config), files=WEIGHTS)) == []
+    findings = lint(LintInputs(_with(config, head_dim=...), manifest=_gemma_manifest(config), files=WEIGHTS))
+    assert ids(findings) == ["attention-shape-mismatch", "attention-shape-mismatch"]
+    assert findings[0].evidence["head_dim"] == 192
 
