@@ -114,8 +114,9 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
     Rule("rope-scaling-version", "critical", "The declared transformers version does not know this rope_scaling",
          "The rope type (or the `rope_type` key) exists in the transformers version the config declares "
          "(transformers_version): linear and dynamic from 4.31.0; yarn, longrope, llama3, default and the "
-         "`rope_type` key from 4.43.0; proportional from 5.5.0. Custom code (auto_map) brings its own and is "
-         "not checked.",
+         "`rope_type` key from 4.43.0; proportional from 5.5.0; before 4.43.0 the Llama lineage's configs (llama, "
+         "gpt_neox, falcon, phi, olmo, persimmon, stablelm, fuyu) take exactly type and factor. Custom code "
+         "(auto_map) brings its own and is not checked.",
          "rope_scaling's type, transformers_version, the version that added the type",
          "Declare (and require) a transformers version that knows the type, or use a type the declared one knows."),
     Rule("index-missing-shard", "critical", "The weight index names shards that are not in the repo",

@@ -73,6 +73,9 @@ ROTARY = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3"
 ROPE_TYPE_SINCE = {"linear": "4.31.0", "dynamic": "4.31.0", "default": "4.43.0", "yarn": "4.43.0",
                    "longrope": "4.43.0", "llama3": "4.43.0", "proportional": "5.5.0"}
 ROPE_TYPE_KEY_SINCE = "4.43.0"
+# Families whose config class before 4.43.0 refused any rope_scaling but {type, factor} ("must be a dictionary with
+# two fields": read in 4.42.4's configuration modules).
+TWO_FIELD_ROPE = frozenset({"falcon", "fuyu", "gpt_neox", "llama", "olmo", "persimmon", "phi", "stablelm"})
 # Types some families accept outside the generic table (multimodal rotary, Phi-3's first name for longrope).
 ROPE_FAMILY_TYPES = frozenset({"mrope", "su", "3d", "2d"})
 ROPE_REQUIRED = {"linear": ("factor",), "dynamic": ("factor",), "yarn": ("factor",), "longrope": ("short_factor", "long_factor"),
@@ -660,7 +663,7 @@ def _rope(ctx: _Context) -> Iterator[Finding]:
         version = Version(declared) if isinstance(declared, str) else None
     except InvalidVersion:
         version = None
-    for path, part, _ in ctx.parts:
+    for path, part, kind_of_family in ctx.parts:
         key, rope = _rope_of(part)
         if rope is None:
             continue
@@ -686,6 +689,13 @@ def _rope(ctx: _Context) -> Iterator[Finding]:
             yield _finding("rope-scaling-version",
                            f"{where} type {kind!r} arrived in transformers {since}; the config declares {declared}",
                            {"where": where, "type": kind, "transformers_version": declared, "since": since})
+        elif (Version(version.base_version) < Version(ROPE_TYPE_KEY_SINCE) and kind_of_family in TWO_FIELD_ROPE
+              and set(rope) != {"type", "factor"}):
+            yield _finding("rope-scaling-version",
+                           f"{where} has {', '.join(sorted(rope))}; the transformers {declared} the config declares "
+                           f"takes exactly type and factor for {kind_of_family} (4.43.0 reads more)",
+                           {"where": where, "type": kind, "transformers_version": declared, "keys": sorted(rope),
+                            "since": ROPE_TYPE_KEY_SINCE})
         elif "rope_type" in rope and "type" not in rope and Version(version.base_version) < Version(ROPE_TYPE_KEY_SINCE):
             yield _finding("rope-scaling-version",
                            f"{where} names its type with 'rope_type', which transformers reads from "

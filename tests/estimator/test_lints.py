@@ -325,3 +325,13 @@ def test_gemma_weights_agree_with_its_head_dim_and_not_without_it():
     assert ids(findings) == ["attention-shape-mismatch", "attention-shape-mismatch"]
     assert findings[0].evidence["head_dim"] == 192
 
+
+@pytest.mark.parametrize(("rope", "expected"), [
+    ({"type": "linear", "factor": 2.0}, []),
+    ({"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 4096}, ["rope-scaling-version"]),
+])
+def test_llama_before_4_43_takes_exactly_type_and_factor(rope, expected):
+    """transformers 4.31-4.42 refuse a Llama rope_scaling with any key beside type and factor."""
+    config = _with(LLAMA1, rope_scaling=rope, transformers_version="4.40.0")
+    assert ids(lint(LintInputs(config, files=WEIGHTS))) == expected
+
