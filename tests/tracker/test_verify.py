@@ -8,7 +8,15 @@ import json
 import pytest
 
 from tests.support.replay_snapshots import replay_snapshots
-from tracker.pipeline.verify import lint_changes, lint_inputs, should_verify, tokenizer_facts, undecided, verify_snapshot
+from tracker.pipeline.verify import (
+    lint_changes,
+    lint_inputs,
+    share_tokenizer_facts,
+    should_verify,
+    tokenizer_facts,
+    undecided,
+    verify_snapshot,
+)
 from tracker.revision.changes import Change, ChangeKind, Severity
 from tracker.revision.snapshot import FileEntry, Snapshot
 
@@ -116,4 +124,15 @@ def test_a_finding_on_an_unread_input_is_not_resolved():
     assert lint_changes(broken, verify_snapshot(unread), undecided(unread)) == (None, None)
     fresh = dict(replay_snapshots("sentence-transformers/all-MiniLM-L6-v2"))["0006-add-exported-onnx-model"]
     assert undecided(fresh) == frozenset()
+
+
+def test_an_unchanged_tokenizer_is_read_once_for_parent_and_revision():
+    """MiniLM 6 -> 7 keeps its tokenizer files: the parent takes the revision's facts, tokenizer.json parsed once."""
+    snapshots = dict(replay_snapshots("sentence-transformers/all-MiniLM-L6-v2"))
+    parent, revision = snapshots["0006-add-exported-onnx-model"], snapshots["0007-delete-pytorch-model-bin"]
+    share_tokenizer_facts(parent, revision)
+    assert tokenizer_facts(parent) is tokenizer_facts(revision) and tokenizer_facts(parent).size == 30522
+    moved = dict(replay_snapshots("sentence-transformers/all-MiniLM-L6-v2"))
+    share_tokenizer_facts(moved["0004-update-tokenizer-files"], moved["0005-add-query-and-doc-special-tokens"])
+    assert tokenizer_facts(moved["0004-update-tokenizer-files"]).size == 30522  # its own, not the revision's 30,524
 

@@ -35,7 +35,7 @@ from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot,
 from tracker.pipeline.repo_state import failed_state, gated_state, moved_state, restored_state, state_of
 from tracker.pipeline.snapshot_io import FetchedSnapshot, Gate, fetch_snapshot, gate_mode, gated_note
 from tracker.pipeline.template_matrix import MatrixStore
-from tracker.pipeline.verify import lint_changes, should_verify, undecided, verify_snapshot
+from tracker.pipeline.verify import lint_changes, share_tokenizer_facts, should_verify, undecided, verify_snapshot
 from tracker.polling.outcome import IngestedRevision, PollOutcome
 from tracker.revision.changes import Change, ChangeKind, Severity
 from tracker.revision.classify import is_pickle, kind_of
@@ -396,6 +396,8 @@ class Ingestor:
         revision.ingested event, as its estimate is."""
         if not should_verify(is_baseline, changes):
             return []
+        if parent is not None and not is_baseline:
+            share_tokenizer_facts(parent, snapshot)
         before = None if is_baseline or parent is None else verify_snapshot(parent)
         appeared, resolved = lint_changes(before, verify_snapshot(snapshot), undecided(snapshot))
         events = []

@@ -20,7 +20,29 @@ TOKENIZER_JSON = "tokenizer.json"
 INPUT_KINDS = frozenset({ChangeKind.CONFIG, ChangeKind.TOKENIZER, ChangeKind.WEIGHTS, ChangeKind.STOP_TOKENS})
 
 
+TOKENIZER_INPUTS = (TOKENIZER_JSON, TOKENIZER_CONFIG, "special_tokens_map.json", "vocab.txt", "vocab.json",
+                    "added_tokens.json")
+
+
 def tokenizer_facts(snapshot: Snapshot) -> TokenizerFacts | None:
+    """`read_tokenizer_facts`, once per snapshot."""
+    return snapshot.derived("tokenizer_facts", read_tokenizer_facts)
+
+
+def share_tokenizer_facts(parent: Snapshot, snapshot: Snapshot) -> None:
+    """When the parent's tokenizer files are the revision's (same blobs, same bytes held), the parent's facts are
+    the revision's: a large tokenizer.json is parsed once for both, not once each."""
+    if all(_oid(parent, p) == _oid(snapshot, p) and (p in parent.contents) == (p in snapshot.contents)
+           for p in TOKENIZER_INPUTS):
+        parent.derived("tokenizer_facts", lambda _: tokenizer_facts(snapshot))
+
+
+def _oid(snapshot: Snapshot, path: str) -> str | None:
+    entry = snapshot.files.get(path)
+    return entry.oid if entry else None
+
+
+def read_tokenizer_facts(snapshot: Snapshot) -> TokenizerFacts | None:
     """The ids the tokenizer produces (tokenizer.json's vocabulary and added tokens, else vocab.txt or vocab.json
     with added_tokens.json), the special tokens tokenizer_config.json names, with their ids, and model_max_length;
     None when the revision has no tokenizer file the verifier can read."""
