@@ -136,3 +136,11 @@ def test_an_unchanged_tokenizer_is_read_once_for_parent_and_revision():
     share_tokenizer_facts(moved["0004-update-tokenizer-files"], moved["0005-add-query-and-doc-special-tokens"])
     assert tokenizer_facts(moved["0004-update-tokenizer-files"]).size == 30522  # its own, not the revision's 30,524
 
+
+def test_a_tokenizer_seen_before_is_not_parsed_again():
+    """The same tokenizer files (by blob) read back in a fresh snapshot give the kept facts, not a new parse."""
+    first = dict(replay_snapshots("sentence-transformers/all-MiniLM-L6-v2"))["0006-add-exported-onnx-model"]
+    again = dict(replay_snapshots("sentence-transformers/all-MiniLM-L6-v2"))["0006-add-exported-onnx-model"]
+    assert tokenizer_facts(first) is tokenizer_facts(again)
+    assert "tokenizer.json" not in again._json_cache  # never parsed
+

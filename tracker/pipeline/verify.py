@@ -5,6 +5,8 @@ parent (a finding that appears, or one that is resolved)."""
 from __future__ import annotations
 
 import posixpath
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from estimator.lints import Finding, LintInputs, TokenizerFacts, lint
@@ -24,9 +26,30 @@ TOKENIZER_INPUTS = (TOKENIZER_JSON, TOKENIZER_CONFIG, "special_tokens_map.json",
                     "added_tokens.json")
 
 
+FACTS_KEPT = 512  # tokenizers whose facts a process keeps, by their files' blobs (a few hundred bytes each)
+_facts: OrderedDict[tuple[Any, ...], TokenizerFacts | None] = OrderedDict()
+_facts_lock = threading.Lock()
+
+
 def tokenizer_facts(snapshot: Snapshot) -> TokenizerFacts | None:
-    """`read_tokenizer_facts`, once per snapshot."""
-    return snapshot.derived("tokenizer_facts", read_tokenizer_facts)
+    """`read_tokenizer_facts`, once per snapshot, and once per process for the same tokenizer files (by blob id and
+    whether their bytes are held): a revision read back from the database with the tokenizer seen before is not
+    parsed again."""
+    return snapshot.derived("tokenizer_facts", _kept_facts)
+
+
+def _kept_facts(snapshot: Snapshot) -> TokenizerFacts | None:
+    key = tuple((_oid(snapshot, p), p in snapshot.contents) for p in TOKENIZER_INPUTS)
+    with _facts_lock:
+        if key in _facts:
+            _facts.move_to_end(key)
+            return _facts[key]
+    facts = read_tokenizer_facts(snapshot)
+    with _facts_lock:
+        _facts[key] = facts
+        while len(_facts) > FACTS_KEPT:
+            _facts.popitem(last=False)
+    return facts
 
 
 def share_tokenizer_facts(parent: Snapshot, snapshot: Snapshot) -> None:
@@ -45,45 +68,69 @@ def _oid(snapshot: Snapshot, path: str) -> str | None:
 def read_tokenizer_facts(snapshot: Snapshot) -> TokenizerFacts | None:
     """The ids the tokenizer produces (tokenizer.json's vocabulary and added tokens, else vocab.txt or vocab.json
     with added_tokens.json), the special tokens tokenizer_config.json names, with their ids, and model_max_length;
-    None when the revision has no tokenizer file the verifier can read."""
-    ids: dict[str, int] = {}
+    None when the revision has no tokenizer file the verifier can read. The vocabulary is read where it lies (its
+    largest id by one C-level max), never copied: a 200,000-entry vocabulary costs its JSON parse and little more."""
+    vocab: dict[Any, Any] = {}
+    extra: dict[str, int] = {}  # added tokens, by the ids loading gives them
     source = None
     doc = snapshot.read_json(TOKENIZER_JSON)[0] if TOKENIZER_JSON in snapshot.files else None
     if isinstance(doc, dict):
         source = TOKENIZER_JSON
         model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
-        vocab = model.get("vocab")
-        if isinstance(vocab, list):  # Unigram: [[piece, score], ...], the id is the position
-            vocab = {p[0]: i for i, p in enumerate(vocab) if isinstance(p, list) and p and isinstance(p[0], str)}
-        ids = {t: i for t, i in vocab.items() if isinstance(i, int)} if isinstance(vocab, dict) else {}
+        found = model.get("vocab")
+        if isinstance(found, list):  # Unigram: [[piece, score], ...], the id is the position
+            found = {p[0]: i for i, p in enumerate(found) if isinstance(p, list) and p and isinstance(p[0], str)}
+        vocab = found if isinstance(found, dict) else {}
         added = doc.get("added_tokens")
         if isinstance(added, list):
-            ids.update(added_token_ids(added, ids))
+            extra = added_token_ids(added, vocab)
     elif "vocab.txt" in snapshot.contents:
         source = "vocab.txt"
-        ids = {line: i for i, line in enumerate((snapshot.text("vocab.txt") or "").splitlines())}
+        vocab = {line: i for i, line in enumerate((snapshot.text("vocab.txt") or "").splitlines())}
     elif "vocab.json" in snapshot.files:
-        vocab = snapshot.read_json("vocab.json")[0]
-        if isinstance(vocab, dict):
-            source = "vocab.json"
-            ids = {t: i for t, i in vocab.items() if isinstance(i, int)}
-            added = snapshot.read_json("added_tokens.json")[0] if "added_tokens.json" in snapshot.files else None
-            if isinstance(added, dict):
-                ids.update({t: i for t, i in added.items() if isinstance(i, int)})
+        found = snapshot.read_json("vocab.json")[0]
+        if isinstance(found, dict):
+            source, vocab = "vocab.json", found
+            added_file = snapshot.read_json("added_tokens.json")[0] if "added_tokens.json" in snapshot.files else None
+            if isinstance(added_file, dict):
+                extra = {t: i for t, i in added_file.items() if isinstance(i, int) and not isinstance(i, bool)}
     config = snapshot.read_json(TOKENIZER_CONFIG)[0] if TOKENIZER_CONFIG in snapshot.files else None
     config = config if isinstance(config, dict) else {}
     decoder = config.get("added_tokens_decoder")
     for key, token in decoder.items() if isinstance(decoder, dict) else ():
         if str(key).isdigit() and isinstance(token, dict) and isinstance(token.get("content"), str):
-            ids.setdefault(token["content"], int(key))
+            extra.setdefault(token["content"], int(key))
     if source is None and not config:
         return None
     limit = config.get("model_max_length")
     limit = float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
-    special = {role: (text, ids[text]) for role, text in special_tokens(snapshot).items() if text in ids}
-    largest = max(((t, i) for t, i in ids.items()), key=lambda item: item[1], default=None) if source else None
+
+    def id_of(text: str) -> int | None:
+        found = extra.get(text, vocab.get(text))
+        return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+    special = {role: (text, i) for role, text in special_tokens(snapshot).items() if (i := id_of(text)) is not None}
+    largest = _largest(vocab, extra) if source else None
     return TokenizerFacts(size=largest[1] + 1 if largest else None, largest=largest, special=special,
                           model_max_length=limit, source=source or TOKENIZER_CONFIG)
+
+
+def _largest(vocab: dict[Any, Any], extra: dict[str, int]) -> tuple[str, int] | None:
+    """The token with the largest id: the vocabulary's maximum found in C (its last entry, as files list them, is
+    usually that token), or the largest added token's when larger."""
+    best: tuple[str, int] | None = None
+    if vocab:
+        try:
+            top = max(vocab.values())
+        except TypeError:  # an id that is not a number: only the integer ones count
+            top = max((i for i in vocab.values() if isinstance(i, int) and not isinstance(i, bool)), default=None)
+        if isinstance(top, int) and not isinstance(top, bool):
+            text, last = next(reversed(vocab.items()))
+            best = (text, top) if last == top else next((t, i) for t, i in vocab.items() if i == top)
+    for text, i in extra.items():
+        if best is None or i > best[1]:
+            best = (text, i)
+    return best
 
 
 def lint_inputs(snapshot: Snapshot) -> LintInputs:
