@@ -728,7 +728,7 @@ def _rope_keys(ctx: _Context, path: str, part: dict[str, Any], where: str, kind:
         head_dim = ctx.size(path, "head_dim")
         dim = head_dim[1] if head_dim else (hidden[1] // heads[1] if hidden and heads else None)
         rotary = part.get("partial_rotary_factor", 1.0)
-        if dim is not None and isinstance(rotary, (int, float)):
+        if dim is not None and isinstance(rotary, (int, float)) and not isinstance(rotary, bool) and 0 < rotary <= 1:
             half = int(dim * rotary) // 2
             for key in ("short_factor", "long_factor"):
                 value = rope[key]

@@ -335,3 +335,30 @@ def test_llama_before_4_43_takes_exactly_type_and_factor(rope, expected):
     config = _with(LLAMA1, rope_scaling=rope, transformers_version="4.40.0")
     assert ids(lint(LintInputs(config, files=WEIGHTS))) == expected
 
+
+ODD_VALUES = (None, True, -1, 0, 2**70, 1.5, float("nan"), float("inf"), "", "x" * 300, [], [1, "a"], {}, {"type": 7})
+
+
+def test_no_input_raises():
+    """Real configs with random keys set to odd values (NaN, inf, huge, strings, lists), with odd manifests and
+    tokenizer facts: the verifier always answers with findings, never an exception."""
+    import random
+
+    rng = random.Random(39)
+    bases = [load_config(path) for path in CONFIGS] + [json.loads(p.read_text()) for p in VERIFY_FIXTURES.glob("*.json")]
+    for _ in range(600):
+        config = copy.deepcopy(rng.choice(bases))
+        target = config
+        if rng.random() < 0.3 and isinstance(config.get("text_config"), dict):
+            target = config["text_config"]
+        for key in rng.sample(sorted(target), k=min(3, len(target))) + [rng.choice(("rope_scaling", "head_dim"))]:
+            target[key] = rng.choice(ODD_VALUES)
+        manifest = rng.choice([None, LLAMA8_WEIGHTS, {"a.weight": ("BF16", (1, -1))}, {"lm_head.weight": ("I8", (2, 2))}])
+        facts = rng.choice([None, TokenizerFacts(size=rng.choice((0, 5, 10**9)), model_max_length=rng.choice(
+            (None, 1e30, float("nan"), 3.0)), special={"eos_token": ("</s>", rng.choice((-5, 0, 10**12)))})])
+        findings = lint(LintInputs(config, manifest=manifest, tokenizer=facts, files=WEIGHTS,
+                                   generation_config=rng.choice((None, {"eos_token_id": [1, "x", 10**15]})),
+                                   indexes={"model.safetensors.index.json": rng.choice(ODD_VALUES)}))
+        assert all(f.severity in SEVERITIES for f in findings)
+        json.dumps([f.to_dict() for f in findings], allow_nan=True)
+

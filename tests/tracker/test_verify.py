@@ -3,6 +3,7 @@ tokenizer files say against each other, and the `lint` changes from one revision
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -143,4 +144,22 @@ def test_a_tokenizer_seen_before_is_not_parsed_again():
     again = dict(replay_snapshots("sentence-transformers/all-MiniLM-L6-v2"))["0006-add-exported-onnx-model"]
     assert tokenizer_facts(first) is tokenizer_facts(again)
     assert "tokenizer.json" not in again._json_cache  # never parsed
+
+
+@pytest.mark.parametrize(("tokenizer_config", "tokenizer_json", "expected"), [
+    (b'{"model_max_length": 1' + b"0" * 400 + b"}", None, 1e30),
+    (b'{"model_max_length": "512"}', None, None),
+    (b'{"added_tokens_decoder": {"7": {"content": "<x>"}, "nan": 1}}', b'{"model": {"vocab": {"a": 0, "b": "x"}}}', 8),
+    (b"[]", b'{"model": {"vocab": [["a", 0.0], "junk", ["b", -1.0]]}, "added_tokens": [{"content": 5}]}', 3),
+])
+def test_odd_tokenizer_files_give_facts_not_errors(tokenizer_config, tokenizer_json, expected):
+    """A 400-digit model_max_length, a string one, odd ids and entries: facts (or none), never an exception."""
+    snapshot = Snapshot("o/n", "d" * 40)
+    for path, data in (("tokenizer_config.json", tokenizer_config), ("tokenizer.json", tokenizer_json)):
+        if data is not None:
+            snapshot.files[path] = FileEntry(path, hashlib.sha1(data).hexdigest(), len(data))  # a blob id: by content
+            snapshot.contents[path] = data
+    facts = tokenizer_facts(snapshot)
+    value = facts.model_max_length if tokenizer_json is None else facts.size
+    assert value == expected
 

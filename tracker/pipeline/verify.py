@@ -18,6 +18,7 @@ from tracker.revision.classify import WEIGHT_INDEX_NAMES, is_pickle, is_safetens
 from tracker.revision.snapshot import Snapshot
 
 TOKENIZER_JSON = "tokenizer.json"
+NO_LIMIT_FLOAT = 1e30  # a model_max_length past transformers' "no limit" sentinel is read as the sentinel
 # What a revision's findings are read from: a change of any other kind leaves them as they were.
 INPUT_KINDS = frozenset({ChangeKind.CONFIG, ChangeKind.TOKENIZER, ChangeKind.WEIGHTS, ChangeKind.STOP_TOKENS})
 
@@ -103,7 +104,8 @@ def read_tokenizer_facts(snapshot: Snapshot) -> TokenizerFacts | None:
     if source is None and not config:
         return None
     limit = config.get("model_max_length")
-    limit = float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
+    limit = min(float(limit), NO_LIMIT_FLOAT) if isinstance(limit, float) else (
+        float(min(limit, 10**30)) if isinstance(limit, int) and not isinstance(limit, bool) else None)
 
     def id_of(text: str) -> int | None:
         found = extra.get(text, vocab.get(text))
