@@ -104,3 +104,11 @@ def test_findings_print_upstream_text_without_control_characters() -> None:
     text = render_findings(findings)
     assert "\x1b" not in text and "\\x1b[31mred" in text
 
+
+def test_a_revision_without_config_has_nothing_to_verify() -> None:
+    """No config.json: the text says there is nothing to verify (and `verify` exits 0: no finding reached)."""
+    from tracker.cli.verify import render_findings
+
+    assert render_findings(None) == "no config.json in this revision: nothing to verify"
+    assert render_findings([]) == "no findings: the config, weights and tokenizer agree"
+
