@@ -29,9 +29,10 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
          "head_dim) is an integer, at least 1 (0 allowed where it means none), within the bounds of any real model.",
          "the config key and its value",
          "Correct the value: a zero, negative, fractional or absurd size builds no model."),
-    Rule("config-size-implausible", "warning", "The config derives more parameters than any published model",
-         "The parameters the config implies (embeddings plus 12 x hidden^2 a layer, as a dense transformer) stay "
-         "under 2 x 10^12.",
+    Rule("config-size-implausible", "warning", "The config derives more parameters than any published dense model",
+         "The parameters the config's dense part implies (embeddings plus 12 x hidden^2 a layer; experts are not "
+         "counted, so a mixture of experts is held to its dense part) stay under 10^12: the largest published "
+         "dense models are about 0.5 x 10^12 (Megatron-Turing NLG 530B; Llama 3.1 405B).",
          "the keys used and the parameters they imply",
          "Check the sizes for a typo (an extra digit in hidden_size or num_hidden_layers)."),
     Rule("vocab-size-embedding", "critical", "vocab_size differs from the embedding rows in the weights",

@@ -36,7 +36,7 @@ SIZE_KEYS = {
     "encoder_layers": "layers", "decoder_layers": "layers",
     "vocab_size": "vocab", "max_position_embeddings": "positions", "n_positions": "positions",
 }
-MAX_PLAUSIBLE_PARAMETERS = 2 * 10**12
+MAX_PLAUSIBLE_PARAMETERS = 10**12  # dense part: twice the largest published dense model
 # Any value of model_max_length at or above this is transformers' "no limit" sentinel (VERY_LARGE_INTEGER, 1e30).
 NO_LIMIT = 10**29
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "encoder", "decoder", "llm_config")
@@ -371,7 +371,7 @@ def _implausible(ctx: _Context) -> Iterator[Finding]:
     if implied > MAX_PLAUSIBLE_PARAMETERS:
         yield _finding("config-size-implausible",
                        f"{hidden[0]}={hidden[1]:,} over {layers[0]}={layers[1]:,} layers implies about "
-                       f"{implied:.2e} parameters, more than any published model",
+                       f"{implied:.2e} parameters in its dense part, more than any published dense model",
                        {"where": hidden[0], "keys": {hidden[0]: hidden[1], layers[0]: layers[1],
                                                      **({vocab[0]: vocab[1]} if vocab else {})},
                         "parameters": implied})

@@ -226,10 +226,15 @@ def test_absurd_configs_give_findings_not_tracebacks(changes):
 
 
 def test_a_config_implying_a_trillion_parameters_says_so():
-    """10^12-parameter sizes within each key's bounds are reported with the parameters they imply."""
-    findings = lint(LintInputs(_with(LLAMA8, hidden_size=300_000, num_hidden_layers=2000), files=WEIGHTS))
+    """10^12-parameter sizes within each key's bounds are reported with the parameters they imply; Llama 3.1 405B's
+    real sizes (the largest dense model published) are not."""
+    findings = lint(LintInputs(_with(LLAMA8, hidden_size=65_536, num_hidden_layers=20), files=WEIGHTS))
     assert ids(findings) == ["config-size-implausible"]
-    assert findings[0].evidence["parameters"] > 10**12 and not math.isnan(findings[0].evidence["parameters"])
+    assert 10**12 < findings[0].evidence["parameters"] < 1.1 * 10**12
+    assert not math.isnan(findings[0].evidence["parameters"])
+    llama_405b = _with(LLAMA8, hidden_size=16_384, num_hidden_layers=126, num_attention_heads=128,
+                       intermediate_size=53_248)
+    assert lint(LintInputs(llama_405b, files=WEIGHTS)) == []
 
 
 @pytest.mark.parametrize("manifest", [
