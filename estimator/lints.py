@@ -218,7 +218,7 @@ class _Context:
         where = f"{path}.{key}" if path else key
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        minimum = 0 if key in ("num_key_value_heads", "intermediate_size", "n_inner") else 1
+        minimum = 0 if key in ("intermediate_size", "n_inner") else 1  # an MLP may be absent; heads may not
         if key == "n_inner" and value is None:
             return
         if isinstance(value, bool) or not isinstance(value, int):

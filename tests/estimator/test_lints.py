@@ -213,7 +213,7 @@ def test_clip_final_norm_feeds_a_projection():
 
 
 @pytest.mark.parametrize("changes", [
-    {"num_attention_heads": 0}, {"hidden_size": -4096}, {"num_hidden_layers": 2.5}, {"vocab_size": "big"},
+    {"num_attention_heads": 0}, {"num_key_value_heads": 0}, {"hidden_size": -4096}, {"num_hidden_layers": 2.5}, {"vocab_size": "big"},
     {"hidden_size": 10**12}, {"num_key_value_heads": None, "num_attention_heads": True},
     {"max_position_embeddings": -1}, {"rope_scaling": "yes"}, {"architectures": 7}, {"tie_word_embeddings": "no"},
 ])
