@@ -107,6 +107,7 @@ class Services:
     verify: VerifyFn | None = None
     _diffs: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _diff_lock: threading.Lock = field(default_factory=threading.Lock)
+    _lints: dict[tuple[str, str], list[dict[str, Any]] | None] = field(default_factory=dict)
 
     def revision_extras(self, revision: Revision) -> dict[str, Any]:
         """The engine matrix and tokenizer check of a revision (empty without the tracker's reader, or when it fails)."""
@@ -123,11 +124,20 @@ class Services:
         without config.json, or when it fails: the page and the API stand without them)."""
         if self.verify is None:
             return None
+        key = (revision.repo_id, revision.sha)
+        with self._diff_lock:
+            if key in self._lints:
+                return self._lints[key]
         try:
-            return self.verify(revision)
+            found = self.verify(revision)
         except Exception:  # an extra section: the page stands without it
             log.exception("revision_lints_failed", repo_id=revision.repo_id, sha=revision.sha)
             return None
+        with self._diff_lock:  # a stored revision never changes: its findings are kept (the last 256 asked for)
+            if len(self._lints) >= 256:
+                self._lints.pop(next(iter(self._lints)))
+            self._lints[key] = found
+        return found
 
     def diff_revisions(self, a: Revision, b: Revision) -> list[dict[str, Any]] | None:
         """The changes from a to b, computed once per pair (revisions never change); None without a differ."""

@@ -55,6 +55,21 @@ def test_one_revision_has_its_changes_files_and_estimate(client: httpx.Client, s
     assert "estimate" in body
 
 
+def test_a_revision_s_findings_are_computed_once(history: History) -> None:
+    """A stored revision never changes: the verifier runs once for it however often it is asked for."""
+    from feeds.http.app import create_app
+
+    calls = []
+    store = history.store()
+    app = create_app(store, verify=lambda revision: calls.append(revision.sha) or [{"id": "x"}])
+    revision = store.history.list_revisions(LLAMA)[0]
+    services = app.state.services
+    assert services.revision_lints(revision) == services.revision_lints(revision) == [{"id": "x"}]
+    assert calls == [revision.sha]
+    assert create_app(store).state.services.revision_lints(revision) is None  # no verifier wired in
+    store.engine.dispose()
+
+
 def test_a_revision_carries_the_verifier_findings(client: httpx.Client, served: Served) -> None:
     """`lints` lists the verifier's findings with evidence and fix: Llama 3.1's rope type against its 4.42.3."""
     revision = served.store.history.list_revisions(LLAMA)[0]
