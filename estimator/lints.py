@@ -14,104 +14,48 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from .lint_manifest import LintManifest
 from .lint_rules import RULES, SEVERITIES, Rule
+from .lint_tables import (
+    DTYPES,
+    EMBEDDING,
+    EMBEDDING_WORDS,
+    FINAL_NORM,
+    FLOATS,
+    HEAD_DIM_HONOURED,
+    HEAD_SUFFIXES,
+    HEAD_WORDS,
+    LAYER_NORM,
+    LAYER_NORM_WORDS,
+    LEARNED_POSITIONS,
+    LIMITS,
+    LM_HEAD,
+    LM_HEAD_WORDS,
+    MAX_PLAUSIBLE_PARAMETERS,
+    NO_LIMIT,
+    NORM_WORDS,
+    NOT_TEXT,
+    ROPE_FAMILY_TYPES,
+    ROPE_REQUIRED,
+    ROPE_TYPE_KEY_SINCE,
+    ROPE_TYPE_SINCE,
+    ROTARY,
+    SIZE_KEYS,
+    SPLIT_HIDDEN,
+    SUB_CONFIGS,
+    TIE_DEFAULTS,
+    TWO_FIELD_ROPE,
+    UNSCALED_INIT,
+    WEIGHT_SUFFIXES,
+)
 
 __all__ = ["RULES", "Finding", "LintInputs", "Rule", "TokenizerFacts", "lint", "worst"]
-
-# Bounds past which a size is a typo or an attack rather than a model (the estimator's reader uses the same scale).
-LIMITS = {"width": 1_000_000, "heads": 100_000, "layers": 10_000, "vocab": 100_000_000, "positions": 100_000_000}
-SIZE_KEYS = {
-    "hidden_size": "width", "n_embd": "width", "d_model": "width", "dim": "width", "intermediate_size": "width",
-    "n_inner": "width", "ffn_dim": "width", "d_ff": "width", "head_dim": "width", "d_kv": "width",
-    "num_attention_heads": "heads", "n_head": "heads", "n_heads": "heads", "num_key_value_heads": "heads",
-    "encoder_attention_heads": "heads", "decoder_attention_heads": "heads",
-    "num_hidden_layers": "layers", "n_layer": "layers", "n_layers": "layers", "num_layers": "layers",
-    "encoder_layers": "layers", "decoder_layers": "layers",
-    "vocab_size": "vocab", "max_position_embeddings": "positions", "n_positions": "positions",
-}
-MAX_PLAUSIBLE_PARAMETERS = 10**12  # dense part: twice the largest published dense model
-# Any value of model_max_length at or above this is transformers' "no limit" sentinel (VERY_LARGE_INTEGER, 1e30).
-NO_LIMIT = 10**29
-SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "encoder", "decoder", "llm_config")
-
-# Families whose attention splits hidden_size into heads (hidden // heads), whatever head_dim a config adds.
-SPLIT_HIDDEN = frozenset({
-    "gpt2", "gpt_neox", "gptj", "bloom", "opt", "falcon", "phi", "bert", "roberta", "xlm-roberta", "electra",
-    "distilbert", "deberta-v2", "bart", "whisper", "clip", "clip_text_model", "clip_vision_model", "siglip",
-    "siglip_text_model", "siglip_vision_model", "vit", "dinov2", "starcoder2", "mpnet", "camembert"})
-# Families that read an explicit head_dim (and split hidden_size only without one).
-HEAD_DIM_HONOURED = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
-                               "gemma2", "gemma3_text", "phi3", "olmo2", "granite"})
-# tie_word_embeddings when the config does not say, for the causal-LM families whose default is known.
-TIE_DEFAULTS = {"llama": False, "mistral": False, "mixtral": False, "qwen2": False, "qwen2_moe": False,
-                "qwen3": False, "qwen3_moe": False, "phi3": False, "gemma": True, "gemma2": True,
-                "gemma3_text": True}
-# Families whose _init_weights draws every linear with initializer_range alone (no depth scaling).
-UNSCALED_INIT = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
-                           "gemma2", "gemma3_text", "phi3", "bert", "roberta", "xlm-roberta", "electra",
-                           "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi", "starcoder2"})
-# Learned absolute position tables: the key, and the rows a padding offset takes from them.
-LEARNED_POSITIONS = {"gpt2": ("n_positions", 0), "opt": ("max_position_embeddings", 0),
-                     "bert": ("max_position_embeddings", 0), "electra": ("max_position_embeddings", 0),
-                     "distilbert": ("max_position_embeddings", 0), "roberta": ("max_position_embeddings", 2),
-                     "xlm-roberta": ("max_position_embeddings", 2), "camembert": ("max_position_embeddings", 2),
-                     "bart": ("max_position_embeddings", 0), "clip": ("max_position_embeddings", 0),
-                     "siglip": ("max_position_embeddings", 0)}
-ROTARY = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
-                    "gemma3_text", "phi3", "gpt_neox", "gptj", "phi", "starcoder2", "olmo2", "granite"})
-
-# When each rope type (and the `rope_type` key) arrived in transformers: read in its releases' source
-# (models/llama/configuration_llama.py of 4.30.2 has no rope_scaling, 4.31.0 linear and dynamic; 4.42.4 still only
-# those two; modeling_rope_utils.py of 4.43.0 adds default, yarn, longrope, llama3; 5.5.0 adds proportional).
-ROPE_TYPE_SINCE = {"linear": "4.31.0", "dynamic": "4.31.0", "default": "4.43.0", "yarn": "4.43.0",
-                   "longrope": "4.43.0", "llama3": "4.43.0", "proportional": "5.5.0"}
-ROPE_TYPE_KEY_SINCE = "4.43.0"
-# Families whose config class before 4.43.0 refused any rope_scaling but {type, factor} ("must be a dictionary with
-# two fields": read in 4.42.4's configuration modules).
-TWO_FIELD_ROPE = frozenset({"falcon", "fuyu", "gpt_neox", "llama", "olmo", "persimmon", "phi", "stablelm"})
-# Types some families accept outside the generic table (multimodal rotary, Phi-3's first name for longrope).
-ROPE_FAMILY_TYPES = frozenset({"mrope", "su", "3d", "2d"})
-ROPE_REQUIRED = {"linear": ("factor",), "dynamic": ("factor",), "yarn": ("factor",), "longrope": ("short_factor", "long_factor"),
-                 "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".npz", ".onnx")
-EMBEDDING = re.compile(r"(^|\.)(embed_tokens|wte|word_embeddings|token_embedding|embed_in|shared)\.weight$")
-NOT_TEXT = re.compile(r"(^|\.)(vision_model|vision_tower|visual|vision_encoder|vision|audio_tower|audio_model)\.")
-LM_HEAD = re.compile(r"(^|\.)(lm_head|embed_out)\.weight$")
-FINAL_NORM = re.compile(r"^(?:[\w]+\.)*?(norm|final_layer_norm|ln_f|final_layernorm|norm_f|post_layernorm|"
-                        r"layernorm|layer_norm)\.weight$")
-LAYER_NORM = re.compile(r"\.(\d+)\.(?:[\w.]*?)(LayerNorm|layer_norm|final_layer_norm|output_layernorm|ln_2|"
-                        r"post_attention_layernorm|post_feedforward_layernorm)\.weight$")
-HEAD_SUFFIXES = {  # class suffix -> the head's tensors, by name
-    "ForCausalLM": LM_HEAD, "LMHeadModel": LM_HEAD,
-    "ForSequenceClassification": re.compile(r"(^|\.)(score|classifier)(\.[\w.]+)?\.weight$"),
-    "ForTokenClassification": re.compile(r"(^|\.)(score|classifier)(\.[\w.]+)?\.weight$"),
-    "ForImageClassification": re.compile(r"(^|\.)(classifier|head)(\.[\w.]+)?\.weight$"),
-    "ForQuestionAnswering": re.compile(r"(^|\.)qa_outputs\.weight$"),
-    "ForMaskedLM": re.compile(r"(^|\.)(lm_head|cls\.predictions|vocab_projector|vocab_transform|generator_lm_head|"
-                              r"generator_predictions)\.|(^|\.)lm_head\.weight$"),
-}
-DIGIT = re.compile(r"\d")
-# The literal parts a name matching each pattern holds (the names are found by substring search first).
-EMBEDDING_WORDS = ("embed", "wte", "shared")
-LM_HEAD_WORDS = ("lm_head", "embed_out")
-NORM_WORDS = ("norm",)
-LAYER_NORM_WORDS = ("LayerNorm", "layer_norm", "output_layernorm", "ln_2", "post_attention_layernorm",
-                    "post_feedforward_layernorm")
-HEAD_WORDS = {"ForCausalLM": LM_HEAD_WORDS, "LMHeadModel": LM_HEAD_WORDS, "ForSequenceClassification": ("score", "classifier"),
-              "ForTokenClassification": ("score", "classifier"), "ForImageClassification": ("classifier", "head"),
-              "ForQuestionAnswering": ("qa_outputs",),
-              "ForMaskedLM": ("lm_head", "cls.predictions", "vocab_projector", "vocab_transform", "generator_")}
-FLOATS = {"F64", "F32", "F16", "BF16"}
-DTYPES = {"float32": "F32", "float": "F32", "float16": "F16", "half": "F16", "bfloat16": "BF16", "float64": "F64"}
-
 
 @dataclass(frozen=True)
 class TokenizerFacts:
@@ -206,7 +150,7 @@ class _Context:
             for key, kind in SIZE_KEYS.items():
                 if key in part and part[key] is not None:
                     self._size(path, key, part[key], kind)
-        self.manifest = _Manifest(inputs.manifest)
+        self.manifest = LintManifest(inputs.manifest)
         self.weights = bool(self.manifest.text) and bool(self.manifest.counted())
         self.missing_shards = _missing_shards(inputs)
         # A missing tensor means something only when every weight file was read and no indexed shard is absent.
@@ -271,86 +215,6 @@ class _Context:
     def architecture(self) -> str:
         archs = self.config.get("architectures")
         return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
-
-
-class _Manifest:
-    """The weight manifest as the checks ask it: names found over all names at once (one text, a name a line,
-    searched by C-level string and regex scans), shapes validated only for the tensors a check reads, and elements
-    by dtype counted over the distinct (dtype, shape) entries. A manifest of tens of thousands of tensors (one per
-    expert) is never walked name by name in Python."""
-
-    def __init__(self, manifest: Any) -> None:
-        self.raw: Mapping[Any, Any] = manifest if isinstance(manifest, Mapping) else {}
-        try:
-            joined = "\n".join(self.raw)
-            clean = joined.count("\n") == len(self.raw) - 1  # no name holds a newline
-        except TypeError:  # a name that is not a string
-            clean = False
-        if not clean:
-            joined = "\n".join(n for n in self.raw if isinstance(n, str) and "\n" not in n)
-        self.text = "\n" + joined + "\n" if joined else ""
-        self._counted: dict[tuple[str, tuple[int, ...]], int] | None = None
-        self._found: dict[str, set[str]] = {}
-
-    def shape(self, name: str, dtypes: Any = None) -> tuple[int, ...] | None:
-        """The tensor's shape when its entry is a (dtype, sizes) pair of whole non-negative sizes (of ``dtypes``)."""
-        entry = self.raw.get(name)
-        if not isinstance(entry, (tuple, list)) or len(entry) != 2 or not isinstance(entry[1], (tuple, list)):
-            return None
-        if dtypes is not None and entry[0] not in dtypes:
-            return None
-        shape = tuple(entry[1])
-        return shape if all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) else None
-
-    def containing(self, literal: str) -> set[str]:
-        """Every name holding ``literal`` (found by substring search, each name once; kept for the next check)."""
-        if literal in self._found:
-            return self._found[literal]
-        found, at, text = set(), 0, self.text
-        self._found[literal] = found
-        while (at := text.find(literal, at)) >= 0:
-            start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
-            if end < 0:
-                break
-            found.add(text[start:end])
-            at = end
-        return found
-
-    def top(self, pattern: re.Pattern[str], literals: tuple[str, ...]) -> list[str]:
-        """Names outside numbered layers (no digit in them) that hold one of ``literals`` and ``pattern`` finds."""
-        return sorted({n for lit in literals for n in self.containing(lit)
-                       if not DIGIT.search(n) and pattern.search(n)})
-
-    def ending(self, suffix: str) -> list[str]:
-        """Every name ending with ``suffix``, sorted."""
-        return sorted(n for n in self.containing(suffix + "\n") if n.endswith(suffix)) if self.text else []
-
-    def matching(self, pattern: re.Pattern[str], literals: tuple[str, ...]) -> list[str]:
-        """Every name holding one of ``literals`` that ``pattern`` finds, sorted."""
-        return sorted({n for lit in literals for n in self.containing(lit) if pattern.search(n)})
-
-    def counted(self) -> dict[tuple[str, tuple[int, ...]], int]:
-        """How many tensors have each valid (dtype, shape)."""
-        if self._counted is not None:
-            return self._counted
-        entries = self.raw.values()
-        try:
-            counts = Counter(entries)  # the common case: hashable (dtype, shape tuple) pairs, counted in C
-        except TypeError:
-            counts = Counter((e[0], tuple(e[1])) if isinstance(e, (tuple, list)) and len(e) == 2
-                             and isinstance(e[1], (tuple, list)) else None for e in entries)
-        out: dict[tuple[str, tuple[int, ...]], int] = {}
-        for entry, n in counts.items():
-            if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(
-                    entry[1], tuple) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in entry[1]):
-                out[entry] = out.get(entry, 0) + n
-        self._counted = out
-        return out
-
-    def packed(self) -> bool:
-        """Quantized or packed storage: 2-D weights of an integer or 8-bit float dtype (not 1 x n buffers such as
-        position_ids); bitsandbytes' 4-bit checkpoints are told by the config's quantization_config."""
-        return any(dtype not in FLOATS and len(shape) == 2 and min(shape) > 1 for dtype, shape in self.counted())
 
 
 def _json_safe(value: Any) -> Any:
