@@ -21,12 +21,9 @@ TOKENIZER_JSON = "tokenizer.json"
 NO_LIMIT_FLOAT = 1e30  # a model_max_length past transformers' "no limit" sentinel is read as the sentinel
 # What a revision's findings are read from: a change of any other kind leaves them as they were.
 INPUT_KINDS = frozenset({ChangeKind.CONFIG, ChangeKind.TOKENIZER, ChangeKind.WEIGHTS, ChangeKind.STOP_TOKENS})
-
-
+# The files tokenizer facts are read from: the same blobs give the same facts.
 TOKENIZER_INPUTS = (TOKENIZER_JSON, TOKENIZER_CONFIG, "special_tokens_map.json", "vocab.txt", "vocab.json",
                     "added_tokens.json")
-
-
 FACTS_KEPT = 512  # tokenizers whose facts a process keeps, by their files' blobs (a few hundred bytes each)
 _facts: OrderedDict[tuple[Any, ...], TokenizerFacts | None] = OrderedDict()
 _facts_lock = threading.Lock()
