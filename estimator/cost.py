@@ -188,8 +188,9 @@ def train(s: Structure | None, f: Flops | None, params: int | None, memory: Mapp
     for name, card in table.items():
         full = _train_card(card, mode_cards, "full_finetune", f, params, lora_params, memory, w)
         lora = _train_card(card, mode_cards, "lora", f, params, lora_params, memory, w)
+        lora_note = "; ".join(n for n in (lora.get("note") or "").split("; ") if n and n != "no price")
         cards.append({"card": name, **full, "lora": {k: lora[k] for k in ("hours", "usd", "mode", "micro_batch", "bound")}
-                      | ({"note": lora["note"]} if "note" in lora else {})})
+                      | ({"note": lora_note} if lora_note else {})})
     return {"flops_per_sample": f.train("full_finetune"), "forward_flops_per_sample": f.forward,
             "attention_flops_per_sample": f.attention, "lora_flops_per_sample": f.train("lora"),
             "total_flops": f.train("full_finetune") * w.epochs * w.samples, "cards": cards}
