@@ -9,6 +9,7 @@ import pytest
 
 from storage.history import NewEstimate
 from tests.support.cli import run_cli, write_config
+from tests.support.served import serve
 from tracker.cli.app import App
 from tracker.pipeline.estimate_change import estimate_change
 from tracker.revision.changes import Severity
@@ -88,6 +89,11 @@ def test_a_costlier_structure_is_a_cost_event_with_before_and_after(app: App, re
     assert a10g_after > 1.1 * a10g_before > 0
     stored = app.store.history.estimate_for(revision.id).result["cost"]
     assert stored["train"]["cards"][0]["card"] == "T4 16GB" and stored["estimate"] is True
+    with serve(app.store) as server, server.client() as client:
+        page = client.get(f"/repos/{EVERY_KIND}/revisions/{sha}").text
+        api = client.get(f"/api/v1/repos/{EVERY_KIND}/revisions/{sha}").json()
+    assert "What it costs to run" in page and "$ per million tokens" in page
+    assert api["estimate"]["result"]["cost"]["train"]["flops_per_sample"] == stored["train"]["flops_per_sample"]
 
 
 @pytest.mark.parametrize(
