@@ -18,9 +18,9 @@ from fastapi.responses import HTMLResponse
 from feeds.http.auth import require_read
 from feeds.http.params import NamePath, OrgPath, RepoRenamed, base_url, known_repo
 from feeds.views.behaviour_view import behaviour_view
+from feeds.views.cost_view import cost_view
 from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
 from feeds.views.family_view import PART_COLUMNS, family_rows, reach_view
-from feeds.views.cost_view import cost_view
 from feeds.views.serving_view import serving_view
 from feeds.views.view_models import PAGE_LIMITS, advisories_of, change_view, render
 from storage.kinds import CHANGE_KINDS, DERIVATIVES_REACHED, SEVERITIES
