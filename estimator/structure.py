@@ -98,14 +98,15 @@ class Structure:
         self.params[tower][component] += int(count)
 
     def linear(self, tower: str, component: str, d_in: int, d_out: int, bias: bool, *, times: int = 1,
-               lora: bool = True, module: str = "") -> None:
+               lora: bool = True, module: str = "", tokens: int | None = None) -> None:
         """Record ``times`` linear layers (weight + optional bias) and what LoRA and QLoRA make of them;
-        ``module`` is the role PEFT's ``target_modules`` names them by (their path within a layer)."""
+        ``module`` is the role PEFT's ``target_modules`` names them by (their path within a layer); ``tokens``, the
+        tokens a sample pushes through them where not their tower's (cross-attention's keys and values)."""
         count = (d_in * d_out + (d_out if bias else 0)) * times
         self.add(tower, component, count)
         self.matmul_params += d_in * d_out * times
         # block linears see every token of their tower; heads and projections the pooled one
-        self.flop_matmuls.append((tower, d_in * d_out * times, None if component == "blocks" else 1))
+        self.flop_matmuls.append((tower, d_in * d_out * times, tokens or (None if component == "blocks" else 1)))
         if lora:
             self.lora_linear_dims += (d_in + d_out) * times
             self.lora_inputs[tower] = self.lora_inputs.get(tower, 0) + d_in * times

@@ -98,9 +98,11 @@ def _seq2seq_layers(s: Structure, tower: str, name: str, d: int, ffn: int, heads
     """Whisper/BART layers: q, k, v, o (+ cross-attention), LayerNorms with bias, a plain MLP."""
     n_attn = 2 if cross_tokens else 1
     for attention in ("self_attn", "encoder_attn")[:n_attn]:
+        kv_tokens = cross_tokens if attention == "encoder_attn" else None  # cross-attention's k and v read the encoder
         for proj in ("q_proj", "v_proj", "out_proj"):
-            s.linear(tower, "blocks", d, d, True, times=layers, module=f"{attention}.{proj}")
-        s.linear(tower, "blocks", d, d, k_bias, times=layers, module=f"{attention}.k_proj")
+            s.linear(tower, "blocks", d, d, True, times=layers, module=f"{attention}.{proj}",
+                     tokens=kv_tokens if proj == "v_proj" else None)
+        s.linear(tower, "blocks", d, d, k_bias, times=layers, module=f"{attention}.k_proj", tokens=kv_tokens)
     s.linear(tower, "blocks", d, ffn, True, times=layers, module="fc1")
     s.linear(tower, "blocks", ffn, d, True, times=layers, module="fc2")
     s.add(tower, "norms", 2 * d * (n_attn + 1) * layers)

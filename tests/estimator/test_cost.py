@@ -81,6 +81,20 @@ def test_clip_counts_both_towers_and_the_patch_convolution() -> None:
     assert text_only > 0.35 * forward  # the seed page's count would have left this tower out
 
 
+def test_whisper_counts_the_encoder_the_convolutions_and_cross_attention_over_the_audio() -> None:
+    """whisper-tiny: the encoder over 1,500 frames behind its two convolutions, the decoder over 448 tokens whose
+    cross-attention keys and values (and scores) read the 1,500 encoder frames, and the tied head."""
+    c = load_config("whisper/whisper-tiny.json")
+    d, ffn, mels, vocab = c["d_model"], c["encoder_ffn_dim"], c["num_mel_bins"], c["vocab_size"]
+    frames, tokens = c["max_source_positions"], c["max_target_positions"]
+    encoder = c["encoder_layers"] * (2 * (4 * d * d + 2 * d * ffn) * frames + 4 * frames * frames * d)
+    convs = 2 * mels * d * 3 * 2 * frames + 2 * d * d * 3 * frames
+    decoder = c["decoder_layers"] * (2 * (6 * d * d + 2 * d * c["decoder_ffn_dim"]) * tokens + 2 * 2 * d * d * frames
+                                     + 4 * tokens * tokens * d + 4 * tokens * frames * d)
+    forward = encoder + convs + decoder + 2 * vocab * d * tokens
+    assert _cost("whisper/whisper-tiny.json")["train"]["forward_flops_per_sample"] == pytest.approx(forward, rel=1e-6)
+
+
 def test_lora_backward_is_smaller() -> None:
     """LoRA: the frozen base's backward computes activation gradients only: about 2/3 of a full fine-tune."""
     train = _cost(LLAMA)["train"]
