@@ -66,7 +66,8 @@ def _fallbacks(dtype: str) -> tuple[str, ...]:
 
 def _spec(datasheet: str) -> dict[str, str]:
     where = f"{datasheet} (dense, no sparsity), written {TAKEN}"
-    return {"memory_bytes": "marketed memory (memory.CARDS)", "peak_tflops": where, "bandwidth_gb_s": where}
+    return {"memory_bytes": f"marketed memory, as {datasheet} states it (memory.CARDS), written {TAKEN}",
+            "peak_tflops": where, "bandwidth_gb_s": where}
 
 
 def _card(name: str, tflops: dict[str, float], bandwidth: float, price: float | None, datasheet: str,

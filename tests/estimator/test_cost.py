@@ -149,7 +149,7 @@ def test_card_table_matches_memory_cards_and_names_its_sources() -> None:
     for name, card in PRICED_CARDS.items():
         assert card.memory_bytes == CARDS[name]
         assert {"memory_bytes", "peak_tflops", "bandwidth_gb_s", "usd_per_hour"} <= set(card.sources)
-        assert "20" in card.sources["peak_tflops"] and card.bandwidth_gb_s > 0
+        assert all("20" in card.sources[k] for k in ("memory_bytes", "peak_tflops", "bandwidth_gb_s")) and card.bandwidth_gb_s > 0
         assert card.usd_per_hour is None or "20" in card.sources["usd_per_hour"]
     assert PRICED_CARDS["T4 16GB"].peak_flops("bf16") == (65e12, "fp16")  # no bf16 on a T4: autocast runs fp16
 
