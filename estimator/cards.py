@@ -79,9 +79,11 @@ T4 = _card("T4 16GB", {"fp16": 65.0, "fp32": 8.1, "int8": 130.0}, 320.0, 0.526,
            "NVIDIA T4 Tensor Core GPU datasheet", f"{AWS_LIST}: g4dn.xlarge (1 x T4), {AWS_TAKEN}")
 L4 = _card("L4 24GB", {"bf16": 121.0, "fp16": 121.0, "fp32": 30.3, "fp8": 242.5, "int8": 242.5}, 300.0, 0.8048,
            "NVIDIA L4 Tensor Core GPU datasheet", f"{AWS_LIST}: g6.xlarge (1 x L4), {AWS_TAKEN}")
-A10G = _card("A10G 24GB", {"bf16": 125.0, "fp16": 125.0, "fp32": 31.2, "int8": 250.0}, 600.0, 1.006,
-             "NVIDIA A10 Tensor Core GPU datasheet (AWS's A10G has no NVIDIA datasheet of its own; the A10's "
-             "figures stand in for it)", f"{AWS_LIST}: g5.xlarge (1 x A10G), {AWS_TAKEN}")
+# AWS's A10G has no NVIDIA datasheet: it shares the A10's memory and bandwidth but has about half its tensor
+# throughput (70 against 125 dense bf16 TFLOPS), as Baseten's spec table has it
+A10G = _card("A10G 24GB", {"bf16": 70.0, "fp16": 70.0, "fp32": 31.52, "int8": 140.0}, 600.0, 1.006,
+             "Baseten, \"NVIDIA A10 vs A10G for ML model inference\" (its spec table; AWS's A10G has no NVIDIA "
+             "datasheet of its own)", f"{AWS_LIST}: g5.xlarge (1 x A10G), {AWS_TAKEN}")
 A100_40 = _card("A100 40GB", {"bf16": 312.0, "fp16": 312.0, "fp32": 19.5, "int8": 624.0}, 1555.0, 2.7447,
                 "NVIDIA A100 Tensor Core GPU datasheet (SXM4 40GB)",
                 f"{RECEIPTS}: p4d.24xlarge / 8, {RECEIPTS_TAKEN}")

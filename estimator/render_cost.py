@@ -42,7 +42,7 @@ def render_cost(cost: Mapping[str, Any] | None) -> str:
             note = "; ".join(n for n in (row.get("note"), lora.get("note") and f"LoRA: {lora['note']}") if n)
             lines.append(f"  {row['card']:<12}{_hours(row.get('hours')):>12}{_money(row.get('usd'), row.get('note')):>12}"
                          f"{row.get('bound') or '-':>9}{_hours(lora.get('hours')):>12}"
-                         f"{_money(lora.get('usd'), lora.get('note')):>11}  {note}".rstrip())
+                         f"{_money(lora.get('usd'), row.get('note')):>11}  {note}".rstrip())
     serve = cost.get("serve") or {}
     if serve.get("unknown"):
         lines.append(f"Serving cost\n  {serve['unknown']}")
