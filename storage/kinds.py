@@ -44,6 +44,7 @@ CHANGE_KIND_DESCRIPTIONS = {
 # What an Event announces: the RSS category, the webhook `type`, the API filter.
 REVISION_INGESTED = "revision.ingested"
 ESTIMATE_CHANGED = "estimate.changed"
+COST_CHANGED = "estimate.cost_changed"  # a card's training or serving cost moved past [cost] change_threshold
 ADVISORY_PUBLISHED = "advisory.published"
 REPO_VISIBILITY_CHANGED = "repo.visibility_changed"
 DERIVATIVES_REACHED = "derivatives.reached"  # a base change, and how many of its derivatives carry it
@@ -59,11 +60,15 @@ LINT_APPEARED = "lint.appeared"  # a structure verifier finding the parent revis
 LINT_RESOLVED = "lint.resolved"  # a finding of the parent revision that this one no longer has
 EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED, DERIVATIVES_REACHED,
                DERIVATIVE_CAUGHT_UP, REPO_GONE, REPO_DISABLED, REPO_GATED, REPO_BRANCH_MISSING, REPO_RESTORED, REPO_MOVED,
-               REPO_HISTORY_SQUASHED, LINT_APPEARED, LINT_RESOLVED)
+               REPO_HISTORY_SQUASHED, LINT_APPEARED, LINT_RESOLVED, COST_CHANGED)
 EVENT_KIND_DESCRIPTIONS = {
     REVISION_INGESTED: "A new commit of a watched repo was ingested: one event per revision, with the kinds and summaries of "
                        "its changes (or a baseline, the first time a repo is watched).",
     ESTIMATE_CHANGED: "The parameters or memory estimate of a revision changed from its parent's.",
+    COST_CHANGED: "What a run costs on some card (a training run's USD or hours, serving's USD per million tokens or "
+                  "tokens/s) moved by more than [cost] change_threshold (10% by default) from the parent revision's "
+                  "estimate; the detail holds every card's figures before and after. Warning when dearer, notice when "
+                  "cheaper.",
     ADVISORY_PUBLISHED: "An OSV advisory (or one of hubwatch's own advisories) now applies to a watched repo, or was "
                         "modified or withdrawn.",
     REPO_VISIBILITY_CHANGED: "A watched repo was made private or public, gated or ungated, without a new commit.",

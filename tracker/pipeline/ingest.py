@@ -22,7 +22,8 @@ from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.health import write_failure
 from storage.history import NewChange, NewEstimate, NewFile, NewRevision
-from storage.kinds import ESTIMATE_CHANGED, LINT_APPEARED, LINT_RESOLVED, PARKED_STATES, REPO_HISTORY_SQUASHED, REPO_VISIBILITY_CHANGED
+from storage.kinds import (COST_CHANGED, ESTIMATE_CHANGED, LINT_APPEARED, LINT_RESOLVED, PARKED_STATES, REPO_HISTORY_SQUASHED,
+                           REPO_VISIBILITY_CHANGED)
 from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
@@ -31,6 +32,7 @@ from tracker.errors import HubwatchError, RateLimited, RepoMoved, RepoReplaced
 from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
 from tracker.pipeline.behaviour_store import BehaviourStore
+from tracker.pipeline.cost_change import cost_change
 from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
 from tracker.pipeline.repo_state import failed_state, gated_state, moved_state, restored_state, state_of
 from tracker.pipeline.snapshot_io import FetchedSnapshot, Gate, fetch_snapshot, gate_mode, gated_note
@@ -371,8 +373,10 @@ class Ingestor:
         if not should_estimate(is_baseline, changes, previous.result if previous else None):
             return None, []
         settings = self.settings.estimate
+        priced = self.settings.cost
         estimate = estimate_snapshot(snapshot, settings.seq_len_cap, settings.lora_rank, settings.targets,
-                                     settings.serve_contexts, settings.kv_dtype, settings.gpu_memory_utilization)
+                                     settings.serve_contexts, settings.kv_dtype, settings.gpu_memory_utilization,
+                                     cost=priced.workload(), cards=priced.card_table())
         if estimate is None:
             return None, []
         if not is_baseline and previous is not None and (estimate.result, estimate.error) == (
@@ -381,12 +385,16 @@ class Ingestor:
         ):
             return None, []  # the stored estimate still stands: no row repeats it
         change = estimate_change(None if is_baseline else previous, estimate)
+        costly = None if is_baseline or previous is None or previous.result is None or estimate.result is None else \
+            cost_change(previous.result.get("cost"), estimate.result.get("cost"), priced.change_threshold)
+        events = [] if costly is None else [change_event(repo_id, sha, COST_CHANGED, costly)]
+        changes.extend([costly] if costly else [])
         if change is None:
-            return estimate, []
+            return estimate, events
         changes.append(change)
         if change.severity < Severity.NOTICE:
-            return estimate, []
-        return estimate, [change_event(repo_id, sha, ESTIMATE_CHANGED, change)]
+            return estimate, events
+        return estimate, [change_event(repo_id, sha, ESTIMATE_CHANGED, change), *events]
 
     def _verify(self, repo_id: str, sha: str, parent: Snapshot | None, snapshot: Snapshot, changes: list[Change],
                 is_baseline: bool) -> list[NewEvent]:
