@@ -29,6 +29,7 @@ from benchmarks.bench_api import _start_server
 from benchmarks.declare import Benchmark, Figure, detail, run_alone
 from feeds.osv.archive import write_archive
 from feeds.osv.database import OsvDatabase
+from storage.advisories import own_columns
 from storage.db import create_db_engine, migrate
 from storage.front import Storage
 from storage.models import OwnAdvisory, Revision
@@ -98,7 +99,7 @@ def write_history(url: str) -> tuple[Storage, dict[str, list[str]]]:
             ours = record["database_specific"]["hubwatch"]
             rows.append({"id": record["id"], "repo_id": repo, "revision_id": ids[introduced], "sha": introduced,
                          "class_id": ours["class"], "severity": ours["severity"], "record": record, "published_at": at,
-                         "modified_at": at, "fixed_sha": fixed})
+                         "modified_at": at, "fixed_sha": fixed, **own_columns(record)})
     with store.history.session() as s:
         s.execute(Revision.__table__.insert(), revisions)  # type: ignore[attr-defined]
         s.execute(OwnAdvisory.__table__.insert(), rows)  # type: ignore[attr-defined]
