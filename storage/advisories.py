@@ -342,6 +342,15 @@ class AdvisoryStore(EngineStore):
             )
             return set(s.exec(query))
 
+    def put_own(self, rows: Iterable[tuple[int, NewOwnAdvisory]]) -> None:
+        """Own records written outside a revision's check (a derivative's, by the family pass), each with the id of
+        the revision that introduced it, in one transaction."""
+        now = self.clock()
+        with self.session() as s:
+            for revision_id, row in rows:
+                _write_own(s, revision_id, [row], now)
+            s.commit()
+
     def own(self, repo_id: str | None = None) -> list[OwnAdvisory]:
         with self.session() as s:
             query = select(OwnAdvisory).order_by(col(OwnAdvisory.published_at), OwnAdvisory.id)
