@@ -209,3 +209,33 @@ def test_repo_key_round_trip() -> None:
     assert repo_key(NAME, "dataset") == DATASET_ID and split_repo_key(DATASET_ID) == ("dataset", NAME)
     assert repo_key(NAME) == NAME and split_repo_key(NAME) == ("model", NAME)
     assert repo_key(DATASET_ID, "dataset") == DATASET_ID
+
+
+def test_each_dataset_revision_is_handed_to_the_dataset_summary(app: App, hub: ReplayServer) -> None:
+    """The ingest hands every dataset revision (its files, its card, its parent's card) to the dataset summary
+    before the write, and the changes it returns are stored with the revision; a model's revisions are not."""
+    from tracker.pipeline.dataset_revision import DatasetRevision
+    from tracker.pipeline.ingest import Ingestor
+    from tracker.revision.changes import Change, ChangeKind, Severity
+
+    seen: list[tuple[str, str, set[str], bytes | None, bytes | None]] = []
+
+    def summary(revision: DatasetRevision) -> list[Change]:
+        seen.append((revision.hub_id, revision.sha, set(revision.files), revision.card, revision.parent_card))
+        if revision.parent is None:
+            return []
+        return [Change(ChangeKind.FILES, "data/test-00000-of-00001.parquet", f"summary of {revision.sha[:7]}", Severity.NOTICE)]
+
+    app.store.watches.add_watch(DATASET_ID, "main", 900, backfill=3)
+    app.store.watches.add_watch(NAME, "main", 900)
+    ingestor = Ingestor(app.store, app.hub, app.settings, dataset_summary=summary)
+    for watch in app.store.watches.list_watches():
+        assert not ingestor.poll(watch).failed
+    shas = [c.sha for c in hub.repo(DATASET_ID).commits]
+    assert [s[1] for s in seen] == shas and {s[0] for s in seen} == {NAME}
+    assert "data/train-00000-of-00001.parquet" in seen[0][2] and "extra/train-00000-of-00001.parquet" in seen[0][2]
+    assert seen[0][3] is not None and b"license: apache-2.0" in seen[0][3] and seen[0][4] is None
+    assert b"license: mit" in seen[3][3] and b"license: apache-2.0" in seen[3][4]
+    head = app.store.history.find_revision(DATASET_ID, shas[3])
+    stored = app.store.history.changes_by_revision([head.id])[head.id]
+    assert f"summary of {shas[3][:7]}" in [c.summary for c in stored]
