@@ -200,8 +200,12 @@ def org_of(key: str) -> str:
 
 
 def is_repo_key(value: object) -> bool:
-    """A model's id (`org/name`) or a dataset's key (`datasets/org/name`)."""
-    return isinstance(value, str) and is_repo_id(split_repo_key(value)[1])
+    """A model's id (`org/name`) or a dataset's key (`datasets/org/name`); `datasets/x` is neither (no user or org
+    may be called `datasets` on the Hub)."""
+    if not isinstance(value, str):
+        return False
+    repo_type, hub_id = split_repo_key(value)
+    return is_repo_id(hub_id) and (repo_type == "dataset" or not value.startswith(REPO_KEY_PREFIXES["dataset"]))
 
 
 def is_branch_name(value: object) -> bool:

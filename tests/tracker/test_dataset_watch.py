@@ -239,3 +239,84 @@ def test_each_dataset_revision_is_handed_to_the_dataset_summary(app: App, hub: R
     head = app.store.history.find_revision(DATASET_ID, shas[3])
     stored = app.store.history.changes_by_revision([head.id])[head.id]
     assert f"summary of {shas[3][:7]}" in [c.summary for c in stored]
+
+
+@pytest.fixture
+def served_dataset(app: App, hub: ReplayServer):
+    """The dataset and the model of the same name, every revision of the dataset ingested, behind the HTTP server
+    (writes with API_TOKEN, Hub webhooks with HOOK_SECRET, triggers recorded)."""
+    from tests.support.served import API_TOKEN, HOOK_SECRET, serve
+
+    assert run(app, "watch", "add", NAME, "--type", "dataset", "--backfill", "3").exit_code == 0
+    assert run(app, "watch", "add", NAME).exit_code == 0
+    assert run(app, "poll").exit_code == 0
+    triggered: list[tuple[str, str | None]] = []
+    with serve(app.store, api_token=API_TOKEN, hub_webhook_secret=HOOK_SECRET,
+               trigger=lambda repo_id, branch, sha=None: triggered.append((repo_id, branch)) or True) as server:
+        yield server, triggered
+
+
+def test_pages_feeds_and_api_of_a_dataset(served_dataset, hub: ReplayServer) -> None:
+    """A dataset's pages, feeds and API are its model routes under /repos/datasets/{org}/{name}; the model of the same
+    name keeps /repos/{org}/{name}; the timeline links the dataset's Hub page."""
+    server, _ = served_dataset
+    shas = [c.sha for c in hub.repo(DATASET_ID).commits]
+    with server.client() as client:
+        page = client.get(f"/repos/{DATASET_ID}")
+        assert page.status_code == 200 and "Relicense under MIT" in page.text
+        assert f'href="https://huggingface.co/datasets/{NAME}"' in page.text  # its page on the Hub
+        assert "Relicense under MIT" not in client.get(f"/repos/{NAME}").text  # the model's timeline
+        revision = client.get(f"/repos/{DATASET_ID}/revisions/{shas[2]}")
+        assert revision.status_code == 200 and "data/test-00000-of-00001.parquet" in revision.text
+        compare = client.get(f"/repos/{DATASET_ID}/compare/{shas[0]}...{shas[3]}")
+        assert compare.status_code == 200 and "data/train-00000-of-00001.parquet" in compare.text
+        feed = feedparser.parse(client.get(f"/repos/{DATASET_ID}/feed.atom").text)
+        assert feed.entries and feed.feed.title == f"hubwatch: {DATASET_ID}"
+        assert all(e.link.split("/repos/")[1].startswith(f"{DATASET_ID}/") for e in feed.entries)
+        api = client.get(f"/api/v1/repos/{DATASET_ID}/revisions", params={"limit": 10}).json()
+        assert [r["sha"] for r in api["items"]] == shas[::-1] and {r["repo_id"] for r in api["items"]} == {DATASET_ID}
+        detail = client.get(f"/api/v1/repos/{DATASET_ID}/revisions/{shas[0]}").json()
+        assert "extra/train-00000-of-00001.parquet" in {f["path"] for f in detail["files"]}
+        model = client.get(f"/api/v1/repos/{NAME}/revisions").json()
+        assert {r["repo_id"] for r in model["items"]} == {NAME}
+        org = feedparser.parse(client.get("/orgs/hubwatch-test/feed.atom").text)  # the org's models and datasets
+        assert {DATASET_ID, NAME} <= {e.link.split("/repos/")[1].rsplit("/revisions/", 1)[0] for e in org.entries}
+        events = client.get("/api/v1/events", params={"repo": DATASET_ID}).json()["items"]
+        assert events and {e["repo_id"] for e in events} == {DATASET_ID}
+        assert client.get("/repos/datasets/hubwatch-test/no-such").status_code == 404
+
+
+def test_api_watches_a_dataset(served_dataset) -> None:
+    """POST /api/v1/watches with repo_type dataset watches the dataset's key; DELETE under /watches/datasets/ removes
+    that watch and leaves the model's."""
+    from tests.support.served import API_TOKEN
+
+    server, _ = served_dataset
+    auth = {"Authorization": f"Bearer {API_TOKEN}"}
+    with server.client() as client:
+        added = client.post("/api/v1/watches", json={"repo_id": SCRIPTED, "repo_type": "dataset"}, headers=auth)
+        assert added.status_code == 201 and added.json()["repo_id"] == SCRIPT_ONLY_ID
+        bad = client.post("/api/v1/watches", json={"repo_id": SCRIPTED, "repo_type": "space"}, headers=auth)
+        assert bad.status_code == 422
+        assert client.delete(f"/api/v1/watches/{DATASET_ID}", headers=auth).status_code == 204
+        assert client.delete(f"/api/v1/watches/{DATASET_ID}", headers=auth).status_code == 404
+    assert sorted(w.repo_id for w in server.store.watches.list_watches()) == [SCRIPT_ONLY_ID, NAME]
+
+
+@pytest.mark.parametrize(("repo_type", "expected"), [("dataset", DATASET_ID), ("model", NAME)])
+def test_hub_webhook_for_a_dataset(served_dataset, repo_type: str, expected: str) -> None:
+    """A Hub webhook whose repo.type is dataset triggers the dataset's watch (not the model of the same name), and
+    one of type model the model's; a space is ignored."""
+    from tests.support.served import HOOK_SECRET
+
+    server, triggered = served_dataset
+    body = {"event": {"action": "update", "scope": "repo.content"},
+            "repo": {"type": repo_type, "name": NAME, "id": "65f0c0ffee", "private": False, "headSha": "f" * 40},
+            "updatedRefs": [{"ref": "refs/heads/main", "oldSha": None, "newSha": "f" * 40}]}
+    with server.client() as client:
+        answer = client.post("/hooks/hub", json=body, headers={"X-Webhook-Secret": HOOK_SECRET})
+        assert answer.status_code == 202, answer.text
+        assert answer.json()["repo_id"] == expected and triggered == [(expected, "main")]
+        space = client.post("/hooks/hub", json={**body, "repo": {**body["repo"], "type": "space"}},
+                            headers={"X-Webhook-Secret": HOOK_SECRET})
+        assert space.status_code == 200 and space.json()["status"] == "ignored"

@@ -16,7 +16,7 @@ from storage.kinds import (
     SIGNED_WEBHOOK_FORMATS,
     WEBHOOK_FORMATS,
     is_branch_name,
-    is_repo_id,
+    is_repo_key,
     repo_key,
     split_repo_key,
 )
@@ -26,7 +26,7 @@ from tracker.errors import ConfigError
 
 def validate_repo_id(repo_id: str) -> str:
     """A model's id (`org/name`) or a dataset's key (`datasets/org/name`, the Hub's URL path for it)."""
-    if not is_repo_id(split_repo_key(repo_id)[1]) or repo_id.startswith("datasets/") and repo_id.count("/") != 2:
+    if not is_repo_key(repo_id):
         raise ConfigError(f"{repo_id!r} is not a Hub repo id (expected 'org/name', or 'datasets/org/name' for a dataset)")
     return repo_id
 
