@@ -141,6 +141,19 @@ REPO_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 REPO_ID_PATTERN = rf"{REPO_NAME_PATTERN}/{REPO_NAME_PATTERN}"
 REPO_ID_RE = re.compile(rf"^{REPO_ID_PATTERN}$")
 
+# The kinds of Hub repo a watch follows, and how each is keyed: a model by its id (`org/name`), a dataset by the
+# Hub's own URL path for it (`datasets/org/name`; no user or org may be called `datasets` on the Hub), so a model
+# and a dataset of the same name are two watches, two histories, and every place that joins the key to the Hub's
+# address (`https://huggingface.co/<key>`, `/repos/<key>` here) names the right repo.
+REPO_TYPES = ("model", "dataset")
+REPO_TYPE_DESCRIPTIONS = {
+    "model": "A model repo (the default): `org/name`, at https://huggingface.co/org/name.",
+    "dataset": "A dataset repo: `org/name` with `--type dataset` (or `datasets/org/name`), at "
+               "https://huggingface.co/datasets/org/name; stored under the key `datasets/org/name`.",
+}
+REPO_KEY_PREFIXES = {"model": "", "dataset": "datasets/"}
+REPO_KEY_PATTERN = rf"(?:datasets/)?{REPO_ID_PATTERN}"
+
 # A branch as git (check-ref-format --branch) and the Hub allow it, or one of the Hub's pull-request refs
 # (`refs/pr/1`): printable ASCII without space or ~^:?*[\\, no `..`, `//`, `@{` or component starting
 # with `.`, no leading `-`, `/` or `.`, no trailing `/`, `.` or `.lock` (of any component), not `@`
@@ -170,6 +183,42 @@ def at_least(min_severity: str) -> tuple[str, ...]:
 def is_repo_id(value: object) -> bool:
     """`org/name` as the Hub allows it (no `..`, which would read as a path)."""
     return isinstance(value, str) and REPO_ID_RE.match(value) is not None and ".." not in value
+
+
+def repo_key(repo_id: str, repo_type: str = "model") -> str:
+    """The stored key of a Hub repo: `org/name` for a model, `datasets/org/name` for a dataset (ValueError for
+    another type). A key given as `repo_id` is returned as it is when it is of `repo_type` already."""
+    if repo_type not in REPO_KEY_PREFIXES:
+        raise ValueError(f"repo type must be one of {', '.join(REPO_TYPES)}, got {repo_type!r}")
+    prefix = REPO_KEY_PREFIXES[repo_type]
+    return repo_id if prefix and repo_id.startswith(prefix) else prefix + repo_id
+
+
+def split_repo_key(key: str) -> tuple[str, str]:
+    """(repo type, Hub repo id) of a stored key: `datasets/org/name` is ("dataset", "org/name"), anything else a
+    model's id as it is."""
+    if key.startswith(REPO_KEY_PREFIXES["dataset"]) and key.count("/") == 2:
+        return "dataset", key[len(REPO_KEY_PREFIXES["dataset"]):]
+    return "model", key
+
+
+def repo_type_of(key: str) -> str:
+    """"dataset" for a dataset's key (`datasets/org/name`), else "model"."""
+    return split_repo_key(key)[0]
+
+
+def org_of(key: str) -> str:
+    """The org or user a stored key belongs to (`org` of `org/name` and of `datasets/org/name`)."""
+    return split_repo_key(key)[1].split("/", 1)[0]
+
+
+def is_repo_key(value: object) -> bool:
+    """A model's id (`org/name`) or a dataset's key (`datasets/org/name`); `datasets/x` is neither (no user or org
+    may be called `datasets` on the Hub)."""
+    if not isinstance(value, str):
+        return False
+    repo_type, hub_id = split_repo_key(value)
+    return is_repo_id(hub_id) and (repo_type == "dataset" or not value.startswith(REPO_KEY_PREFIXES["dataset"]))
 
 
 def is_branch_name(value: object) -> bool:

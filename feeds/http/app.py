@@ -27,7 +27,7 @@ from starlette.routing import Match
 from feeds.http import api, hubhooks, metrics, osv_api
 from feeds.http.auth import declare_security, require_read
 from feeds.http.body_limit import BodyLimitMiddleware
-from feeds.http.params import Kind, NamePath, OrgPath, RepoRenamed, Severity, base_url, known_repo
+from feeds.http.params import DatasetPaths, Kind, NamePath, OrgPath, RepoRenamed, Severity, base_url, known_repo
 from feeds.osv.database import OsvDatabase
 from feeds.views import pages
 from feeds.views.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
@@ -210,6 +210,7 @@ def create_app(
     app.include_router(pages.router)
     app.include_router(osv_api.router)
     app.add_middleware(metrics.MetricsMiddleware, metrics=services.metrics)
+    app.add_middleware(DatasetPaths)  # `/repos/datasets/{org}/{name}...`: a dataset's, on the model routes
     # every body, chunked too; 413 as soon as it is over (the OSV API's batches have a limit of their own)
     app.add_middleware(BodyLimitMiddleware, prefixes={"/v1/": osv_api.MAX_OSV_BODY_BYTES})
     return app
@@ -355,7 +356,7 @@ for _fmt in ("atom", "rss"):
         @feed_router.get(f"/repos/{{org}}/{{name}}/feed.{fmt}", responses=_FEED_RESPONSES, response_class=Response,
                          summary=f"One repo's events ({fmt})", operation_id=f"repo_feed_{fmt}")
         def repo_feed(request: Request, q: FeedQueryDep, org: str = OrgPath, name: str = NamePath) -> Response:
-            repo_id = known_repo(request.app.state.services.queries, org, name)
+            repo_id = known_repo(request.app.state.services.queries, org, name, request)
             return _feed(request, "repo", fmt, repo_id, q)
 
         @feed_router.get(f"/orgs/{{org}}/feed.{fmt}", responses=_FEED_RESPONSES, response_class=Response,

@@ -49,7 +49,7 @@ def is_page(request: Request) -> bool:
 
 def _known(request: Request, org: str, name: str) -> str | HTMLResponse:
     try:
-        return known_repo(request.app.state.services.queries, org, name)
+        return known_repo(request.app.state.services.queries, org, name, request)
     except RepoRenamed:
         raise  # a redirect to the new name's page, not an error page
     except HTTPException as err:

@@ -59,9 +59,9 @@ class Settings(BaseModel):
     def _each_once(self) -> Self:
         watched = set()
         for spec in self.watch:
-            if (spec.repo, spec.branch) in watched:
-                raise problem(f"{spec.repo}@{spec.branch} is watched twice")
-            watched.add((spec.repo, spec.branch))
+            if (spec.key, spec.branch) in watched:
+                raise problem(f"{spec.key}@{spec.branch} is watched twice")
+            watched.add((spec.key, spec.branch))
         hooks = set()
         for hook in self.webhooks:
             if (hook.url, hook.format) in hooks:

@@ -33,6 +33,7 @@ from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
 from tracker.pipeline.behaviour_store import BehaviourStore
 from tracker.pipeline.cost_change import cost_change
+from tracker.pipeline.dataset_revision import DatasetRevision, DatasetSummary, is_dataset, summarize_dataset
 from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
 from tracker.pipeline.repo_state import failed_state, gated_state, moved_state, restored_state, state_of
 from tracker.pipeline.snapshot_io import FetchedSnapshot, Gate, fetch_snapshot, gate_mode, gated_note
@@ -61,9 +62,11 @@ class IngestTarget:
 
 class Ingestor:
     def __init__(
-        self, store: Storage, hub: HubClient, settings: Settings, advisories: AdvisoryService | None = None
+        self, store: Storage, hub: HubClient, settings: Settings, advisories: AdvisoryService | None = None,
+        dataset_summary: DatasetSummary = summarize_dataset,
     ) -> None:
         self.store = store
+        self.dataset_summary = dataset_summary  # each dataset revision's changes beyond its files (dataset_revision.py)
         self.hub = hub
         self.settings = settings
         self.advisories = advisories
@@ -324,6 +327,8 @@ class Ingestor:
             fetched.new_blobs.update(behaviour_blobs)
         engine_changes, matrix_scans, matrix_blobs = self.matrices.changes(parent_snapshot, fetched.snapshot)
         changes = repo_facts + _gated_changes(gate, fetched) + changes + engine_changes
+        if is_dataset(watch.repo_id):  # the dataset summary: before the write, like every read of the revision
+            changes += self.dataset_summary(DatasetRevision(self.hub, self.store, fetched, parent_snapshot))
         fetched.new_file_scans.extend(matrix_scans)
         fetched.new_blobs.update(matrix_blobs)
         if fetched.gated:  # weights unread: the stored estimate stands rather than one from part of the headers
