@@ -22,8 +22,15 @@ from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.health import write_failure
 from storage.history import NewChange, NewEstimate, NewFile, NewRevision
-from storage.kinds import (COST_CHANGED, ESTIMATE_CHANGED, LINT_APPEARED, LINT_RESOLVED, PARKED_STATES, REPO_HISTORY_SQUASHED,
-                           REPO_VISIBILITY_CHANGED)
+from storage.kinds import (
+    COST_CHANGED,
+    ESTIMATE_CHANGED,
+    LINT_APPEARED,
+    LINT_RESOLVED,
+    PARKED_STATES,
+    REPO_HISTORY_SQUASHED,
+    REPO_VISIBILITY_CHANGED,
+)
 from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
