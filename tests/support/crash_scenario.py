@@ -224,17 +224,19 @@ class Scenario:
         workdir.mkdir(parents=True, exist_ok=True)
 
     def run(self, kills: int, gap_s: tuple[float, float] = (0.5, 3.0), timeout_s: float = 600, busy_cpu: bool = False,
-            kill_at: tuple[str, ...] = (), reveal_s: float | None = None, lease_s: float | None = None) -> Run:
+            kill_at: tuple[str, ...] = (), reveal_s: float | None = None, lease_s: float | None = None,
+            receiver_delay_s: float = 0.05) -> Run:
         """`busy_cpu`: another process keeps a core busy from the daemon's start to its stop (not during the set-up).
         `kill_at`: where each kill lands, one per kill ("ingest": the first moment the daemon has stored a revision
         of its own with more revealed; "delivery": the first moment a worker holds an endpoint with deliveries to
         go); by default half the kills wait for a delivery, the others land at once. `reveal_s`: the seconds over
         which the commits are revealed (by default, about the time the kills take). `lease_s`: the config's
-        `[delivery] lease_s` (by default hubwatch's own)."""
+        `[delivery] lease_s` (by default hubwatch's own). `receiver_delay_s`: how long the receiver takes to answer
+        each webhook (a moment, so that kills land mid-send)."""
         if kill_at and len(kill_at) != kills or set(kill_at) - {"ingest", "delivery"}:
             raise ValueError(f"kill_at names where each of the {kills} kills lands: 'ingest' or 'delivery', got {kill_at}")
         with ReplayServer(roots=[self.histories]) as replay, OsvFake() as osv:
-            receiver = RecordingReceiver()
+            receiver = RecordingReceiver(receiver_delay_s)
             try:
                 return self._run(replay, osv, receiver, kills, gap_s, timeout_s, busy_cpu, kill_at, reveal_s, lease_s)
             finally:
