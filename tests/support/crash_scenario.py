@@ -199,7 +199,7 @@ def run_cli(config: Path, *args: str, stdin: str | None = None) -> None:
                    env=daemon_env(), check=True, capture_output=True)
 
 
-def _set_up(config: Path, *args: str) -> None:
+def set_up(config: Path, *args: str) -> None:
     """`hubwatch --config CONFIG ARGS` in this process (the set-up before the daemon starts: the process is not what is
     tested there, and a start costs 1-2 CPU-s of imports); raises when it fails."""
     from tests.support.cli import run_cli as run_in_process
@@ -254,11 +254,11 @@ class Scenario:
                 config = self._config(replay.endpoint, osv.endpoint, db, receiver)
                 for repo_id in self.repo_ids:
                     replay.set_head(repo_id, 1)
-                _set_up(config, "watch", "add", *self.repo_ids, "--interval", "1s")
-                _set_up(config, "poll")
+                set_up(config, "watch", "add", *self.repo_ids, "--interval", "1s")
+                set_up(config, "poll")
                 for repo_id in self.repo_ids:
                     replay.set_head(repo_id, len(replay.commits(repo_id)))
-                _set_up(config, "poll")
+                set_up(config, "poll")
             finally:
                 receiver.stop()
         return Run(_revisions(db), _deliveries(db), _state(db)["pending"], [])  # type: ignore[arg-type]
@@ -271,8 +271,8 @@ class Scenario:
         total = sum(len(replay.commits(r)) for r in self.repo_ids)
         for repo_id in self.repo_ids:  # watched from their first commit; the rest revealed below
             replay.set_head(repo_id, 1)
-        _set_up(config, "watch", "add", *self.repo_ids, "--interval", "1s")
-        _set_up(config, "poll")  # the baselines: from here on every commit is ingested
+        set_up(config, "watch", "add", *self.repo_ids, "--interval", "1s")
+        set_up(config, "poll")  # the baselines: from here on every commit is ingested
         baseline = _state(db)["revisions"]
         # Reveal the commits over about the time the kills take, so they land during ingests.
         if reveal_s is None:
