@@ -320,3 +320,20 @@ def test_hub_webhook_for_a_dataset(served_dataset, repo_type: str, expected: str
         space = client.post("/hooks/hub", json={**body, "repo": {**body["repo"], "type": "space"}},
                             headers={"X-Webhook-Secret": HOOK_SECRET})
         assert space.status_code == 200 and space.json()["status"] == "ignored"
+
+
+@pytest.mark.parametrize(("globs", "dataset", "model"), [
+    (["datasets/hubwatch-test/*"], True, False),
+    (["hubwatch-test/*"], False, True),
+    (["*"], True, True),
+])
+def test_subscription_repo_globs_tell_datasets_from_models(globs: list[str], dataset: bool, model: bool) -> None:
+    """An outbound subscription's repo globs match the key: `datasets/ORG/*` selects the org's datasets, `ORG/*` its
+    models, `*` both."""
+    from storage.models import Event, Subscription
+    from storage.subscriptions import matches
+
+    sub = Subscription(url="https://example.org/hook", format="generic", repos=globs, kinds=[], min_severity="info",
+                       enabled=True)
+    assert matches(sub, Event(event_id="a", repo_id=DATASET_ID, kind="revision.ingested", severity="notice")) is dataset
+    assert matches(sub, Event(event_id="b", repo_id=NAME, kind="revision.ingested", severity="notice")) is model
