@@ -125,3 +125,23 @@ def test_script_only_revision(api: HfApi, hub: ReplayServer) -> None:
     files = {f.path for f in api.list_repo_tree(SCRIPT_ONLY_ID.removeprefix("datasets/"), repo_type="dataset",
                                                  revision=hub.head_sha(SCRIPT_ONLY_ID), recursive=True)}
     assert files == {"README.md", "scripted-corpus.py"}
+
+
+def test_the_bundled_dataset_is_what_its_generator_writes(tmp_path) -> None:
+    """The dataset `hubwatch demo` serves (histories/datasets/hubwatch-demo/evolving-qa) holds, commit by commit, the
+    files tests/fixtures/generate_replay_dataset.py builds (the Parquet shards as LFS files with their real bytes)."""
+    from tests.fixtures.generate_replay_dataset import BUNDLED_DATASET, bundled_dataset, write
+    from tracker.standins.replay.control import BUNDLED_ROOT
+    from tracker.standins.replay.history import LfsBlob, load_roots
+
+    bundled = load_roots([BUNDLED_ROOT])[BUNDLED_DATASET]
+    write(tmp_path)
+    rewritten = load_roots([tmp_path])[BUNDLED_DATASET]
+    built = bundled_dataset()
+    for history in (bundled, rewritten):
+        assert [c.title for c in history.commits] == [c.title for c in built.commits]
+        for ours, theirs in zip(history.commits, built.commits, strict=True):
+            assert {p: e.blob.oid for p, e in history.trees[ours.sha].items()} == {
+                p: e.blob.oid for p, e in built.trees[theirs.sha].items()}
+    assert isinstance(bundled.trees[bundled.commits[0].sha]["data/train-00000-of-00001.parquet"].blob, LfsBlob)
+    assert (tmp_path / BUNDLED_DATASET / "repo.json").read_bytes() == (BUNDLED_ROOT / BUNDLED_DATASET / "repo.json").read_bytes()
