@@ -337,3 +337,31 @@ def test_subscription_repo_globs_tell_datasets_from_models(globs: list[str], dat
                        enabled=True)
     assert matches(sub, Event(event_id="a", repo_id=DATASET_ID, kind="revision.ingested", severity="notice")) is dataset
     assert matches(sub, Event(event_id="b", repo_id=NAME, kind="revision.ingested", severity="notice")) is model
+
+
+def test_the_listing_of_every_model_does_not_cover_a_dataset(app: App, hub: ReplayServer) -> None:
+    """With the listing of every model on, a model watch is polled at the reconcile interval and a dataset watch
+    at its own (no model listing shows it); a dataset of a followed org is covered by its org's dataset listing."""
+    from tracker.polling.listing import ListingJob
+
+    settings = settings_for(hub.endpoint, app.settings.database_url, poll={"listing": "on", "reconcile_interval": "1d"})
+    app.store.watches.add_watch(NAME, "main", 900)
+    app.store.watches.add_watch(DATASET_ID, "main", 900)
+    job = ListingJob(settings, app.store.listing, app.hub, lambda r, b: None)
+    plan = job.plan(app.store.watches.list_watches())
+    assert plan == {f"{NAME}@main": 86400, f"{DATASET_ID}@main": 900}
+    assert run(app, "watch", "add", "hubwatch-test/*", "--type", "dataset").exit_code == 0
+    plan = job.plan(app.store.watches.list_watches())
+    assert plan[f"{DATASET_ID}@main"] == 86400 and plan[f"{SCRIPT_ONLY_ID}@main"] == 86400
+
+
+def test_renovate_datasource_of_a_dataset(served_dataset, hub: ReplayServer) -> None:
+    """The Renovate datasource answers for a dataset under /api/v1/renovate/datasets/{org}/{name}, its source the
+    dataset's Hub page."""
+    server, _ = served_dataset
+    with server.client() as client:
+        answer = client.get(f"/api/v1/renovate/{DATASET_ID}")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["sourceUrl"] == f"https://huggingface.co/datasets/{NAME}"
+    assert [r["digest"] for r in body["releases"]] == [hub.head_sha(DATASET_ID)]
