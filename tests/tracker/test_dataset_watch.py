@@ -365,3 +365,41 @@ def test_renovate_datasource_of_a_dataset(served_dataset, hub: ReplayServer) -> 
     body = answer.json()
     assert body["sourceUrl"] == f"https://huggingface.co/datasets/{NAME}"
     assert [r["digest"] for r in body["releases"]] == [hub.head_sha(DATASET_ID)]
+
+
+def test_outdated_scan_checks_dataset_pins(hub: ReplayServer, tmp_path, database_url: str) -> None:
+    """`outdated --scan` finds datasets pinned in code (`load_dataset("org/name", revision=...)`, a Hub call with
+    `repo_type="dataset"`, `hf download ... --repo-type dataset`), checks them upstream under their key, apart from
+    the model of the same name; a space is not followed."""
+    from tests.support.cli import run_cli, write_config
+
+    config = write_config(tmp_path / "hubwatch.toml", hub.endpoint, database_url)
+    shas = [c.sha for c in hub.repo(DATASET_ID).commits]
+    model_sha = hub.head_sha(NAME)
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "train.py").write_text(
+        "from datasets import load_dataset\nfrom huggingface_hub import hf_hub_download, snapshot_download\n"
+        f'qa = load_dataset("{NAME}", "default", revision="{shas[0]}")\n'
+        f'card = hf_hub_download("{NAME}", "README.md", repo_type="dataset", revision="{shas[3]}")\n'
+        f'model = snapshot_download("{NAME}", revision="{model_sha}")\n'
+        f'demo = snapshot_download("{NAME}", repo_type="space", revision="{shas[0]}")\n', encoding="utf-8")
+    (root / "fetch.sh").write_text(f"hf download {NAME} --repo-type dataset --revision {shas[0]}\n", encoding="utf-8")
+    result = run_cli("outdated", "--scan", str(root), "--json", config=config)
+    data = json.loads(result.stdout)
+    found = {(m["repo_id"], m["pinned_sha"]): m for m in data["models"]}
+    assert set(found) == {(DATASET_ID, shas[0]), (DATASET_ID, shas[3]), (NAME, model_sha)}
+    assert found[(DATASET_ID, shas[0])]["status"] == "behind" and found[(DATASET_ID, shas[0])]["commits_behind"] == 3
+    assert found[(DATASET_ID, shas[3])]["status"] == "up_to_date" and found[(NAME, model_sha)]["status"] == "up_to_date"
+    assert {(loc["path"], loc["line"]) for loc in found[(DATASET_ID, shas[0])]["locations"]} == {("train.py", 3),
+                                                                                             ("fetch.sh", 1)}
+    changed = {c["path"] for c in found[(DATASET_ID, shas[0])]["changes"]}
+    assert {"data/train-00000-of-00001.parquet", "data/test-00000-of-00001.parquet"} <= changed
+    lock = tmp_path / "models.lock"
+    assert run_cli("lock", "--scan", str(root), "--lock", str(lock), config=config).returncode == 0
+    import tomllib
+
+    entries = {(e["repo"], e["revision"]) for e in tomllib.loads(lock.read_text())["model"]}
+    assert (DATASET_ID, shas[0]) in entries and (NAME, model_sha) in entries
+    from_lock = json.loads(run_cli("outdated", "--lock", str(lock), "--json", config=config).stdout)
+    assert {(m["repo_id"], m["status"]) for m in from_lock["models"]} >= {(DATASET_ID, "behind"), (NAME, "up_to_date")}
