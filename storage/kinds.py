@@ -22,7 +22,7 @@ SEVERITY_DESCRIPTIONS = {
 
 # What a Change is about (DESIGN.md's table, repo-level facts, the estimate).
 CHANGE_KINDS = ("config", "tokenizer", "chat_template", "weights", "custom_code", "files", "repo", "estimate",
-                "stop_tokens")
+                "stop_tokens", "lint")
 CHANGE_KIND_DESCRIPTIONS = {
     "config": "config.json, generation_config.json, processor and sentence-transformers configs: parsed JSON compared key by key.",
     "tokenizer": "tokenizer_config.json (without the chat template), special tokens, added tokens and tokenizer.json: "
@@ -37,11 +37,14 @@ CHANGE_KIND_DESCRIPTIONS = {
             "gated, the files a gated repo refused to be read.",
     "estimate": "The estimator's parameters and memory per card changed (rerun when the structure changed).",
     "stop_tokens": "The set of token ids generation stops on, and the chat template's end of turn.",
+    "lint": "A finding of the structure verifier (`hubwatch verify`) that appeared or was resolved: the config, weights "
+            "and tokenizer checked against each other, rerun when any of them changes.",
 }
 
 # What an Event announces: the RSS category, the webhook `type`, the API filter.
 REVISION_INGESTED = "revision.ingested"
 ESTIMATE_CHANGED = "estimate.changed"
+COST_CHANGED = "estimate.cost_changed"  # a card's training or serving cost moved past [cost] change_threshold
 ADVISORY_PUBLISHED = "advisory.published"
 REPO_VISIBILITY_CHANGED = "repo.visibility_changed"
 DERIVATIVES_REACHED = "derivatives.reached"  # a base change, and how many of its derivatives carry it
@@ -53,13 +56,19 @@ REPO_BRANCH_MISSING = "repo.branch_missing"
 REPO_RESTORED = "repo.restored"
 REPO_MOVED = "repo.moved"
 REPO_HISTORY_SQUASHED = "repo.history_squashed"  # the branch's history squashed to one commit: the old shas gone
+LINT_APPEARED = "lint.appeared"  # a structure verifier finding the parent revision did not have
+LINT_RESOLVED = "lint.resolved"  # a finding of the parent revision that this one no longer has
 EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED, DERIVATIVES_REACHED,
                DERIVATIVE_CAUGHT_UP, REPO_GONE, REPO_DISABLED, REPO_GATED, REPO_BRANCH_MISSING, REPO_RESTORED, REPO_MOVED,
-               REPO_HISTORY_SQUASHED)
+               REPO_HISTORY_SQUASHED, LINT_APPEARED, LINT_RESOLVED, COST_CHANGED)
 EVENT_KIND_DESCRIPTIONS = {
     REVISION_INGESTED: "A new commit of a watched repo was ingested: one event per revision, with the kinds and summaries of "
                        "its changes (or a baseline, the first time a repo is watched).",
     ESTIMATE_CHANGED: "The parameters or memory estimate of a revision changed from its parent's.",
+    COST_CHANGED: "What a run costs on some card (a training run's USD or hours, serving's USD per million tokens or "
+                  "tokens/s) moved by more than [cost] change_threshold (10% by default) from the parent revision's "
+                  "estimate; the detail holds every card's figures before and after. Warning when dearer, notice when "
+                  "cheaper.",
     ADVISORY_PUBLISHED: "An OSV advisory (or one of hubwatch's own advisories) now applies to a watched repo, or was "
                         "modified or withdrawn.",
     REPO_VISIBILITY_CHANGED: "A watched repo was made private or public, gated or ungated, without a new commit.",
@@ -78,6 +87,10 @@ EVENT_KIND_DESCRIPTIONS = {
     REPO_HISTORY_SQUASHED: "A watched branch's history was squashed on the Hub (super-squash): the commits seen before "
                            "are no longer on it, the new commit holds the same files. What was stored is kept, and the "
                            "squash is not reported as a rewrite (no content changed). Warning.",
+    LINT_APPEARED: "The structure verifier finds in a revision what its parent did not have (a vocab_size that no longer "
+                   "matches the embedding, a shard the index names that is gone, ...): the findings, with their "
+                   "evidence and fix, in the detail; at the severity of the worst. See the verifier's lints.",
+    LINT_RESOLVED: "A structure verifier finding of the parent revision is gone from this one. Notice.",
     REPO_RESTORED: "A watched repo answers again after being gone, disabled, gated or without its branch: polling "
                    "resumes where the stored history ends, every commit since stored. Notice.",
 }

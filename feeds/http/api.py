@@ -195,6 +195,7 @@ def get_revision(request: Request, org: str = OrgPath, name: str = NamePath, sha
         **_revision(revision, changes, brief=False),
         files=[_file(f) for f in services.store.history.revision_files(revision.id)],
         estimate=_estimate(revision, estimate) if estimate is not None else None,
+        lints=services.revision_lints(revision),
     )
 
 

@@ -92,10 +92,23 @@ class EstimateOut(BaseModel):
     error: str | None
 
 
+class LintOut(BaseModel):
+    """One structure verifier finding (docs/concepts/verifier.md lists every lint id)."""
+
+    id: str
+    severity: str
+    message: str
+    evidence: dict[str, Any]
+    fix: str
+
+
 class RevisionDetail(RevisionOut):
     changes: list[ChangeOut]  # type: ignore[assignment]
     files: list[FileOut]
     estimate: EstimateOut | None
+    lints: list[LintOut] | None = Field(default=None, description="The structure verifier's findings on this revision "
+                                        "(most severe first); null for a revision without config.json or a server "
+                                        "without the verifier")
 
 
 class RevisionPage(BaseModel):

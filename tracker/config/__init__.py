@@ -13,6 +13,7 @@ from tracker.config.loading import config_path, load_settings, settings_from_map
 from tracker.config.sections import (
     PUBLIC_HUB,
     SECTIONS,
+    CostSettings,
     DeliverySettings,
     EstimateSettings,
     HubSettings,
@@ -28,6 +29,7 @@ from tracker.config.settings import Settings
 __all__ = [
     "PUBLIC_HUB",
     "SECTIONS",
+    "CostSettings",
     "DeliverySettings",
     "EstimateSettings",
     "HubSettings",

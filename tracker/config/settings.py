@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from tracker.config.entries import WatchSpec, WebhookSpec
 from tracker.config.problems import problem
 from tracker.config.sections import (
+    CostSettings,
     DeliverySettings,
     EstimateSettings,
     HubSettings,
@@ -35,6 +36,7 @@ class Settings(BaseModel):
     estimate: EstimateSettings = Field(default_factory=EstimateSettings)
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     scan: ScanSettings = Field(default_factory=ScanSettings)
+    cost: CostSettings = Field(default_factory=CostSettings)
     watch: tuple[WatchSpec, ...] = ()
     webhooks: tuple[WebhookSpec, ...] = ()
     hub_token: str | None = Field(default=None, repr=False)
