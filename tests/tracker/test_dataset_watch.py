@@ -188,6 +188,9 @@ def test_org_datasets_followed_by_the_dataset_listing(app: App, hub: ReplayServe
     assert "watching every dataset of datasets/hubwatch-test/* every 900s: 2 listed now, 2 newly watched" in result.stdout
     assert watched(app) == sorted([DATASET_ID, SCRIPT_ONLY_ID])
     assert "datasets/hubwatch-test/*  every dataset of hubwatch-test" in run(app, "watch", "list").stdout
+    listed = json.loads(run(app, "watch", "list", "--json").stdout)
+    assert {(w["repo_id"], w["repo_type"]) for w in listed} == {
+        ("datasets/hubwatch-test/*", "dataset"), (DATASET_ID, "dataset"), (SCRIPT_ONLY_ID, "dataset")}
     assert app.store.listing.listing_state(author_scope("datasets/hubwatch-test")) is not None
     for watch in app.store.watches.list_watches():
         app.store.watches.move_watch(watch.id, hub.head_sha(watch.repo_id))
