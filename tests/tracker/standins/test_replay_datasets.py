@@ -145,3 +145,14 @@ def test_the_bundled_dataset_is_what_its_generator_writes(tmp_path) -> None:
                 p: e.blob.oid for p, e in built.trees[theirs.sha].items()}
     assert isinstance(bundled.trees[bundled.commits[0].sha]["data/train-00000-of-00001.parquet"].blob, LfsBlob)
     assert (tmp_path / BUNDLED_DATASET / "repo.json").read_bytes() == (BUNDLED_ROOT / BUNDLED_DATASET / "repo.json").read_bytes()
+
+
+def test_cards_have_the_shape_push_to_hub_writes(api: HfApi, hub: ReplayServer) -> None:
+    """One config: `dataset_info` is a mapping without a config name; several: a list naming each config; the
+    counts are the Parquet files' rows."""
+    scripted = hub.repo(SCRIPT_ONLY_ID)
+    one = api.dataset_info(SCRIPT_ONLY_ID.removeprefix("datasets/"), revision=scripted.commits[0].sha).card_data
+    assert isinstance(one["dataset_info"], dict) and one["dataset_info"]["splits"][0]["num_examples"] == 3
+    several = api.dataset_info(NAME).card_data["dataset_info"]
+    assert [(i["config_name"], [(s["name"], s["num_examples"]) for s in i["splits"]]) for i in several] == [
+        ("default", [("train", 100), ("test", 15)]), ("extra", [("train", 30)])]
