@@ -268,9 +268,13 @@ def test_pages_feeds_and_api_of_a_dataset(served_dataset, hub: ReplayServer) -> 
         page = client.get(f"/repos/{DATASET_ID}")
         assert page.status_code == 200 and "Relicense under MIT" in page.text
         assert f'href="https://huggingface.co/datasets/{NAME}"' in page.text  # its page on the Hub
+        assert "/estimates" not in page.text and "/derivatives" not in page.text  # a model's pages only
+        assert f'href="/repos/{NAME}/estimates"' in client.get(f"/repos/{NAME}").text
         assert "Relicense under MIT" not in client.get(f"/repos/{NAME}").text  # the model's timeline
         revision = client.get(f"/repos/{DATASET_ID}/revisions/{shas[2]}")
         assert revision.status_code == 200 and "data/test-00000-of-00001.parquet" in revision.text
+        assert f'href="https://huggingface.co/datasets/{NAME}/commit/{shas[2]}"' in revision.text
+        assert "/estimates" not in revision.text
         compare = client.get(f"/repos/{DATASET_ID}/compare/{shas[0]}...{shas[3]}")
         assert compare.status_code == 200 and "data/train-00000-of-00001.parquet" in compare.text
         feed = feedparser.parse(client.get(f"/repos/{DATASET_ID}/feed.atom").text)
