@@ -411,3 +411,27 @@ def test_outdated_scan_checks_dataset_pins(hub: ReplayServer, tmp_path, database
     assert (DATASET_ID, shas[0]) in entries and (NAME, model_sha) in entries
     from_lock = json.loads(run_cli("outdated", "--lock", str(lock), "--json", config=config).stdout)
     assert {(m["repo_id"], m["status"]) for m in from_lock["models"]} >= {(DATASET_ID, "behind"), (NAME, "up_to_date")}
+
+
+def test_a_watched_dataset_gated_then_disabled_is_followed_as_a_model(app: App, hub: ReplayServer) -> None:
+    """A watched dataset the Hub gates is followed through what stays readable (its new commit stored, its card
+    named unread, exit 3); disabled, its poll fails with that state and an event; restored, it answers again."""
+    hub.set_head(SCRIPT_ONLY_ID, 1)
+    try:
+        assert run(app, "watch", "add", SCRIPTED, "--type", "dataset").exit_code == 0
+        assert run(app, "poll").exit_code == 0
+        hub.set_state(SCRIPT_ONLY_ID, "gated")
+        hub.set_head(SCRIPT_ONLY_ID, 2)
+        gated = run(app, "poll", "--json")
+        [outcome] = json.loads(gated.stdout)
+        assert gated.exit_code == 3 and outcome["repo_state"] == "gated" and "README.md" in outcome["unread_files"]
+        assert app.store.history.has_revision(SCRIPT_ONLY_ID, hub.head_sha(SCRIPT_ONLY_ID))
+        hub.set_state(SCRIPT_ONLY_ID, "disabled")
+        disabled = run(app, "poll", "--json")
+        assert disabled.exit_code == 3 and json.loads(disabled.stdout)[0]["repo_state"] == "disabled"
+        kinds = [e.kind for e in app.store.history.list_events(SCRIPT_ONLY_ID)]
+        assert "repo.gated" in kinds and "repo.disabled" in kinds
+    finally:
+        hub.set_state(SCRIPT_ONLY_ID, "active")
+        hub.set_head(SCRIPT_ONLY_ID, 2)
+    assert json.loads(run(app, "poll", "--json").stdout)[0]["repo_state"] == "active"
