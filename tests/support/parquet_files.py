@@ -217,3 +217,34 @@ def glue_table(config: str, rows: int, start: int = 0) -> pa.Table:
         return pa.table({"sentence": [f"sentence {i}" for i in range(start, start + rows)], "label": label, "idx": idx})
     return pa.table({"sentence1": [f"first {i}" for i in range(start, start + rows)],
                      "sentence2": [f"second {i}" for i in range(start, start + rows)], "label": label, "idx": idx})
+
+
+def data_file(path: str, data: bytes) -> tuple[Any, Any]:
+    """(FileEntry, FileScan) of a dataset file as the tree lists it (LFS sha256) and its scanner reads it."""
+    import hashlib
+
+    from storage.blobs import git_blob_oid
+    from tracker.formats.ranged import BytesSource
+    from tracker.formats.registry import run_scan, scanner_for
+    from tracker.revision.snapshot import FileEntry
+
+    entry = FileEntry(path, git_blob_oid(data), len(data), hashlib.sha256(data).hexdigest(), len(data))
+    spec = scanner_for(path, "dataset")
+    assert spec is not None, path
+    scan, _ = run_scan(spec, BytesSource(data, budget=spec.budget), path)
+    return entry, scan
+
+
+def glue_files(counts: dict[str, dict[str, int]], shards: int = 1) -> dict[str, bytes]:
+    """{path: Parquet bytes} of a GLUE-shaped dataset: `config/split-0000N-of-0000M.parquet` per config and split,
+    its rows spread over `shards` files, each with the config's HF features."""
+    out = {}
+    for config, splits in counts.items():
+        for split, rows in splits.items():
+            start = 0
+            for i in range(shards):
+                n = rows // shards + (1 if i < rows % shards else 0)
+                out[f"{config}/{split}-{i:05d}-of-{shards:05d}.parquet"] = parquet_bytes(
+                    glue_table(config, n, start), GLUE_FEATURES[config])
+                start += n
+    return out
