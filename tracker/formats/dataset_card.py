@@ -22,7 +22,7 @@ from tracker.formats.hf_features import card_feature_types
 MAX_YAML_BYTES = 2 * 2**20
 MAX_ALIASES = 256
 MAX_NODES = 500_000
-MAX_EXPANDED = 1_000_000
+MAX_EXPANDED = 500_000
 MAX_DEPTH = 64
 DEFAULT_CONFIG = "default"
 DEFAULT_SPLIT = "train"
