@@ -1,0 +1,109 @@
+"""Parquet footers by range on the replay server (issue 37's figures).
+
+1. A 2 GB Parquet shard shaped like a Hub dataset's (24 columns with the datasets library's `huggingface`
+   features, 64 row groups): its real footer served at the end of zeros, read through the Hub client's range
+   source: requests and bytes fetched against footer + 8 (the goal: 2 requests, nothing more than that).
+2. A small shard (under 64 KiB), read whole: requests.
+
+    python -m benchmarks run dataset_footers
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyarrow as pa
+
+from benchmarks.declare import Benchmark, Figure, detail, run_alone
+from tests.support.parquet_files import glue_table, parquet_bytes, split_footer
+from tests.support.synthetic_repos import write_repo
+from tracker.cli.logs import configure_logging
+from tracker.config.sections import LogSettings
+from tracker.formats import parquet
+from tracker.formats.registry import run_scan, scanner_for
+from tracker.hub.client import HubClient
+from tracker.standins.replay.control import ReplayServer
+
+REPO = "bench/parquet-shards"
+BIG = 2 * 10**9
+BENCHMARK = Benchmark(
+    name="dataset_footers",
+    about="Parquet footers read by HTTP Range on the replay server: a 2 GB shard and a small one",
+    tags=("quick", "formats", "datasets"),
+    figures=(
+        Figure("2 GB shard: requests", "requests", goal=2, direction="lower", margin=0.0),
+        Figure("2 GB shard: bytes read / (footer + 8)", "x", goal=1.0, direction="lower", margin=0.0),
+        Figure("2 GB shard: KiB read", "KiB", note="its footer and the 8 bytes after it"),
+        Figure("2 GB shard: scan time", "ms"),
+        Figure("small shard: requests", "requests", goal=1, direction="lower", margin=0.0),
+    ),
+)
+
+
+def hub_shaped_table(rows: int = 640) -> pa.Table:
+    """24 columns of the kinds HF datasets carry (text, labels, lists, nested structs)."""
+    base = glue_table("mrpc", rows)
+    columns = {name: base[name] for name in base.column_names}
+    for i in range(20):
+        columns[f"feature_{i:02d}"] = pa.array([float(j) for j in range(rows)], pa.float32())
+    return pa.table(columns)
+
+
+def features(table: pa.Table) -> dict[str, dict[str, str]]:
+    out = {"sentence1": {"dtype": "string", "_type": "Value"}, "sentence2": {"dtype": "string", "_type": "Value"},
+           "label": {"names": ["not_equivalent", "equivalent"], "_type": "ClassLabel"},
+           "idx": {"dtype": "int32", "_type": "Value"}}
+    out.update({name: {"dtype": "float32", "_type": "Value"} for name in table.column_names if name.startswith("feature_")})
+    return out
+
+
+def measure(size: int | None = None) -> dict[str, float]:
+    configure_logging(LogSettings(level="warning"))
+    table = hub_shaped_table()
+    data = parquet_bytes(table, features(table), row_group_size=10)
+    _, footer = split_footer(data)
+    tail = data[-(len(footer) + 8):]
+    small = parquet_bytes(glue_table("cola", 50))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write_repo(root, REPO, [{"title": "shards", "lfs": {
+            "data/train-00000-of-00001.parquet": {"head": "parquet/head.bin", "tail": "parquet/tail.bin", "size": BIG},
+            "data/test-00000-of-00001.parquet": {"head": "parquet/small.bin", "size": len(small)}}}])
+        folder = root / REPO / "commits" / "0001-commit" / "parquet"
+        folder.mkdir(parents=True)
+        (folder / "head.bin").write_bytes(b"PAR1")
+        (folder / "tail.bin").write_bytes(tail)
+        (folder / "small.bin").write_bytes(small)
+        with ReplayServer(roots=[root]) as server:
+            hub = HubClient(server.endpoint)
+            sha = server.head_sha(REPO)
+            spec = scanner_for("x.parquet", "dataset")
+            assert spec is not None
+            source = hub.open_range(REPO, sha, "data/train-00000-of-00001.parquet", BIG, spec.budget,
+                                    first_block=spec.read_ahead, max_block=spec.read_ahead)
+            started = time.perf_counter()
+            scan, _ = run_scan(spec, source, "data/train-00000-of-00001.parquet")
+            took = time.perf_counter() - started
+            little = hub.open_range(REPO, sha, "data/test-00000-of-00001.parquet", len(small), spec.budget,
+                                    first_block=spec.read_ahead, max_block=spec.read_ahead)
+            small_scan, _ = run_scan(spec, little, "data/test-00000-of-00001.parquet")
+    assert scan.result.get("verdict") == "ok" and scan.result["rows"] == 640, (scan.result, scan.note)
+    assert small_scan.result.get("rows") == 50, small_scan
+    detail(f"1. a {BIG / 1e9:.0f} GB shard, {scan.result['column_count']} columns, {scan.result['row_groups']} row "
+           f"groups, footer {len(footer):,} bytes: {source.requests} requests, {source.bytes_read:,} bytes, "
+           f"{took * 1000:.1f} ms; features {list(scan.result['features'].items())[:3]}")
+    detail(f"2. a {len(small):,}-byte shard: {little.requests} request(s), {little.bytes_read:,} bytes")
+    assert parquet.SMALL_FILE >= len(small)
+    return {"2 GB shard: requests": source.requests,
+            "2 GB shard: bytes read / (footer + 8)": source.bytes_read / (len(footer) + 8),
+            "2 GB shard: KiB read": source.bytes_read / 1024, "2 GB shard: scan time": took * 1000,
+            "small shard: requests": little.requests}
+
+
+if __name__ == "__main__":
+    run_alone(BENCHMARK, measure)
