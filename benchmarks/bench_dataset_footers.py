@@ -20,8 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyarrow as pa
 
 from benchmarks.declare import Benchmark, Figure, detail, run_alone
-from tests.support.parquet_files import glue_table, parquet_bytes, split_footer
-from tests.support.synthetic_repos import write_repo
+from tests.support.parquet_files import glue_table, parquet_bytes, split_footer, write_parquet_repo
 from tracker.cli.logs import configure_logging
 from tracker.config.sections import LogSettings
 from tracker.formats import parquet
@@ -67,18 +66,11 @@ def measure(size: int | None = None) -> dict[str, float]:
     table = hub_shaped_table()
     data = parquet_bytes(table, features(table), row_group_size=10)
     _, footer = split_footer(data)
-    tail = data[-(len(footer) + 8):]
     small = parquet_bytes(glue_table("cola", 50))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        write_repo(root, REPO, [{"title": "shards", "lfs": {
-            "data/train-00000-of-00001.parquet": {"head": "parquet/head.bin", "tail": "parquet/tail.bin", "size": BIG},
-            "data/test-00000-of-00001.parquet": {"head": "parquet/small.bin", "size": len(small)}}}])
-        folder = root / REPO / "commits" / "0001-commit" / "parquet"
-        folder.mkdir(parents=True)
-        (folder / "head.bin").write_bytes(b"PAR1")
-        (folder / "tail.bin").write_bytes(tail)
-        (folder / "small.bin").write_bytes(small)
+        write_parquet_repo(root, REPO, {"data/train-00000-of-00001.parquet": data, "data/test-00000-of-00001.parquet": small},
+                           big={"data/train-00000-of-00001.parquet": BIG})
         with ReplayServer(roots=[root]) as server:
             hub = HubClient(server.endpoint)
             sha = server.head_sha(REPO)

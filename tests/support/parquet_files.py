@@ -248,3 +248,30 @@ def glue_files(counts: dict[str, dict[str, int]], shards: int = 1) -> dict[str, 
                     glue_table(config, n, start), GLUE_FEATURES[config])
                 start += n
     return out
+
+
+def write_parquet_repo(root: Any, repo_id: str, files: dict[str, bytes], big: dict[str, int] | None = None) -> None:
+    """A one-commit replay history of Parquet files as LFS files: each of `files` served byte for byte, except
+    those `big` names ({path: size}): `PAR1`, zeros, then the file's footer and tail at the very end of `size`
+    bytes (a multi-GB shard whose footer is real; the replay's `head`/`tail` extension)."""
+    from pathlib import Path
+
+    from tests.support.synthetic_repos import write_repo
+
+    big = big or {}
+    lfs = {}
+    for i, path in enumerate(files):
+        if path in big:
+            lfs[path] = {"head": f"parquet/{i}.head", "tail": f"parquet/{i}.tail", "size": big[path]}
+        else:
+            lfs[path] = {"head": f"parquet/{i}.head", "size": len(files[path])}
+    write_repo(Path(root), repo_id, [{"title": "shards", "lfs": lfs}])
+    folder = Path(root) / repo_id / "commits" / "0001-commit" / "parquet"
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, (path, data) in enumerate(files.items()):
+        if path in big:
+            _, footer = split_footer(data)
+            (folder / f"{i}.head").write_bytes(b"PAR1")
+            (folder / f"{i}.tail").write_bytes(data[-(len(footer) + 8):])
+        else:
+            (folder / f"{i}.head").write_bytes(data)

@@ -193,3 +193,50 @@ def test_the_registry_reads_parquet_in_datasets_only():
     scan, kept = run_scan(spec, BytesSource(data, budget=spec.budget), "train.parquet")
     assert scan.format == "parquet" and scan.result["rows"] == 3 and scan.bytes_read == len(data)
     assert json.loads(json.dumps(scan.result)) == scan.result and kept == data[-len(kept):]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A replay repo of a 3 GB shard whose footer is real (zeros before it) and a small shard served whole."""
+    from tests.support.parquet_files import write_parquet_repo
+    from tracker.hub.client import HubClient
+    from tracker.standins.replay.control import ReplayServer
+
+    root = tmp_path_factory.mktemp("parquet-repo")
+    big = parquet_bytes(pa.table({"x": list(range(20_000))}), {"x": {"dtype": "int64", "_type": "Value"}},
+                        row_group_size=1000)
+    small = parquet_bytes(_table(), FEATURES)
+    write_parquet_repo(root, "hubwatch-tests/shards", {"big.parquet": big, "small.parquet": small},
+                       big={"big.parquet": 3 * 10**9})
+    with ReplayServer(roots=[root]) as server:
+        yield server, HubClient(server.endpoint), server.head_sha("hubwatch-tests/shards"), big, small
+
+
+def _open(hub, sha, path, size):
+    spec = scanner_for(path, "dataset")
+    return spec, hub.open_range("hubwatch-tests/shards", sha, path, size, spec.budget, first_block=spec.read_ahead,
+                                max_block=spec.read_ahead)
+
+
+def test_over_http_a_large_shard_costs_the_two_ranges_it_needs(served):
+    """Through the Hub client's range source: Range headers for the last 8 bytes, then exactly the footer."""
+    server, hub, sha, big, _ = served
+    size = 3 * 10**9
+    length = int.from_bytes(big[-8:-4], "little")
+    spec, source = _open(hub, sha, "big.parquet", size)
+    server.reset_requests()
+    scan, kept = run_scan(spec, source, "big.parquet")
+    ranges = [r.range for r in server.requests if "/resolve/" in r.path]
+    assert ranges == [f"bytes={size - 8}-{size - 1}", f"bytes={size - 8 - length}-{size - 9}"]
+    assert source.bytes_read == length + 8 == len(kept)
+    assert scan.result["rows"] == 20_000 and scan.result["row_groups"] == 20 and scan.result["verdict"] == "ok"
+
+
+def test_over_http_a_small_shard_is_one_request(served):
+    """A shard under SMALL_FILE: one Range request for the whole file."""
+    server, hub, sha, _, small = served
+    spec, source = _open(hub, sha, "small.parquet", len(small))
+    server.reset_requests()
+    scan, _ = run_scan(spec, source, "small.parquet")
+    assert [r.range for r in server.requests if "/resolve/" in r.path] == [f"bytes=0-{len(small) - 1}"]
+    assert scan.result["features"]["label"] == "ClassLabel(names=[neg, pos])"
