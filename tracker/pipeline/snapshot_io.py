@@ -17,7 +17,7 @@ from tracker.formats.registry import run_scan, scanner_for
 from tracker.hub.client import HubClient, MissingFile
 from tracker.revision.classify import is_safetensors, should_download
 from tracker.revision.snapshot import Contents, Snapshot
-from tracker.revision.stored import load_manifests, load_scans, pickle_manifest, to_new_weight_file
+from tracker.revision.stored import load_manifests, load_scans, pickle_manifest, repo_type_of, to_new_weight_file
 
 T = TypeVar("T")
 
@@ -204,14 +204,15 @@ def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot, rules:
     many revisions or repos carry it); take the parent's or load the stored scans of the others. A file's
     own failure is its scan's note; Hub errors propagate (the revision is retried)."""
     snapshot = fetched.snapshot
-    scanned = [f for f in snapshot.files.values() if scanner_for(f.path) is not None]
+    repo_type = repo_type_of(snapshot.repo_id)  # a dataset's data files are read too (Parquet footers, first ranges)
+    scanned = [f for f in snapshot.files.values() if scanner_for(f.path, repo_type) is not None]
     wanted = {f.content_id for f in scanned}
     known = _by_content(parent, parent.scans if parent is not None else {}, wanted)
     known.update(load_scans(store, wanted - set(known), rules))
     for entry in scanned:
         scan = known.get(entry.content_id)
         if scan is None:
-            spec = scanner_for(entry.path)
+            spec = scanner_for(entry.path, repo_type)
             assert spec is not None
             size = entry.lfs_size if entry.lfs_size is not None else entry.size
             source = hub.open_range(snapshot.repo_id, snapshot.sha, entry.path, size, spec.budget,

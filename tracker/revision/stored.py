@@ -65,6 +65,11 @@ def load_manifests(store: Storage, content_ids: set[str]) -> dict[str, WeightMan
     }
 
 
+def repo_type_of(repo_id: str) -> str:
+    """"dataset" for a dataset's stored key (`datasets/org/name`), else "model": which scanners read its files."""
+    return "dataset" if repo_id.startswith("datasets/") and repo_id.count("/") == 2 else "model"
+
+
 def load_snapshot(store: Storage, revision: Revision, rules: Rules | None = None) -> Snapshot:
     """A stored revision as a Snapshot, entirely from the database (pickle verdicts as stored, or as `rules`
     judge them when given: the ingest diffs a new revision against its parent under today's rules)."""
@@ -95,7 +100,7 @@ def load_snapshot(store: Storage, revision: Revision, rules: Rules | None = None
     for entry in weights:
         if entry.content_id in manifests:
             snapshot.manifests[entry.path] = manifests[entry.content_id]
-    scanned = [f for f in snapshot.files.values() if scanner_for(f.path) is not None]
+    scanned = [f for f in snapshot.files.values() if scanner_for(f.path, repo_type_of(snapshot.repo_id)) is not None]
     scans = load_scans(store, {f.content_id for f in scanned}, rules)
     for entry in scanned:
         if entry.content_id in scans:
