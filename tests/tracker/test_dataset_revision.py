@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from tests.support.dataset_cards import glue_card
 from tests.support.parquet_files import data_file, glue_files
-from tracker.pipeline.dataset_revision import dataset_revision
+from tracker.pipeline.dataset_revision import dataset_events, dataset_revision
 from tracker.pipeline.dataset_store import FORMAT, load_summary, summary_key
 from tracker.revision.snapshot import FileEntry, Snapshot
 
@@ -48,7 +48,7 @@ def test_the_summary_is_kept_and_the_next_revision_compared_with_it():
     """The first revision's summary row is keyed by repo and sha; the second compares with it and gives events."""
     store = SimpleNamespace(history=History())
     first = dataset_revision(store, snapshot("a" * 40, {"cola": {"train": 10}}), None, gated=False)
-    assert first.changes == [] and first.events == []
+    assert first.changes == []
     assert [(r.content_id, r.format) for r in first.file_scans] == [(summary_key(KEY, "a" * 40), FORMAT)]
     store.history.keep(first)
     assert load_summary(store, KEY, "a" * 40) == first.summary
@@ -57,9 +57,10 @@ def test_the_summary_is_kept_and_the_next_revision_compared_with_it():
                               snapshot("a" * 40, {"cola": {"train": 10}}), gated="auto")
     assert [(c.detail["event"], c.severity.value) for c in second.changes] == [
         ("dataset.licence_changed", "warning"), ("dataset.gating_changed", "warning"), ("dataset.rows_removed", "warning")]
-    assert [e.kind for e in second.events] == ["dataset.licence_changed", "dataset.gating_changed", "dataset.rows_removed"]
-    assert second.events[2].title.endswith(": config cola, split train: 2 rows removed (10 -> 8) (warning)")
-    assert second.events[2].payload["detail"]["before"] == 10
+    events = dataset_events(KEY, "b" * 40, second.changes)
+    assert [e.kind for e in events] == ["dataset.licence_changed", "dataset.gating_changed", "dataset.rows_removed"]
+    assert events[2].title.endswith(": config cola, split train: 2 rows removed (10 -> 8) (warning)")
+    assert events[2].payload["detail"]["before"] == 10
 
 
 def test_a_parent_without_a_stored_summary_is_summarized_from_its_snapshot():
@@ -79,4 +80,4 @@ def test_info_changes_are_not_events_of_their_own():
     new.files[entry.path] = FileEntry(entry.path, "2" * 40, entry.size, "f" * 64, entry.lfs_size)  # rewritten
     revision = dataset_revision(store, new, old)
     assert [(c.detail["event"], c.severity.value) for c in revision.changes] == [("dataset.reuploaded", "info")]
-    assert revision.events == []
+    assert dataset_events(KEY, "b" * 40, revision.changes) == []

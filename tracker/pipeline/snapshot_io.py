@@ -10,14 +10,15 @@ from typing import Any, TypeVar
 from storage.blobs import git_blob_oid
 from storage.front import Storage
 from storage.history import NewFileScan, NewWeightFile
+from storage.kinds import repo_type_of
 from tracker.errors import RepoGated
 from tracker.formats import FileScan
 from tracker.formats.pickle_rules import BUILTIN, Rules
 from tracker.formats.registry import run_scan, scanner_for
 from tracker.hub.client import HubClient, MissingFile
 from tracker.revision.classify import is_safetensors, should_download
-from tracker.revision.snapshot import Contents, Snapshot
-from tracker.revision.stored import load_manifests, load_scans, pickle_manifest, repo_type_of, to_new_weight_file
+from tracker.revision.snapshot import Contents, FileEntry, Snapshot
+from tracker.revision.stored import load_manifests, load_scans, pickle_manifest, to_new_weight_file
 
 T = TypeVar("T")
 
@@ -196,6 +197,16 @@ def _fill_manifests(hub: HubClient, store: Storage, fetched: FetchedSnapshot, pa
             known[entry.content_id] = manifest
             fetched.new_weight_files.append(to_new_weight_file(entry.content_id, manifest))
         snapshot.manifests[entry.path] = manifest
+
+
+def scan_files(hub: HubClient, store: Storage, repo_id: str, sha: str, files: list[FileEntry],
+               rules: Rules = BUILTIN) -> FetchedSnapshot:
+    """The scans of `files` at commit `sha` of `repo_id` (another ref than the one ingested: a dataset's Parquet
+    conversion), each content read once ever as a snapshot's are: what was stored is loaded, the rest read by
+    range; the rows and bytes to write come back in the FetchedSnapshot."""
+    fetched = FetchedSnapshot(Snapshot(repo_id=repo_id, sha=sha, files={f.path: f for f in files}))
+    _fill_scans(hub, store, fetched, rules, None)
+    return fetched
 
 
 def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot, rules: Rules, parent: Snapshot | None,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from storage.front import Storage
 from storage.history import NewTensor, NewWeightFile
+from storage.kinds import repo_type_of
 from storage.models import Revision
 from tracker.formats import FileScan
 from tracker.formats.manifest import TensorInfo, WeightManifest
@@ -63,11 +64,6 @@ def load_manifests(store: Storage, content_ids: set[str]) -> dict[str, WeightMan
                             metadata=dict(row.metadata or {}), error=row.error)
         for sha, row in store.history.read_manifests(content_ids).items()
     }
-
-
-def repo_type_of(repo_id: str) -> str:
-    """"dataset" for a dataset's stored key (`datasets/org/name`), else "model": which scanners read its files."""
-    return "dataset" if repo_id.startswith("datasets/") and repo_id.count("/") == 2 else "model"
 
 
 def load_snapshot(store: Storage, revision: Revision, rules: Rules | None = None) -> Snapshot:
