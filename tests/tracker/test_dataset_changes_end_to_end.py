@@ -13,7 +13,15 @@ import structlog.testing
 from click.testing import CliRunner
 
 from storage.kinds import split_repo_key
-from tests.support.dataset_repos import DATASET_ID, SCRIPT_ONLY_ID, evolving_dataset, lfs_file, script_only_dataset
+from tests.support.dataset_repos import (
+    DATASET_ID,
+    SCRIPT_ONLY_ID,
+    dataset_history,
+    evolving_dataset,
+    evolving_steps,
+    lfs_file,
+    script_only_dataset,
+)
 from tests.support.parquet_files import parquet_bytes
 from tests.support.settings import settings_for
 from tracker.cli import cli
@@ -26,6 +34,7 @@ from tracker.standins.replay.history import scripted_history
 NAME = split_repo_key(DATASET_ID)[1]
 SHARDS = "datasets/hubwatch-test/sharded"
 BROKEN = "datasets/hubwatch-test/broken-footer"
+GATED = "datasets/hubwatch-test/gated-qa"
 
 
 def _sharded() -> object:
@@ -46,7 +55,8 @@ def _broken() -> object:
 @pytest.fixture(scope="module")
 def hub() -> Iterator[ReplayServer]:
     with ReplayServer(roots=[]) as server:
-        for history in (evolving_dataset(), script_only_dataset(), _sharded(), _broken()):
+        gated = dataset_history(GATED, evolving_steps()[:2], gated="manual")
+        for history in (evolving_dataset(), script_only_dataset(), _sharded(), _broken(), gated):
             server.add_repo(history)
         yield server
 
@@ -144,3 +154,16 @@ def test_licence_requires_latest_from_the_configuration(hub: ReplayServer, datab
     finally:
         hub.set_head(DATASET_ID, len(hub.repo(DATASET_ID).commits))
         app.store.engine.dispose()
+
+
+def test_a_gated_dataset_is_followed_without_false_changes(app: App) -> None:
+    """Files refused by the gate: the revisions are stored, their card and footers unread, and no dataset change is
+    made up from what was not read (no licence or config 'removed')."""
+    app.store.watches.add_watch(GATED, "main", 900, backfill=1)  # `watch add` refuses a gated repo; a watch may become one
+    run(app, "poll")
+    revisions = app.store.history.list_revisions(GATED)
+    assert len(revisions) == 2
+    assert list(dataset_changes(app, GATED).values()) == [[], []]
+    summary = load_summary(app.store, GATED, revisions[0].sha)
+    assert summary["card"] == "unread" and summary["gated"] == "manual"
+    assert all(shard["verdict"] == "not read" for shard in summary["shards"].values())

@@ -35,7 +35,8 @@ def diff(old: dict[str, Any] | None, new: dict[str, Any], repo_id: str, requires
         changes.append(_change("dataset.loading_script_added", Severity.WARNING, new["loading_script"],
                                f"loading script {new['loading_script']} added: datasets before 4.0 run its code, 4.0 "
                                "and later refuse it", {"loading_script": new["loading_script"]}, security=True))
-    if old.get("licence") != new.get("licence"):
+    cards_read = _card_read(old) and _card_read(new)  # an unread or unreadable card declares nothing
+    if cards_read and old.get("licence") != new.get("licence"):
         changes.append(_change("dataset.licence_changed", Severity.WARNING, "README.md",
                                f"licence changed: {old.get('licence') or 'none'} -> {new.get('licence') or 'none'}",
                                {"before": old.get("licence"), "after": new.get("licence")}))
@@ -45,12 +46,18 @@ def diff(old: dict[str, Any] | None, new: dict[str, Any], repo_id: str, requires
                                {"before": old["gated"], "after": new["gated"]}))
     before, after = _compared(old), _compared(new)
     if before is not None and after is not None:
-        changes += _structure(before, after, repo_id)
+        if cards_read:  # without the card's configs, the files' own layout would read as configs renamed
+            changes += _structure(before, after, repo_id)
         changes += _rows(before, after, requires_latest)
         changes += _columns(before, after)
         changes += _reuploads(old, new, before, after)
     changes += _mismatches(old, new)
     return changes
+
+
+def _card_read(summary: dict[str, Any]) -> bool:
+    """The card was read: its YAML parsed, or there is none (a card refused by a gate or unreadable is not)."""
+    return summary.get("card", "ok") in ("ok", "none")
 
 
 def _change(event: str, severity: Severity, path: str, summary: str, detail: dict[str, Any],
@@ -262,5 +269,7 @@ def _unreadable(old: dict[str, Any] | None, new: dict[str, Any]) -> list[Change]
     known = {facts["oid"] for facts in ((old or {}).get("shards") or {}).values()}
     bad = {path: facts for path, facts in (new.get("shards") or {}).items()
            if facts.get("verdict") in ("unreadable", "inconsistent") and facts["oid"] not in known}
+    if new.get("card") == "unreadable" and (old or {}).get("card") != "unreadable":
+        bad["README.md"] = {"verdict": "unreadable", "note": "; ".join(new.get("notes") or [])[:500]}
     return [_change("dataset.file_unreadable", Severity.NOTICE, path, f"{path}: {facts['verdict']}: {facts.get('note')}",
                     {"verdict": facts["verdict"], "note": facts.get("note")}) for path, facts in sorted(bad.items())]

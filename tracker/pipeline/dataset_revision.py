@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 from storage.history import NewEvent, NewFileScan
 from storage.kinds import split_repo_key
 from tracker.differs import dataset as dataset_differ
-from tracker.formats.dataset_card import read_card
+from tracker.formats.dataset_card import CardFacts, read_card
 from tracker.pipeline.dataset_store import load_summary, summary_rows
-from tracker.pipeline.snapshot_io import scan_files
+from tracker.pipeline.snapshot_io import Gate, gate_mode, scan_files
 from tracker.revision.changes import Change, ChangeKind, Severity
 from tracker.revision.classify import MODEL_CARD
 from tracker.revision.dataset_summary import Conversion, is_data_file, summarize
@@ -121,12 +121,14 @@ def read_conversion(revision: DatasetRevision) -> Conversion | None:
     """The viewer's conversion as it stands: its commit, its Parquet files scanned (once per content id), tied to
     this revision when made after it was committed, else lagging. None when the dataset has no conversion."""
     hub, key = revision.hub, revision.repo_id
+    fetched = revision.fetched
+    if fetched.gated:  # the Hub refused this revision's files: the conversion's would be refused too
+        return None
     commit = hub.conversion_commit(key)
     if commit is None:
         return None
     files = [f for f in hub.list_files(key, commit.sha) if is_data_file(f.path) and f.path.endswith(".parquet")]
-    fetched = revision.fetched
-    scanned = scan_files(hub, revision.store, key, commit.sha, files)
+    scanned = scan_files(hub, revision.store, key, commit.sha, files, gate=Gate(gate_mode(revision.gated)))
     known = {row.content_id for row in fetched.new_file_scans}
     fetched.new_file_scans.extend(row for row in scanned.new_file_scans if row.content_id not in known)
     fetched.new_blobs.update(scanned.new_blobs)
@@ -136,7 +138,10 @@ def read_conversion(revision: DatasetRevision) -> Conversion | None:
 
 def summary_of(snapshot: Snapshot, gated: Any = None, conversion: Conversion | None = None) -> dict[str, Any]:
     """A snapshot's dataset summary (`snapshot.repo_id` a dataset's key, `datasets/org/name`)."""
-    card = read_card(snapshot.contents[MODEL_CARD] if MODEL_CARD in snapshot.contents else None)
+    if MODEL_CARD in snapshot.unavailable:  # refused by a gate, or too large: not read, so it declares nothing
+        card = CardFacts(verdict="unread", notes=[f"README.md not read: {snapshot.unavailable[MODEL_CARD]}"])
+    else:
+        card = read_card(snapshot.contents[MODEL_CARD] if MODEL_CARD in snapshot.contents else None)
     name = snapshot.repo_id.rsplit("/", 1)[-1]
     return summarize(name, snapshot.files.values(), snapshot.scans, card, gated, conversion)
 

@@ -200,12 +200,13 @@ def _fill_manifests(hub: HubClient, store: Storage, fetched: FetchedSnapshot, pa
 
 
 def scan_files(hub: HubClient, store: Storage, repo_id: str, sha: str, files: list[FileEntry],
-               rules: Rules = BUILTIN) -> FetchedSnapshot:
+               rules: Rules = BUILTIN, gate: Gate | None = None) -> FetchedSnapshot:
     """The scans of `files` at commit `sha` of `repo_id` (another ref than the one ingested: a dataset's Parquet
     conversion), each content read once ever as a snapshot's are: what was stored is loaded, the rest read by
-    range; the rows and bytes to write come back in the FetchedSnapshot."""
+    range; the rows and bytes to write come back in the FetchedSnapshot (a file the `gate` refused: unscanned,
+    in its `gated`)."""
     fetched = FetchedSnapshot(Snapshot(repo_id=repo_id, sha=sha, files={f.path: f for f in files}))
-    _fill_scans(hub, store, fetched, rules, None)
+    _fill_scans(hub, store, fetched, rules, None, gate)
     return fetched
 
 

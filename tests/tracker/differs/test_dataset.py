@@ -195,3 +195,14 @@ def test_every_event_the_differ_names_is_a_documented_kind():
 
     named = set(re.findall(r'"(dataset\.[a-z_]+)"', inspect.getsource(dataset)))
     assert named == set(DATASET_EVENT_KINDS)
+
+
+def test_an_unread_card_declares_nothing():
+    """A card the gate refused (or unreadable YAML): no licence change and no configs 'renamed' to the files' own
+    layout; an unreadable card is its own verdict."""
+    unread = {**glue(), "card": "unread", "licence": None}
+    assert diff(glue(), unread, REPO) == []
+    hostile = summary_of(glue_files(COUNTS), "---\na: &x [*x]\n---\n")
+    changes = diff(glue(), hostile, REPO)
+    assert events(changes) == [("dataset.file_unreadable", "notice")]
+    assert changes[0].path == "README.md" and "nests deeper than 64" in changes[0].summary
