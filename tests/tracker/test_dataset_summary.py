@@ -110,3 +110,10 @@ def test_which_files_are_data():
     """Data by suffix, compressed too; the card, attributes and scripts are not."""
     assert [p for p in ("a.parquet", "b.jsonl.gz", "c.csv", "README.md", ".gitattributes", "glue.py", "x.png")
             if is_data_file(p)] == ["a.parquet", "b.jsonl.gz", "c.csv"]
+
+
+def test_files_not_read_say_why():
+    """A JSON file is its size only, said so; the library's own metadata files are not data."""
+    summary = summary_of({"train.jsonl": b'{"a": 1}\n'}, None, others=("data/test.json", "dataset_infos.json"))
+    assert summary["shards"]["data/test.json"]["note"] == "size only: .json files are not read by range"
+    assert summary["shards"]["data/test.json"]["verdict"] == "not read" and "dataset_infos.json" not in summary["shards"]

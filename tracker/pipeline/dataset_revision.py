@@ -143,7 +143,7 @@ def summary_of(snapshot: Snapshot, gated: Any = None, conversion: Conversion | N
     else:
         card = read_card(snapshot.contents[MODEL_CARD] if MODEL_CARD in snapshot.contents else None)
     name = snapshot.repo_id.rsplit("/", 1)[-1]
-    return summarize(name, snapshot.files.values(), snapshot.scans, card, gated, conversion)
+    return summarize(name, snapshot.files.values(), snapshot.scans, card, gated, conversion, snapshot.unavailable)
 
 
 def dataset_revision(store: Any, snapshot: Snapshot, parent: Snapshot | None, gated: Any = None,

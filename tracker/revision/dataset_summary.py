@@ -32,7 +32,8 @@ COMPRESSED = (".gz", ".zst", ".bz2", ".xz", ".lz4", ".zip")
 SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "dev", "val"),
                   "test": ("test", "testing", "eval", "evaluation")}
 CONVERTED = re.compile(r"^(?P<config>[^/]+)/(?P<partial>partial-)?(?P<split>[^/]+)/[^/]+\.parquet$")
-NOT_DATA = ("README.md", ".gitattributes")
+# Files the datasets library writes beside the data (save_to_disk, push_to_hub's old metadata): not data.
+NOT_DATA = ("README.md", ".gitattributes", "dataset_infos.json", "dataset_info.json", "dataset_dict.json", "state.json")
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,11 @@ class _Split:
 
 
 def summarize(repo_name: str, files: Iterable[FileEntry], scans: Mapping[str, FileScan], card: CardFacts,
-              gated: Any = None, conversion: Conversion | None = None) -> dict[str, Any]:
+              gated: Any = None, conversion: Conversion | None = None,
+              unavailable: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The dataset summary of one revision (see the module's docstring). `repo_name` is the dataset's name
     without its org (a loading script is `<name>.py` at the root); `gated` the Hub's gate (False, "auto",
-    "manual") or None when not known."""
+    "manual") or None when not known; `unavailable` why files were not read (a gate's refusal), by path."""
     files = sorted(files, key=lambda f: f.path)
     data = [f for f in files if is_data_file(f.path)]
     script = f"{repo_name}.py"
@@ -72,7 +74,7 @@ def summarize(repo_name: str, files: Iterable[FileEntry], scans: Mapping[str, Fi
         "loading_script": scripts[0] if scripts else None,
         "script_only": bool(scripts) and not data,
         "configs": _configs(layout, by_path, scans, card),
-        "shards": {f.path: _shard(f, scans.get(f.path)) for f in data},
+        "shards": {f.path: _shard(f, scans.get(f.path), (unavailable or {}).get(f.path)) for f in data},
         "notes": notes,
     }
     summary["card_mismatches"] = _mismatches(summary["configs"])
@@ -215,14 +217,16 @@ def _columns_of(facts: Mapping[str, Any]) -> tuple[dict[str, str] | None, str | 
     return None, None
 
 
-def _shard(entry: FileEntry, scan: FileScan | None) -> dict[str, Any]:
+def _shard(entry: FileEntry, scan: FileScan | None, unread: str | None = None) -> dict[str, Any]:
     facts = scan.result if scan is not None else {}
+    if scan is None:  # refused, or a format read by size only (JSON, Arrow, text)
+        unread = unread or f"size only: {posixpath.splitext(entry.path)[1] or 'this'} files are not read by range"
     columns, _ = _columns_of(facts)
     return {"oid": entry.content_id, "size": entry.lfs_size if entry.lfs_size is not None else entry.size,
             "format": scan.format if scan is not None else None, "rows": facts.get("rows"),
             "schema": _digest(columns) if columns is not None else None,
             "verdict": facts.get("verdict", "ok" if scan is not None else "not read"),
-            "note": scan.note if scan is not None else "not read"}
+            "note": scan.note if scan is not None else unread}
 
 
 def _digest(value: Any) -> str:
