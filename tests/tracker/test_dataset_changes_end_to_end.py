@@ -98,6 +98,9 @@ def test_the_evolving_dataset_gets_its_events(app: App, hub: ReplayServer) -> No
     assert summary["conversion"]["configs"]["default"]["splits"]["test"]["rows"] == 20  # converted before the removal
     assert summary["configs"]["default"]["splits"]["test"]["rows"] == 15
     assert summary["licence"] == "mit" and summary["gated"] is False
+    shown = json.loads(run(app, "show", DATASET_ID, head[:12], "--json").stdout)
+    assert shown["dataset"] == summary  # `show --json` gives the summary (None for a model)
+    assert shown["dataset"]["configs"]["default"]["splits"]["train"]["columns"]["source"] == 'Value("string")'
 
 
 def test_only_a_script_left_is_critical(app: App) -> None:
