@@ -95,6 +95,7 @@ def test_the_evolving_dataset_gets_its_events(app: App, hub: ReplayServer) -> No
     summary = load_summary(app.store, DATASET_ID, head)
     conversions = hub.repo(DATASET_ID).conversions
     assert summary["conversion"]["sha"] == conversions[-1][1].sha and summary["conversion"]["lagging"] is True
+    assert summary["conversion"]["source_sha"] == hub.repo(DATASET_ID).commits[1].sha  # made after revision 2
     assert summary["conversion"]["configs"]["default"]["splits"]["test"]["rows"] == 20  # converted before the removal
     assert summary["configs"]["default"]["splits"]["test"]["rows"] == 15
     assert summary["licence"] == "mit" and summary["gated"] is False

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from storage.history import NewEvent, NewFileScan
@@ -133,7 +133,17 @@ def read_conversion(revision: DatasetRevision) -> Conversion | None:
     fetched.new_file_scans.extend(row for row in scanned.new_file_scans if row.content_id not in known)
     fetched.new_blobs.update(scanned.new_blobs)
     lagging = revision.committed_at is not None and commit.created_at < revision.committed_at
-    return Conversion(commit.sha, files, scanned.snapshot.scans, None if lagging else revision.sha, lagging)
+    source = _made_from(revision, commit.created_at) if lagging else revision.sha
+    return Conversion(commit.sha, files, scanned.snapshot.scans, source, lagging)
+
+
+def _made_from(revision: DatasetRevision, made_at: datetime) -> str | None:
+    """The stored revision a lagging conversion was made from: the newest committed before it (None: none stored)."""
+    for stored in revision.store.history.list_revisions(revision.repo_id):  # newest first
+        committed = stored.committed_at if stored.committed_at.tzinfo else stored.committed_at.replace(tzinfo=UTC)
+        if committed <= made_at:
+            return str(stored.sha)
+    return None
 
 
 def summary_of(snapshot: Snapshot, gated: Any = None, conversion: Conversion | None = None) -> dict[str, Any]:
