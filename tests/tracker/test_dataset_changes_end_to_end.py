@@ -99,6 +99,10 @@ def test_the_evolving_dataset_gets_its_events(app: App, hub: ReplayServer) -> No
     assert summary["conversion"]["configs"]["default"]["splits"]["test"]["rows"] == 20  # converted before the removal
     assert summary["configs"]["default"]["splits"]["test"]["rows"] == 15
     assert summary["licence"] == "mit" and summary["gated"] is False
+    first = hub.repo(DATASET_ID).commits[0].sha
+    compared = json.loads(run(app, "diff", DATASET_ID, first[:12], head[:12], "--json").stdout)
+    assert [c["detail"]["event"] for c in compared["changes"] if c["kind"] == "dataset"] == [
+        "dataset.licence_changed", "dataset.rows_removed", "dataset.columns_added"]  # revision 1 to 4 in one
     shown = json.loads(run(app, "show", DATASET_ID, head[:12], "--json").stdout)
     assert shown["dataset"] == summary  # `show --json` gives the summary (None for a model)
     assert shown["dataset"]["configs"]["default"]["splits"]["train"]["columns"]["source"] == 'Value("string")'

@@ -172,6 +172,16 @@ def dataset_revision(store: Any, snapshot: Snapshot, parent: Snapshot | None, ga
     return DatasetRead(summary, changes, [row], blobs)
 
 
+def stored_changes(store: Any, old: Snapshot, new: Snapshot, requires_latest: bool = False) -> list[Change]:
+    """The dataset changes between two stored revisions (`hubwatch diff`): their stored summaries compared (a
+    revision stored without one summarized from its snapshot); [] for a model."""
+    if not is_dataset(new.repo_id):
+        return []
+    before = load_summary(store, old.repo_id, old.sha) or summary_of(old)
+    after = load_summary(store, new.repo_id, new.sha) or summary_of(new)
+    return dataset_differ.diff(before, after, split_repo_key(new.repo_id)[1], requires_latest)
+
+
 def dataset_events(repo_id: str, sha: str, changes: list[Change]) -> list[NewEvent]:
     """Each dataset change of notice or above as an event of its own `dataset.*` kind (told apart by its path)."""
     return [change_event(repo_id, sha, c.detail["event"], c, c.path) for c in changes
