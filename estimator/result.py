@@ -16,6 +16,7 @@ class Estimate:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     serving: dict | None = None  # serving memory per card (serving.py); absent from estimates stored before it
+    cost: dict | None = None     # time and money per run and per million tokens (cost.py), when asked for
 
     @property
     def total(self) -> int | None:
@@ -26,4 +27,6 @@ class Estimate:
                "notes": list(self.notes), "warnings": list(self.warnings)}
         if self.serving is not None:
             out["serving"] = self.serving
+        if self.cost is not None:
+            out["cost"] = self.cost
         return out
