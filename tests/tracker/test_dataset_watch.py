@@ -83,10 +83,15 @@ def test_dataset_history_show_diff_and_feed(app: App, hub: ReplayServer) -> None
     history = json.loads(run(app, "history", DATASET_ID, "--json").stdout)
     assert [r["sha"] for r in history] == shas[::-1]
     by_sha = {r["sha"]: r for r in history}
-    gained = {c["path"] for c in by_sha[shas[1]]["changes"]}
+    gained = {c["path"] for c in by_sha[shas[1]]["changes"] if c["kind"] == "files"}
     assert gained == {"README.md", "data/train-00000-of-00001.parquet"}
-    removed = {c["path"] for c in by_sha[shas[2]]["changes"]}
+    removed = {c["path"] for c in by_sha[shas[2]]["changes"] if c["kind"] == "files"}
     assert removed == {"README.md", "data/test-00000-of-00001.parquet"}
+    # and what they are for a user of the dataset (tracker/differs/dataset.py), from the footers read by range
+    assert [(c["detail"]["event"], c["path"]) for c in by_sha[shas[1]]["changes"] if c["kind"] == "dataset"] == [
+        ("dataset.columns_added", "default")]
+    assert [c["summary"] for c in by_sha[shas[2]]["changes"] if c["kind"] == "dataset"] == [
+        "config default, split test: 5 rows removed (20 -> 15)"]
     licence = [c for c in by_sha[shas[3]]["changes"] if c["path"] == "README.md"]
     assert licence and "mit" in licence[0]["summary"]
     shown = json.loads(run(app, "show", DATASET_ID, shas[0][:12], "--json").stdout)
@@ -104,13 +109,17 @@ def test_dataset_history_show_diff_and_feed(app: App, hub: ReplayServer) -> None
 
 def test_dataset_files_are_read_from_the_dataset_routes(app: App, hub: ReplayServer) -> None:
     """The head, commits, tree and the card are asked of /api/datasets and /datasets/.../resolve, never of a model's
-    routes; no Parquet shard is downloaded by the existing pipeline."""
+    routes; no Parquet shard is downloaded: each is read by Range for its footer (these small ones whole, in one
+    request), the shards of the head and of its Parquet conversion (refs/convert/parquet)."""
     run(app, "watch", "add", NAME, "--type", "dataset")
     hub.reset_requests()
     assert run(app, "poll").exit_code == 0
     paths = [r.path for r in hub.requests]
     assert paths and all(p.startswith((f"/api/datasets/{NAME}/", f"/datasets/{NAME}/resolve/")) for p in paths), paths
-    assert not [p for p in paths if p.endswith(".parquet")]
+    shards = [r for r in hub.requests if r.path.endswith(".parquet")]
+    assert shards and all(r.range for r in shards)
+    assert {r.path.rsplit("/", 1)[-1] for r in shards} == {"train-00000-of-00001.parquet", "test-00000-of-00001.parquet",
+                                                           "0000.parquet"}
 
 
 def test_config_watch_of_type_dataset(hub: ReplayServer, database_url: str) -> None:
