@@ -313,6 +313,9 @@ def test_api_watches_a_dataset(served_dataset) -> None:
     with server.client() as client:
         added = client.post("/api/v1/watches", json={"repo_id": SCRIPTED, "repo_type": "dataset"}, headers=auth)
         assert added.status_code == 201 and added.json()["repo_id"] == SCRIPT_ONLY_ID
+        assert added.json()["repo_type"] == "dataset"
+        listed = {w["repo_id"]: w["repo_type"] for w in client.get("/api/v1/watches").json()}
+        assert listed == {SCRIPT_ONLY_ID: "dataset", DATASET_ID: "dataset", NAME: "model"}
         bad = client.post("/api/v1/watches", json={"repo_id": SCRIPTED, "repo_type": "space"}, headers=auth)
         assert bad.status_code == 422
         assert client.delete(f"/api/v1/watches/{DATASET_ID}", headers=auth).status_code == 204
