@@ -313,6 +313,9 @@ def test_api_watches_a_dataset(served_dataset) -> None:
     with server.client() as client:
         added = client.post("/api/v1/watches", json={"repo_id": SCRIPTED, "repo_type": "dataset"}, headers=auth)
         assert added.status_code == 201 and added.json()["repo_id"] == SCRIPT_ONLY_ID
+        assert added.json()["repo_type"] == "dataset"
+        listed = {w["repo_id"]: w["repo_type"] for w in client.get("/api/v1/watches").json()}
+        assert listed == {SCRIPT_ONLY_ID: "dataset", DATASET_ID: "dataset", NAME: "model"}
         bad = client.post("/api/v1/watches", json={"repo_id": SCRIPTED, "repo_type": "space"}, headers=auth)
         assert bad.status_code == 422
         assert client.delete(f"/api/v1/watches/{DATASET_ID}", headers=auth).status_code == 204
@@ -356,20 +359,37 @@ def test_subscription_repo_globs_tell_datasets_from_models(globs: list[str], dat
     assert matches(sub, Event(event_id="b", repo_id=NAME, kind="revision.ingested", severity="notice")) is model
 
 
-def test_the_listing_of_every_model_does_not_cover_a_dataset(app: App, hub: ReplayServer) -> None:
-    """With the listing of every model on, a model watch is polled at the reconcile interval and a dataset watch
-    at its own (no model listing shows it); a dataset of a followed org is covered by its org's dataset listing."""
+def test_datasets_watched_alone_are_read_from_the_listing_of_every_dataset(app: App, hub: ReplayServer) -> None:
+    """With the listing on, a dataset watched on its own is covered by the listing of every dataset (polled at the
+    reconcile interval, as a model by the listing of every model): a pass reads /api/models and /api/datasets once
+    each, and the dataset that moved is handed on; with only datasets of a followed org, no such pass is made."""
     from tracker.polling.listing import ListingJob
 
     settings = settings_for(hub.endpoint, app.settings.database_url, poll={"listing": "on", "reconcile_interval": "1d"})
     app.store.watches.add_watch(NAME, "main", 900)
     app.store.watches.add_watch(DATASET_ID, "main", 900)
-    job = ListingJob(settings, app.store.listing, app.hub, lambda r, b: None)
-    plan = job.plan(app.store.watches.list_watches())
-    assert plan == {f"{NAME}@main": 86400, f"{DATASET_ID}@main": 900}
+    triggered: list[tuple[str, str]] = []
+    job = ListingJob(settings, app.store.listing, app.hub, lambda r, b: triggered.append((r, b)))
+    assert job.plan(app.store.watches.list_watches()) == {f"{NAME}@main": 86400, f"{DATASET_ID}@main": 86400}
+    for watch in app.store.watches.list_watches():
+        app.store.watches.move_watch(watch.id, hub.head_sha(watch.repo_id))
+    hub.reset_requests()
+    passes = job()
+    assert sorted(r.path for r in hub.requests) == ["/api/datasets", "/api/models"]
+    assert not any("author=" in r.query for r in hub.requests)
+    assert {p.scope for p in passes} == {"*", "datasets:*"} and triggered == []
+    hub.set_head(DATASET_ID, 3)  # the dataset's head moves: listed as modified now
+    try:
+        job()
+        assert triggered == [(DATASET_ID, "main")]
+    finally:
+        hub.set_head(DATASET_ID, 4)
+    assert app.store.watches.remove_watch(DATASET_ID) == 1
     assert run(app, "watch", "add", "hubwatch-test/*", "--type", "dataset").exit_code == 0
-    plan = job.plan(app.store.watches.list_watches())
-    assert plan[f"{DATASET_ID}@main"] == 86400 and plan[f"{SCRIPT_ONLY_ID}@main"] == 86400
+    hub.reset_requests()
+    ListingJob(settings, app.store.listing, app.hub, lambda r, b: None)()
+    # the followed org was just listed (its own pass not due yet); no listing of every dataset is made for it
+    assert [r.path for r in hub.requests] == ["/api/models"]
 
 
 def test_renovate_datasource_of_a_dataset(served_dataset, hub: ReplayServer) -> None:

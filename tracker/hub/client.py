@@ -285,17 +285,6 @@ class HubClient:
         except Exception as err:  # noqa: BLE001 - every library error is translated in one place
             _translate(err, repo_id, "check it exists")
 
-    def parquet_conversion(self, repo_id: str) -> str | None:
-        """The commit of a dataset's Parquet conversion by the dataset viewer (`refs/convert/parquet`), None when it
-        has none: one request (the repo's refs). Its files are read by that sha (`list_files`, `open_range`); the
-        conversion may lag the branch head."""
-        repo_type, hub_id = split_repo_key(repo_id)
-        try:
-            refs = self.api.list_repo_refs(hub_id, repo_type=repo_type, token=self._token)
-        except Exception as err:  # noqa: BLE001 - every library error is translated in one place
-            _translate(err, repo_id, "list refs")
-        return next((ref.target_commit for ref in refs.converts if ref.ref == CONVERT_REF), None)
-
     def walk_commits(
         self, repo_id: str, head_sha: str, stop_at: set[str], limit: int | None = None, until: str | None = None
     ) -> CommitWalk:

@@ -159,16 +159,16 @@ def test_cards_have_the_shape_push_to_hub_writes(api: HfApi, hub: ReplayServer) 
 
 
 def test_hub_client_reads_the_conversion_by_its_commit(hub: ReplayServer) -> None:
-    """HubClient.parquet_conversion names the conversion's commit (None for a dataset without one); its files are
+    """HubClient.conversion_commit names the conversion's commit (None for a dataset without one); its files are
     listed and read by range by that sha, under the dataset's key."""
     from tracker.hub.client import HubClient
 
     client = HubClient(hub.endpoint)
-    sha = client.parquet_conversion(DATASET_ID)
-    assert sha == hub.repo(DATASET_ID).conversions[-1][1].sha
-    assert client.parquet_conversion(SCRIPT_ONLY_ID) is None
-    files = {f.path: f for f in client.list_files(DATASET_ID, sha)}
+    commit = client.conversion_commit(DATASET_ID)
+    assert commit is not None and commit.sha == hub.repo(DATASET_ID).conversions[-1][1].sha
+    assert client.conversion_commit(SCRIPT_ONLY_ID) is None
+    files = {f.path: f for f in client.list_files(DATASET_ID, commit.sha)}
     shard = files["default/test/0000.parquet"]
     assert shard.lfs_sha256 is not None
-    source = client.open_range(DATASET_ID, sha, shard.path, shard.lfs_size or shard.size, first_block=8, max_block=8)
+    source = client.open_range(DATASET_ID, commit.sha, shard.path, shard.lfs_size or shard.size, first_block=8, max_block=8)
     assert source.read(source.size - 4, 4) == b"PAR1" and source.requests == 1
