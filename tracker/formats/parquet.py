@@ -163,7 +163,8 @@ def _hf_features(raw: bytes) -> tuple[dict[str, str] | None, str | None]:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as err:
         return None, f"huggingface metadata is not JSON: {_first_line(err)}"
-    features = (doc.get("info") or {}).get("features") if isinstance(doc, dict) else None
+    info = doc.get("info") if isinstance(doc, dict) else None
+    features = info.get("features") if isinstance(info, dict) else None
     if not isinstance(features, dict):
         return None, "huggingface metadata without info.features"
     return feature_types(features)
