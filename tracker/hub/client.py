@@ -285,6 +285,17 @@ class HubClient:
         except Exception as err:  # noqa: BLE001 - every library error is translated in one place
             _translate(err, repo_id, "check it exists")
 
+    def parquet_conversion(self, repo_id: str) -> str | None:
+        """The commit of a dataset's Parquet conversion by the dataset viewer (`refs/convert/parquet`), None when it
+        has none: one request (the repo's refs). Its files are read by that sha (`list_files`, `open_range`); the
+        conversion may lag the branch head."""
+        repo_type, hub_id = split_repo_key(repo_id)
+        try:
+            refs = self.api.list_repo_refs(hub_id, repo_type=repo_type, token=self._token)
+        except Exception as err:  # noqa: BLE001 - every library error is translated in one place
+            _translate(err, repo_id, "list refs")
+        return next((ref.target_commit for ref in refs.converts if ref.ref == CONVERT_REF), None)
+
     def walk_commits(
         self, repo_id: str, head_sha: str, stop_at: set[str], limit: int | None = None, until: str | None = None
     ) -> CommitWalk:
@@ -398,7 +409,7 @@ class HubClient:
         return WeightManifest(tensors=tensors, metadata=dict(meta.metadata or {}))
 
 
-CONVERT_REF = "refs/convert/parquet"  # the dataset viewer's Parquet conversion branch
+CONVERT_REF = "refs/convert/parquet"  # where the dataset viewer commits its Parquet conversion of a dataset
 FIRST_BLOCK = 2**20  # the first read-ahead; each further fetch doubles it (up to MAX_BLOCK)
 MAX_BLOCK = 4 * 2**20  # a header past it costs one request per 4 MiB; the overshoot stays under 4 MiB
 

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class DatasetRevision:
     """One dataset revision as the summary gets it, before the revision's one write: the Hub client (Parquet
-    footers by range: `hub.open_range(repo_id, sha, path, size)`), the store (what was read before, by blob), the
+    footers by range: `hub.open_range(repo_id, sha, path, size)`; the viewer's conversion:
+    `hub.parquet_conversion(repo_id)`, its files by that sha), the store (what was read before, by blob), the
     fetched snapshot (its files, the card's bytes; `fetched.new_blobs` and `new_file_scans` take what is to be
     written with the revision) and the parent's snapshot (None for a baseline). `gated`: the Hub's gate as the
     head said it; `at_head`: this commit is the branch head (its conversion is read), committed at
