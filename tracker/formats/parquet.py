@@ -134,6 +134,12 @@ def parse_footer(footer: bytes, size: int) -> dict[str, Any]:
     return facts
 
 
+# FileMetaData 4 row_groups -> RowGroup 1 columns (-> ColumnChunk 3 meta_data -> ColumnMetaData 3 path_in_schema,
+# 5 num_values, 7 total_compressed_size, 9 data_page_offset, 11 dictionary_page_offset), RowGroup 3 num_rows; the
+# rest (schema, statistics, key-values) is stepped over, never kept
+ROW_GROUP_FIELDS = {4: {1: {3: {3: None, 5: None, 7: None, 9: None, 11: None}}, 3: None}}
+
+
 @dataclass(frozen=True)
 class _Chunk:
     path: str
@@ -151,7 +157,7 @@ class _Group:
 def row_groups(thrift: bytes) -> list[_Group]:
     """The row groups of a footer's FileMetaData (field 4), each with its rows (field 3) and its column chunks'
     values, first page offset and compressed size (ColumnMetaData 5, 9/11, 7). Raises ThriftError."""
-    meta = read_struct(thrift)
+    meta = read_struct(thrift, spec=ROW_GROUP_FIELDS)
     groups = []
     for group in _list(meta.get(4)):
         chunks = []

@@ -15,7 +15,7 @@ from typing import Any
 
 BOOL_TRUE, BOOL_FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT, UUID = range(1, 14)
 MAX_DEPTH = 32
-MAX_VALUES = 4_000_000
+MAX_VALUES = 1_000_000  # values read, kept or stepped over: about 2 s of Python at most
 
 
 class ThriftError(ValueError):
@@ -60,7 +60,38 @@ class _Reader:
         if self.left < 0:
             raise ThriftError("more values than the cap")
 
-    def value(self, kind: int, depth: int) -> Any:
+    def skip(self, kind: int, depth: int) -> None:
+        """Step over one value without keeping it (counted and capped as a kept one)."""
+        self.count()
+        if depth > MAX_DEPTH:
+            raise ThriftError(f"nested deeper than {MAX_DEPTH}")
+        if kind in (BOOL_TRUE, BOOL_FALSE, BYTE):
+            self.byte()
+        elif kind in (I16, I32, I64):
+            self.varint()
+        elif kind in (DOUBLE, UUID):
+            self.take(8 if kind == DOUBLE else 16)
+        elif kind == BINARY:
+            n = self.varint()
+            if self.pos + n > len(self.data):
+                raise ThriftError(f"a length of {n:,} at byte {self.pos:,} passes the {len(self.data):,} bytes")
+            self.pos += n
+        elif kind in (LIST, SET):
+            size, elem = self.list_head()
+            for _ in range(size):
+                self.skip(elem, depth + 1)
+        elif kind == MAP:
+            size = self.varint()
+            types = self.byte() if size else 0
+            for _ in range(size):
+                self.skip(types >> 4, depth + 1)
+                self.skip(types & 0x0F, depth + 1)
+        elif kind == STRUCT:
+            self.struct(depth + 1, {})
+        else:
+            raise ThriftError(f"unknown compact type {kind} at byte {self.pos:,}")
+
+    def value(self, kind: int, depth: int, spec: Spec = None) -> Any:
         self.count()
         if depth > MAX_DEPTH:
             raise ThriftError(f"nested deeper than {MAX_DEPTH}")
@@ -77,21 +108,22 @@ class _Reader:
         if kind == UUID:
             return self.take(16)
         if kind in (LIST, SET):
-            return self.list(depth)
+            size, elem = self.list_head()
+            return [self.value(elem, depth + 1, spec) for _ in range(size)]
         if kind == MAP:
             return self.map(depth)
         if kind == STRUCT:
-            return self.struct(depth)
+            return self.struct(depth, spec)
         raise ThriftError(f"unknown compact type {kind} at byte {self.pos:,}")
 
-    def list(self, depth: int) -> list[Any]:
+    def list_head(self) -> tuple[int, int]:
         head = self.byte()
         size, elem = head >> 4, head & 0x0F
         if size == 15:
             size = self.varint()
         if size > len(self.data) - self.pos:  # every value takes a byte at least
             raise ThriftError(f"a list of {size:,} values in {len(self.data) - self.pos:,} bytes")
-        return [self.value(elem, depth + 1) for _ in range(size)]
+        return size, elem
 
     def map(self, depth: int) -> dict[Any, Any]:
         size = self.varint()
@@ -104,7 +136,9 @@ class _Reader:
             out[key if isinstance(key, (int, bytes)) else repr(key)] = self.value(types & 0x0F, depth + 1)
         return out
 
-    def struct(self, depth: int) -> dict[int, Any]:
+    def struct(self, depth: int, spec: Spec = None) -> dict[int, Any]:
+        """A struct's fields; with a `spec`, only the fields it names (each with the spec of its own fields, None:
+        all of them), the others stepped over."""
         if depth > MAX_DEPTH:
             raise ThriftError(f"nested deeper than {MAX_DEPTH}")
         fields: dict[int, Any] = {}
@@ -117,12 +151,21 @@ class _Reader:
             fid = last + delta if delta else self.zigzag()
             if kind in (BOOL_TRUE, BOOL_FALSE):
                 self.count()
-                fields[fid] = kind == BOOL_TRUE
-            else:
+                if spec is None or fid in spec:
+                    fields[fid] = kind == BOOL_TRUE
+            elif spec is None:
                 fields[fid] = self.value(kind, depth + 1)
+            elif fid in spec:
+                fields[fid] = self.value(kind, depth + 1, spec[fid])
+            else:
+                self.skip(kind, depth + 1)
             last = fid
 
 
-def read_struct(data: bytes, max_values: int = MAX_VALUES) -> dict[int, Any]:
-    """The compact struct at the start of `data` as {field id: value}. Raises ThriftError."""
-    return _Reader(data, max_values).struct(0)
+Spec = dict[int, "Spec | None"] | None
+
+
+def read_struct(data: bytes, max_values: int = MAX_VALUES, spec: Spec = None) -> dict[int, Any]:
+    """The compact struct at the start of `data` as {field id: value}; with a `spec` ({field id: its spec}), only
+    the fields it names are kept (a list's spec applies to its items). Raises ThriftError."""
+    return _Reader(data, max_values).struct(0, spec)

@@ -39,3 +39,13 @@ def test_the_value_cap():
     """More values than `max_values`: refused, not walked."""
     with pytest.raises(ThriftError, match="more values than the cap"):
         read_struct(b"\x19\x55" + b"\x02" * 5 + b"\x00", max_values=3)
+
+
+def test_a_spec_keeps_only_the_fields_it_names():
+    """With a spec, the schema and statistics are stepped over; the row groups' rows and chunks are kept."""
+    data = parquet_bytes(pa.table({"a": [1, 2, 3], "b": ["x", "y", "z"]}))
+    _, thrift = split_footer(data)
+    meta = read_struct(thrift, spec={4: {1: {3: {5: None}}, 3: None}})
+    assert set(meta) == {4}
+    [group] = meta[4]
+    assert group[3] == 3 and [chunk[3] for chunk in group[1]] == [{5: 3}, {5: 3}]
