@@ -275,3 +275,14 @@ def write_parquet_repo(root: Any, repo_id: str, files: dict[str, bytes], big: di
             (folder / f"{i}.tail").write_bytes(data[-(len(footer) + 8):])
         else:
             (folder / f"{i}.head").write_bytes(data)
+
+
+def bad_histogram(data: bytes) -> bytes:
+    """The file with its first column chunk's size statistics (ColumnMetaData 16) holding a repetition-level
+    histogram of 4 entries for a flat column (1 expected): pyarrow 26 throws a C++ exception building that
+    chunk's metadata, from code that cannot pass it to Python (the process aborts)."""
+    body, fields = footer_fields(data)
+    chunk = field(field(field(fields, 4)[2][1][0], 1)[2][1][0], 3)[2]
+    stats = field(chunk, 16)[2]
+    field(stats, 2)[2] = (I64, [1, 2, 3, 4])
+    return with_footer(body, write_struct(fields))

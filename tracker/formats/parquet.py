@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +25,7 @@ import pyarrow.parquet as pq
 
 from tracker.formats.hf_features import feature_types
 from tracker.formats.ranged import RangeError, RangeSource
+from tracker.formats.thrift_compact import ThriftError, read_struct
 
 MAGIC = b"PAR1"
 TAIL = 8  # the footer's length (uint32 LE) and the magic
@@ -93,17 +95,18 @@ def parse_footer(footer: bytes, size: int) -> dict[str, Any]:
                                 schema_depth_limit=SCHEMA_DEPTH_LIMIT)
         meta = reader.metadata
         arrow = reader.schema_arrow
-    except (pa.ArrowException, OSError, ValueError) as err:
+        columns = [[field.name, str(field.type)] for field in arrow]  # names are decoded as UTF-8: may fail
+        rows, num_columns, created_by = meta.num_rows, meta.num_columns, meta.created_by
+        raw = (arrow.metadata or {}).get(HF_KEY) or (meta.metadata or {}).get(HF_KEY)
+    except (pa.ArrowException, OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
         raise FooterError(f"the footer does not parse: {_first_line(err)}") from err
-    columns = [[field.name, str(field.type)] for field in arrow]
-    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
     facts: dict[str, Any] = {
-        "rows": meta.num_rows,
+        "rows": rows,
         "row_groups": meta.num_row_groups,
-        "row_group_rows": groups[:KEEP_ROW_GROUPS],
+        "row_group_rows": None,
         "column_count": len(columns),
         "columns": columns[:KEEP_COLUMNS],
-        "created_by": meta.created_by,
+        "created_by": created_by,
         "footer_bytes": len(footer) - TAIL,
         "features": None,
         "verdict": "ok",
@@ -111,17 +114,17 @@ def parse_footer(footer: bytes, size: int) -> dict[str, Any]:
     notes = []
     if len(columns) > KEEP_COLUMNS:
         notes.append(f"{len(columns):,} columns: the first {KEEP_COLUMNS:,} kept")
-    if sum(groups) != meta.num_rows:
-        facts["verdict"] = "inconsistent"
-        notes.append(f"the footer claims {meta.num_rows:,} rows, its {len(groups):,} row group(s) hold {sum(groups):,}")
-    if any(n < 0 for n in groups) or meta.num_rows < 0:
-        facts["verdict"] = "inconsistent"
-        notes.append("a negative row count")
-    data_end = size - len(footer)
-    if (outside := _chunk_outside(meta, data_end)) is not None:
-        facts["verdict"] = "inconsistent"
-        notes.append(outside)
-    raw = (arrow.metadata or {}).get(HF_KEY) or (meta.metadata or {}).get(HF_KEY)
+    # the row groups and column chunks from the Thrift itself: pyarrow's accessors for them abort the process on
+    # some hostile footers (a C++ exception it cannot pass to Python)
+    try:
+        groups = row_groups(footer[:-TAIL])
+    except ThriftError as err:
+        notes.append(f"row groups not checked: {err}")
+    else:
+        facts["row_group_rows"] = [g.rows for g in groups[:KEEP_ROW_GROUPS]]
+        if (contradiction := _contradiction(groups, rows, num_columns, size - len(footer))) is not None:
+            facts["verdict"] = "inconsistent"
+            notes.append(contradiction)
     if raw is not None:
         features, note = _hf_features(raw)
         facts["features"] = features
@@ -131,27 +134,71 @@ def parse_footer(footer: bytes, size: int) -> dict[str, Any]:
     return facts
 
 
-def _chunk_outside(meta: pq.FileMetaData, data_end: int, limit: int = 10_000) -> str | None:
-    """A note on the first column chunk (of the first `limit`) that contradicts the footer: a row group without a
-    chunk per column, a chunk holding fewer values than its row group's rows (every row writes at least one
-    level per leaf column), or a chunk whose bytes lie outside the file's data."""
-    seen = 0
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        if group.num_columns != meta.num_columns:
-            return f"row group {g} has {group.num_columns:,} column chunk(s) for {meta.num_columns:,} columns"
-        for c in range(group.num_columns):
-            seen += 1
-            if seen > limit:
-                return None
-            chunk = group.column(c)
-            if chunk.num_values < group.num_rows:
-                return (f"row group {g} claims {group.num_rows:,} rows, its column {chunk.path_in_schema!r} holds "
+# FileMetaData 4 row_groups -> RowGroup 1 columns (-> ColumnChunk 3 meta_data -> ColumnMetaData 3 path_in_schema,
+# 5 num_values, 7 total_compressed_size, 9 data_page_offset, 11 dictionary_page_offset), RowGroup 3 num_rows; the
+# rest (schema, statistics, key-values) is stepped over, never kept
+ROW_GROUP_FIELDS = {4: {1: {3: {3: None, 5: None, 7: None, 9: None, 11: None}}, 3: None}}
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    path: str
+    num_values: int
+    start: int
+    compressed: int
+
+
+@dataclass(frozen=True)
+class _Group:
+    rows: int
+    chunks: list[_Chunk]
+
+
+def row_groups(thrift: bytes) -> list[_Group]:
+    """The row groups of a footer's FileMetaData (field 4), each with its rows (field 3) and its column chunks'
+    values, first page offset and compressed size (ColumnMetaData 5, 9/11, 7). Raises ThriftError."""
+    meta = read_struct(thrift, spec=ROW_GROUP_FIELDS)
+    groups = []
+    for group in _list(meta.get(4)):
+        chunks = []
+        for chunk in _list(group.get(1) if isinstance(group, dict) else None):
+            col = chunk.get(3) if isinstance(chunk, dict) else None
+            if not isinstance(col, dict):
+                raise ThriftError("a column chunk without its metadata")
+            path = ".".join(p.decode("utf-8", "replace") for p in _list(col.get(3)) if isinstance(p, bytes))
+            start = col.get(11) if isinstance(col.get(11), int) and col.get(11) > 0 else col.get(9)
+            chunks.append(_Chunk(path, _int(col.get(5)), _int(start), _int(col.get(7))))
+        groups.append(_Group(_int(group.get(3) if isinstance(group, dict) else None), chunks))
+    return groups
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+
+def _contradiction(groups: list[_Group], rows: int, columns: int, data_end: int) -> str | None:
+    """What in the footer contradicts itself, in words: its rows against its row groups', a negative count, a row
+    group without a chunk per column, a chunk holding fewer values than its row group's rows (every row writes at
+    least one level per leaf column), or a chunk whose bytes lie outside the file's data."""
+    held = sum(g.rows for g in groups)
+    if rows < 0 or any(g.rows < 0 for g in groups):
+        return "a negative row count"
+    if held != rows:
+        return f"the footer claims {rows:,} rows, its {len(groups):,} row group(s) hold {held:,}"
+    for n, group in enumerate(groups):
+        if len(group.chunks) != columns:
+            return f"row group {n} has {len(group.chunks):,} column chunk(s) for {columns:,} columns"
+        for chunk in group.chunks:
+            if chunk.num_values < group.rows:
+                return (f"row group {n} claims {group.rows:,} rows, its column {chunk.path!r} holds "
                         f"{chunk.num_values:,} values")
-            start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-            if start is None or start < 0 or start + chunk.total_compressed_size > data_end:
-                return (f"row group {g} column {chunk.path_in_schema!r} claims bytes {start}+"
-                        f"{chunk.total_compressed_size:,}, past the data's {data_end:,} bytes")
+            if chunk.start < 0 or chunk.compressed < 0 or chunk.start + chunk.compressed > data_end:
+                return (f"row group {n} column {chunk.path!r} claims bytes {chunk.start:,}+{chunk.compressed:,}, "
+                        f"past the data's {data_end:,} bytes")
     return None
 
 
@@ -163,7 +210,8 @@ def _hf_features(raw: bytes) -> tuple[dict[str, str] | None, str | None]:
         doc = json.loads(raw)
     except (ValueError, RecursionError) as err:
         return None, f"huggingface metadata is not JSON: {_first_line(err)}"
-    features = (doc.get("info") or {}).get("features") if isinstance(doc, dict) else None
+    info = doc.get("info") if isinstance(doc, dict) else None
+    features = info.get("features") if isinstance(info, dict) else None
     if not isinstance(features, dict):
         return None, "huggingface metadata without info.features"
     return feature_types(features)
