@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .families.vision import CLIP_TEXT, CLIP_VISION
-from .graph import PARAMETER, Dims, Tower, activation, heads_divide, mul
+from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul
 
 LISTED_LAYERS = 1000  # past this many layers a tower lists the first ones only (no real model comes near)
 DECODERS = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
