@@ -16,6 +16,7 @@ class Estimate:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     serving: dict | None = None  # serving memory per card (serving.py); absent from estimates stored before it
+    structure: dict | None = None  # every tower's module graph (graph.py); absent from estimates stored before it
 
     @property
     def total(self) -> int | None:
@@ -26,4 +27,6 @@ class Estimate:
                "notes": list(self.notes), "warnings": list(self.warnings)}
         if self.serving is not None:
             out["serving"] = self.serving
+        if self.structure is not None:
+            out["structure"] = self.structure
         return out
