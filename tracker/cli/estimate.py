@@ -250,9 +250,15 @@ def estimate_unwatched(app: App, repo_id: str, ref: str | None, seq_len_cap: int
                        ) -> tuple[Estimate, dict[str, Any]]:
     """Estimate a repo hubwatch does not watch, at ``ref`` (a branch or a sha; default main), from its config.json
     and weight headers read from the Hub (tracker/hub/remote_estimate.py); nothing is stored."""
+    from tracker.errors import HubError
     from tracker.hub.remote_estimate import load_unwatched
 
-    loaded = load_unwatched(app.hub, repo_id, ref)
+    try:
+        loaded = load_unwatched(app.hub, repo_id, ref)
+    except HubError as err:  # its class (and exit code) kept, the message saying where hubwatch looked first
+        where = "read" if _watched(app, repo_id) else f"no stored revision of {repo_id} (not watched), and"
+        err.args = (f"{where} from the Hub: {err}", *err.args[1:])
+        raise
     where = f"{repo_id} at {loaded.sha[:12]}"
     if loaded.config is None and loaded.manifest is None:
         raise EstimateFailed(f"{where}: nothing to estimate from ({loaded.config_error}; "
