@@ -41,7 +41,10 @@ def structure_graph(config: Any, seq_len_cap: int = 2048) -> dict[str, Any]:
     notes.extend(more)
     failed = next((t for t in towers if t.failure), None)
     layers = [t.layers for t in towers if t.layers is not None]
-    return {"modelled": True, "towers": [t.to_dict() for t in towers], "layers": sum(layers) if layers else None,
+    dicts = [t.to_dict() for t in towers]
+    for tower in dicts:
+        tower["rows"] = collapse(tower["nodes"])  # what a page shows: repeated blocks once
+    return {"modelled": True, "towers": dicts, "layers": sum(layers) if layers else None,
             "node_count": sum(len(t.nodes) for t in towers), "forward_pass": failed is None,
             "failure": {"tower": failed.name, **failed.failure} if failed and failed.failure else None,
             "notes": notes}

@@ -28,7 +28,7 @@ def render_structure(structure: dict | None) -> str:
                      f"{shape_text(tower['output_shape'])}; {tower['layers'] if tower['layers'] is not None else 'no'}"
                      f" layers, {tower['node_count']} nodes"
                      + ("" if tower["forward_pass"] else f"; stops at {tower['failure']['node']}"))
-        rows = collapse(tower["nodes"])
+        rows = tower.get("rows") or collapse(tower["nodes"])
         width = max(len(r["name"]) for r in rows) if rows else 0
         kinds = max(len(r["type"]) for r in rows) if rows else 0
         for row in rows:
