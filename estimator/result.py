@@ -17,6 +17,7 @@ class Estimate:
     warnings: list[str] = field(default_factory=list)
     serving: dict | None = None  # serving memory per card (serving.py); absent from estimates stored before it
     structure: dict | None = None  # every tower's module graph (graph.py); absent from estimates stored before it
+    split: dict | None = None  # two-card splits where one card cannot hold batch 1 (split.py); absent when none
 
     @property
     def total(self) -> int | None:
@@ -29,4 +30,6 @@ class Estimate:
             out["serving"] = self.serving
         if self.structure is not None:
             out["structure"] = self.structure
+        if self.split:
+            out["split"] = self.split
         return out

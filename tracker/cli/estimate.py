@@ -14,6 +14,7 @@ from estimator.graph import structure_graph
 from estimator.graph_render import render_structure
 from estimator.render import render_serving
 from estimator.serving import serving as serving_only
+from estimator.split import render_split
 from tracker.cli.root import app_of, emit_json, repo_arg
 from tracker.config import EstimateSettings
 from tracker.errors import HubwatchError
@@ -104,6 +105,8 @@ def estimate(
     if header:
         click.echo(f"{repo} at {header['sha'][:12]} ({header['source']})")
     click.echo(render_table(result))
+    if result.split:
+        click.echo(render_split(result.split))
     if serve:
         click.echo(render_serving(result.serving))
     if structure:
