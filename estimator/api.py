@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from . import cost as costing
 from . import memory, serving
+from .cards import Card
 from .errors import EstimateError
 from .families import BUILDERS
 from .from_weights import structure_from_weights
@@ -23,7 +25,8 @@ MAX_LORA_RANK = 4096
 def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2048, lora_rank: int = memory.LORA_RANK,
              lora_targets: str | Sequence[str] = memory.LORA_TARGETS, serve_contexts: Sequence[int] = (),
              kv_dtype: str | None = None, gpu_memory_utilization: float = serving.GPU_MEMORY_UTILIZATION,
-             weights_from: str = "safetensors headers") -> Estimate:
+             weights_from: str = "safetensors headers", cost: costing.Workload | None = None,
+             cards: Mapping[str, Card] | None = None) -> Estimate:
     """Parameters, input shape, memory per mode and batches per card for one revision; LoRA and QLoRA with
     adapters of ``lora_rank`` on ``lora_targets`` ("all-linear", or module names as PEFT's target_modules).
 
@@ -33,6 +36,9 @@ def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2
     ``serving`` holds serving memory per card (serving.py) at 8k, 32k, the model's full context and
     ``serve_contexts``, with the KV cache at ``kv_dtype`` (the model's dtype by default); ``weights_from`` names
     the headers the manifest was read from (a GGUF's: gguf_inputs.py).
+
+    With a ``cost`` workload, ``cost`` holds training hours and USD per card and serving tokens/s and USD per
+    million tokens (cost.py), on ``cards`` (cards.py's table by default).
     """
     if isinstance(seq_len_cap, bool) or not isinstance(seq_len_cap, int) or not 1 <= seq_len_cap <= 10**7:
         raise EstimateError("seq_len_cap", f"expected a positive integer, got {seq_len_cap!r}")
@@ -50,6 +56,10 @@ def estimate(config: dict, manifest: dict | None = None, *, seq_len_cap: int = 2
                                      stored_bytes=counted.stored_bytes if counted else None,
                                      contexts=serve_contexts, kv_dtype=kv_dtype,
                                      gpu_memory_utilization=gpu_memory_utilization, stored_from=weights_from)
+    if cost is not None:
+        roles = targeted(structure.lora_roles, lora[1]) if structure is not None else None
+        result.cost = costing.cost(config, structure, result.total, result.memory, result.cards, result.serving,
+                                   workload=cost, table=cards, rank=lora[0], roles=roles)
     return result
 
 

@@ -635,7 +635,7 @@ def _loose(s: Structure, ctx: _Context, loose: dict[str, tuple]) -> None:
             s.add(tower, "embeddings", n)
         elif len(shape) == 4:  # a patch embedding: a convolution the size of a linear over each patch
             s.add(tower, "embeddings", n)
-            s.matmul_params += n
+            s.matmul(tower, n)
         elif kind == "weight" and len(shape) == 2:
             component = "heads" if tower == "head" else "projections"
             s.linear(tower, component, shape[1], shape[0], False, lora=False)

@@ -18,6 +18,7 @@ class Estimate:
     serving: dict | None = None  # serving memory per card (serving.py); absent from estimates stored before it
     structure: dict | None = None  # every tower's module graph (graph.py); absent from estimates stored before it
     split: dict | None = None  # two-card splits where one card cannot hold batch 1 (split.py); absent when none
+    cost: dict | None = None     # time and money per run and per million tokens (cost.py), when asked for
 
     @property
     def total(self) -> int | None:
@@ -32,4 +33,6 @@ class Estimate:
             out["structure"] = self.structure
         if self.split:
             out["split"] = self.split
+        if self.cost is not None:
+            out["cost"] = self.cost
         return out

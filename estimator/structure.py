@@ -30,6 +30,7 @@ class Stack:
     kv_per_token: int = 0            # bf16 KV cache bytes per token per layer at inference
     cross_kv_tokens: int = 0         # encoder tokens a decoder's cross-attention caches
     cross_kv_per_token: int = 0
+    attn_width: int = 0              # query width (heads x head_dim) for attention FLOPs (cost.py); 0: ``hidden``
 
     def saved_per_sample(self) -> float:
         return self.saved_per_token * self.tokens + self.saved_per_sample_extra
@@ -89,17 +90,23 @@ class Structure:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     inputs: dict = field(default_factory=dict)
+    # every matmul's weight elements and the tokens a sample pushes through it, for FLOPs (cost.py):
+    # (tower, elements, tokens), tokens None for the tower's stack tokens
+    flop_matmuls: list = field(default_factory=list)
 
     def add(self, tower: str, component: str, count: int) -> None:
         self.params[tower][component] += int(count)
 
     def linear(self, tower: str, component: str, d_in: int, d_out: int, bias: bool, *, times: int = 1,
-               lora: bool = True, module: str = "") -> None:
+               lora: bool = True, module: str = "", tokens: int | None = None) -> None:
         """Record ``times`` linear layers (weight + optional bias) and what LoRA and QLoRA make of them;
-        ``module`` is the role PEFT's ``target_modules`` names them by (their path within a layer)."""
+        ``module`` is the role PEFT's ``target_modules`` names them by (their path within a layer); ``tokens``, the
+        tokens a sample pushes through them where not their tower's (cross-attention's keys and values)."""
         count = (d_in * d_out + (d_out if bias else 0)) * times
         self.add(tower, component, count)
         self.matmul_params += d_in * d_out * times
+        # block linears see every token of their tower; heads and projections the pooled one
+        self.flop_matmuls.append((tower, d_in * d_out * times, tokens or (None if component == "blocks" else 1)))
         if lora:
             self.lora_linear_dims += (d_in + d_out) * times
             self.lora_inputs[tower] = self.lora_inputs.get(tower, 0) + d_in * times
@@ -111,6 +118,12 @@ class Structure:
             role.largest = max(role.largest, d_in * d_out)
             role.inputs[tower] = role.inputs.get(tower, 0) + d_in * times
             role.count[tower] = role.count.get(tower, 0) + times
+
+    def matmul(self, tower: str, elements: int, tokens: int | None = None) -> None:
+        """A matmul recorded outside ``linear`` (an LM head, a patch or audio convolution): ``elements`` weights
+        multiplied for each of ``tokens`` tokens a sample (None: the tower's)."""
+        self.matmul_params += elements
+        self.flop_matmuls.append((tower, elements, tokens))
 
     @property
     def total(self) -> int:

@@ -10,7 +10,7 @@ transaction (or in a transaction of their own, for re-checks and back-fills).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -145,7 +145,20 @@ def _write_own(session: Session, revision_id: int, own_rows: Iterable[NewOwnAdvi
             row = OwnAdvisory(id=own.id, repo_id=own.repo_id, revision_id=revision_id, sha=own.sha,
                               class_id=own.class_id, severity=own.severity, published_at=now)
         row.record, row.modified_at, row.fixed_sha = own.record, now, own.fixed_sha
+        row.severity = own.severity
+        for name, value in own_columns(own.record).items():
+            setattr(row, name, value)
         session.add(row)
+
+
+def own_columns(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What an own record's row copies from the record, so that OSV queries match without reading it
+    (storage/osv_index.py): its `modified`, whether it is withdrawn, and its range's `last_affected` commit."""
+    events = [e for a in record.get("affected") or () if isinstance(a, Mapping) for r in a.get("ranges") or ()
+              if isinstance(r, Mapping) for e in r.get("events") or () if isinstance(e, Mapping)]
+    last = next((str(e["last_affected"]) for e in events if "last_affected" in e), None)
+    return {"modified": str(record.get("modified") or ""), "withdrawn": bool(record.get("withdrawn")),
+            "last_affected_sha": last}
 
 
 @dataclass(frozen=True)
@@ -328,6 +341,15 @@ class AdvisoryStore(EngineStore):
                 .distinct()
             )
             return set(s.exec(query))
+
+    def put_own(self, rows: Iterable[tuple[int, NewOwnAdvisory]]) -> None:
+        """Own records written outside a revision's check (a derivative's, by the family pass), each with the id of
+        the revision that introduced it, in one transaction."""
+        now = self.clock()
+        with self.session() as s:
+            for revision_id, row in rows:
+                _write_own(s, revision_id, [row], now)
+            s.commit()
 
     def own(self, repo_id: str | None = None) -> list[OwnAdvisory]:
         with self.session() as s:

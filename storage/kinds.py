@@ -22,7 +22,7 @@ SEVERITY_DESCRIPTIONS = {
 
 # What a Change is about (DESIGN.md's table, repo-level facts, the estimate).
 CHANGE_KINDS = ("config", "tokenizer", "chat_template", "weights", "custom_code", "files", "repo", "estimate",
-                "stop_tokens")
+                "stop_tokens", "lint")
 CHANGE_KIND_DESCRIPTIONS = {
     "config": "config.json, generation_config.json, processor and sentence-transformers configs: parsed JSON compared key by key.",
     "tokenizer": "tokenizer_config.json (without the chat template), special tokens, added tokens and tokenizer.json: "
@@ -37,11 +37,14 @@ CHANGE_KIND_DESCRIPTIONS = {
             "gated, the files a gated repo refused to be read.",
     "estimate": "The estimator's parameters and memory per card changed (rerun when the structure changed).",
     "stop_tokens": "The set of token ids generation stops on, and the chat template's end of turn.",
+    "lint": "A finding of the structure verifier (`hubwatch verify`) that appeared or was resolved: the config, weights "
+            "and tokenizer checked against each other, rerun when any of them changes.",
 }
 
 # What an Event announces: the RSS category, the webhook `type`, the API filter.
 REVISION_INGESTED = "revision.ingested"
 ESTIMATE_CHANGED = "estimate.changed"
+COST_CHANGED = "estimate.cost_changed"  # a card's training or serving cost moved past [cost] change_threshold
 ADVISORY_PUBLISHED = "advisory.published"
 REPO_VISIBILITY_CHANGED = "repo.visibility_changed"
 DERIVATIVES_REACHED = "derivatives.reached"  # a base change, and how many of its derivatives carry it
@@ -53,13 +56,19 @@ REPO_BRANCH_MISSING = "repo.branch_missing"
 REPO_RESTORED = "repo.restored"
 REPO_MOVED = "repo.moved"
 REPO_HISTORY_SQUASHED = "repo.history_squashed"  # the branch's history squashed to one commit: the old shas gone
+LINT_APPEARED = "lint.appeared"  # a structure verifier finding the parent revision did not have
+LINT_RESOLVED = "lint.resolved"  # a finding of the parent revision that this one no longer has
 EVENT_KINDS = (REVISION_INGESTED, ESTIMATE_CHANGED, ADVISORY_PUBLISHED, REPO_VISIBILITY_CHANGED, DERIVATIVES_REACHED,
                DERIVATIVE_CAUGHT_UP, REPO_GONE, REPO_DISABLED, REPO_GATED, REPO_BRANCH_MISSING, REPO_RESTORED, REPO_MOVED,
-               REPO_HISTORY_SQUASHED)
+               REPO_HISTORY_SQUASHED, LINT_APPEARED, LINT_RESOLVED, COST_CHANGED)
 EVENT_KIND_DESCRIPTIONS = {
     REVISION_INGESTED: "A new commit of a watched repo was ingested: one event per revision, with the kinds and summaries of "
                        "its changes (or a baseline, the first time a repo is watched).",
     ESTIMATE_CHANGED: "The parameters or memory estimate of a revision changed from its parent's.",
+    COST_CHANGED: "What a run costs on some card (a training run's USD or hours, serving's USD per million tokens or "
+                  "tokens/s) moved by more than [cost] change_threshold (10% by default) from the parent revision's "
+                  "estimate; the detail holds every card's figures before and after. Warning when dearer, notice when "
+                  "cheaper.",
     ADVISORY_PUBLISHED: "An OSV advisory (or one of hubwatch's own advisories) now applies to a watched repo, or was "
                         "modified or withdrawn.",
     REPO_VISIBILITY_CHANGED: "A watched repo was made private or public, gated or ungated, without a new commit.",
@@ -78,6 +87,10 @@ EVENT_KIND_DESCRIPTIONS = {
     REPO_HISTORY_SQUASHED: "A watched branch's history was squashed on the Hub (super-squash): the commits seen before "
                            "are no longer on it, the new commit holds the same files. What was stored is kept, and the "
                            "squash is not reported as a rewrite (no content changed). Warning.",
+    LINT_APPEARED: "The structure verifier finds in a revision what its parent did not have (a vocab_size that no longer "
+                   "matches the embedding, a shard the index names that is gone, ...): the findings, with their "
+                   "evidence and fix, in the detail; at the severity of the worst. See the verifier's lints.",
+    LINT_RESOLVED: "A structure verifier finding of the parent revision is gone from this one. Notice.",
     REPO_RESTORED: "A watched repo answers again after being gone, disabled, gated or without its branch: polling "
                    "resumes where the stored history ends, every commit since stored. Notice.",
 }
@@ -128,6 +141,19 @@ REPO_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 REPO_ID_PATTERN = rf"{REPO_NAME_PATTERN}/{REPO_NAME_PATTERN}"
 REPO_ID_RE = re.compile(rf"^{REPO_ID_PATTERN}$")
 
+# The kinds of Hub repo a watch follows, and how each is keyed: a model by its id (`org/name`), a dataset by the
+# Hub's own URL path for it (`datasets/org/name`; no user or org may be called `datasets` on the Hub), so a model
+# and a dataset of the same name are two watches, two histories, and every place that joins the key to the Hub's
+# address (`https://huggingface.co/<key>`, `/repos/<key>` here) names the right repo.
+REPO_TYPES = ("model", "dataset")
+REPO_TYPE_DESCRIPTIONS = {
+    "model": "A model repo (the default): `org/name`, at https://huggingface.co/org/name.",
+    "dataset": "A dataset repo: `org/name` with `--type dataset` (or `datasets/org/name`), at "
+               "https://huggingface.co/datasets/org/name; stored under the key `datasets/org/name`.",
+}
+REPO_KEY_PREFIXES = {"model": "", "dataset": "datasets/"}
+REPO_KEY_PATTERN = rf"(?:datasets/)?{REPO_ID_PATTERN}"
+
 # A branch as git (check-ref-format --branch) and the Hub allow it, or one of the Hub's pull-request refs
 # (`refs/pr/1`): printable ASCII without space or ~^:?*[\\, no `..`, `//`, `@{` or component starting
 # with `.`, no leading `-`, `/` or `.`, no trailing `/`, `.` or `.lock` (of any component), not `@`
@@ -157,6 +183,42 @@ def at_least(min_severity: str) -> tuple[str, ...]:
 def is_repo_id(value: object) -> bool:
     """`org/name` as the Hub allows it (no `..`, which would read as a path)."""
     return isinstance(value, str) and REPO_ID_RE.match(value) is not None and ".." not in value
+
+
+def repo_key(repo_id: str, repo_type: str = "model") -> str:
+    """The stored key of a Hub repo: `org/name` for a model, `datasets/org/name` for a dataset (ValueError for
+    another type). A key given as `repo_id` is returned as it is when it is of `repo_type` already."""
+    if repo_type not in REPO_KEY_PREFIXES:
+        raise ValueError(f"repo type must be one of {', '.join(REPO_TYPES)}, got {repo_type!r}")
+    prefix = REPO_KEY_PREFIXES[repo_type]
+    return repo_id if prefix and repo_id.startswith(prefix) else prefix + repo_id
+
+
+def split_repo_key(key: str) -> tuple[str, str]:
+    """(repo type, Hub repo id) of a stored key: `datasets/org/name` is ("dataset", "org/name"), anything else a
+    model's id as it is."""
+    if key.startswith(REPO_KEY_PREFIXES["dataset"]) and key.count("/") == 2:
+        return "dataset", key[len(REPO_KEY_PREFIXES["dataset"]):]
+    return "model", key
+
+
+def repo_type_of(key: str) -> str:
+    """"dataset" for a dataset's key (`datasets/org/name`), else "model"."""
+    return split_repo_key(key)[0]
+
+
+def org_of(key: str) -> str:
+    """The org or user a stored key belongs to (`org` of `org/name` and of `datasets/org/name`)."""
+    return split_repo_key(key)[1].split("/", 1)[0]
+
+
+def is_repo_key(value: object) -> bool:
+    """A model's id (`org/name`) or a dataset's key (`datasets/org/name`); `datasets/x` is neither (no user or org
+    may be called `datasets` on the Hub)."""
+    if not isinstance(value, str):
+        return False
+    repo_type, hub_id = split_repo_key(value)
+    return is_repo_id(hub_id) and (repo_type == "dataset" or not value.startswith(REPO_KEY_PREFIXES["dataset"]))
 
 
 def is_branch_name(value: object) -> bool:

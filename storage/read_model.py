@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import col, func, select
@@ -115,12 +116,17 @@ def _utc(value: datetime | str | None) -> datetime | None:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
+def _of_org(column: Any, org: str) -> sa.ColumnElement[bool]:
+    """A repo key of the org: its models (`org/name`) and its datasets (`datasets/org/name`)."""
+    return sa.or_(column.startswith(f"{org}/", autoescape=True), column.startswith(f"datasets/{org}/", autoescape=True))
+
+
 def _conditions(flt: EventFilter) -> list[sa.ColumnElement[bool]]:
     where: list[sa.ColumnElement[bool]] = []
     if flt.repo_id is not None:
         where.append(col(Event.repo_id) == flt.repo_id)
-    if flt.org is not None:
-        where.append(col(Event.repo_id).startswith(f"{flt.org}/", autoescape=True))
+    if flt.org is not None:  # the org's models and its datasets (`datasets/org/name`)
+        where.append(_of_org(col(Event.repo_id), flt.org))
     if flt.min_severity is not None:
         where.append(col(Event.severity).in_(at_least(flt.min_severity)))
     if flt.security_only:  # `= true`, not `IS true`: PostgreSQL only looks an equality up in an index
@@ -301,7 +307,7 @@ class ReadModel(EngineStore):
         """Whether any repo of the org is watched or has stored history."""
         with self.session() as s:
             for model in (Watch, Revision):
-                query = select(model.id).where(col(model.repo_id).startswith(f"{org}/", autoescape=True)).limit(1)
+                query = select(model.id).where(_of_org(col(model.repo_id), org)).limit(1)
                 if s.exec(query).first() is not None:
                     return True
         return False

@@ -146,10 +146,14 @@ def module_database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
         yield url
 
 
-@pytest.fixture(autouse=True)
-def _osv_fake(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Subprocesses (the CLI) use the OSV fake too, never the public OSV."""
-    monkeypatch.setenv("HUBWATCH_OSV_API_URL", osv_endpoint())
+@pytest.fixture(scope="session", autouse=True)
+def _osv_fake() -> Iterator[None]:
+    """Every `hubwatch` (in-process or a subprocess) uses the OSV fake, never the public OSV: set for the whole
+    session, so that module- and session-scoped fixtures, which run before any function-scoped one, poll against
+    it too (without it, each poll of such a fixture retried the unreachable public OSV for 14 s)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HUBWATCH_OSV_API_URL", osv_endpoint())
+        yield
 
 
 @pytest.fixture

@@ -47,8 +47,8 @@ def causal_lm_head(s: Structure, r: ConfigReader, vocab: int, hidden: int, *, ti
             s.add("head", "heads", vocab)
     else:
         s.add("head", "heads", vocab * hidden + (vocab if bias else 0))
-    s.matmul_params += vocab * hidden
     tokens = s.inputs["sequence_length"]
+    s.matmul("head", vocab * hidden, tokens)
     # final norm, the head's bf16 input, fp32 logits kept by log-softmax, token ids and labels (int64)
     per_token = final_norm_saved + blocks.BF16 * hidden + (blocks.FP32 + (blocks.BF16 if softcap else 0)) * vocab + 16
     s.fixed_saved_per_sample += per_token * tokens

@@ -87,7 +87,7 @@ def _llama_like(r: ConfigReader, cap: int, family: str, *, qkv_bias: bool | None
     s.lora_frozen["text"] = (blocks.FP32 * h * (norms_per_layer * layers + 1)
                              + ((blocks.FP32 if gemma else blocks.BF16) * (qd + kvd) * layers if qk_norm else 0))
     mlp_saved = _mlp(s, r, h, inter, layers, moe=moe, fused=fused, bias=mlp_bias)
-    s.stacks.append(Stack("text", "decoder", layers, seq, h, attn_saved + mlp_saved, saved_per_layer=per_layer,
+    s.stacks.append(Stack("text", "decoder", layers, seq, h, attn_saved + mlp_saved, saved_per_layer=per_layer, attn_width=qd,
                           kv_per_token=2 * blocks.BF16 * kvd))
     _finish_head(s, r, vocab, h, tied=tied, bias=False, final_norm_saved=blocks.rms_norm(h))
     return s
@@ -101,6 +101,7 @@ def _mlp(s: Structure, r: ConfigReader, h: int, inter: int, layers: int, *, moe:
         top_k = _top_k(r, experts)
         s.linear("text", "blocks", h, experts, False, times=layers, lora=False)
         s.add("text", "blocks", experts * 3 * h * inter * layers)
+        s.flop_matmuls.append(("text", top_k * 3 * h * inter * layers, None))  # the experts each token is routed to
         s.notes.append(f"mixture of experts: {experts} experts, {top_k} active per token; "
                        "activations assume even routing; LoRA adapters skip the fused expert weights")
         _frozen_experts(s, h, inter, top_k, layers)
@@ -118,6 +119,7 @@ def _mlp(s: Structure, r: ConfigReader, h: int, inter: int, layers: int, *, moe:
         dense = layers - sparse
         s.linear("text", "blocks", h, experts, False, times=sparse, lora=False)
         s.add("text", "blocks", experts * 3 * h * moe_inter * sparse)
+        s.flop_matmuls.append(("text", top_k * 3 * h * moe_inter * sparse, None))  # the experts each token is routed to
         _frozen_experts(s, h, moe_inter, top_k, sparse)
         if shared:
             s.linear("text", "blocks", h, shared, False, times=sparse, module="mlp.shared_expert.gate_proj")

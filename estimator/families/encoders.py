@@ -58,7 +58,7 @@ def _mlm_head(s: Structure, h: int, width: int, vocab: int, seq: int) -> None:
     s.add("head", "norms", 2 * width)
     s.add("head", "heads", vocab)
     s.tied.append(f"masked-LM decoder shares the word embeddings ({vocab:,} x {width:,}, counted once)")
-    s.matmul_params += vocab * width
+    s.matmul("head", vocab * width, seq)
     s.fixed_saved_per_sample += (blocks.BF16 * h + 2 * blocks.BF16 * width + blocks.layer_norm(width, blocks.BF16)
                                  + blocks.FP32 * vocab) * seq
     s.loss_transient_per_sample += MLM_LOSS_TRANSIENT_PER_VOCAB * vocab * seq

@@ -79,7 +79,7 @@ def t5(r: ConfigReader, cap: int) -> Structure:
                            "embeddings (transformers 5.x builds this config tied and undercounts it)")
         else:
             s.tied.append(f"lm_head shares the embeddings ({vocab:,} x {d:,}, counted once)")
-        s.matmul_params += vocab * d
+        s.matmul("head", vocab * d, seq)
         _lm_loss(s, vocab, d, seq, 0)
     elif arch and arch not in ("T5Model", "T5EncoderModel"):
         s.warnings.append(f"head of {arch} is not modelled: the count covers the base model only")
@@ -98,9 +98,11 @@ def _seq2seq_layers(s: Structure, tower: str, name: str, d: int, ffn: int, heads
     """Whisper/BART layers: q, k, v, o (+ cross-attention), LayerNorms with bias, a plain MLP."""
     n_attn = 2 if cross_tokens else 1
     for attention in ("self_attn", "encoder_attn")[:n_attn]:
+        kv_tokens = cross_tokens if attention == "encoder_attn" else None  # cross-attention's k and v read the encoder
         for proj in ("q_proj", "v_proj", "out_proj"):
-            s.linear(tower, "blocks", d, d, True, times=layers, module=f"{attention}.{proj}")
-        s.linear(tower, "blocks", d, d, k_bias, times=layers, module=f"{attention}.k_proj")
+            s.linear(tower, "blocks", d, d, True, times=layers, module=f"{attention}.{proj}",
+                     tokens=kv_tokens if proj == "v_proj" else None)
+        s.linear(tower, "blocks", d, d, k_bias, times=layers, module=f"{attention}.k_proj", tokens=kv_tokens)
     s.linear(tower, "blocks", d, ffn, True, times=layers, module="fc1")
     s.linear(tower, "blocks", ffn, d, True, times=layers, module="fc2")
     s.add(tower, "norms", 2 * d * (n_attn + 1) * layers)
@@ -139,7 +141,7 @@ def bart(r: ConfigReader, cap: int) -> Structure:
     arch = s.architecture
     if arch == "BartForConditionalGeneration":
         s.tied.append(f"lm_head shares the embeddings ({vocab:,} x {d:,}, counted once)")
-        s.matmul_params += vocab * d
+        s.matmul("head", vocab * d, seq)
         _lm_loss(s, vocab, d, seq, 0)
     elif arch and arch != "BartModel":
         s.warnings.append(f"head of {arch} is not modelled: the count covers the base model only")
@@ -160,7 +162,8 @@ def whisper(r: ConfigReader, cap: int) -> Structure:
     act = r.str("activation_function", default="gelu")
     # front end: two 3-wide convolutions (the second halves the frames) and learned positions
     s.add("audio", "embeddings", mels * d * 3 + d + d * d * 3 + d + source * d)
-    s.matmul_params += mels * d * 3 + d * d * 3
+    s.matmul("audio", mels * d * 3, 2 * source)  # conv1 over every frame, conv2 (stride 2) over half
+    s.matmul("audio", d * d * 3, source)
     s.fixed_saved_per_sample += (blocks.BF16 * mels * 2 + blocks.BF16 * d * 2 * 3 + blocks.BF16 * d) * source
     enc_heads = r.int("encoder_attention_heads", "heads")
     dec_heads = r.int("decoder_attention_heads", "heads")
@@ -175,7 +178,7 @@ def whisper(r: ConfigReader, cap: int) -> Structure:
     arch = s.architecture
     if arch == "WhisperForConditionalGeneration":
         s.tied.append(f"proj_out shares the decoder embeddings ({vocab:,} x {d:,}, counted once)")
-        s.matmul_params += vocab * d
+        s.matmul("head", vocab * d, seq)
         _lm_loss(s, vocab, d, seq, blocks.layer_norm(d))
     elif arch and arch != "WhisperModel":
         s.warnings.append(f"head of {arch} is not modelled: the count covers the base model only")

@@ -70,7 +70,7 @@ def _vision_tower(s: Structure, r: ConfigReader, *, style: str) -> int:
         tokens = n
         s.add("vision", "embeddings", channels * patch * patch * h + h + tokens * h)
         s.add("vision", "norms", 2 * h)
-    s.matmul_params += channels * patch * patch * h
+    s.matmul("vision", channels * patch * patch * h, n)
     s.inputs["vision"]["tokens"] = tokens
     s.fixed_saved_per_sample += blocks.BF16 * channels * image * image + tokens * (blocks.layer_norm(h) * 2)
     _vit_layers(s, r, "vision", h, inter, heads, layers, tokens, act=act, name="vision encoder")
@@ -146,7 +146,7 @@ def _vit_like(r: ConfigReader, family: str, *, dino: bool) -> Structure:
     tokens = n + 1
     s.inputs["vision"]["tokens"] = tokens
     s.add("vision", "embeddings", h + tokens * h + channels * patch * patch * h + h + (h if dino else 0))
-    s.matmul_params += channels * patch * patch * h
+    s.matmul("vision", channels * patch * patch * h, n)
     qkv_bias = r.bool("qkv_bias", default=True)
     if dino:
         ratio = r.number("mlp_ratio", default=4)

@@ -38,7 +38,7 @@ from feeds.http.api_models import (
 from feeds.http.auth import require_read, require_write
 from feeds.http.params import (
     NAME_PATTERN,
-    REPO_ID_PATTERN,
+    REPO_KEY_PATTERN,
     SHA_PATTERN,
     Branch,
     Kind,
@@ -52,7 +52,7 @@ from feeds.http.params import (
 from feeds.http.strict_json import StrictJSONRoute
 from feeds.webhooks import FORMATS, subscribe
 from storage.errors import InvalidSubscription, NotStored
-from storage.kinds import UNFETCHABLE_STATES, model_purl
+from storage.kinds import UNFETCHABLE_STATES, model_purl, repo_key
 from storage.models import (
     ChangeRecord,
     EstimateRecord,
@@ -144,7 +144,8 @@ def add_watch(request: Request, body: WatchIn) -> WatchOut:
     interval_s = body.interval_s or services.options.default_interval_s
     if ".." in body.repo_id:
         raise HTTPException(422, f"{body.repo_id} is not a Hub repo id")
-    return _watch(services.store.watches.add_watch(body.repo_id, body.branch, interval_s, source="api"))
+    repo_id = repo_key(body.repo_id, body.repo_type)
+    return _watch(services.store.watches.add_watch(repo_id, body.branch, interval_s, source="api"))
 
 
 @router.delete("/watches/{org}/{name}", status_code=204, dependencies=write, responses=_errors(401, 403, 404),
@@ -155,7 +156,7 @@ def remove_watch(
     name: str = NamePath,
     branch: Annotated[Branch | None, Query(description="Only this branch (default: every watched branch)")] = None,
 ) -> Response:
-    repo_id = f"{org}/{name}"
+    repo_id = repo_id_of(org, name, request)
     if not _services(request).store.watches.remove_watch(repo_id, branch):
         raise HTTPException(404, f"{repo_id}{'@' + branch if branch else ''} is not watched")
     return Response(status_code=204)
@@ -174,7 +175,7 @@ def list_revisions(
     offset: int = Query(default=0, ge=0, le=1_000_000),
 ) -> RevisionPage:
     services = _services(request)
-    repo_id = known_repo(services.queries, org, name)
+    repo_id = known_repo(services.queries, org, name, request)
     revisions = services.store.history.list_revisions(repo_id, limit=limit, offset=offset)
     changes = services.store.history.changes_by_revision(r.id for r in revisions)
     total = services.queries.count_revisions(repo_id)
@@ -187,13 +188,14 @@ def list_revisions(
             summary="One revision with its changes (full detail), files and estimate")
 def get_revision(request: Request, org: str = OrgPath, name: str = NamePath, sha: str = ShaPath) -> RevisionDetail:
     services = _services(request)
-    revision = services.store.history.find_revision(known_repo(services.queries, org, name), sha)
+    revision = services.store.history.find_revision(known_repo(services.queries, org, name, request), sha)
     changes = services.store.history.changes_by_revision([revision.id])[revision.id]
     estimate = services.store.history.estimate_for(revision.id)
     return RevisionDetail(
         **_revision(revision, changes, brief=False),
         files=[_file(f) for f in services.store.history.revision_files(revision.id)],
         estimate=_estimate(revision, estimate) if estimate is not None else None,
+        lints=services.revision_lints(revision),
     )
 
 
@@ -207,7 +209,7 @@ def diff_revisions(
     to_ref: str = Query(alias="to", pattern=SHA_PATTERN),
 ) -> DiffOut:
     services = _services(request)
-    repo_id = known_repo(services.queries, org, name)
+    repo_id = known_repo(services.queries, org, name, request)
     a, b = services.store.history.find_revision(repo_id, from_ref), services.store.history.find_revision(repo_id, to_ref)
     changes = services.diff_revisions(a, b)
     if changes is None:
@@ -225,7 +227,7 @@ def list_estimates(
     offset: int = Query(default=0, ge=0, le=1_000_000),
 ) -> EstimatePage:
     services = _services(request)
-    repo_id = known_repo(services.queries, org, name)
+    repo_id = known_repo(services.queries, org, name, request)
     items = [_estimate(r, e) for r, e in services.queries.repo_estimates(repo_id, limit, offset)]
     total = services.queries.count_estimates(repo_id)
     following = offset + len(items)
@@ -237,7 +239,7 @@ def list_estimates(
 def list_advisories(request: Request, org: str = OrgPath, name: str = NamePath,
                     limit: int = Query(default=100, ge=1, le=1000)) -> list[EventOut]:
     services = _services(request)
-    repo_id = known_repo(services.queries, org, name)
+    repo_id = known_repo(services.queries, org, name, request)
     return [_event(e) for e in services.queries.events(EventFilter(repo_id=repo_id, kinds=("advisory",)), limit)]
 
 
@@ -245,7 +247,7 @@ def list_advisories(request: Request, org: str = OrgPath, name: str = NamePath,
             summary="A followed base's derivatives, and which carry each behaviour part of the base")
 def list_derivatives(request: Request, org: str = OrgPath, name: str = NamePath) -> DerivativeTreeOut:
     services = _services(request)
-    repo_id = known_repo(services.queries, org, name)
+    repo_id = known_repo(services.queries, org, name, request)
     tree = services.store.derivatives.tree(repo_id)
     if tree is None:
         raise HTTPException(404, f"{repo_id}'s derivatives are not followed")
@@ -264,7 +266,7 @@ def renovate_releases(request: Request, org: str = OrgPath, name: str = NamePath
     on the Hub answers under its old name too, naming the new one (homepage, sourceUrl, `movedTo`); one whose pinned
     revisions cannot be fetched any more (gone, disabled, its branches deleted) answers 410 saying so."""
     services = _services(request)
-    asked = repo_id_of(org, name)
+    asked = repo_id_of(org, name, request)
     repo_id = asked if services.queries.repo_known(asked) else services.queries.renamed_to(asked) or asked
     watches = [w for w in services.store.watches.repo_watches(repo_id) if w.last_sha]
     if not watches:
@@ -306,7 +308,8 @@ def renovate_releases(request: Request, org: str = OrgPath, name: str = NamePath
             "first; `before` bounds either (with `after`: the window between)")
 def list_events(
     request: Request,
-    repo: str | None = Query(default=None, pattern=REPO_ID_PATTERN),
+    repo: str | None = Query(default=None, pattern=REPO_KEY_PATTERN,
+                             description="Only this repo: a model's org/name or a dataset's datasets/org/name"),
     org: str | None = Query(default=None, pattern=NAME_PATTERN),
     kind: Annotated[
         list[Kind] | None,

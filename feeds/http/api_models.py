@@ -18,7 +18,7 @@ class ErrorOut(BaseModel):
 
 
 class WatchOut(BaseModel):
-    repo_id: str
+    repo_id: str = Field(description="The repo's key: `org/name` for a model, `datasets/org/name` for a dataset")
     branch: str
     interval_s: int
     source: str
@@ -37,6 +37,9 @@ class WatchOut(BaseModel):
 
 class WatchIn(BaseModel):
     repo_id: str = Field(pattern=REPO_ID_PATTERN, examples=["meta-llama/Llama-3.1-8B-Instruct"])
+    repo_type: Literal["model", "dataset"] = Field(default="model", description=(
+        "What kind of Hub repo `repo_id` is: a dataset is watched under the key `datasets/org/name` (its routes here "
+        "are under /repos/datasets/{org}/{name}); a model and a dataset of the same name are two watches"))
     branch: Branch = Field(default="main", examples=["main", "refs/pr/1"])
     interval_s: int | None = Field(default=None, ge=60, le=30 * 86400, description="Default: [poll] default_interval")
 
@@ -89,10 +92,23 @@ class EstimateOut(BaseModel):
     error: str | None
 
 
+class LintOut(BaseModel):
+    """One structure verifier finding (docs/concepts/verifier.md lists every lint id)."""
+
+    id: str
+    severity: str
+    message: str
+    evidence: dict[str, Any]
+    fix: str
+
+
 class RevisionDetail(RevisionOut):
     changes: list[ChangeOut]  # type: ignore[assignment]
     files: list[FileOut]
     estimate: EstimateOut | None
+    lints: list[LintOut] | None = Field(default=None, description="The structure verifier's findings on this revision "
+                                        "(most severe first); null for a revision without config.json or a server "
+                                        "without the verifier")
 
 
 class RevisionPage(BaseModel):

@@ -27,7 +27,7 @@ from starlette.routing import Match
 from feeds.http import api, hubhooks, metrics, osv_api
 from feeds.http.auth import declare_security, require_read
 from feeds.http.body_limit import BodyLimitMiddleware
-from feeds.http.params import Kind, NamePath, OrgPath, RepoRenamed, Severity, base_url, known_repo
+from feeds.http.params import DatasetPaths, Kind, NamePath, OrgPath, RepoRenamed, Severity, base_url, known_repo
 from feeds.osv.database import OsvDatabase
 from feeds.views import pages
 from feeds.views.feed import DEFAULT_LIMIT, MAX_LIMIT, FeedBuilder, FeedRequest, http_date
@@ -56,6 +56,7 @@ Trigger = Callable[[str, str | None, str | None], bool]
 DiffFn = Callable[[Revision, Revision], list[dict[str, Any]]]
 # A stored revision -> what only the tracker can read of it: {template_engines, template_samples, tokenizer_behaviour}.
 ExtrasFn = Callable[[Revision], dict[str, Any]]
+VerifyFn = Callable[[Revision], list[dict[str, Any]] | None]  # a revision -> its verifier findings (None: no config)
 # The poller's view of the database: {"storage": "ok"|"failing", "since", "error", "polling_paused", ...}.
 StorageStateFn = Callable[[], dict[str, Any]]
 # The scheduler's view of its polls: {"polls_scheduled", "polls_overdue", "oldest_overdue_s"}.
@@ -103,8 +104,10 @@ class Services:
     poll_state: PollStateFn | None = None
     extras: ExtrasFn | None = None
     osv: OsvDatabase | None = None
+    verify: VerifyFn | None = None
     _diffs: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _diff_lock: threading.Lock = field(default_factory=threading.Lock)
+    _lints: dict[tuple[str, str], list[dict[str, Any]] | None] = field(default_factory=dict)
 
     def revision_extras(self, revision: Revision) -> dict[str, Any]:
         """The engine matrix and tokenizer check of a revision (empty without the tracker's reader, or when it fails)."""
@@ -115,6 +118,26 @@ class Services:
         except Exception:  # an extra section: the page stands without it
             log.exception("revision_extras_failed", repo_id=revision.repo_id, sha=revision.sha)
             return {}
+
+    def revision_lints(self, revision: Revision) -> list[dict[str, Any]] | None:
+        """The structure verifier's findings on a revision (None without the tracker's verifier, for a revision
+        without config.json, or when it fails: the page and the API stand without them)."""
+        if self.verify is None:
+            return None
+        key = (revision.repo_id, revision.sha)
+        with self._diff_lock:
+            if key in self._lints:
+                return self._lints[key]
+        try:
+            found = self.verify(revision)
+        except Exception:  # an extra section: the page stands without it
+            log.exception("revision_lints_failed", repo_id=revision.repo_id, sha=revision.sha)
+            return None
+        with self._diff_lock:  # a stored revision never changes: its findings are kept (the last 256 asked for)
+            if len(self._lints) >= 256:
+                self._lints.pop(next(iter(self._lints)))
+            self._lints[key] = found
+        return found
 
     def diff_revisions(self, a: Revision, b: Revision) -> list[dict[str, Any]] | None:
         """The changes from a to b, computed once per pair (revisions never change); None without a differ."""
@@ -142,13 +165,15 @@ def create_app(
     storage_state: StorageStateFn | None = None,
     poll_state: PollStateFn | None = None,
     extras: ExtrasFn | None = None,
+    verify: VerifyFn | None = None,
 ) -> FastAPI:
     """The whole HTTP surface over one store. `trigger` starts an ingest (Hub webhooks answer 503
     without it); `diff` computes the diff of two revisions (compare answers 501 without it); `subscriptions`
     is the webhooks' SubscriptionStore (subscription routes answer 503 without it); `storage_state` is the
     poller's view of the database, reported on /healthz (absent without a poller); `poll_state` the
     scheduler's overdue polls, on /healthz and /metrics (absent without a scheduler); `extras` reads a revision's
-    engine matrix and tokenizer check for its page (the sections are left out without it)."""
+    engine matrix and tokenizer check for its page (the sections are left out without it); `verify` gives a
+    revision's structure verifier findings (the page's section and the API's `lints` are absent without it)."""
     queries = store.read_model
     services = Services(
         store=store,
@@ -163,6 +188,7 @@ def create_app(
         poll_state=poll_state,
         extras=extras,
         osv=OsvDatabase(store),
+        verify=verify,
     )
     app = FastAPI(
         title="hubwatch",
@@ -184,6 +210,7 @@ def create_app(
     app.include_router(pages.router)
     app.include_router(osv_api.router)
     app.add_middleware(metrics.MetricsMiddleware, metrics=services.metrics)
+    app.add_middleware(DatasetPaths)  # `/repos/datasets/{org}/{name}...`: a dataset's, on the model routes
     # every body, chunked too; 413 as soon as it is over (the OSV API's batches have a limit of their own)
     app.add_middleware(BodyLimitMiddleware, prefixes={"/v1/": osv_api.MAX_OSV_BODY_BYTES})
     return app
@@ -329,7 +356,7 @@ for _fmt in ("atom", "rss"):
         @feed_router.get(f"/repos/{{org}}/{{name}}/feed.{fmt}", responses=_FEED_RESPONSES, response_class=Response,
                          summary=f"One repo's events ({fmt})", operation_id=f"repo_feed_{fmt}")
         def repo_feed(request: Request, q: FeedQueryDep, org: str = OrgPath, name: str = NamePath) -> Response:
-            repo_id = known_repo(request.app.state.services.queries, org, name)
+            repo_id = known_repo(request.app.state.services.queries, org, name, request)
             return _feed(request, "repo", fmt, repo_id, q)
 
         @feed_router.get(f"/orgs/{{org}}/feed.{fmt}", responses=_FEED_RESPONSES, response_class=Response,

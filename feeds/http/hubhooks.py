@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from feeds.http.auth import same_secret
 from feeds.http.body_limit import BodyTooLarge
 from feeds.http.strict_json import HostileJSON, strict_loads
-from storage.kinds import is_branch_name, is_repo_id
+from storage.kinds import REPO_TYPES, is_branch_name, is_repo_id, repo_key, repo_type_of
 
 log = structlog.get_logger(__name__)
 
@@ -117,11 +117,12 @@ async def hub_webhook(request: Request) -> JSONResponse:
     if payload is None:
         return _answer(request, 400, "refused", problem)
     repo = payload["repo"]
-    repo_id = repo["name"]
+    repo_type = repo.get("type", "model")
     event = payload.get("event") if isinstance(payload.get("event"), dict) else {}
     scope = str(event.get("scope", "repo.content"))
-    if repo.get("type", "model") != "model":
-        return _answer(request, 200, "ignored", f"not a model: {repo.get('type')} repos are not tracked", repo_id)
+    if repo_type not in REPO_TYPES:
+        return _answer(request, 200, "ignored", f"not a model or dataset: {repo_type} repos are not tracked", repo["name"])
+    repo_id = repo_key(repo["name"], repo_type)  # a dataset's watch is keyed datasets/org/name
     if scope not in CONTENT_SCOPES:
         return _answer(request, 200, "ignored", f"other scope: {scope} does not change the repo's files", repo_id)
     # Storage calls are synchronous SQL: off the event loop, in one hop (each hop waits for a thread). The polls
@@ -180,7 +181,8 @@ def _due_branches(services: Any, repo_id: str, payload: dict[str, Any]) -> tuple
         log.info("hub_webhook_refused", repo_id=repo_id, reason="not watched")
         return 404, "refused", f"not watched: {repo_id} is not watched here", []
     if _is_move(payload):  # a rename: not about a commit, every watched branch is polled (it follows the 307)
-        return 202, "triggered", f"triggered: {repo_id} moved to {payload['movedTo']['name']}: poll started", branches
+        new = repo_key(payload["movedTo"]["name"], repo_type_of(repo_id))
+        return 202, "triggered", f"triggered: {repo_id} moved to {new}: poll started", branches
     moved = _moved_branches(payload)
     wanted = _branch_shas(payload, branches)
     if not wanted:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from typing import Annotated
+import re
+from typing import Annotated, Any
 
 from fastapi import HTTPException, Path, Request
 from pydantic import AfterValidator, StringConstraints, WithJsonSchema
@@ -19,11 +20,13 @@ from storage.kinds import (
     SEVERITIES,
     is_branch_name,
     is_filter_kind,
+    repo_key,
 )
 from storage.read_model import ReadModel
 
 NAME_PATTERN = rf"^{REPO_NAME_PATTERN}$"
 REPO_ID_PATTERN = rf"^{kinds.REPO_ID_PATTERN}$"
+REPO_KEY_PATTERN = rf"^{kinds.REPO_KEY_PATTERN}$"  # a model's id or a dataset's key (`datasets/org/name`)
 SHA_PATTERN = r"^[0-9a-fA-F]{4,40}$"
 # One `kind` filter value: a change kind, `advisory`, or a dotted event kind. Declared in the OpenAPI document.
 KIND_PATTERN = rf"^({'|'.join(FILTER_WORDS)}|{EVENT_KIND_PATTERN})$"
@@ -53,11 +56,41 @@ OrgPath = Path(pattern=NAME_PATTERN, max_length=96, description="The org or user
 NamePath = Path(pattern=NAME_PATTERN, max_length=96, description="The repo name (second half of the repo id)")
 
 
-def repo_id_of(org: str, name: str) -> str:
+# A dataset's routes are its model routes with `datasets/` before the org (`/repos/datasets/{org}/{name}/...`, as
+# its key `datasets/org/name` and its Hub URL are written): `DatasetPaths` answers them with the same routes, the
+# request marked as a dataset's.
+DATASET_PATH = re.compile(r"^(?P<head>(?:/api/v1)?/(?:repos|watches|renovate))/datasets(?P<tail>/[^/]+/[^/]+(?:/.*)?)$")
+REPO_TYPE_SCOPE_KEY = "hubwatch.repo_type"
+ORIGINAL_PATH_SCOPE_KEY = "hubwatch.original_path"
+
+
+class DatasetPaths:
+    """ASGI middleware: `/repos/datasets/{org}/{name}...` (and the API's `/api/v1/repos/...`, `/api/v1/watches/...`,
+    `/api/v1/renovate/...`) routed to the model routes with the request marked as a dataset's (`repo_type_of`)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and (match := DATASET_PATH.match(scope["path"])):
+            path = match["head"] + match["tail"]
+            raw = scope.get("raw_path") or scope["path"].encode()
+            scope = {**scope, "path": path, "raw_path": raw.replace(b"/datasets/", b"/", 1),
+                     REPO_TYPE_SCOPE_KEY: "dataset", ORIGINAL_PATH_SCOPE_KEY: scope["path"]}
+        await self.app(scope, receive, send)
+
+
+def repo_type_of(request: Request | None) -> str:
+    """"dataset" for a request that came in under a dataset's path (`DatasetPaths`), else "model"."""
+    return request.scope.get(REPO_TYPE_SCOPE_KEY, "model") if request is not None else "model"
+
+
+def repo_id_of(org: str, name: str, request: Request | None = None) -> str:
+    """The stored key the path names: `org/name`, or `datasets/org/name` under a dataset's path."""
     repo_id = f"{org}/{name}"
     if ".." in repo_id:
         raise HTTPException(404, f"{repo_id} is not a Hub repo id")
-    return repo_id
+    return repo_key(repo_id, repo_type_of(request))
 
 
 class RepoRenamed(HTTPException):
@@ -70,14 +103,15 @@ class RepoRenamed(HTTPException):
 
     def location(self, request: Request) -> str:
         """The request's path and query with the old repo id replaced by the new one."""
-        path = request.url.path.replace(f"/{self.old}", f"/{self.new}", 1)
+        path = request.scope.get(ORIGINAL_PATH_SCOPE_KEY, request.url.path).replace(f"/{self.old}", f"/{self.new}", 1)
         return f"{path}?{request.url.query}" if request.url.query else path
 
 
-def known_repo(queries: ReadModel, org: str, name: str) -> str:
-    """The repo id, or a 404 naming it when it is neither watched nor has history; RepoRenamed when its history
-    moved to another name (a rename on the Hub) and nothing is stored under this one again."""
-    repo_id = repo_id_of(org, name)
+def known_repo(queries: ReadModel, org: str, name: str, request: Request | None = None) -> str:
+    """The repo id (a dataset's key under a dataset's path), or a 404 naming it when it is neither watched nor has
+    history; RepoRenamed when its history moved to another name (a rename on the Hub) and nothing is stored under
+    this one again."""
+    repo_id = repo_id_of(org, name, request)
     if not queries.repo_known(repo_id):
         new = queries.renamed_to(repo_id)
         if new is not None:

@@ -1,7 +1,9 @@
 """Answers to OSV queries over the stored history: which own records affect a model revision, a page at a time.
 
 A query for a revision (`sha`) is answered from the repo's stored commit graph: a record affects the revision
-when one of its GIT ranges does (graph.py); a commit hubwatch never ingested is affected by nothing it knows.
+when the revision descends from the record's `introduced` commit (or is it), not from its `fixed` one, and is no
+later than its `last_affected` one (storage/osv_index.py matches in SQL); a commit hubwatch never ingested is
+affected by nothing it knows.
 A query without a revision lists every record of the repo. Withdrawn records are left out of query answers
 (osv.dev does the same) but `GET /v1/vulns/{id}` and the offline database keep them, so mirrors learn of the
 withdrawal. A batch answer lists ids and `modified` only, within a budget of entries per response; the
@@ -15,11 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from feeds.osv.graph import CommitGraph, range_affects
 from feeds.osv.queries import ModelQuery, encode_token
 from feeds.osv.records import served_record
 from storage.front import Storage
-from storage.osv_index import OwnRange
+from storage.osv_index import Ask, OwnRange
 
 QUERY_PAGE = 1000  # records per page of POST /v1/query (osv.dev's figure)
 BATCH_PAGE = 1000  # entries per query per page of POST /v1/querybatch
@@ -94,18 +95,13 @@ class OsvDatabase:
 
     def pages(self, queries: Sequence[ModelQuery], page_size: int, budget: int | None = None) -> list[Page]:
         """Each query's page, in order; with `budget`, at most that many rows over all of them (a query past it
-        gets a token to its own offset)."""
-        commits = {q.sha for q in queries if q.known and q.repo_id is None and q.sha}
-        holders = self.index.repos_at(commits) if commits else {}
-        repos = {q.repo_id for q in queries if q.known and q.repo_id} | {r for rs in holders.values() for r in rs}
-        own = self.index.own_ranges(repos) if repos else {}
-        placed = {q.repo_id for q in queries if q.known and q.repo_id and q.sha and q.repo_id in own}
-        placed |= {r for rs in holders.values() for r in rs if r in own}
-        graphs = {repo: CommitGraph(parents) for repo, parents in self.index.commit_graphs(placed).items()} if placed else {}
+        gets a token to its own offset). All the queries are matched at once (storage/osv_index.py), each to one
+        record past its page, which says whether another page follows."""
+        asks = [Ask(q.repo_id, q.sha, q.offset + page_size + 1 if q.known else 0) for q in queries]
+        found = self.index.matching(asks)
         left = budget
         out = []
-        for q in queries:
-            matching = self._matching(q, own, graphs, holders) if q.known else []
+        for q, matching in zip(queries, found, strict=True):
             size = page_size if left is None else min(page_size, left)
             rows = matching[q.offset : q.offset + size]
             following = q.offset + len(rows)
@@ -114,15 +110,6 @@ class OsvDatabase:
                 left -= len(rows)
             out.append(Page(rows, token))
         return out
-
-    def _matching(self, q: ModelQuery, own: dict[str, list[OwnRange]], graphs: dict[str, CommitGraph],
-                  holders: dict[str, set[str]]) -> list[OwnRange]:
-        repos = [q.repo_id] if q.repo_id else sorted(holders.get(q.sha or "", ()))
-        rows = [r for repo in repos for r in own.get(repo, ()) if not r.withdrawn]
-        if q.sha is None:
-            return rows
-        empty = CommitGraph({})
-        return [r for r in rows if range_affects(r.events, graphs.get(r.repo_id, empty), q.sha)]
 
 
 def _parsed(stamp: str) -> datetime:

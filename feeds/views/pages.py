@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse
 from feeds.http.auth import require_read
 from feeds.http.params import NamePath, OrgPath, RepoRenamed, base_url, known_repo
 from feeds.views.behaviour_view import behaviour_view
+from feeds.views.cost_view import cost_view
 from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
 from feeds.views.family_view import PART_COLUMNS, family_rows, reach_view
 from feeds.views.serving_view import serving_view
@@ -49,7 +50,7 @@ def is_page(request: Request) -> bool:
 
 def _known(request: Request, org: str, name: str) -> str | HTMLResponse:
     try:
-        return known_repo(request.app.state.services.queries, org, name)
+        return known_repo(request.app.state.services.queries, org, name, request)
     except RepoRenamed:
         raise  # a redirect to the new name's page, not an error page
     except HTTPException as err:
@@ -180,9 +181,11 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
                  changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=estimate,
                  serving=serving_view(estimate.result if estimate is not None else None),
                  structure=structure_view(estimate.result if estimate is not None else None),
+                 cost=cost_view(estimate.result if estimate is not None else None),
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
                  checks=_advisory_section(services.store, revision, hub), files=services.store.history.revision_files(revision.id),
-                 reaches=[reach_view(e.title, e.payload or {}) for e in events if e.kind == DERIVATIVES_REACHED])
+                 reaches=[reach_view(e.title, e.payload or {}) for e in events if e.kind == DERIVATIVES_REACHED],
+                 lints=services.revision_lints(revision))
 
 
 @router.get("/repos/{org}/{name}/derivatives", response_class=HTMLResponse)

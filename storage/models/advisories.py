@@ -67,6 +67,10 @@ class OwnAdvisory(Table, table=True):
     """An OSV record hubwatch published for a security-relevant change."""
 
     __tablename__ = "own_advisory"
+    # What an OSV query matches on (storage/osv_index.py), all in the index: a batch of a thousand revisions joins
+    # their ancestors to it without reading a record.
+    __table_args__ = (sa.Index("ix_own_advisory_match", "repo_id", "sha", "fixed_sha", "last_affected_sha", "withdrawn",
+                               "modified", "id"),)
 
     id: str = Field(primary_key=True, max_length=60)
     repo_id: str = Field(max_length=200, index=True)
@@ -78,6 +82,11 @@ class OwnAdvisory(Table, table=True):
     published_at: datetime = _utc()
     modified_at: datetime = _utc()
     fixed_sha: str | None = Field(default=None, max_length=40)
+    # Copies of the record's own values (storage/advisories.py `own_columns` writes all of them from the record):
+    # its `modified`, whether it is withdrawn, and its range's `last_affected` commit.
+    modified: str = Field(default="", max_length=40, sa_column_kwargs={"server_default": ""})
+    withdrawn: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+    last_affected_sha: str | None = Field(default=None, max_length=40)
 
 
 class AdvisoryState(Table, table=True):

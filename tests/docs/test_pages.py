@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from refdocs import RENDERERS, UnknownMarker, cli, configuration, events, expand, http_api, markers, performance, webhooks
+from refdocs import RENDERERS, UnknownMarker, cli, configuration, events, expand, http_api, lints, markers, performance, webhooks
 from refdocs.markdown import cell
 
 from feeds.webhooks import FORMATS
@@ -72,6 +72,18 @@ def test_events_page_lists_every_kind() -> None:
     for name, text in [*kinds.EVENT_KIND_DESCRIPTIONS.items(), *kinds.CHANGE_KIND_DESCRIPTIONS.items(),
                        *kinds.SEVERITY_DESCRIPTIONS.items()]:
         assert f"| `{name}` | {cell(text)} |" in page
+
+
+def test_lints_page_lists_every_rule() -> None:
+    """Every lint of the verifier is a row and a section with its severity, what it checks, evidence and fix."""
+    from estimator.lint_rules import RULES
+
+    page = lints.render()
+    for rule in RULES.values():
+        assert f"| [`{rule.id}`](#{rule.id}) | `{rule.severity}` | {cell(rule.title)} |" in page
+        assert f"### {rule.id} {{ #{rule.id} }}" in page
+        assert all(text in page for text in (rule.checks, rule.evidence, rule.fix))
+    assert "<!-- generated: lints -->" in (PAGES / "concepts" / "verifier.md").read_text()
 
 
 def test_performance_table_shows_every_result_row() -> None:

@@ -55,6 +55,32 @@ def test_one_revision_has_its_changes_files_and_estimate(client: httpx.Client, s
     assert "estimate" in body
 
 
+def test_a_revision_s_findings_are_computed_once(history: History) -> None:
+    """A stored revision never changes: the verifier runs once for it however often it is asked for."""
+    from feeds.http.app import create_app
+
+    calls = []
+    store = history.store()
+    app = create_app(store, verify=lambda revision: calls.append(revision.sha) or [{"id": "x"}])
+    revision = store.history.list_revisions(LLAMA)[0]
+    services = app.state.services
+    assert services.revision_lints(revision) == services.revision_lints(revision) == [{"id": "x"}]
+    assert calls == [revision.sha]
+    assert create_app(store).state.services.revision_lints(revision) is None  # no verifier wired in
+    store.engine.dispose()
+
+
+def test_a_revision_carries_the_verifier_findings(client: httpx.Client, served: Served) -> None:
+    """`lints` lists the verifier's findings with evidence and fix: Llama 3.1's rope type against its 4.42.3."""
+    revision = served.store.history.list_revisions(LLAMA)[0]
+    body = client.get(f"/api/v1/repos/{LLAMA}/revisions/{revision.sha}").json()
+    [finding] = body["lints"]
+    assert finding["id"] == "rope-scaling-version" and finding["severity"] == "critical"
+    assert finding["evidence"]["since"] == "4.43.0" and finding["fix"]
+    first = served.store.history.list_revisions(LLAMA)[-1]  # "initial commit": no config.json
+    assert client.get(f"/api/v1/repos/{LLAMA}/revisions/{first.sha}").json()["lints"] is None
+
+
 def test_diff_between_two_revisions_matches_the_cli(client: httpx.Client, history: History, tmp_path: Path) -> None:
     """GET .../diff?from=A&to=B answers what `hubwatch diff --json` prints for the same revisions."""
     shas = [r["sha"] for r in _all_revisions(client, LLAMA, 100)]

@@ -40,3 +40,27 @@ def test_a_page_token_carries_the_offset_of_its_own_query() -> None:
     for garbage in ("", "!!!", "bm90LWEtdG9rZW4", encode_token(-5, ModelQuery(REPO, SHA).key)):
         with pytest.raises(InvalidQuery, match="Invalid page token"):
             decode_token(garbage, ModelQuery(REPO, SHA).key)
+
+
+@pytest.mark.parametrize("text", [
+    f"pkg:huggingface/{REPO}@{SHA}", f"pkg:huggingface/{REPO}@{SHA.upper()}", f"pkg:huggingface/{REPO}",
+    "pkg:huggingface/Org.Name/model_v1.5-x", "pkg:huggingface/a/b@" + "F" * 40,
+])
+def test_the_plain_purl_reading_answers_what_packageurl_answers(text: str) -> None:
+    """The common form is read by a regular expression, without packageurl: the same repo and (lowercased) version."""
+    from packageurl import PackageURL
+
+    from feeds.osv import queries
+
+    assert queries.PLAIN_PURL.match(text)
+    parsed = PackageURL.from_string(text)
+    assert queries._purl(text) == (f"{parsed.namespace}/{parsed.name}", parsed.version, True)
+
+
+@pytest.mark.parametrize("text", [f"pkg:huggingface/{REPO}@main", f"pkg:huggingface/{REPO}%2Fx@{SHA}",
+                                  f"pkg:huggingface/{REPO}@{SHA}?a=b", "pkg:huggingface/gpt2@" + "a" * 40])
+def test_anything_else_goes_through_packageurl(text: str) -> None:
+    """Escapes, qualifiers, a non-sha version or no namespace are not the plain form."""
+    from feeds.osv import queries
+
+    assert not queries.PLAIN_PURL.match(text)

@@ -200,3 +200,14 @@ def test_revision_page_shows_its_estimate_serving_figures(client: httpx.Client, 
         cards = history.estimate_for(revision.id).result["serving"]["cards"]
         assert set(_serving_rows(page)) == set(cards)
     assert 'id="serving"' not in client.get(f"/repos/{LLAMA}/revisions/{plain[0].sha}").text
+
+
+def test_revision_page_says_what_the_verifier_finds(client: httpx.Client, served: Served) -> None:
+    """The revision page's verifier section names the lint, its evidence and fix; a clean revision says so."""
+    newest = served.store.history.list_revisions(LLAMA)[0]
+    page = client.get(f"/repos/{LLAMA}/revisions/{newest.sha}").text
+    assert '<h3 id="verifier">What the verifier says</h3>' in page
+    assert "<code>rope-scaling-version</code>" in page and "<code>transformers_version</code>: 4.42.3" in page
+    old, _ = _hostile_shas(served)
+    assert "What the verifier says" in client.get(f"/repos/{HOSTILE}/revisions/{old}").text
+

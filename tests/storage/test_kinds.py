@@ -65,6 +65,28 @@ def test_repo_id_pattern(value, ok):
 
 
 @pytest.mark.parametrize(
+    ("value", "key", "repo_type", "hub_id"),
+    [
+        ("org/name", True, "model", "org/name"),
+        ("datasets/org/name", True, "dataset", "org/name"),
+        ("datasets/org", False, "model", "datasets/org"),
+        ("datasets/org/../x", False, "model", "datasets/org/../x"),
+        ("datasets/-org/name", False, "dataset", "-org/name"),
+        ("spaces/org/name", False, "model", "spaces/org/name"),
+    ],
+)
+def test_repo_keys(value, key, repo_type, hub_id):
+    """A stored key is a model's id or `datasets/` + a dataset's id; it splits into the repo type and the Hub id."""
+    assert kinds.is_repo_key(value) is key and kinds.split_repo_key(value) == (repo_type, hub_id)
+    if key:
+        assert validate_repo_id(value) == value and kinds.repo_key(hub_id, repo_type) == value
+        assert kinds.org_of(value) == "org"
+    else:
+        with pytest.raises(ConfigError):
+            validate_repo_id(value)
+
+
+@pytest.mark.parametrize(
     ("kind", "ok"),
     [("chat_template", True), ("advisory", True), ("revision.ingested", True), ("future.kind", True),
      ("revision", False), ("Chat_Template", False), ("a.b.c", False)],

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from storage.advisories import own_columns
 from storage.front import Storage
 from storage.models import OwnAdvisory
 from tracker.advisories.own import ChangeView, osv_time, own_records
@@ -67,7 +68,7 @@ def plant(store: Storage, records: Iterable[dict[str, Any]], revision_ids: dict[
             when = modified_at or datetime.fromisoformat(record["modified"].replace("Z", "+00:00"))
             s.add(OwnAdvisory(id=record["id"], repo_id=repo_id, revision_id=revision_ids[(repo_id, sha)], sha=sha,
                               class_id=ours["class"], severity=ours["severity"], record=record, published_at=when,
-                              modified_at=when, fixed_sha=ours.get("fixed_sha")))
+                              modified_at=when, fixed_sha=ours.get("fixed_sha"), **own_columns(record)))
             planted.append(Planted(record["id"], repo_id, sha, ours.get("fixed_sha"), bool(record.get("withdrawn")), record))
         s.commit()
     return planted

@@ -9,6 +9,7 @@ import pytest
 
 from storage.history import NewEstimate
 from tests.support.cli import run_cli, write_config
+from tests.support.served import serve
 from tracker.cli.app import App
 from tracker.pipeline.estimate_change import estimate_change
 from tracker.revision.changes import Severity
@@ -63,13 +64,36 @@ def test_structural_change_reruns_the_estimate(app: App, replay) -> None:
     sha = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == "0002-longer-context")
     revision = app.store.history.find_revision(EVERY_KIND, sha)
     changes = app.store.history.changes_by_revision([revision.id])[revision.id]
-    [change] = [c for c in changes if c.kind == "estimate"]
+    [change] = [c for c in changes if c.kind == "estimate" and c.summary.startswith("estimate:")]
     assert "full fine-tune batch 1" in change.summary
     assert app.store.history.estimate_for(revision.id).result["input"]["sequence_length"] == 1024
     events = [e for e in app.store.history.list_events(EVERY_KIND) if e.kind == "estimate.changed"]
     assert [e.sha for e in events] == [sha]
     unchanged = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == "0004-chat-template")
     assert app.store.history.estimate_for(app.store.history.find_revision(EVERY_KIND, unchanged).id) is None
+
+
+def test_a_costlier_structure_is_a_cost_event_with_before_and_after(app: App, replay) -> None:
+    """Twice the context costs more than 10% more on every card: one estimate.cost_changed event (a warning) whose
+    detail holds every card's figures before and after; the stored estimate carries the cost section."""
+    _ingest_all(app, replay, EVERY_KIND)
+    sha = next(c.sha for c in replay.commits(EVERY_KIND) if c.dirname == "0002-longer-context")
+    revision = app.store.history.find_revision(EVERY_KIND, sha)
+    [change] = [c for c in app.store.history.changes_by_revision([revision.id])[revision.id] if c.summary.startswith("cost:")]
+    assert change.kind == "estimate" and change.severity == "warning" and "training run on" in change.summary
+    [event] = [e for e in app.store.history.list_events(EVERY_KIND) if e.kind == "estimate.cost_changed"]
+    assert event.sha == sha and event.severity == "warning"
+    detail = event.payload["detail"]
+    assert detail["threshold"] == 0.1 and detail["moved"]
+    a10g_before, a10g_after = (detail[side]["train"]["A10G 24GB"]["usd"] for side in ("before", "after"))
+    assert a10g_after > 1.1 * a10g_before > 0
+    stored = app.store.history.estimate_for(revision.id).result["cost"]
+    assert stored["train"]["cards"][0]["card"] == "T4 16GB" and stored["estimate"] is True
+    with serve(app.store) as server, server.client() as client:
+        page = client.get(f"/repos/{EVERY_KIND}/revisions/{sha}").text
+        api = client.get(f"/api/v1/repos/{EVERY_KIND}/revisions/{sha}").json()
+    assert "What it costs to run" in page and "$ per million tokens" in page
+    assert api["estimate"]["result"]["cost"]["train"]["flops_per_sample"] == stored["train"]["flops_per_sample"]
 
 
 @pytest.mark.parametrize(

@@ -40,9 +40,10 @@ def test_first_poll_stores_the_head_as_baseline(app: App, replay) -> None:
     assert outcome.status == "ingested"
     assert _shas(app, BROKEN) == [replay.head_sha(BROKEN)]
     changes = _changes(app, BROKEN, replay.head_sha(BROKEN))
-    assert [c.kind for c in changes] == ["repo", "estimate"]
+    assert [c.kind for c in changes] == ["repo", "estimate", "lint"]
     assert changes[0].summary.startswith("baseline: ")
     assert changes[1].summary.startswith("estimate: 39,383,808 parameters; full fine-tune at batch 1 needs ")
+    assert changes[2].summary.startswith("verify: +config-invalid (critical): config.json cannot be read: ")
     assert app.store.history.find_revision(BROKEN, replay.head_sha(BROKEN)).is_baseline
 
 

@@ -36,9 +36,9 @@ class App:
         except StorageError as err:
             raise ConfigError(str(err)) from err
         store.watches.sync_config_watches(
-            (spec.repo, spec.branch, self.settings.interval_s(spec)) for spec in self.settings.watch
+            (spec.key, spec.branch, self.settings.interval_s(spec)) for spec in self.settings.watch
         )
-        follows = [(spec.repo, spec.derivatives, spec.derivatives_limit) for spec in self.settings.watch if spec.derivatives]
+        follows = [(spec.key, spec.derivatives, spec.derivatives_limit) for spec in self.settings.watch if spec.derivatives]
         if follows:
             store.derivatives.sync_config_follows(follows)
         try:

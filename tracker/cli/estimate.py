@@ -13,10 +13,11 @@ from estimator import estimate as estimate_model
 from estimator.graph import structure_graph
 from estimator.graph_render import render_structure
 from estimator.render import render_serving
+from estimator.render_cost import render_cost
 from estimator.serving import serving as serving_only
 from estimator.split import render_split
 from tracker.cli.root import app_of, emit_json, repo_arg
-from tracker.config import EstimateSettings
+from tracker.config import CostSettings, EstimateSettings
 from tracker.errors import HubwatchError
 
 if TYPE_CHECKING:
@@ -53,12 +54,16 @@ class EstimateFailed(HubwatchError):
                    "and whether a forward pass goes through (or the first node where it cannot).")
 @click.option("--from-hub", is_flag=True,
               help="Read REPO from the Hub even when it is watched (an unwatched REPO always is); nothing is stored.")
+@click.option("--cost", "with_cost", is_flag=True,
+              help="What a run costs per card: training hours and USD, serving tokens/s and USD per million tokens "
+                   "(a roofline estimate; the run and the prices from [cost]).")
 @click.option("--json", "as_json", is_flag=True, help="The estimate as JSON.")
 @click.pass_context
 def estimate(
     ctx: click.Context, repo: str | None, revision: str | None, config_file: str | None, manifest: str | None,
     seq_len_cap: int | None, lora_rank: int | None, lora_targets: str | None, serve: bool,
     contexts: tuple[int, ...], kv_dtype: str | None, structure: bool, from_hub: bool, as_json: bool,
+    with_cost: bool = False,
 ) -> None:
     """Parameters and GPU memory: of a stored revision of REPO, or of a config.json file; with --serve, the
     memory to serve it on each card.
@@ -77,6 +82,9 @@ def estimate(
     options = EstimateSettings() if config_file else app_of(ctx).settings.estimate
     serving = {"serve_contexts": (*options.serve_contexts, *contexts),
                "kv_dtype": kv_dtype or options.kv_dtype, "gpu_memory_utilization": options.gpu_memory_utilization}
+    if with_cost:
+        priced = CostSettings() if config_file else app_of(ctx).settings.cost
+        serving.update(cost=priced.workload(), cards=priced.card_table())
     try:
         if config_file:
             result, header = estimate_file(config_file, manifest, seq_len_cap or options.seq_len_cap,
@@ -111,6 +119,8 @@ def estimate(
         click.echo(render_serving(result.serving))
     if structure:
         click.echo(render_structure(result.structure))
+    if with_cost:
+        click.echo(render_cost(result.cost))
 
 
 def _serving_only(err: EstimateFailed, options: dict[str, Any], as_json: bool, serve: bool = True,

@@ -62,8 +62,12 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
         data["stop_tokens"] = output.stop_tokens_shown(data["stop_tokens"], snapshot)
         if data["tokenizer_behaviour"] is None:
             data["tokenizer_behaviour"] = checked_revision(app.store, rev)
+        from tracker.pipeline.verify import verify_snapshot
+
+        findings = verify_snapshot(snapshot)
         emit_json({**data, "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files],
-                   "gguf_models": output.gguf_models(files, scans), **json_fields(matrix)})
+                   "gguf_models": output.gguf_models(files, scans), **json_fields(matrix),
+                   "lints": None if findings is None else [f.to_dict() for f in findings]})
         return
     for line in output.revision_text(rev, changes):
         click.echo(line)

@@ -67,6 +67,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "tree": ("tree", "tree",
              "A base's derivatives (relation, publisher, downloads) and, per behaviour part, whether each carries the "
              "base's latest, is behind it (by how many changes) or diverged."),
+    "verify": ("verify", "verify",
+               "The structure verifier on a stored revision of REPO: config, weight headers and tokenizer checked "
+               "against each other; exit 1 when a finding reaches --fail-on, 3 for an unknown repo or revision, else 0."),
     "watch": ("watch", "watch", "Add, list and remove watched repos."),
 }
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from storage.errors import WatchExists
-from storage.kinds import is_repo_id
+from storage.kinds import REPO_TYPES, is_repo_id, repo_key, split_repo_key
 from tracker.cli import output
 from tracker.cli.root import app_of, branch_arg, emit_json, exit_code_of, fail, repo_arg
 from tracker.config import parse_interval
@@ -32,6 +32,10 @@ def watch() -> None:
 @click.argument("repos", nargs=-1, metavar="REPO...")
 @click.option("--file", "names_file", type=click.Path(allow_dash=True), default=None, metavar="FILE",
               help="Also watch the names in FILE, one a line ('-': stdin; blank lines and # comments skipped).")
+@click.option("--type", "repo_type", type=click.Choice(REPO_TYPES), default="model", show_default=True,
+              help="What the names are: models, or datasets (https://huggingface.co/datasets/ORG/NAME, stored as "
+                   "datasets/ORG/NAME; ORG/* then follows every dataset of ORG). A model and a dataset of the same "
+                   "name are two watches.")
 @click.option("--branch", default="main", show_default=True, help="The branch to follow.")
 @click.option("--interval", default=None, help="Poll interval, e.g. 15m (default: [poll] default_interval).")
 @click.option("--backfill", default=0, show_default=True, type=click.IntRange(0, 10_000),
@@ -47,6 +51,7 @@ def watch_add(
     ctx: click.Context,
     repos: tuple[str, ...],
     names_file: str | None,
+    repo_type: str,
     branch: str,
     interval: str | None,
     backfill: int,
@@ -60,7 +65,10 @@ def watch_add(
     names = list(repos) + (_names_in(names_file) if names_file is not None else [])
     if not names:
         raise click.UsageError("Missing argument 'REPO...'.")
+    names = [_typed(name, repo_type) for name in names]
     relations = _relations(derivatives)
+    if relations and any(split_repo_key(n)[0] == "dataset" for n in names):
+        raise click.UsageError("--derivatives follows a model's family; a dataset has none")
     if relations and (len(names) != 1 or names_file is not None or names[0].endswith("/*")):
         raise click.UsageError("--derivatives follows the family of one repo: name exactly one REPO")
     if len(names) == 1 and names_file is None and not names[0].endswith("/*"):
@@ -86,6 +94,18 @@ def watch_add(
         click.echo(f"{len(names) - len(failed)} of {len(names)} added or already watched, {len(failed)} failed")
     if failed:
         ctx.exit(failed[0])
+
+
+def _typed(name: str, repo_type: str) -> str:
+    """The name as `--type` makes it: a dataset's `org/name` is its key `datasets/org/name` and its `ORG/*` the
+    follow `datasets/ORG/*`; a name already written `datasets/...` stays as it is; a malformed name is left for
+    the checks that report it."""
+    if repo_type != "dataset":
+        return name
+    if name.endswith("/*"):
+        author = name[:-2]
+        return name if author.startswith("datasets/") else f"datasets/{author}/*"
+    return repo_key(name, "dataset") if is_repo_id(split_repo_key(name)[1]) else name
 
 
 def _relations(value: str | None) -> tuple[str, ...]:
@@ -136,7 +156,10 @@ def checked_head(app: App, repo: str, branch: str) -> RepoHead:
     watched in its place)."""
     from tracker.errors import RepoGated, RepoMoved
 
-    head = app.hub.head(repo, branch)
+    try:
+        head = app.hub.head(repo, branch)
+    except RepoGone as err:
+        raise RepoGone(f"{err}{_other_kind_hint(app, repo)}", token_sent=err.token_sent) from err
     if head.repo_id and head.repo_id.casefold() != repo.casefold():
         moved = head.repo_id
         there = " (watched already: its history moved there)" if app.store.watches.get_watch(moved, branch) else ""
@@ -151,6 +174,22 @@ def checked_head(app: App, repo: str, branch: str) -> RepoHead:
                             f"${app.settings.hub.token_env} to a token that was granted access, or add it with "
                             "--no-check to follow what stays readable until then") from err
     return head
+
+
+def _other_kind_hint(app: App, repo: str) -> str:
+    """When a repo is not found as the kind it was named as, whether the Hub has the other kind of that name (one
+    more request): a model id given with --type dataset, or a dataset's name given as a model."""
+    repo_type, hub_id = split_repo_key(repo)
+    other = "model" if repo_type == "dataset" else "dataset"
+    try:
+        exists = app.hub.repo_exists(repo_key(hub_id, other))
+    except HubwatchError:
+        return ""
+    if not exists:
+        return ""
+    if other == "model":
+        return f"; {hub_id} is a model on the Hub: watch it without --type dataset"
+    return f"; {hub_id} is a dataset on the Hub: watch it with --type dataset (or as datasets/{hub_id})"
 
 
 def _added_line(app: App, repo: str, branch: str, interval_s: int, head: RepoHead | None) -> str:
@@ -179,13 +218,14 @@ def _add_named(app: App, name: str, branch: str, interval_s: int, backfill: int,
     try:
         if name.endswith("/*"):
             author = name[:-2]
-            if "/" in author or not is_repo_id(f"{author}/x"):
+            org = author.removeprefix("datasets/")
+            if "/" in org or not is_repo_id(f"{org}/x"):
                 return 2, f"{quoted(name)} is not an org or user (expected 'ORG/*')"
             if branch != "main":
-                return 2, f"{name}: ORG/* follows each model's main branch; --branch does not apply"
+                return 2, f"{name}: ORG/* follows each repo's main branch; --branch does not apply"
             click.echo(_follow(app, author, interval_s, no_check))
             return 0, None
-        if not is_repo_id(name):
+        if not is_repo_id(split_repo_key(name)[1]):
             return 2, f"{quoted(name)} is not a Hub repo id (expected 'org/name' or 'ORG/*')"
         head = None if no_check else checked_head(app, name, branch)
         app.store.watches.add_watch(name, branch, interval_s, source="cli", backfill=backfill)
@@ -222,14 +262,18 @@ def _follow(app: App, author: str, interval_s: int, no_check: bool) -> str:
     from tracker.polling.listing import follow_author  # here: it loads the Hub client, which `watch list` never needs
 
     listings = app.store.listing
-    models = None if no_check else list(app.hub.list_models_by_modification(author))
+    org = author.removeprefix("datasets/")
+    what = "dataset" if org != author else "model"
+    models = None if no_check else list(
+        app.hub.list_models_by_modification(org, repo_type="dataset") if what == "dataset"
+        else app.hub.list_models_by_modification(author))
     if models == []:
-        raise RepoGone(f"the Hub lists no models of {author} (--no-check follows it before it publishes)")
+        raise RepoGone(f"the Hub lists no {what}s of {org} (--no-check follows it before it publishes)")
     outcome = follow_author(listings, author, interval_s, models)
     if models is None:
-        return f"watching every model of {author}/* every {interval_s}s (not checked: the next listing pass finds them)"
+        return f"watching every {what} of {author}/* every {interval_s}s (not checked: the next listing pass finds them)"
     return (
-        f"watching every model of {author}/* every {interval_s}s: {outcome.listed} listed now, "
+        f"watching every {what} of {author}/* every {interval_s}s: {outcome.listed} listed now, "
         f"{len(outcome.added)} newly watched, new ones as they appear"
     )
 
@@ -247,7 +291,8 @@ def watch_list(ctx: click.Context, as_json: bool) -> None:
     if not watches and not authors:
         click.echo(_NO_WATCHES)
     for a in authors:
-        click.echo(f"{a.author}/*  every model of {a.author}, every {a.interval_s}s")
+        what = "dataset" if a.author.startswith("datasets/") else "model"
+        click.echo(f"{a.author}/*  every {what} of {a.author.removeprefix('datasets/')}, every {a.interval_s}s")
     for w in watches:
         click.echo(output.watch_text(w))
 

@@ -18,6 +18,7 @@ from tracker.cli.app import App
 from tracker.differs import diff_snapshots
 from tracker.errors import ConfigError
 from tracker.pipeline.behaviour_store import extras_reader
+from tracker.pipeline.verify import lints_reader
 from tracker.revision.stored import load_snapshot
 
 Trigger = Callable[[str, str | None, str | None], Any]
@@ -50,6 +51,7 @@ def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[
         subscriptions=app.store.subscriptions,
         diff=differ,
         extras=extras_reader(app.store),
+        verify=lints_reader(app.store),
         storage_state=app.poller.gate.state,
         poll_state=poll_state,
     )

@@ -8,11 +8,12 @@ whole, `loading` the file and the environment (the only module that reads it), `
 from __future__ import annotations
 
 from tracker.config.durations import parse_interval
-from tracker.config.entries import WatchSpec, WebhookSpec, validate_branch, validate_repo_id
+from tracker.config.entries import WatchSpec, WebhookSpec, validate_branch, validate_repo, validate_repo_id
 from tracker.config.loading import config_path, load_settings, settings_from_mapping
 from tracker.config.sections import (
     PUBLIC_HUB,
     SECTIONS,
+    CostSettings,
     DeliverySettings,
     EstimateSettings,
     HubSettings,
@@ -28,6 +29,7 @@ from tracker.config.settings import Settings
 __all__ = [
     "PUBLIC_HUB",
     "SECTIONS",
+    "CostSettings",
     "DeliverySettings",
     "EstimateSettings",
     "HubSettings",
@@ -45,5 +47,6 @@ __all__ = [
     "parse_interval",
     "settings_from_mapping",
     "validate_branch",
+    "validate_repo",
     "validate_repo_id",
 ]

@@ -11,20 +11,34 @@ from storage.kinds import (
     BRANCH_RULES,
     DERIVATIVE_RELATIONS,
     HTTP_WEBHOOK_FORMATS,
+    REPO_TYPES,
     SEVERITIES,
     SIGNED_WEBHOOK_FORMATS,
     WEBHOOK_FORMATS,
     is_branch_name,
-    is_repo_id,
+    is_repo_key,
+    repo_key,
+    split_repo_key,
 )
 from tracker.config.problems import problem, seconds
 from tracker.errors import ConfigError
 
 
 def validate_repo_id(repo_id: str) -> str:
-    if not is_repo_id(repo_id):
-        raise ConfigError(f"{repo_id!r} is not a Hub repo id (expected 'org/name')")
+    """A model's id (`org/name`) or a dataset's key (`datasets/org/name`, the Hub's URL path for it)."""
+    if not is_repo_key(repo_id):
+        raise ConfigError(f"{repo_id!r} is not a Hub repo id (expected 'org/name', or 'datasets/org/name' for a dataset)")
     return repo_id
+
+
+def validate_repo(repo: str, repo_type: str) -> str:
+    """The stored key of `repo` as a repo of `repo_type` (model, dataset): a dataset's `org/name` becomes
+    `datasets/org/name`; a key (`datasets/org/name`) stays what it names whatever the type. A type other than
+    REPO_TYPES is refused."""
+    if repo_type not in REPO_TYPES:
+        raise ConfigError(f"{repo_type!r} is not a repo type (one of {', '.join(REPO_TYPES)})")
+    validate_repo_id(repo)
+    return repo_key(repo, repo_type) if repo_type == "dataset" else repo
 
 
 def validate_branch(branch: object) -> str:
@@ -70,6 +84,9 @@ class WatchSpec(Entry):
     array: ClassVar[str] = "watch"
     required: ClassVar[str] = "repo"
     repo: str = Field(description="The repo to watch (org/name). Required.")
+    type: str = Field("model", description=(
+        "What kind of Hub repo `repo` is: model (the default) or dataset (https://huggingface.co/datasets/org/name; "
+        "`repo = \"datasets/org/name\"` says the same). A model and a dataset of the same name are two watches."))
     branch: str = Field("main", description="The branch followed.")
     interval: str = Field("", description="How often it is polled (a duration); empty: [poll] default_interval.")
     derivatives: tuple[str, ...] = Field((), description=(
@@ -112,11 +129,29 @@ class WatchSpec(Entry):
     def _text(cls, interval: object) -> str:
         return str(interval)
 
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: object) -> str:
+        if value not in REPO_TYPES:
+            raise problem(f"[[watch]] type must be one of {', '.join(REPO_TYPES)}, got {value!r}")
+        return str(value)
+
     @model_validator(mode="after")
     def _interval_seconds(self) -> Self:
         if self.interval:
             self._interval_s = seconds(self.interval, f"[[watch]] {self.repo} interval")
+        try:
+            validate_repo(self.repo, self.type)
+        except ConfigError as err:
+            raise problem(f"[[watch]] {err}", sourced=False) from None
+        if self.derivatives and split_repo_key(self.key)[0] == "dataset":
+            raise problem(f"[[watch]] {self.repo}: derivatives are followed for models, not datasets")
         return self
+
+    @property
+    def key(self) -> str:
+        """The repo's stored key: `org/name` for a model, `datasets/org/name` for a dataset (storage.kinds.repo_key)."""
+        return validate_repo(self.repo, self.type)
 
     @property
     def interval_s(self) -> int | None:

@@ -312,6 +312,50 @@ class EstimateSettings(Section):
         return "all-linear" if self.lora_targets == ("all-linear",) else self.lora_targets
 
 
+class CostSettings(Section):
+    """The run `hubwatch estimate --cost`, the revision page and cost events price (estimator/cost.py), and the
+    card table's overrides (estimator/cards.py)."""
+
+    table: ClassVar[str] = "cost"
+    epochs: int = Field(10, description="Training cost: epochs per run (the seed pages' 10).")
+    batch: int = Field(32, description="Training cost: samples per optimizer step; where a card holds fewer, "
+                                       "micro-batches accumulate to it.")
+    samples: int = Field(50_000, description="Training cost: samples in the dataset, each at the estimate's input shape.")
+    serve_prompt_tokens: int = Field(1024, description="Serving cost: prompt tokens per request (prefilled).")
+    serve_output_tokens: int = Field(256, description="Serving cost: tokens generated per request (decoded).")
+    cards: tuple[str, ...] = Field((), description=(
+        "Overrides of the card table, each \"CARD:field=value\" with field usd_per_hour (\"none\" removes the price), "
+        "bandwidth_gb_s or bf16_tflops/fp16_tflops/fp32_tflops/fp8_tflops/int8_tflops, "
+        "e.g. [\"A10G 24GB:usd_per_hour=1.21\"]."))
+    change_threshold: float = Field(0.10, description=(
+        "The relative change in any card's training or serving cost, between a revision's estimate and its "
+        "parent's, that raises an estimate.cost_changed event (0.10: 10%)."))
+
+    @model_validator(mode="after")
+    def _rules(self) -> Self:
+        from estimator import EstimateError
+        from estimator.cards import with_overrides
+        try:
+            self.workload()
+            with_overrides(self.cards)
+        except EstimateError as err:
+            raise problem(f"[cost] {err}") from None
+        if not 0 < self.change_threshold <= 100:
+            raise problem("[cost] change_threshold must be above 0 (a fraction: 0.10 is 10%)")
+        return self
+
+    def workload(self) -> Any:
+        """The run priced, as the estimator takes it (estimator.cost.Workload)."""
+        from estimator.cost import Workload
+        return Workload(epochs=self.epochs, batch=self.batch, samples=self.samples,
+                        prompt_tokens=self.serve_prompt_tokens, output_tokens=self.serve_output_tokens)
+
+    def card_table(self) -> Any:
+        """The card table with this configuration's overrides applied (estimator.cards)."""
+        from estimator.cards import with_overrides
+        return with_overrides(self.cards)
+
+
 class LogSettings(Section):
     table: ClassVar[str] = "log"
     level: str = Field("info", description="The lowest level logged: debug, info, warning or error.")
@@ -458,5 +502,5 @@ class ScanSettings(Section):
 SECTIONS: dict[str, type[Section]] = {
     cls.table: cls
     for cls in (HubSettings, StorageSettings, OsvSettings, ServerSettings, PollSettings, LogSettings, EstimateSettings,
-                DeliverySettings, ScanSettings)
+                DeliverySettings, ScanSettings, CostSettings)
 }

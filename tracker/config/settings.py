@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from tracker.config.entries import WatchSpec, WebhookSpec
 from tracker.config.problems import problem
 from tracker.config.sections import (
+    CostSettings,
     DeliverySettings,
     EstimateSettings,
     HubSettings,
@@ -35,6 +36,7 @@ class Settings(BaseModel):
     estimate: EstimateSettings = Field(default_factory=EstimateSettings)
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     scan: ScanSettings = Field(default_factory=ScanSettings)
+    cost: CostSettings = Field(default_factory=CostSettings)
     watch: tuple[WatchSpec, ...] = ()
     webhooks: tuple[WebhookSpec, ...] = ()
     hub_token: str | None = Field(default=None, repr=False)
@@ -57,9 +59,9 @@ class Settings(BaseModel):
     def _each_once(self) -> Self:
         watched = set()
         for spec in self.watch:
-            if (spec.repo, spec.branch) in watched:
-                raise problem(f"{spec.repo}@{spec.branch} is watched twice")
-            watched.add((spec.repo, spec.branch))
+            if (spec.key, spec.branch) in watched:
+                raise problem(f"{spec.key}@{spec.branch} is watched twice")
+            watched.add((spec.key, spec.branch))
         hooks = set()
         for hook in self.webhooks:
             if (hook.url, hook.format) in hooks:

@@ -71,6 +71,7 @@ class TokenNames:
                 self.by_id[int(key)] = token["content"]
         doc = self._tokenizer_json()
         self._vocab: dict[str, int] | None = None
+        self._texts: dict[int, str] | None = None  # the vocabulary reversed, built on the first id not in by_id
         if doc and isinstance(doc.get("added_tokens"), list):
             self.by_id.update({i: text for text, i in added_token_ids(doc["added_tokens"], self.vocab()).items()})
         self.by_text = {text: i for i, text in self.by_id.items()}
@@ -94,7 +95,12 @@ class TokenNames:
     def text_of(self, token_id: int) -> str | None:
         if token_id in self.by_id:
             return self.by_id[token_id]
-        return next((t for t, i in self.vocab().items() if i == token_id), None)
+        if self._texts is None:  # one pass over the vocabulary, however many ids are named
+            self._texts = {}
+            for text, i in self.vocab().items():
+                if isinstance(i, int):
+                    self._texts.setdefault(i, text)
+        return self._texts.get(token_id)
 
     def id_of(self, text: str) -> int | None:
         if text in self.by_text:

@@ -29,6 +29,7 @@ from storage.event_log import NewEvent
 from storage.history import NewFileScan
 from storage.kinds import DERIVATIVE_CAUGHT_UP, DERIVATIVES_REACHED, is_repo_id
 from tracker.errors import HubwatchError, RepoGated, RepoGone
+from tracker.family import derivative_records
 from tracker.family.derivative_history import NotIngested, catch_up, counted, has_history, owned_by_watch, store_baseline
 from tracker.family.lineage import (
     NOT_IN_FORMAT,
@@ -110,7 +111,9 @@ def run_follow(store: Storage, ingestor: Ingestor, base_repo_id: str) -> PassRep
     report.events = [event.title for event, _, _ in events]
     head = revisions[-1].sha if revisions else None
     store.derivatives.record_pass(base_repo_id, checked, report.to_dict(), events, head, error)
-    _log().info("derivatives_checked", repo_id=base_repo_id, **{k: v for k, v in report.to_dict().items() if k != "events"})
+    records = derivative_records.refresh(store, base_repo_id, revisions, history, hub.endpoint, store.clock())
+    _log().info("derivatives_checked", repo_id=base_repo_id, osv_records_written=len(records),
+                **{k: v for k, v in report.to_dict().items() if k != "events"})
     return report
 
 

@@ -32,6 +32,7 @@ from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import build_hf_headers, disable_progress_bars, paginate
 
 from storage.backoff import retry_after_s
+from storage.kinds import repo_key, split_repo_key
 from tracker.errors import BranchMissing, HubUnavailable, RateLimited, RepoDisabled, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
 from tracker.formats.manifest import TensorInfo, WeightManifest
@@ -209,10 +210,13 @@ class HubClient:
         self.api = HfApi(endpoint=self.endpoint, token=self._token)
 
     def head(self, repo_id: str, branch: str) -> RepoHead:
-        """The branch's head commit: exactly one request."""
+        """The branch's head commit: exactly one request. `repo_id` is a stored key: a model's `org/name` or a
+        dataset's `datasets/org/name` (storage.kinds.repo_key), and so is the answered `repo_id`."""
+        repo_type, hub_id = split_repo_key(repo_id)
         try:
-            info = self.api.model_info(
-                repo_id,
+            info = self.api.repo_info(
+                hub_id,
+                repo_type=repo_type,
                 revision=branch,
                 expand=["sha", "private", "gated", "lastModified"],
                 timeout=self.timeout_s,
@@ -223,9 +227,9 @@ class HubClient:
             _translate(err, repo_id, f"head of {branch}", token_sent=bool(self._token))
         if not info.sha:
             raise HubUnavailable(f"{repo_id}: the Hub returned no commit for {branch}")
-        uid = vars(info).get("_id")  # kept by ModelInfo among the keys it does not name
+        uid = vars(info).get("_id")  # kept by ModelInfo / DatasetInfo among the keys they do not name
         return RepoHead(sha=info.sha, private=info.private, gated=info.gated, last_modified=info.last_modified,
-                        repo_id=info.id, uid=uid if isinstance(uid, str) else None)
+                        repo_id=repo_key(info.id, repo_type) if info.id else None, uid=uid if isinstance(uid, str) else None)
 
     def check_file_access(self, repo_id: str, sha: str, path: str = "config.json") -> None:
         """Whether this token may read the repo's files (a gated repo's are refused until access is granted): one
@@ -235,19 +239,19 @@ class HubClient:
         except MissingFile:
             pass
 
-    def list_models_by_modification(self, author: str | None = None) -> Iterator[ListedModel]:
-        """Models, most recently modified first (all of `author`'s when named), with their commit.
+    def list_models_by_modification(self, author: str | None = None, repo_type: str = "model") -> Iterator[ListedModel]:
+        """Models (or, with `repo_type="dataset"`, datasets keyed `datasets/org/name`), most recently modified
+        first (all of `author`'s when named), with their commit.
 
         Pages (1,000 entries each on the Hub) are asked for one at a time as the caller iterates: stop
         iterating and no further page is requested. Errors are ours (HubUnavailable, RateLimited...)."""
+        lister = self.api.list_datasets if repo_type == "dataset" else self.api.list_models
         try:
-            models = self.api.list_models(
-                author=author, sort="last_modified", expand=["sha", "lastModified"], token=self._token
-            )
-            for info in models:
-                yield ListedModel(repo_id=info.id, sha=info.sha, last_modified=info.last_modified)
+            listed = lister(author=author, sort="last_modified", expand=["sha", "lastModified"], token=self._token)
+            for info in listed:
+                yield ListedModel(repo_id=repo_key(info.id, repo_type), sha=info.sha, last_modified=info.last_modified)
         except _HUB_ERRORS as err:
-            _translate(err, author or "the Hub", "list models")
+            _translate(err, author or "the Hub", f"list {repo_type}s")
 
     def list_derivatives(self, base: str, relation: str, limit: int) -> list[ListedDerivative]:
         """The models whose card names `base` with `relation`, most downloaded first, at most `limit` (one
@@ -273,9 +277,11 @@ class HubClient:
                         getattr(card, "base_model_relation", None), info.last_modified)
 
     def repo_exists(self, repo_id: str) -> bool:
-        """Whether the Hub has the model (a gated or private one it refuses to show counts as there): one request."""
+        """Whether the Hub has the model or dataset (a gated or private one it refuses to show counts as there): one
+        request."""
+        repo_type, hub_id = split_repo_key(repo_id)
         try:
-            return bool(self.api.repo_exists(repo_id, token=self._token))
+            return bool(self.api.repo_exists(hub_id, repo_type=repo_type, token=self._token))
         except Exception as err:  # noqa: BLE001 - every library error is translated in one place
             _translate(err, repo_id, "check it exists")
 
@@ -287,7 +293,8 @@ class HubClient:
 
         Pages are requested one at a time and no further than needed (`list_repo_commits` always walks
         the whole history)."""
-        url = f"{self.endpoint}/api/models/{repo_id}/commits/{quote(head_sha, safe='')}"
+        repo_type, hub_id = split_repo_key(repo_id)
+        url = f"{self.endpoint}/api/{repo_type}s/{hub_id}/commits/{quote(head_sha, safe='')}"
         commits: list[CommitInfo] = []
         try:
             for item in paginate(url, params={}, headers=build_hf_headers(token=self._token)):
@@ -306,7 +313,8 @@ class HubClient:
     def list_files(self, repo_id: str, sha: str) -> list[FileEntry]:
         """Every file of the commit's tree, with blob oids and LFS sha256."""
         try:
-            entries = list(self.api.list_repo_tree(repo_id, revision=sha, recursive=True))
+            repo_type, hub_id = split_repo_key(repo_id)
+            entries = list(self.api.list_repo_tree(hub_id, revision=sha, recursive=True, repo_type=repo_type))
         except _HUB_ERRORS as err:
             _translate(err, repo_id, f"list files at {sha[:12]}")
         files = []
@@ -332,7 +340,7 @@ class HubClient:
         against the tree's blob oid."""
         from huggingface_hub.utils import get_session, hf_raise_for_status
 
-        url = hf_hub_url(repo_id, path, revision=sha, endpoint=self.endpoint)
+        url = _file_url(repo_id, path, sha, self.endpoint)
         what = f"download {path} at {sha[:12]}"
         try:
             with get_session().stream("GET", url, headers=build_hf_headers(token=self._token), follow_redirects=True,
@@ -353,7 +361,7 @@ class HubClient:
         `max_block`, default 4 MiB), never more than `budget` bytes in all. A reader that asks for exactly
         what it needs (a zip's records) passes small blocks. Requests go through the library's HTTP session
         (token, request budget hooks); Hub errors are ours (`_translate`)."""
-        url = hf_hub_url(repo_id, path, revision=sha, endpoint=self.endpoint)
+        url = _file_url(repo_id, path, sha, self.endpoint)
         return HubRangeSource(url, size, budget, lambda: build_hf_headers(token=self._token),
                               f"{repo_id}: {path} at {sha[:12]}", repo_id, self.timeout_s, first_block or FIRST_BLOCK,
                               max_block or MAX_BLOCK)
@@ -361,7 +369,8 @@ class HubClient:
     def safetensors_manifest(self, repo_id: str, sha: str, path: str) -> WeightManifest:
         """A safetensors file's header, read by HTTP Range; a malformed header is a manifest error."""
         try:
-            meta = self.api.parse_safetensors_file_metadata(repo_id, path, revision=sha)
+            repo_type, hub_id = split_repo_key(repo_id)
+            meta = self.api.parse_safetensors_file_metadata(hub_id, path, revision=sha, repo_type=repo_type)
         except SafetensorsParsingError as err:
             # The library's message repeats repo, file and revision before "): "; keep the reason.
             reason = _first_line(err).rsplit("): ", 1)[-1]
@@ -471,6 +480,12 @@ class HubRangeSource(CountedSource):
                 break
         self._read += got
         return bytes(out)
+
+
+def _file_url(key: str, path: str, sha: str, endpoint: str) -> str:
+    """The `resolve` URL of a file of the model or dataset the stored key names."""
+    repo_type, hub_id = split_repo_key(key)
+    return hf_hub_url(hub_id, path, revision=sha, endpoint=endpoint, repo_type=repo_type)
 
 
 def _read_body(response: httpx2.Response, max_bytes: int | None) -> bytes:

@@ -91,16 +91,22 @@ def stored_model(store: Storage, revision: Revision) -> BomModel:
     for own in store.advisories.own(revision.repo_id):
         if own.record.get("withdrawn"):
             continue
-        if own.sha in ancestors and own.fixed_sha not in ancestors:
+        last = own.last_affected_sha
+        past_last = last is not None and last in ancestors and last != revision.sha
+        if own.sha in ancestors and own.fixed_sha not in ancestors and not past_last:
             model.own.append(own.record)
             model.analysed.append((own.record, "exploitable", f"{revision.sha[:12]} descends from {own.sha[:12]}, "
-                                   "which introduced it" + (f"; fixed at {own.fixed_sha[:12]}" if own.fixed_sha else "")))
+                                   "which introduced it" + (f"; fixed at {own.fixed_sha[:12]}" if own.fixed_sha else "")
+                                   + (f"; {last[:12]} is the last commit it affects" if last else "")))
         elif own.fixed_sha is not None and own.fixed_sha in ancestors:
             model.analysed.append((own.record, "resolved", f"fixed at {own.fixed_sha[:12]}, an ancestor of "
                                    f"{revision.sha[:12]}"))
+        elif past_last:
+            model.analysed.append((own.record, "not_affected", f"{revision.sha[:12]} comes after {str(last)[:12]}, the last "
+                                   "commit it affects (no fix is known: what it is about is no longer there as it was)"))
         else:
             model.analysed.append((own.record, "not_affected", f"{revision.sha[:12]} does not descend from "
-                                   f"{own.sha[:12]}, which introduced it: the files it is about are not in it"))
+                                   f"{own.sha[:12]}, which introduced it: what it is about is not in it"))
     _describe(store, revision, model)
     for link in store.advisories.links(revision.id):
         if link.status == "affected":

@@ -37,15 +37,17 @@ def gguf_scans(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
 
 def estimate_snapshot(snapshot: Snapshot, seq_len_cap: int = 2048, lora_rank: int = 16,
                       lora_targets: str | tuple[str, ...] = "all-linear", serve_contexts: tuple[int, ...] = (),
-                      kv_dtype: str | None = None, gpu_memory_utilization: float = 0.9) -> NewEstimate | None:
+                      kv_dtype: str | None = None, gpu_memory_utilization: float = 0.9,
+                      **costing: Any) -> NewEstimate | None:
     """The estimate of a revision (LoRA of ``lora_rank`` on ``lora_targets``; serving at ``serve_contexts`` too,
     with the cache at ``kv_dtype``); a repo of GGUF files alone is estimated from their headers
-    (estimator/gguf_inputs.py); None when it has no config.json, no weight headers and no GGUF header."""
+    (estimator/gguf_inputs.py); None when it has no config.json, no weight headers and no GGUF header. ``costing``
+    (``cost``: a workload, ``cards``: the card table) adds what a run costs (estimator/cost.py)."""
     config, error = snapshot.read_json("config.json")
     manifest = manifest_of(snapshot)
     options: dict[str, Any] = {"seq_len_cap": seq_len_cap, "lora_rank": lora_rank, "lora_targets": lora_targets,
                                "serve_contexts": serve_contexts, "kv_dtype": kv_dtype,
-                               "gpu_memory_utilization": gpu_memory_utilization}
+                               "gpu_memory_utilization": gpu_memory_utilization, **costing}
     if config is None and manifest is None:
         if "config.json" in snapshot.files:
             return NewEstimate(None, None, error)

@@ -22,7 +22,15 @@ from storage.event_log import NewEvent
 from storage.front import Storage
 from storage.health import write_failure
 from storage.history import NewChange, NewEstimate, NewFile, NewRevision
-from storage.kinds import ESTIMATE_CHANGED, PARKED_STATES, REPO_HISTORY_SQUASHED, REPO_VISIBILITY_CHANGED
+from storage.kinds import (
+    COST_CHANGED,
+    ESTIMATE_CHANGED,
+    LINT_APPEARED,
+    LINT_RESOLVED,
+    PARKED_STATES,
+    REPO_HISTORY_SQUASHED,
+    REPO_VISIBILITY_CHANGED,
+)
 from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
@@ -31,10 +39,13 @@ from tracker.errors import HubwatchError, RateLimited, RepoMoved, RepoReplaced
 from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
 from tracker.pipeline.behaviour_store import BehaviourStore
+from tracker.pipeline.cost_change import cost_change
+from tracker.pipeline.dataset_revision import DatasetRevision, DatasetSummary, is_dataset, summarize_dataset
 from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
 from tracker.pipeline.repo_state import failed_state, gated_state, moved_state, restored_state, state_of
 from tracker.pipeline.snapshot_io import FetchedSnapshot, Gate, fetch_snapshot, gate_mode, gated_note
 from tracker.pipeline.template_matrix import MatrixStore
+from tracker.pipeline.verify import lint_changes, share_tokenizer_facts, should_verify, undecided, verify_snapshot
 from tracker.polling.outcome import IngestedRevision, PollOutcome
 from tracker.revision.changes import Change, ChangeKind, Severity
 from tracker.revision.classify import is_pickle, kind_of
@@ -58,9 +69,11 @@ class IngestTarget:
 
 class Ingestor:
     def __init__(
-        self, store: Storage, hub: HubClient, settings: Settings, advisories: AdvisoryService | None = None
+        self, store: Storage, hub: HubClient, settings: Settings, advisories: AdvisoryService | None = None,
+        dataset_summary: DatasetSummary = summarize_dataset,
     ) -> None:
         self.store = store
+        self.dataset_summary = dataset_summary  # each dataset revision's changes beyond its files (dataset_revision.py)
         self.hub = hub
         self.settings = settings
         self.advisories = advisories
@@ -321,12 +334,17 @@ class Ingestor:
             fetched.new_blobs.update(behaviour_blobs)
         engine_changes, matrix_scans, matrix_blobs = self.matrices.changes(parent_snapshot, fetched.snapshot)
         changes = repo_facts + _gated_changes(gate, fetched) + changes + engine_changes
+        if is_dataset(watch.repo_id):  # the dataset summary: before the write, like every read of the revision
+            changes += self.dataset_summary(DatasetRevision(self.hub, self.store, fetched, parent_snapshot))
         fetched.new_file_scans.extend(matrix_scans)
         fetched.new_blobs.update(matrix_blobs)
         if fetched.gated:  # weights unread: the stored estimate stands rather than one from part of the headers
             estimate, estimate_events = None, []
         else:
             estimate, estimate_events = self._estimate(watch.repo_id, commit.sha, fetched.snapshot, changes, is_baseline)
+        if not fetched.gated:  # a gated revision's files are partly unread: no finding comes or goes on them
+            estimate_events = estimate_events + self._verify(watch.repo_id, commit.sha, parent_snapshot,
+                                                             fetched.snapshot, changes, is_baseline)
         title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
         events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline), *estimate_events]
         events += [change_event(watch.repo_id, commit.sha, REPO_HISTORY_SQUASHED, c) for c in repo_facts if c.detail.get("squash")]
@@ -367,8 +385,10 @@ class Ingestor:
         if not should_estimate(is_baseline, changes, previous.result if previous else None):
             return None, []
         settings = self.settings.estimate
+        priced = self.settings.cost
         estimate = estimate_snapshot(snapshot, settings.seq_len_cap, settings.lora_rank, settings.targets,
-                                     settings.serve_contexts, settings.kv_dtype, settings.gpu_memory_utilization)
+                                     settings.serve_contexts, settings.kv_dtype, settings.gpu_memory_utilization,
+                                     cost=priced.workload(), cards=priced.card_table())
         if estimate is None:
             return None, []
         if not is_baseline and previous is not None and (estimate.result, estimate.error) == (
@@ -377,12 +397,37 @@ class Ingestor:
         ):
             return None, []  # the stored estimate still stands: no row repeats it
         change = estimate_change(None if is_baseline else previous, estimate)
+        costly = None if is_baseline or previous is None or previous.result is None or estimate.result is None else \
+            cost_change(previous.result.get("cost"), estimate.result.get("cost"), priced.change_threshold)
+        events = [] if costly is None else [change_event(repo_id, sha, COST_CHANGED, costly)]
+        changes.extend([costly] if costly else [])
         if change is None:
-            return estimate, []
+            return estimate, events
         changes.append(change)
         if change.severity < Severity.NOTICE:
-            return estimate, []
-        return estimate, [change_event(repo_id, sha, ESTIMATE_CHANGED, change)]
+            return estimate, events
+        return estimate, [change_event(repo_id, sha, ESTIMATE_CHANGED, change), *events]
+
+    def _verify(self, repo_id: str, sha: str, parent: Snapshot | None, snapshot: Snapshot, changes: list[Change],
+                is_baseline: bool) -> list[NewEvent]:
+        """Rerun the structure verifier when the config, tokenizer or weights moved (or on a first revision): the
+        findings that appeared and those resolved against the parent join `changes`, each a notice or louder an
+        event (lint.appeared, lint.resolved). A first revision's findings are its change, announced by its
+        revision.ingested event, as its estimate is."""
+        if not should_verify(is_baseline, changes):
+            return []
+        if parent is not None and not is_baseline:
+            share_tokenizer_facts(parent, snapshot)
+        before = None if is_baseline or parent is None else verify_snapshot(parent)
+        appeared, resolved = lint_changes(before, verify_snapshot(snapshot), undecided(snapshot))
+        events = []
+        for change, kind in ((appeared, LINT_APPEARED), (resolved, LINT_RESOLVED)):
+            if change is None:
+                continue
+            changes.append(change)
+            if change.severity >= Severity.NOTICE and not is_baseline:
+                events.append(change_event(repo_id, sha, kind, change))
+        return events
 
     def _stored_snapshot(self, repo_id: str, sha: str | None) -> Snapshot | None:
         if sha is None:

@@ -7,6 +7,11 @@ per scope in the database: "*" for every model (the individually watched repos),
 org or user followed with `watch add 'ORG/*'` (whose new models become watches of their own here).
 Only the Hub's timestamps are compared, never our clock, so a skewed local clock cannot hide a move.
 
+Datasets: an org's datasets followed with `watch add 'ORG/*' --type dataset` are the author `datasets/ORG` (the
+prefix of their keys, `datasets/ORG/NAME`), read from the Hub's dataset listing (`/api/datasets?author=ORG`) in a
+pass of their own, never from the listing of every model; a dataset watched on its own is not covered by the
+listing of every model and is polled at its own interval.
+
 What a listing cannot promise (a page that repeats or skips entries, a cursor that loops, a sha the
 repo's own model info does not confirm, a private or renamed repo) is caught by the slow per-repo
 reconcile ([poll] reconcile_interval) and by the ingest itself: a poll ingests only commits it has
@@ -48,9 +53,30 @@ class ListedModel:
 
 
 class ModelListing(Protocol):
-    """The Hub's model listing, newest modification first (tracker/hub/client.py's HubClient, handed in)."""
+    """The Hub's model (or dataset) listing, newest modification first (tracker/hub/client.py's HubClient, handed
+    in)."""
 
-    def list_models_by_modification(self, author: str | None = None) -> Iterator[ListedModel]: ...
+    def list_models_by_modification(self, author: str | None = None, repo_type: str = "model") -> Iterator[ListedModel]: ...
+
+
+DATASET_AUTHOR_PREFIX = "datasets/"  # a followed org's datasets: the author `datasets/ORG`
+
+
+def owner_of(repo_id: str) -> str:
+    """The author a watch's repo belongs to as follows are keyed: `org` of a model `org/name`, `datasets/org` of a
+    dataset `datasets/org/name`."""
+    return repo_id.rpartition("/")[0]
+
+
+def is_dataset_author(author: str) -> bool:
+    return author.startswith(DATASET_AUTHOR_PREFIX)
+
+
+def _listing_of(author: str | None) -> tuple[str | None, str]:
+    """What to ask the Hub's listing for an author scope: (author, repo type)."""
+    if author is not None and is_dataset_author(author):
+        return author[len(DATASET_AUTHOR_PREFIX):], "dataset"
+    return author, "model"
 
 PAGE = 1000  # the Hub's page of /api/models
 MAX_ENTRIES = 100_000  # a pass that has not met its mark after this many models is cut (and retried)
@@ -131,8 +157,10 @@ class ListingPass:
         past them: a pass cut there (a killed worker) leaves the mark where it was, and the next pass lists
         them again. `fresh_after_s`: a pass over every model idle longer starts afresh (only when it lists
         followed authors alone: their own passes cover the gap)."""
-        authors = self._listings.list_author_watches()
-        followed = {a.author for a in authors}
+        every = self._listings.list_author_watches()
+        followed = {a.author for a in every}
+        authors = [a for a in every if not is_dataset_author(a.author)]  # the listing of every model holds no dataset
+        dataset_authors = [a.author for a in every if is_dataset_author(a.author) and (due is None or a.author in due)]
         others = include_all and self._listings.watch_count(except_authors=followed) > 0
         choice = choose_passes(*self.costs(authors, due, fresh_after_s, others), hub_needed=others)
         passes: list[ScopePass] = []
@@ -141,7 +169,7 @@ class ListingPass:
             hub_pass, author_passes = self._scan_every_model(followed, set(choice.via_hub), others, choice.fresh, on_moved)
             passes += [hub_pass, *author_passes]
             covered = {p.scope.removeprefix("author:") for p in author_passes}
-        own = [*choice.own, *(a for a in choice.via_hub if a not in covered)]
+        own = [*choice.own, *(a for a in choice.via_hub if a not in covered), *dataset_authors]
         passes += [self._scan(author_scope(author), author, followed, on_moved) for author in own]
         log.info(
             "listing_pass_finished",
@@ -185,7 +213,7 @@ class ListingPass:
         state = self._listings.listing_state(scope)
         mark = state.high_water_at if state else None
         result, seen = self._read(scope, author, mark)
-        watches = [w for w in self._listings.watches_of(seen) if author is not None or w.repo_id.split("/")[0] not in followed]
+        watches = [w for w in self._listings.watches_of(seen) if author is not None or owner_of(w.repo_id) not in followed]
         self._moved(result, seen, watches)
         if author is not None and (result.complete or seen):
             result.discovered = self._listings.add_discovered_watches(author, seen)
@@ -207,7 +235,10 @@ class ListingPass:
         limit = self._first_entries if mark is None and author is None else self._max_entries
         repeats_in_row = 0
         try:
-            for item in self._hub.list_models_by_modification(author):
+            asked, repo_type = _listing_of(author)
+            listed = (self._hub.list_models_by_modification(asked, repo_type=repo_type) if repo_type != "model"
+                      else self._hub.list_models_by_modification(asked))
+            for item in listed:
                 if item.repo_id in seen:
                     result.repeated += 1
                     repeats_in_row += 1
@@ -254,8 +285,7 @@ class ListingPass:
         mark = None if fresh or state is None else state.high_water_at
         result, seen = self._read(ALL_MODELS, None, mark)
 
-        def owner(repo_id: str) -> str:
-            return repo_id.split("/")[0]
+        owner = owner_of
 
         wanted = [r for r in seen if owner(r) in via_hub or (others and owner(r) not in followed)] if result.complete else []
         if others and not result.complete:
@@ -355,7 +385,7 @@ class ListingJob:
         wanted: list[tuple[str, str]] = []
         try:
             followed = {scope.scope.removeprefix("author:") for scope in passes if scope.scope != ALL_MODELS}
-            wanted = [(r, b) for r, b in self._listings.watches_to_retry() if include_all or r.split("/")[0] in followed]
+            wanted = [(r, b) for r, b in self._listings.watches_to_retry() if include_all or owner_of(r) in followed]
         except Exception as err:  # noqa: BLE001 - as above: the moves found are still polled
             log.error("listing_retries_failed", error=f"{type(err).__name__}: {err}")
         polled = {move for scope in passes for move in scope.moved}
@@ -386,18 +416,25 @@ class ListingJob:
         """The Hub requests a window of listing rounds is expected to cost, from what each pass cost last time:
         the pass over every model and the own passes of the authors it does not cover, or a round of per-author
         passes at each author's cadence, whichever `choose_passes` would pick."""
-        authors = self._listings.list_author_watches()
-        if not include_all and not authors:
+        every = self._listings.list_author_watches()
+        if not include_all and not every:
             return 0.0
-        others = include_all and self._listings.watch_count(except_authors={a.author for a in authors}) > 0
+        others = include_all and self._listings.watch_count(except_authors={a.author for a in every}) > 0
+        authors = [a for a in every if not is_dataset_author(a.author)]
+        datasets = [a for a in every if is_dataset_author(a.author)]
+        states = {state.scope: state for state in self._listings.listing_states()}
+        now = self._clock()
+        own_datasets = sum(
+            pages_of(_pages(states.get(author_scope(a.author)))) * WINDOW_S
+            / quiet_cadence_s(self.interval_s, getattr(states.get(author_scope(a.author)), "high_water_at", None), now)
+            for a in datasets
+        )
         author_costs, hub = self._pass.costs(authors, None, None, others)
         choice = choose_passes(author_costs, hub, hub_needed=others)
         rounds = WINDOW_S / self.interval_s
         if choice.hub:
-            return rounds * pages_of(hub.pages)  # the authors not covered yet are listed once, then covered
-        states = {state.scope: state for state in self._listings.listing_states()}
-        now = self._clock()
-        return sum(
+            return rounds * pages_of(hub.pages) + own_datasets  # the authors not covered yet are listed once, then covered
+        return own_datasets + sum(
             pages_of(cost.pages) * WINDOW_S
             / quiet_cadence_s(self.interval_s, getattr(states.get(author_scope(cost.author)), "high_water_at", None), now)
             for cost in author_costs
@@ -447,7 +484,8 @@ class ListingJob:
         except Exception as err:  # noqa: BLE001 - a failing database leaves the plan to the watch list alone
             log.error("listing_plan_failed", error=f"{type(err).__name__}: {err}")
             followed = set()
-        covered = [listing or w.repo_id.split("/")[0] in followed for w in watches]
+        # a dataset is covered by its followed org's dataset listing only, never by the listing of every model
+        covered = [(listing and not is_dataset_author(w.repo_id)) or owner_of(w.repo_id) in followed for w in watches]
         reconcile_s = self.reconcile_interval_s(sum(covered))
         own = {
             f"{w.repo_id}@{w.branch}": max(w.interval_s, reconcile_s) if listed else w.interval_s

@@ -55,6 +55,7 @@ class ChangeKind(str, enum.Enum):
     REPO = "repo"
     ESTIMATE = "estimate"
     STOP_TOKENS = "stop_tokens"  # the set of token ids generation stops on, and the template's end of turn
+    LINT = "lint"  # a structure verifier finding that appeared or was resolved (estimator/lints.py)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 
 from storage.event_log import NewEvent
-from storage.kinds import REVISION_INGESTED
+from storage.kinds import REVISION_INGESTED, split_repo_key
 from tracker.revision.changes import Change, ChangeKind, Severity, max_severity
 
 # How much of each side of a changed prompt an event carries for chat messages.
@@ -62,7 +62,7 @@ def _moved_only(changes: Sequence[Change], kind: ChangeKind) -> bool:
 
 def revision_title(repo_id: str, changes: Sequence[Change], is_baseline: bool, file_count: int) -> str:
     """e.g. "Llama-3.1-8B-Instruct: chat template and eos token changed (warning)"."""
-    name = repo_id.split("/", 1)[-1]
+    name = display_name(repo_id)
     if is_baseline:
         return f"{name}: now watched, baseline of {file_count} file{'s' if file_count != 1 else ''} recorded"
     phrases: list[str] = []
@@ -128,11 +128,17 @@ def _prompt_sample(changes: Sequence[Change]) -> dict[str, str] | None:
     return None
 
 
+def display_name(repo_id: str) -> str:
+    """A repo's name as event titles show it: `Llama-3.1-8B` for a model, `super (dataset)` for a dataset."""
+    repo_type, hub_id = split_repo_key(repo_id)
+    return hub_id.split("/", 1)[-1] + (" (dataset)" if repo_type == "dataset" else "")
+
+
 def change_event(repo_id: str, sha: str, kind: str, change: Change, extra: str = "") -> NewEvent:
     """An event that announces one change on its own (an estimate that moved, a repo made private):
     "Llama-3.1-8B: full fine-tune no longer fits L4 24GB (warning)". `extra` tells apart events of
     the same kind at the same sha."""
-    name = repo_id.split("/", 1)[-1]
+    name = display_name(repo_id)
     return NewEvent(
         event_id=event_id(repo_id, sha, kind, extra),
         kind=kind,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from refdocs import cli, configuration, events, http_api, performance, webhooks
+from refdocs import cli, configuration, events, http_api, lints, performance, webhooks
 
 RENDERERS: dict[str, Callable[[], str]] = {
     "cli-commands": cli.render,
     "configuration": configuration.render,
     "events": events.render,
     "http-api": http_api.render,
+    "lints": lints.render,
     "performance": performance.render,
     "webhook-payloads": webhooks.render,
 }

@@ -346,13 +346,16 @@ class ReplayServer:
         with self._lock:
             self._list_fault = (kind, n) if kind else None
 
-    def _listing(self, anonymous: bool, author: str | None) -> list[tuple[RepoHistory, ReplayCommit, datetime, str]]:
-        """The models a listing shows: (repo, head commit, lastModified, listed sha)."""
+    def _listing(self, anonymous: bool, author: str | None, datasets: bool = False,
+                 ) -> list[tuple[RepoHistory, ReplayCommit, datetime, str]]:
+        """The models (`datasets`: the datasets) a listing shows: (repo, head commit, lastModified, listed sha)."""
         with self._lock:
             out = []
             for repo_id, repo in self._repos.items():
                 n = self._heads[repo_id]
-                if n == 0 or (repo.private and anonymous) or (author and repo_id.split("/")[0] != author):
+                if repo_id.startswith("datasets/") != datasets:
+                    continue
+                if n == 0 or (repo.private and anonymous) or (author and repo_id.removeprefix("datasets/").split("/")[0] != author):
                     continue
                 if self._states.get(repo_id) in ("deleted", "disabled"):
                     continue
@@ -456,11 +459,13 @@ class ReplayServer:
 
     # -- admin routes, for a server in another process
     def _admin(self, method: str, path: str, query: dict[str, list[str]]) -> Response:
-        """POST /_replay/advance/{org}/{name}, POST /_replay/head/{org}/{name}?n=N,
+        """(A dataset's routes name it `datasets/{org}/{name}`.) POST /_replay/advance/{org}/{name}, POST /_replay/head/{org}/{name}?n=N,
         POST /_replay/state/{org}/{name}?state=S[&gated=MODE], POST /_replay/rename/{org}/{name}?to=ORG/NAME,
         POST /_replay/storage/{org}/{name}?to=cdn|xet, POST /_replay/squash/{org}/{name},
         GET /_replay/requests, POST /_replay/reset-requests, GET /_replay/repos."""
         parts = path.strip("/").split("/")
+        if len(parts) == 5 and parts[2] == "datasets":  # a dataset: /_replay/<op>/datasets/{org}/{name}
+            parts = [parts[0], parts[1], f"datasets/{parts[3]}", parts[4]]
         if method == "GET" and parts == ["_replay", "requests"]:
             return json_response(200, [asdict(r) for r in self.requests])
         if method == "GET" and parts == ["_replay", "repos"]:

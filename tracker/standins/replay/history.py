@@ -205,6 +205,9 @@ class RepoHistory:
         self.commits = commits
         self.trees = trees
         self.by_sha = {c.sha: c for c in commits}
+        # A dataset's Parquet conversion (`refs/convert/parquet`): its commits, each shown once the branch shows
+        # `after` commits (a conversion may lag the head), parented on the one before.
+        self.conversions: list[tuple[int, ReplayCommit]] = []
         self._tree_oids: dict[tuple[str, str], str] = {}
         self._identity: tuple[str, datetime] | None = None  # kept when its history is replaced (a squash)
 
@@ -224,11 +227,38 @@ class RepoHistory:
 
     def chain(self, sha: str) -> list[ReplayCommit]:
         """The commits reachable from `sha` through parent links, newest first."""
-        out, current = [], self.by_sha.get(sha)
+        converted = {c.sha: c for _, c in self.conversions}
+        out, current = [], self.by_sha.get(sha) or converted.get(sha)
         while current is not None:
             out.append(current)
-            current = self.by_sha.get(current.parent) if current.parent else None
+            current = (self.by_sha.get(current.parent) or converted.get(current.parent)) if current.parent else None
         return out
+
+    def converted(self, n: int) -> list[ReplayCommit]:
+        """The conversion commits shown while the branch shows `n` commits, oldest first."""
+        return [commit for after, commit in self.conversions if after <= n]
+
+    def add_conversion(self, after: int, files: dict[str, TreeEntry | bytes | None], title: str = "Update parquet files",
+                       date: datetime | None = None) -> ReplayCommit:
+        """One more commit of the Parquet conversion branch, over the previous conversion's tree (`files`: a path's
+        new TreeEntry or bytes, None: deleted), shown once the branch shows `after` commits."""
+        parent = self.conversions[-1][1] if self.conversions else None
+        tree = dict(self.trees[parent.sha]) if parent else {}
+        for path, value in files.items():
+            if value is None:
+                tree.pop(path, None)
+            else:
+                tree[path] = value if isinstance(value, TreeEntry) else TreeEntry(BytesBlob(value))
+        index = len(self.conversions)
+        dirname = f"convert-{index + 1:04d}"
+        sha = hashlib.sha1(f"{self.repo_id}\n{dirname}\n{after}".encode()).hexdigest()
+        base = self.commits[max(0, min(after, len(self.commits)) - 1)].date
+        commit = ReplayCommit(sha=sha, title=title, message="", authors=("parquet-converter",),
+                              date=date or base + timedelta(minutes=5), dirname=dirname,
+                              parent=parent.sha if parent else None, index=index, touched=frozenset(files))
+        self.trees[sha] = tree
+        self.conversions.append((after, commit))
+        return commit
 
     def node(self, sha: str, path: str) -> Node | None:
         """The file or folder at `path` ("" is the root folder), or None."""
@@ -398,11 +428,12 @@ def _apply_commit(parent_tree: Tree, folder: Path, spec: dict[str, Any]) -> tupl
     return tree, frozenset(touched)
 
 
-def load_repo(folder: Path) -> RepoHistory:
-    """Load one `<root>/<org>/<name>/` folder."""
+def load_repo(folder: Path, prefix: str = "") -> RepoHistory:
+    """Load one `<root>/<org>/<name>/` folder (`prefix` "datasets/": a dataset's `<root>/datasets/<org>/<name>/`,
+    whose id is `datasets/<org>/<name>`)."""
     meta = _read_json(folder / "repo.json")
     repo_id = meta.get("id")
-    if repo_id != f"{folder.parent.name}/{folder.name}":
+    if repo_id != f"{prefix}{folder.parent.name}/{folder.name}":
         raise HistoryError(f"{folder}/repo.json: id {repo_id!r} does not match the folder")
     commits: list[ReplayCommit] = []
     trees: dict[str, Tree] = {}
@@ -450,6 +481,9 @@ def load_roots(roots: list[Path]) -> dict[str, RepoHistory]:
         for repo_json in sorted(root.glob("*/*/repo.json")):
             history = load_repo(repo_json.parent)
             repos[history.repo_id] = history
+        for repo_json in sorted(root.glob("datasets/*/*/repo.json")):  # dataset repos: `datasets/org/name`
+            history = load_repo(repo_json.parent, "datasets/")
+            repos[history.repo_id] = history
     return repos
 
 
@@ -493,9 +527,10 @@ def synthetic_history(repo_id: str, commits: int = 1, start: datetime | None = N
 
 
 def scripted_history(repo_id: str, steps: list[dict[str, bytes | TreeEntry | None]], start: datetime | None = None,
-                     gated: str | bool = False) -> RepoHistory:
+                     gated: str | bool = False, titles: list[str] | None = None) -> RepoHistory:
     """A repo built in memory from `steps`, one commit each, an hour apart: each maps a path to its new bytes (a
-    regular file), a TreeEntry (an LFS file: `lfs_entry`) or None (deleted), over the parent's tree."""
+    regular file), a TreeEntry (an LFS file: `lfs_entry`) or None (deleted), over the parent's tree; `titles`: the
+    commits' titles (default "step N")."""
     start = start or datetime(2024, 1, 1, tzinfo=UTC)
     made: list[ReplayCommit] = []
     trees: dict[str, Tree] = {}
@@ -509,7 +544,7 @@ def scripted_history(repo_id: str, steps: list[dict[str, bytes | TreeEntry | Non
                 tree[path] = value if isinstance(value, TreeEntry) else TreeEntry(BytesBlob(value))
         dirname = f"{index + 1:04d}-step-{index + 1}"
         sha = hashlib.sha1(f"{repo_id}\n{dirname}\n{sorted(step)}".encode()).hexdigest()
-        made.append(ReplayCommit(sha=sha, title=f"step {index + 1}", message="", authors=("scripted",),
+        made.append(ReplayCommit(sha=sha, title=titles[index] if titles else f"step {index + 1}", message="", authors=("scripted",),
                                  date=start + timedelta(hours=index), dirname=dirname,
                                  parent=made[-1].sha if made else None, index=index, touched=frozenset(step)))
         trees[sha] = tree

@@ -46,8 +46,18 @@ DEFAULT_KEYS = (
     "author sha lastModified private disabled gated downloads likes tags pipeline_tag library_name "
     "createdAt cardData config siblings spaces safetensors usedStorage".split()
 )
-API_ROUTE = re.compile(r"^/api/models/([^/]+)/([^/]+)(/.*)?$")
-RESOLVE_ROUTE = re.compile(r"^/([^/]+)/([^/]+)/resolve/([^/]+)/(.+)$")
+# Dataset repos are held under their key `datasets/org/name` (storage.kinds.repo_key): the API's
+# `/api/datasets/org/name` and the files' `/datasets/org/name/resolve/...` name them; answers call them `org/name`.
+API_ROUTE = re.compile(r"^/api/(models|datasets)/([^/]+)/([^/]+)(/.*)?$")
+RESOLVE_ROUTE = re.compile(r"^/(datasets/)?([^/]+)/([^/]+)/resolve/([^/]+)/(.+)$")
+DATASET_PREFIX = "datasets/"
+CONVERT_REF = "refs/convert/parquet"  # the dataset viewer's Parquet conversion branch
+DATASET_EXPAND_KEYS = frozenset(
+    "author cardData citation createdAt description disabled downloads downloadsAllTime gated lastModified likes "
+    "paperswithcode_id private resourceGroup sha siblings tags trendingScore usedStorage".split()
+)
+DATASET_DEFAULT_KEYS = "author sha lastModified private disabled gated downloads likes tags createdAt cardData siblings".split()
+DATASET_LIST_DEFAULT_KEYS = "id author sha lastModified private gated disabled downloads likes tags createdAt".split()
 RANGE = re.compile(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*")
 
 
@@ -74,7 +84,8 @@ class ReplayState(Protocol):
 
     def _last_modified(self, repo: RepoHistory, commit: ReplayCommit) -> datetime: ...
 
-    def _listing(self, anonymous: bool, author: str | None) -> list[tuple[RepoHistory, ReplayCommit, datetime, str]]: ...
+    def _listing(self, anonymous: bool, author: str | None, datasets: bool = False,
+                 ) -> list[tuple[RepoHistory, ReplayCommit, datetime, str]]: ...
 
 
 @dataclass
@@ -156,11 +167,12 @@ class Exchange:
             return moved
         if match := RESOLVE_ROUTE.match(self.raw_path):
             if self.method in ("GET", "HEAD"):
-                org, name, rev, path = (unquote(g) for g in match.groups())
-                return self.resolve(f"{org}/{name}", rev, path)
+                org, name, rev, path = (unquote(g) for g in match.groups()[1:])
+                return self.resolve(f"{match[1] or ''}{org}/{name}", rev, path)
         elif match := API_ROUTE.match(self.raw_path):
-            repo_id = f"{unquote(match[1])}/{unquote(match[2])}"
-            rest = [unquote(part) for part in (match[3] or "").split("/")[1:]]
+            prefix = DATASET_PREFIX if match[1] == "datasets" else ""
+            repo_id = f"{prefix}{unquote(match[2])}/{unquote(match[3])}"
+            rest = [unquote(part) for part in (match[4] or "").split("/")[1:]]
             get = self.method in ("GET", "HEAD")
             if rest in ([], [""]) and get:
                 return self.model_info(repo_id, None)
@@ -178,6 +190,8 @@ class Exchange:
                 return self.paths_info(repo_id, rest[1])
         elif self.raw_path in ("/api/models", "/api/models/") and self.method in ("GET", "HEAD"):
             return self.list_models()
+        elif self.raw_path in ("/api/datasets", "/api/datasets/") and self.method in ("GET", "HEAD"):
+            return self.list_models(datasets=True)
         elif self.raw_path.startswith(("/api/models/", "/api/datasets/", "/api/spaces/")):
             raise HubError(401 if self.auth == "anonymous" else 404, "Repository not found", "RepoNotFound")
         raise HubError(404, "Sorry, we can't find the page you are looking for.")
@@ -186,16 +200,20 @@ class Exchange:
         """A request for a renamed repo's old name: 307 to the same path and query under the new name, as the Hub
         answers on the API and on /resolve/."""
         match = RESOLVE_ROUTE.match(self.raw_path)
-        prefix = ""
-        if match is None:
-            match, prefix = API_ROUTE.match(self.raw_path), "/api/models"
-        if match is None:
-            return None
-        new = self.replay._renamed_to(f"{unquote(match[1])}/{unquote(match[2])}")
+        if match is not None:
+            kind, prefix = match[1] or "", ""
+        else:
+            match = API_ROUTE.match(self.raw_path)
+            if match is None:
+                return None
+            kind = DATASET_PREFIX if match[1] == "datasets" else ""
+            prefix = f"/api/{match[1]}"
+        new = self.replay._renamed_to(f"{kind}{unquote(match[2])}/{unquote(match[3])}")
         if new is None:
             return None
-        rest = self.raw_path[match.end(2):]
-        location = f"{self.base_url}{prefix}/{new}{rest}" + (f"?{self.raw_query}" if self.raw_query else "")
+        rest = self.raw_path[match.end(3):]
+        shown = new.removeprefix(DATASET_PREFIX) if prefix else new  # /api/datasets/<org/name>, /datasets/<org/name>/resolve
+        location = f"{self.base_url}{prefix}/{shown}{rest}" + (f"?{self.raw_query}" if self.raw_query else "")
         return json_response(307, {"error": f"Repository moved to {new}"}, {"Location": location})
 
     # -- look-ups
@@ -212,6 +230,13 @@ class Exchange:
     def _commit(self, repo: RepoHistory, n: int, rev: str | None) -> ReplayCommit:
         shown = repo.commits[:n]
         branch_head = shown[-1]
+        converted = repo.converted(n)
+        if rev == CONVERT_REF and converted:
+            return converted[-1]
+        if rev is not None and converted and re.fullmatch(r"[0-9a-f]{7,40}", rev):
+            found = [c for c in converted if c.sha.startswith(rev)]
+            if len(found) == 1 and not any(c.sha.startswith(rev) for c in shown):
+                return found[0]
         if rev is None or rev in (repo.default_branch, f"refs/heads/{repo.default_branch}"):
             if rev is not None and self.replay._state_of(repo.repo_id)[0] == "branch_deleted":
                 raise HubError(404, f"Invalid rev id: {rev or repo.default_branch}", "RevisionNotFound")
@@ -227,7 +252,7 @@ class Exchange:
         if repo.gated and (self.auth != "user" or not granted):
             raise HubError(
                 401 if self.auth != "user" else 403,
-                f"Access to model {repo.repo_id} is restricted. You must have access to it and be authenticated"
+                f"Access to {_kind_word(repo)} {_hub_id(repo)} is restricted. You must have access to it and be authenticated"
                 " to access it. Please log in.",
                 "GatedRepo",
             )
@@ -241,23 +266,27 @@ class Exchange:
     def model_info(self, repo_id: str, rev: str | None) -> Response:
         repo, n = self._repo(repo_id)
         commit = self._commit(repo, n, rev)
+        dataset = _is_dataset(repo)
         fields = _model_fields(repo, commit, blobs=_flag(self.query.get("blobs")))
         if commit.sha == repo.commits[n - 1].sha:
             with self.replay._lock:
                 fields["lastModified"] = _iso(self.replay._last_modified(repo, commit))
-        identity = {"_id": fields.pop("_id"), "id": repo.repo_id}
+        identity = {"_id": fields.pop("_id"), "id": _hub_id(repo)}
         expand = self.query.get("expand") or self.query.get("expand[]")
         if expand:
-            if unknown := sorted(set(expand) - EXPAND_KEYS):
+            if unknown := sorted(set(expand) - (DATASET_EXPAND_KEYS if dataset else EXPAND_KEYS)):
                 raise HubError(400, f'"expand" must be one of the allowed values, not {", ".join(unknown)}')
             return json_response(200, {**identity, **{k: fields[k] for k in expand if k in fields}})
+        if dataset:
+            return json_response(200, {**identity, **{k: fields[k] for k in DATASET_DEFAULT_KEYS if k in fields}})
         data = {**identity, "modelId": repo.repo_id, **{k: fields[k] for k in DEFAULT_KEYS if k in fields}}
         if _flag(self.query.get("securityStatus")):
             data["securityRepoStatus"] = {"scansDone": True, "filesWithIssues": []}
         return json_response(200, data)
 
-    def list_models(self) -> Response:
-        """GET /api/models: `author`, `filter` (every value given must be one of the model's tags, the
+    def list_models(self, datasets: bool = False) -> Response:
+        """GET /api/models (and, `datasets`, GET /api/datasets: the same over dataset repos): `author`, `filter`
+        (every value given must be one of the model's tags, the
         family tags `base_model:<relation>:<id>` of its card included), `sort` (lastModified, createdAt,
         downloads, id), `direction` (-1, the default with a sort, or 1), `limit` (at most 1,000, the page),
         `expand` / `expand[]`, and the page cursor of the `Link: <...>; rel="next"` header (an opaque
@@ -273,7 +302,7 @@ class Exchange:
             raise HubError(400, f"Invalid direction: {direction!r}")
         limit = max(1, min(_int_param(query, "limit", self.replay.list_page), LIST_PAGE))
         expand = query.get("expand") or query.get("expand[]") or []
-        if unknown := sorted(set(expand) - EXPAND_KEYS):
+        if unknown := sorted(set(expand) - (DATASET_EXPAND_KEYS if datasets else EXPAND_KEYS)):
             raise HubError(400, f'"expand" must be one of the allowed values, not {", ".join(unknown)}')
 
         def key(entry: tuple[RepoHistory, ReplayCommit, datetime, str]) -> tuple[str, str]:
@@ -283,7 +312,7 @@ class Exchange:
             at = modified if sort == "lastModified" else repo.created_at
             return ("" if sort == "id" else _iso(at), repo.repo_id)
 
-        entries = self.replay._listing(self.auth == "anonymous", author)
+        entries = self.replay._listing(self.auth == "anonymous", author, datasets)
         if wanted:
             entries = [e for e in entries if wanted <= set(_tags(e[0], e[1]))]
         entries = sorted(entries, key=key, reverse=direction == "-1")
@@ -310,7 +339,9 @@ class Exchange:
         if self.replay._state_of(repo_id)[0] != "branch_deleted":
             head = self._commit(repo, n, None)
             branches.append({"name": repo.default_branch, "ref": f"refs/heads/{repo.default_branch}", "targetCommit": head.sha})
-        data: dict[str, Any] = {"branches": branches, "converts": [], "tags": []}
+        converted = repo.converted(n)
+        converts = [{"name": "parquet", "ref": CONVERT_REF, "targetCommit": converted[-1].sha}] if converted else []
+        data: dict[str, Any] = {"branches": branches, "converts": converts, "tags": []}
         if _flag(self.query.get("include_prs")):
             data["pullRequests"] = []
         return json_response(200, data)
@@ -381,6 +412,8 @@ class Exchange:
             "Accept-Ranges": "bytes",
             "Content-Type": "application/octet-stream",
         }
+        if commit.sha not in {c.sha for c in repo.commits}:  # a conversion's file: the Hub names its revision
+            headers["X-Revision"] = commit.sha
         if isinstance(blob, LfsBlob):
             etag = f'"{blob.lfs_sha256}"'
             headers.update({"ETag": etag, "X-Linked-Etag": etag, "X-Linked-Size": str(blob.size)})
@@ -432,13 +465,19 @@ def _decode_cursor(value: str) -> tuple[str, str]:
 def _listed_json(entry: tuple[RepoHistory, ReplayCommit, datetime, str], expand: list[str]) -> dict[str, Any]:
     """One /api/models entry: `_id`, `id` and the expanded keys, or the listing's default keys."""
     repo, commit, modified, listed_sha = entry
+    if _is_dataset(repo):
+        fields = _model_fields(repo, commit, blobs=False)
+        fields.update(sha=listed_sha, lastModified=_iso(modified))
+        identity = {"_id": fields["_id"], "id": _hub_id(repo)}
+        keys = expand or DATASET_LIST_DEFAULT_KEYS
+        return {**identity, **{k: fields[k] for k in keys if k in fields and k != "id"}}
     if set(expand) - {"sha", "lastModified", "author", "private", "gated", "createdAt"}:
         fields = _model_fields(repo, commit, blobs=False)  # the costly keys: computed only when asked
     else:
         card = repo.meta_card_data or {}
         fields = {
             "_id": repo.uid,
-            "author": repo.repo_id.split("/")[0],
+            "author": _hub_id(repo).split("/")[0],
             "createdAt": _iso(repo.created_at),
             "private": repo.private,
             "gated": repo.gated,
@@ -485,7 +524,7 @@ def _model_fields(repo: RepoHistory, commit: ReplayCommit, blobs: bool) -> dict[
         tags.append(f"license:{card['license']}")
     fields: dict[str, Any] = {
         "_id": repo.uid,
-        "author": repo.repo_id.split("/")[0],
+        "author": _hub_id(repo).split("/")[0],
         "sha": commit.sha,
         "lastModified": _iso(commit.date),
         "createdAt": _iso(repo.created_at),
@@ -517,6 +556,19 @@ def _model_fields(repo: RepoHistory, commit: ReplayCommit, blobs: bool) -> dict[
         if isinstance(parsed, dict):
             fields["config"] = {k: parsed[k] for k in ("architectures", "model_type") if k in parsed}
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def _is_dataset(repo: RepoHistory) -> bool:
+    return repo.repo_id.startswith(DATASET_PREFIX)
+
+
+def _hub_id(repo: RepoHistory) -> str:
+    """The id the Hub answers with: `org/name` for a model and a dataset alike."""
+    return repo.repo_id.removeprefix(DATASET_PREFIX)
+
+
+def _kind_word(repo: RepoHistory) -> str:
+    return "dataset" if _is_dataset(repo) else "model"
 
 
 def _node_json(repo: RepoHistory, sha: str, node: Node, expand: bool, xet: bool = False) -> dict[str, Any]:
