@@ -61,17 +61,22 @@ def load_unwatched(hub: HubClient, repo_id: str, rev: str | None = None) -> Unwa
     """config.json and the weight headers of ``repo_id`` at ``rev`` (a 40-hex sha, or a branch: its head now;
     default main). Hub errors are hubwatch's (RepoGone and RepoGated exit 3, HubUnavailable 1)."""
     ref = rev or "main"
-    if SHA_RE.match(ref):
-        sha = ref
-    elif re.fullmatch(r"[0-9a-fA-F]{7,39}", ref):
-        raise BadRevisionArg(f"{repo_id}@{ref}: give the full 40-hex commit sha or a branch name")
-    else:
-        sha = hub.head(repo_id, ref).sha
+    sha = resolve_sha(hub, repo_id, ref)
     files = {f.path: f for f in hub.list_files(repo_id, sha)}
     out = UnwatchedRevision(repo_id, sha, ref)
     _read_config(hub, out, files)
     _read_weights(hub, out, files)
     return out
+
+
+def resolve_sha(hub: HubClient, repo_id: str, ref: str) -> str:
+    """The commit ``ref`` names: a 40-hex sha as it is, a branch its head now (one request); an abbreviated sha is
+    refused rather than guessed."""
+    if SHA_RE.match(ref):
+        return ref
+    if re.fullmatch(r"[0-9a-fA-F]{7,39}", ref):
+        raise BadRevisionArg(f"{repo_id}@{ref}: give the full 40-hex commit sha or a branch name")
+    return hub.head(repo_id, ref).sha
 
 
 def _read_config(hub: HubClient, out: UnwatchedRevision, files: dict[str, FileEntry]) -> None:

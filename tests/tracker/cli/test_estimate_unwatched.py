@@ -93,3 +93,16 @@ def test_watched_repo_uses_its_history_unless_from_hub(replay, config):
     assert "watched" not in stored and stored["source"] == "config.json and weight headers"
     hub = json.loads(run_cli("estimate", CLIP, "--from-hub", "--json", config=config).stdout)
     assert hub["watched"] is False and hub["parameters"] == stored["parameters"]
+
+
+def test_verify_an_unwatched_repo(replay, config):
+    """`hubwatch verify ORG/NAME[@REV]` on a repo hubwatch does not watch: the revision fetched from the Hub in
+    memory, verified, and nothing stored; CLIP's real model raises no finding."""
+    out = run_cli("verify", CLIP, "--json", config=config)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["sha"] == replay.head_sha(CLIP) and result["verified"] is True
+    assert result["findings"] == []
+    assert CLIP not in run_cli("watch", "list", config=config).stdout
+    gone = run_cli("verify", "nobody/no-such-model", config=config)
+    assert gone.returncode == 3 and "nobody/no-such-model" in gone.stderr
