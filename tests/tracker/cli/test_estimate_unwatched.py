@@ -106,3 +106,11 @@ def test_verify_an_unwatched_repo(replay, config):
     assert CLIP not in run_cli("watch", "list", config=config).stdout
     gone = run_cli("verify", "nobody/no-such-model", config=config)
     assert gone.returncode == 3 and "nobody/no-such-model" in gone.stderr
+
+
+def test_cost_of_an_unwatched_repo(replay, config):
+    """--cost works on an unwatched repo as on a stored one: the training cost per card."""
+    out = run_cli("estimate", CLIP, "--cost", "--json", config=config)
+    assert out.returncode == 0, out.stderr
+    cost = json.loads(out.stdout)["cost"]
+    assert cost["train"]["flops_per_sample"] > 0 and cost["train"]["cards"]
