@@ -35,6 +35,16 @@ class TowerView:
 
 
 @dataclass
+class SplitRow:
+    card: str
+    mode: str
+    layers: str         # "6 | 10"
+    cut_after: str
+    card_gib: str       # "12.38 GiB + 12.02 GiB"
+    fits: bool
+
+
+@dataclass
 class StructureView:
     layers: int | None
     node_count: int
@@ -42,6 +52,8 @@ class StructureView:
     failure: str | None
     towers: list[TowerView] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    splits: list[SplitRow] = field(default_factory=list)  # where one card cannot hold batch 1 (estimator/split.py)
+    split_text: str = ""
 
 
 def shape_text(shape: Any) -> str:
@@ -73,6 +85,17 @@ def structure_view(result: Mapping[str, Any] | None) -> StructureView | None:
             rows=[StructureRow(str(r.get("name") or "?"), str(r.get("type") or "?"), shape_text(r.get("output_shape")),
                                _int(r.get("repeat")) or 1) for r in rows[:MAX_ROWS]],
             more_rows=max(0, len(rows) - MAX_ROWS)))
+    split = _map(_map(result).get("split"))
+    view.split_text = str(split.get("text") or "")
+    for card, modes in _map(split.get("cards")).items():
+        for mode, cut in _map(modes).items():
+            cut = _map(cut)
+            layers, sizes = cut.get("layers"), cut.get("card_bytes")
+            view.splits.append(SplitRow(
+                str(card), str(mode),
+                " | ".join(str(n) for n in layers) if isinstance(layers, list) else "?", str(cut.get("cut_after") or "?"),
+                " + ".join(f"{b / 2**30:.2f} GiB" if isinstance(b, int | float) else "?" for b in sizes)
+                if isinstance(sizes, list) else "?", cut.get("fits") is True))
     return view
 
 

@@ -52,3 +52,20 @@ def test_damaged_fields_read_as_unknown() -> None:
     assert view is not None and view.failure == "a.b: r" and view.towers[0].output_shape == "?"
     assert view.towers[0].rows[0].name == "3" and view.towers[0].rows[0].repeat == 1
     assert shape_text([]) == "scalar" and shape_text([50, None]) == "50 × ?"
+
+
+def test_revision_page_shows_the_two_card_split(client: httpx.Client, served: Served) -> None:
+    """Llama-3.1-8B's full fine-tune fits no single card at batch 1: the page gives the two-card split, as stored."""
+    revision, estimate = _estimated(served)
+    stored = estimate.result["split"]["cards"]["H100 80GB"]["full_finetune"]
+    text = html.unescape(client.get(f"/repos/{LLAMA}/revisions/{revision.sha}").text)
+    section = text[text.index("Two-card split"):]
+    assert "2 × H100 80GB" in section and "a contiguous layer cut (pipeline parallel)" in section
+    assert f"{stored['layers'][0]} | {stored['layers'][1]}" in section and stored["cut_after"] in section
+    assert "does not fit" in section
+
+
+def test_split_rows_read_damaged_values_as_unknown() -> None:
+    """A split stored with odd values reads as unknown cells, never an error."""
+    view = structure_view({"structure": {"towers": []}, "split": {"cards": {"T4 16GB": {"lora": {"layers": "x"}}}}})
+    assert view is not None and view.splits[0].layers == "?" and view.splits[0].fits is False
