@@ -1,8 +1,8 @@
 """The module graph per revision (estimator/graph.py): the time to build every tower's graph from config.json, as the
-pipeline does for each estimated revision and `hubwatch estimate --structure` for one, and the two-card split.
+pipeline does for each estimated revision and `hubwatch estimate --structure` for one.
 
-Configs: every fixture config with a graph builder (CLIP, Llama/Mistral/Qwen/Gemma, GPT-2, BERT/RoBERTa, ViT), the
-largest being Llama-3.1-8B (32 layers, 324 nodes) and CLIP ViT-L/14 (48 layers, 333 nodes). Median and p90 ms over
+Configs: every fixture config with a graph builder (CLIP, SigLIP, Llama/Mistral/Qwen/Gemma/Phi-3, GPT-2,
+BERT/RoBERTa, ViT), the largest being Qwen3-8B (36 layers, 436 nodes). Median and p90 ms over
 repeats per config; the figure is the slowest config's median, against the issue's 5 ms goal per revision.
 Run: python -m benchmarks run structure
 """

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .families.vision import CLIP_TEXT, CLIP_VISION
+from .families.vision import CLIP_TEXT, CLIP_VISION, SIGLIP_TEXT, SIGLIP_VISION
 from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul
 
 LISTED_LAYERS = 1000  # past this many layers a tower lists the first ones only (no real model comes near)
 DECODERS = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
-            "gemma2": "Gemma2"}
+            "gemma2": "Gemma2", "phi3": "Phi3"}
 Built = tuple[list[Tower], list[str]]
 
 
@@ -139,6 +139,51 @@ def clip_vision_model(d: Dims, cap: int) -> Built:
     return [_clip_vision(d, root, "visual_projection" if projected else None, dim, notes)], notes
 
 
+def _siglip_vision(d: Dims, notes: list[str]) -> Tower:
+    """SigLIP's vision tower: no class token and no pre-norm; the attention-pooling head (a probe, torch's
+    MultiheadAttention, a LayerNorm and an MLP) on the patches."""
+    root = "vision_model."
+    h, channels, inter = d.int("hidden_size"), d.int("num_channels"), d.int("intermediate_size")
+    image, patch = d.int("image_size"), d.int("patch_size")
+    t = Tower("vision", "pixel_values", (channels, image, image))
+    node = f"{root}embeddings.patch_embedding"
+    grid = tokens = None
+    if d.require(t, node, "num_channels", "image_size", "patch_size", "hidden_size"):
+        if patch > image:  # type: ignore[operator]
+            t.fail(node, f"patch {patch} is larger than the image {image}")
+        else:
+            grid = image // patch  # type: ignore[operator]
+            tokens = grid * grid
+    t.add(node, "Conv2d", (h, grid, grid))
+    t.add(f"{root}embeddings.position_embedding", "Embedding", (tokens, h))
+    _clip_layers(t, d, root, tokens, h, notes)
+    t.add(f"{root}post_layernorm", "LayerNorm", (tokens, h))
+    if d.bool("vision_use_head", True):
+        heads = d.int("num_attention_heads")
+        if heads and h and h % heads:
+            t.fail(f"{root}head.attention", f"{heads} attention heads do not divide the hidden size {h}")
+        t.add(f"{root}head.probe", PARAMETER, (1, 1, h))
+        t.add(f"{root}head.attention.in_proj_weight", PARAMETER, (mul(3, h), h))
+        t.add(f"{root}head.attention.in_proj_bias", PARAMETER, (mul(3, h),))
+        t.add(f"{root}head.layernorm", "LayerNorm", (1, h))
+        t.add(f"{root}head.mlp.fc1", "Linear", (1, inter))
+        t.add(f"{root}head.mlp.activation_fn", activation(d.str("hidden_act", "gelu_pytorch_tanh")), (1, inter))
+        t.add(f"{root}head.mlp.fc2", "Linear", (1, h))
+    return t
+
+
+def siglip(d: Dims, cap: int) -> Built:
+    notes: list[str] = []
+    vision = _siglip_vision(d.sub("vision_config", SIGLIP_VISION), notes)
+    td = d.sub("text_config", SIGLIP_TEXT)
+    text = _clip_text(td, cap, "text_model.", None, None, notes)
+    text.add("text_model.head", "Linear", (td.int("projection_size", default=td.int("hidden_size")),))
+    similarity = Tower("similarity", "image_embeds, text_embeds", text.nodes[-1].output_shape, None)
+    similarity.add("logit_scale", PARAMETER, (1,))
+    similarity.add("logit_bias", PARAMETER, (1,))
+    return [vision, text, similarity], notes
+
+
 # ---- ViT ---------------------------------------------------------------------------------------------------
 
 def vit(d: Dims, cap: int) -> Built:
@@ -229,6 +274,9 @@ def _decoder(d: Dims, cap: int, family: str) -> Built:
     for i in _listed(t, layers, notes):
         p = f"{root}layers.{i}."
         t.add(p + "input_layernorm", norm, (seq, h), i)
+        if family == "phi3":
+            _phi3_layer(t, d, p, i, seq, h, heads, kv, hd, inter, norm, act)
+            continue
         t.add(p + "self_attn.q_proj", "Linear", (seq, mul(heads, hd)), i)
         if family == "qwen3":
             t.add(p + "self_attn.q_norm", norm, (seq, heads, hd), i)
@@ -257,6 +305,25 @@ def _decoder(d: Dims, cap: int, family: str) -> Built:
     if causal:
         t.add("lm_head", "Linear", (seq, vocab))
     return [t], notes
+
+
+def _phi3_layer(t: Tower, d: Dims, p: str, i: int, seq: int | None, h: int | None, heads: int | None,
+                kv: int | None, hd: int | None, inter: int | None, norm: str, act: str) -> None:
+    """Phi-3's layer: q, k and v fused in one projection, gate and up in another, a dropout after each residual
+    branch (the input norm is the caller's)."""
+    if i == 0 and heads and kv and heads % kv:
+        t.fail(p + "self_attn.qkv_proj", f"num_key_value_heads={kv} does not divide num_attention_heads={heads}")
+    qkv = mul(hd, heads + 2 * kv) if heads and kv else None
+    t.add(p + "self_attn.qkv_proj", "Linear", (seq, qkv), i)
+    t.add(p + "self_attn.o_proj", "Linear", (seq, h), i)
+    t.add(p + "resid_attn_dropout", "Dropout", (seq, h), i)
+    t.add(p + "post_attention_layernorm", norm, (seq, h), i)
+    if i == 0:
+        d.require(t, p + "mlp.gate_up_proj", "intermediate_size")
+    t.add(p + "mlp.gate_up_proj", "Linear", (seq, mul(2, inter)), i)
+    t.add(p + "mlp.activation_fn", act, (seq, inter), i)
+    t.add(p + "mlp.down_proj", "Linear", (seq, h), i)
+    t.add(p + "resid_mlp_dropout", "Dropout", (seq, h), i)
 
 
 def _rotary_dim(d: Dims, head_dim: int | None) -> int | None:
@@ -367,7 +434,7 @@ def _bert(d: Dims, cap: int, style: str) -> Built:
 
 
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
-    "clip": clip, "clip_text_model": clip_text_model, "clip_vision_model": clip_vision_model, "vit": vit,
+    "clip": clip, "clip_text_model": clip_text_model, "siglip": siglip, "clip_vision_model": clip_vision_model, "vit": vit,
     "gpt2": gpt2, "bert": lambda d, cap: _bert(d, cap, "bert"), "roberta": lambda d, cap: _bert(d, cap, "roberta"),
     "xlm-roberta": lambda d, cap: _bert(d, cap, "roberta"),
     **{family: _decoder_family(family) for family in DECODERS},

@@ -27,6 +27,8 @@ CASES = [
     "roberta/roberta-base.json",
     "xlm-roberta/xlm-roberta-base.json",
     "vit/vit-base-patch16-224-in21k.json",
+    "siglip/siglip-base-patch16-224.json",
+    "phi3/phi-4.json",
 ]
 
 

@@ -13,13 +13,15 @@ def inputs_for(config: dict, cap: int = 2048) -> dict:
     images at the config's size; read from config.json alone, so that a config the estimator refuses still runs.
     test_estimator_graph checks these are the shapes the memory estimate uses."""
     out = {}
-    text = config.get("text_config", config) if config.get("model_type") == "clip" else config
+    text = config.get("text_config") or config
     positions = next((text[k] for k in ("max_position_embeddings", "n_positions") if k in text), None)
+    if config.get("model_type") == "siglip" and not positions:
+        positions = 64  # SiglipTextConfig's default
     if positions and config.get("model_type") not in ("vit", "clip_vision_model"):
         reserved = 2 if config.get("model_type") in ("roberta", "xlm-roberta") else 0
         out["input_ids"] = torch.zeros(1, min(positions, cap, positions - reserved), dtype=torch.long,
                                        device="meta")
-    vision = config.get("vision_config", config) if config.get("model_type") == "clip" else config
+    vision = config.get("vision_config") or config
     if "image_size" in vision or "patch_size" in vision:
         side, channels = vision.get("image_size", 224), vision.get("num_channels", 3)
         out["pixel_values"] = torch.zeros(1, channels, side, side, device="meta")
