@@ -12,7 +12,7 @@ from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul
 
 LISTED_LAYERS = 1000  # past this many layers a tower lists the first ones only (no real model comes near)
 DECODERS = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
-            "gemma2": "Gemma2", "phi3": "Phi3"}
+            "gemma2": "Gemma2", "gemma3_text": "Gemma3", "phi3": "Phi3"}
 Built = tuple[list[Tower], list[str]]
 
 
@@ -267,7 +267,8 @@ def _decoder(d: Dims, cap: int, family: str) -> Built:
     d.require(t, f"{root}rotary_emb", "num_attention_heads")
     if d.data.get("head_dim") is not None:
         d.require(t, f"{root}rotary_emb", "head_dim")
-    t.add(f"{root}rotary_emb", f"{cls}RotaryEmbedding", (seq, _rotary_dim(d, hd)))
+    for _ in range(2 if family == "gemma3_text" else 1):  # Gemma 3: one call for global layers, one for local
+        t.add(f"{root}rotary_emb", f"{cls}RotaryEmbedding", (seq, _rotary_dim(d, hd)))
     d.require(t, f"{root}layers", "num_hidden_layers")
     norm = f"{cls}RMSNorm"
     act = activation(d.str("hidden_activation", "gelu_pytorch_tanh") if gemma else d.str("hidden_act", "silu"))
@@ -289,9 +290,12 @@ def _decoder(d: Dims, cap: int, family: str) -> Built:
         if family == "qwen3":
             t.add(p + "self_attn.k_norm", norm, (seq, kv, hd), i)
         t.add(p + "self_attn.v_proj", "Linear", (seq, mul(kv, hd)), i)
+        if family == "gemma3_text":  # normed per head after the heads are split out: (heads, tokens, head_dim)
+            t.add(p + "self_attn.q_norm", norm, (heads, seq, hd), i)
+            t.add(p + "self_attn.k_norm", norm, (kv, seq, hd), i)
         t.add(p + "self_attn.o_proj", "Linear", (seq, h), i)
         t.add(p + "post_attention_layernorm", norm, (seq, h), i)
-        if family == "gemma2":
+        if family in ("gemma2", "gemma3_text"):
             t.add(p + "pre_feedforward_layernorm", norm, (seq, h), i)
         if i == 0:
             d.require(t, p + "mlp.gate_proj", "intermediate_size")
@@ -299,7 +303,7 @@ def _decoder(d: Dims, cap: int, family: str) -> Built:
         t.add(p + "mlp.act_fn", act, (seq, inter), i)
         t.add(p + "mlp.up_proj", "Linear", (seq, inter), i)
         t.add(p + "mlp.down_proj", "Linear", (seq, h), i)
-        if family == "gemma2":
+        if family in ("gemma2", "gemma3_text"):
             t.add(p + "post_feedforward_layernorm", norm, (seq, h), i)
     t.add(f"{root}norm", norm, (seq, h))
     if causal:

@@ -22,6 +22,7 @@ CASES = [
     "qwen3/Qwen3-0.6B.json",
     "gemma/gemma-2b.json",
     "gemma2/gemma-2-2b.json",
+    "gemma3_text/gemma-3-1b-pt.json",
     "gpt2/gpt2.json",
     "bert/bert-base-uncased.json",
     "roberta/roberta-base.json",
