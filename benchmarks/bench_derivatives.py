@@ -13,7 +13,9 @@ tokenizer_config.json and generation_config.json (two small reads). Figures, bes
 4. a pass where 20 derivatives moved (10 GGUF repos re-uploaded with the fixed template, 10 fine-tunes with a new
    template of their own): each moved one's commits ingested by the watch's pipeline, as its own revisions;
    requests per moved derivative (no goal in the issue; a watch's ingest of the same commit is the reference),
-   and per unmoved one (goal: still 1).
+   and per unmoved one (goal: still 1);
+5. the OSV records of the derivatives still behind the base (issue 38), and the time a pass spends refreshing
+   them when nothing is new (no goal: a part of the pass's time, reported).
 
     python -m benchmarks run derivatives
 """
@@ -55,6 +57,9 @@ BENCHMARK = Benchmark(
         Figure("pass where 20 moved, requests per unmoved derivative", "requests", goal=LATER_GOAL),
         Figure("baselines stored from the check's reads", "derivatives", goal=100, direction="higher",
                note="of 100: each stored at no extra request"),
+        Figure("derivative OSV records written", "records", note="one per derivative, part and base change missed (issue 38)"),
+        Figure("OSV record refresh with nothing new, per pass", "s",
+               note="every derivative's stored history walked against the base's again; rewrites nothing"),
     ),
 )
 
@@ -158,8 +163,28 @@ def measure(size: int | None = None) -> dict[str, float]:
                   f"plus {listing} listing requests; {elapsed:.1f} s")
             detail(f"  the pass's report counts {(app.store.derivatives.get_follow(BASE).last_report or {}).get('requests')} "
                   f"requests; the replay counted {total + listing}")
+            figures.update(_records(app))
             app.store.engine.dispose()
     return figures
+
+
+def _records(app: App) -> dict[str, float]:
+    """The OSV records of derivatives behind the base (tracker/family/derivative_records.py), and what each pass
+    spends keeping them: a refresh with nothing new walks every derivative's stored history again, timed here."""
+    from tracker.family import derivative_records
+    from tracker.family.lineage import parts_of
+    from tracker.revision.stored import load_snapshot
+
+    records = [o for o in app.store.advisories.own() if o.class_id == derivative_records.CLASS_ID]
+    revisions = list(reversed(app.store.history.list_revisions(BASE)))
+    history = [(r.sha, parts_of(load_snapshot(app.store, r))) for r in revisions]
+    started = time.perf_counter()
+    written = derivative_records.refresh(app.store, BASE, revisions, history, app.settings.hub.endpoint, app.store.clock())
+    elapsed = time.perf_counter() - started
+    walked = sum(len(app.store.history.list_revisions(d.repo_id)) for d in app.store.derivatives.derivatives(BASE))
+    detail(f"derivative OSV records: {len(records)} ({sum(o.fixed_sha is not None for o in records)} fixed); a refresh "
+           f"with nothing new walked {walked} derivative revisions in {elapsed:.2f} s and rewrote {len(written)}")
+    return {"derivative OSV records written": len(records), "OSV record refresh with nothing new, per pass": elapsed}
 
 
 if __name__ == "__main__":

@@ -226,6 +226,8 @@ def serve(config: dict, s: Structure | None, params: int | None, serving: Mappin
     prompt = min(w.prompt_tokens, context)
     output = max(context - prompt, 1)
     matmul, layers, width = decoder_flops(s, params)
+    # fp8 checkpoints run fp8 matmuls where the card has them (vLLM's w8a8); everything else bf16 (fp16 on a T4)
+    serve_dtype = "fp8" if "fp8" in str((serving.get("weights") or {}).get("source", "")).lower() else TRAIN_DTYPE
     mean_kv = per_sequence(lay, prompt + output // 2, element)
     cards = []
     for name, card in table.items():
@@ -241,7 +243,7 @@ def serve(config: dict, s: Structure | None, params: int | None, serving: Mappin
             out["note"] = f"one sequence of {context:,} tokens does not fit beside the weights"
             cards.append(out)
             continue
-        peak, _ = card.peak_flops(TRAIN_DTYPE)
+        peak, dtype = card.peak_flops(serve_dtype)
         compute = peak * SERVE_UTILISATION
         bandwidth = card.bandwidth_gb_s * 1e9 * BANDWIDTH_UTILISATION
         step_flops = sequences * (matmul + 4 * layers * (prompt + output / 2) * width)
@@ -249,7 +251,7 @@ def serve(config: dict, s: Structure | None, params: int | None, serving: Mappin
         step_s = max(step_flops / compute, step_bytes / bandwidth)
         prefill_s = (prompt * matmul + 4 * layers * prompt * prompt * width) / compute
         tokens_per_s = sequences * output / (output * step_s + sequences * prefill_s)
-        out.update(tokens_per_s=tokens_per_s, concurrency=sequences,
+        out.update(tokens_per_s=tokens_per_s, concurrency=sequences, dtype=dtype,
                    decode_bound="memory" if step_bytes / bandwidth >= step_flops / compute else "compute",
                    usd_per_mtok=None if card.usd_per_hour is None else card.usd_per_hour / 3600 / tokens_per_s * 1e6)
         if card.usd_per_hour is None:

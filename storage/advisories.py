@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -149,6 +149,76 @@ def _write_own(session: Session, revision_id: int, own_rows: Iterable[NewOwnAdvi
         for name, value in own_columns(own.record).items():
             setattr(row, name, value)
         session.add(row)
+
+
+# The repo states after which no later commit of the repo will be seen: an own record still open then gets its
+# branch head as `last_affected` (OSV: the last affected commit where no fix is known), and loses it again if the
+# repo comes back (a later commit may be affected: the range is open again).
+ENDED_STATES = frozenset({"gone", "disabled"})
+ENDED_KEY = "last_affected_because"
+
+
+def end_own_ranges(session: Session, repo_id: str, head_sha: str | None, state: str, now: datetime) -> list[str]:
+    """On a repo's state change (in the caller's transaction): into `gone`/`disabled`, each open own record of the
+    repo introduced at or before `head_sha` (its branch's last stored commit) gets `last_affected` = `head_sha`;
+    back out of them, the `last_affected` this wrote is taken away again. The ids changed."""
+    rows = session.exec(select(OwnAdvisory).where(OwnAdvisory.repo_id == repo_id)).all()
+    changed = []
+    if state in ENDED_STATES:
+        if head_sha is None:
+            return []
+        parents = dict(session.exec(select(Revision.sha, Revision.parent_sha).where(Revision.repo_id == repo_id)).all())
+        line, sha = set(), head_sha
+        while sha is not None and sha not in line and sha in parents:
+            line.add(sha)
+            sha = parents[sha]
+        for row in rows:
+            if row.fixed_sha or row.last_affected_sha or row.withdrawn or row.sha not in line:
+                continue
+            record = _copied(row.record)
+            _events(record).append({"last_affected": head_sha})
+            record["database_specific"]["hubwatch"].update({"last_affected_sha": head_sha, ENDED_KEY: state})
+            record["details"] = f"{record.get('details', '')}\n\nLast affected at commit {head_sha}: the repo is {state} on the Hub."
+            changed.append(_rewrite(session, row, record, osv_stamp(now), now))
+        return changed
+    for row in rows:
+        ours = (row.record.get("database_specific") or {}).get("hubwatch") or {}
+        if ours.get(ENDED_KEY) is None or row.last_affected_sha is None:
+            continue
+        record = _copied(row.record)
+        events = _events(record)
+        events[:] = [e for e in events if "last_affected" not in e]
+        for key in ("last_affected_sha", ENDED_KEY):
+            record["database_specific"]["hubwatch"].pop(key, None)
+        record["details"] = str(record.get("details", "")).split("\n\nLast affected at commit ")[0]
+        changed.append(_rewrite(session, row, record, osv_stamp(now), now))
+    return changed
+
+
+def osv_stamp(moment: datetime) -> str:
+    """An OSV timestamp (RFC 3339, UTC, a Z), as tracker/advisories/own.py writes `modified`."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _copied(record: Mapping[str, Any]) -> dict[str, Any]:
+    import copy
+
+    out = copy.deepcopy(dict(record))
+    out.setdefault("database_specific", {}).setdefault("hubwatch", {})
+    return out
+
+
+def _events(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return record["affected"][0]["ranges"][0].setdefault("events", [])
+
+
+def _rewrite(session: Session, row: OwnAdvisory, record: dict[str, Any], stamp: str, now: datetime) -> str:
+    record["modified"] = stamp
+    row.record, row.modified_at = record, now
+    for name, value in own_columns(record).items():
+        setattr(row, name, value)
+    session.add(row)
+    return row.id
 
 
 def own_columns(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ SEVERITY_DESCRIPTIONS = {
 
 # What a Change is about (DESIGN.md's table, repo-level facts, the estimate).
 CHANGE_KINDS = ("config", "tokenizer", "chat_template", "weights", "custom_code", "files", "repo", "estimate",
-                "stop_tokens", "lint")
+                "stop_tokens", "lint", "dataset")
 CHANGE_KIND_DESCRIPTIONS = {
     "config": "config.json, generation_config.json, processor and sentence-transformers configs: parsed JSON compared key by key.",
     "tokenizer": "tokenizer_config.json (without the chat template), special tokens, added tokens and tokenizer.json: "
@@ -39,6 +39,9 @@ CHANGE_KIND_DESCRIPTIONS = {
     "stop_tokens": "The set of token ids generation stops on, and the chat template's end of turn.",
     "lint": "A finding of the structure verifier (`hubwatch verify`) that appeared or was resolved: the config, weights "
             "and tokenizer checked against each other, rerun when any of them changes.",
+    "dataset": "A dataset's configs, splits, rows and columns (read from Parquet footers, JSON Lines and CSV first "
+               "ranges and the card's YAML), its licence, gate and loading script: each change also an event of its "
+               "own `dataset.*` kind.",
 }
 
 # What an Event announces: the RSS category, the webhook `type`, the API filter.
@@ -94,6 +97,46 @@ EVENT_KIND_DESCRIPTIONS = {
     REPO_RESTORED: "A watched repo answers again after being gone, disabled, gated or without its branch: polling "
                    "resumes where the stored history ends, every commit since stored. Notice.",
 }
+
+# What a dataset revision changed (tracker/differs/dataset.py): each a Change of kind `dataset` in its revision's
+# event, and (at notice or above) an event of its own, so a subscription can ask for exactly these.
+DATASET_EVENT_DESCRIPTIONS = {
+    "dataset.rows_added": "Rows were added to a split of a config (the counts before and after, from the Parquet "
+                          "footers or counted JSON Lines/CSV files). Notice.",
+    "dataset.rows_removed": "Rows were removed from a split of a config (the counts before and after). Warning.",
+    "dataset.rows_removed_latest_required": "Rows were removed from a dataset whose licence requires using its latest "
+                                            "version (the watch's `licence_requires_latest`): copies made before must "
+                                            "drop them too. Critical.",
+    "dataset.columns_added": "Columns were added to a config's splits (with their HF feature types); warning when only "
+                             "some of its splits have them (load_dataset casts every split to one schema).",
+    "dataset.columns_removed": "Columns were removed from a config's splits. Warning.",
+    "dataset.columns_retyped": "Columns of a config changed type: HF feature types (ClassLabel names, Sequence, "
+                               "Value(\"int64\")), or Arrow types where the files state no features. Warning.",
+    "dataset.config_added": "A config appeared (a new first argument for load_dataset). Notice.",
+    "dataset.config_removed": "A config is gone: the load_dataset call naming it now fails (the summary says which "
+                              "call). Critical.",
+    "dataset.config_renamed": "A config was renamed (the same files or rows under a new name): the load_dataset call "
+                              "naming the old one fails. Critical.",
+    "dataset.split_added": "A split appeared in a config. Notice.",
+    "dataset.split_removed": "A split is gone from a config: load_dataset(..., split=...) naming it now fails. Critical.",
+    "dataset.split_renamed": "A split was renamed (the same files or rows under a new name): load_dataset(..., split=...) "
+                             "naming the old one fails. Critical.",
+    "dataset.licence_changed": "The licence the dataset card declares changed. Warning.",
+    "dataset.gating_changed": "The dataset was gated, ungated, or its gate changed mode (auto, manual). Warning.",
+    "dataset.loading_script_added": "A loading script (`<name>.py`) appeared: datasets before 4.0 run its code "
+                                    "(trust_remote_code), 4.0 and later refuse it. Warning, security-relevant.",
+    "dataset.script_only": "Only a loading script is left, no data files: load_dataset fails with datasets 4.0 and "
+                           "later (\"Dataset scripts are no longer supported\"). Critical.",
+    "dataset.reuploaded": "Data files were rewritten with the same columns and rows (a re-upload): new content ids, "
+                          "nothing a reader sees changed. Info.",
+    "dataset.card_mismatch": "The card's declared num_examples disagree with the rows the files hold. Notice.",
+    "dataset.file_unreadable": "A data file's footer or first range could not be read, or contradicts itself "
+                               "(truncated, corrupt, claiming rows or columns its data does not hold): its verdict "
+                               "names why; the rest of the revision is read. Notice.",
+}
+DATASET_EVENT_KINDS = tuple(DATASET_EVENT_DESCRIPTIONS)
+EVENT_KINDS = (*EVENT_KINDS, *DATASET_EVENT_KINDS)
+EVENT_KIND_DESCRIPTIONS.update(DATASET_EVENT_DESCRIPTIONS)
 
 # What the Hub did to a watched repo itself, as its answers tell (the watch's `repo_state`), with the event
 # each change to it is announced by and that event's severity.

@@ -19,6 +19,8 @@ from storage.models import AuthorWatch, ListingState, Watch
 from storage.sessions import EngineStore
 
 ALL_MODELS = "*"  # the scope of the listing of every model (no author filter)
+ALL_DATASETS = "datasets:*"  # the scope of the listing of every dataset (the individually watched datasets)
+DATASET_PREFIX = "datasets/"  # a dataset's watch is keyed datasets/org/name (storage.kinds.repo_key)
 AUTHOR_SOURCE = "author"  # Watch.source of the watches an author watch made
 
 
@@ -144,11 +146,15 @@ class ListingStore(EngineStore):
         with self.engine.begin() as conn:
             return conn.execute(query).rowcount
 
-    def watch_count(self, except_authors: Iterable[str] = ()) -> int:
-        """How many watches there are, not counting repos of `except_authors`."""
+    def watch_count(self, except_authors: Iterable[str] = (), datasets: bool | None = None) -> int:
+        """How many watches there are, not counting repos of `except_authors`; `datasets` True: only those of datasets
+        (`datasets/org/name`), False: only those of models, None: both."""
         query = select(func.count()).select_from(Watch)
         for author in except_authors:
             query = query.where(~col(Watch.repo_id).startswith(f"{author}/", autoescape=True))
+        if datasets is not None:
+            of_dataset = col(Watch.repo_id).startswith(DATASET_PREFIX, autoescape=True)
+            query = query.where(of_dataset if datasets else ~of_dataset)
         with self.session() as s:
             return int(s.exec(query).one())
 

@@ -280,6 +280,10 @@ def _apply_state(session: Session, watch: Watch, seen: RepoStateSeen | None, now
     session.add(RepoStateChange(repo_id=watch.repo_id, branch=watch.branch, state=seen.state, previous=watch.repo_state,
                                 detail=seen.detail, changed_at=now, event_id=seen.event.event_id))
     write_events(session, watch.repo_id, [seen.event], now, sha=seen.sha)
+    from storage.advisories import ENDED_STATES, end_own_ranges
+
+    if seen.state in ENDED_STATES or watch.repo_state in ENDED_STATES:  # its own records' ranges end, or open again
+        end_own_ranges(session, watch.repo_id, watch.last_sha, seen.state, now)
     watch.repo_state, watch.state_since = seen.state, now
     watch.state_detail = seen.detail if seen.state != "active" else None
 

@@ -52,7 +52,7 @@ from feeds.http.params import (
 from feeds.http.strict_json import StrictJSONRoute
 from feeds.webhooks import FORMATS, subscribe
 from storage.errors import InvalidSubscription, NotStored
-from storage.kinds import UNFETCHABLE_STATES, model_purl, repo_key
+from storage.kinds import UNFETCHABLE_STATES, model_purl, repo_key, repo_type_of
 from storage.models import (
     ChangeRecord,
     EstimateRecord,
@@ -117,7 +117,7 @@ def _file(f: RevisionFile) -> FileOut:
 
 
 def _watch(w: Watch) -> WatchOut:
-    return WatchOut(**{k: getattr(w, k) for k in WatchOut.model_fields})
+    return WatchOut(**{k: getattr(w, k) for k in WatchOut.model_fields if k != "repo_type"}, repo_type=repo_type_of(w.repo_id))
 
 
 def _event(e: Event) -> EventOut:

@@ -19,6 +19,7 @@ class ErrorOut(BaseModel):
 
 class WatchOut(BaseModel):
     repo_id: str = Field(description="The repo's key: `org/name` for a model, `datasets/org/name` for a dataset")
+    repo_type: Literal["model", "dataset"] = Field(default="model", description="What kind of Hub repo it is")
     branch: str
     interval_s: int
     source: str

@@ -224,3 +224,13 @@ def test_cost_is_only_there_when_asked() -> None:
     """Without a workload the estimate's JSON has no cost section (stored estimates keep their shape)."""
     assert "cost" not in estimate(load_config(CLIP)).to_dict()
     assert estimate(load_config(CLIP), cost=costing.Workload()).to_dict()["cost"]["estimate"] is True
+
+
+def test_an_fp8_checkpoint_is_served_on_fp8_matmuls_where_the_card_has_them() -> None:
+    """An fp8-quantized Llama: fp8 peak on an H100 and an L4, bf16 on an A100 (no fp8 there), and its smaller
+    weights serve more tokens a second than the bf16 checkpoint's on the same card."""
+    fp8 = _cost(_llama(quantization_config={"quant_method": "fp8"}))["serve"]["cards"]
+    bf16 = _cost(LLAMA)["serve"]["cards"]
+    assert [_card(fp8, c)["dtype"] for c in ("H100 80GB", "L4 24GB", "A100 80GB")] == ["fp8", "fp8", "bf16"]
+    assert _card(bf16, "H100 80GB")["dtype"] == "bf16"
+    assert _card(fp8, "A100 80GB")["tokens_per_s"] > _card(bf16, "A100 80GB")["tokens_per_s"]

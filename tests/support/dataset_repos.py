@@ -1,7 +1,8 @@
 """Dataset repos as the Hub serves them, built in memory for the replay: real Parquet files written with pyarrow
 (their footers carry the `huggingface` features as `datasets` writes them), a card whose YAML front matter has
-the licence, `configs` (data_files per split) and `dataset_info` (features, splits with num_examples) in the
-shape real dataset cards have, and the viewer's Parquet conversion (`refs/convert/parquet`).
+the licence, `dataset_info` (features, splits with num_examples) and `configs` (data_files per split) in the
+shape cards written by `datasets.push_to_hub` have on the Hub (one config: `dataset_info` a mapping; several: a
+list with `config_name`), and the viewer's Parquet conversion (`refs/convert/parquet`).
 
 `dataset_history` builds any sequence of revisions (`DatasetStep`); `evolving_dataset` is the story the tests
 and the demo tell: several configs, a split gaining a column, rows removed, a licence change, and a conversion
@@ -76,6 +77,7 @@ class DatasetStep:
     title: str = "Upload dataset"
     files: dict[str, bytes | None] = field(default_factory=dict)
     card: bool = True  # False: no README.md at this revision (deleted if there was one)
+    pretty_name: str = "Evolving QA"
 
 
 def shard_path(config: str, split: str) -> str:
@@ -85,19 +87,16 @@ def shard_path(config: str, split: str) -> str:
 
 
 def dataset_card(configs: dict[str, dict[str, pa.Table]], licence: str | None, pretty_name: str = "Evolving QA") -> str:
-    """A README.md as the Hub shows dataset cards: YAML front matter (licence, task categories, `configs` with their
-    data_files, `dataset_info` with features and splits as `datasets` writes them), then prose."""
+    """A README.md as `datasets.push_to_hub` leaves dataset cards on the Hub: YAML front matter with the licence and
+    tags, `dataset_info` (features, splits with num_bytes and num_examples, download and dataset sizes: a mapping for
+    one config, a list of mappings with `config_name` for several) and `configs` (data_files per split:
+    `data/train-*` for the default config), then prose."""
     card: dict[str, Any] = {}
     if licence is not None:
         card["license"] = licence
     card.update({"language": ["en"], "task_categories": ["question-answering"], "pretty_name": pretty_name,
                  "size_categories": ["n<1K"]})
-    card["configs"] = [
-        {"config_name": config, "data_files": [{"split": split, "path": shard_path(config, split).replace(
-            "-00000-of-00001.parquet", "-*")} for split in splits], **({"default": True} if config == "default" else {})}
-        for config, splits in configs.items()
-    ]
-    card["dataset_info"] = [
+    infos = [
         {
             "config_name": config,
             "features": [_card_feature(name, spec) for name, spec in hf_features(next(iter(splits.values())).schema).items()],
@@ -108,8 +107,19 @@ def dataset_card(configs: dict[str, dict[str, pa.Table]], licence: str | None, p
         }
         for config, splits in configs.items()
     ]
+    if len(infos) == 1 and infos[0]["config_name"] == "default":  # one config: a mapping without its name
+        infos[0].pop("config_name")
+        card["dataset_info"] = infos[0]
+    elif infos:
+        card["dataset_info"] = infos
+    if configs:
+        card["configs"] = [
+            {"config_name": config, "data_files": [{"split": split, "path": shard_path(config, split).replace(
+                "-00000-of-00001.parquet", "-*")} for split in splits]}
+            for config, splits in configs.items()
+        ]
     front = yaml.safe_dump(card, sort_keys=False)
-    return f"---\n{front}---\n\n# Dataset Card for {pretty_name}\n\nSmall question/answer pairs for hubwatch's tests.\n"
+    return f"---\n{front}---\n\n# Dataset Card for {pretty_name}\n\nA small dataset built for hubwatch's tests.\n"
 
 
 def _card_feature(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -139,7 +149,7 @@ def dataset_history(repo_id: str, steps: list[DatasetStep], start: datetime | No
         for gone in previous - paths:
             changes[gone] = None
         if step.card:
-            changes["README.md"] = dataset_card(step.configs, step.license).encode()
+            changes["README.md"] = dataset_card(step.configs, step.license, step.pretty_name).encode()
         elif had_card:
             changes["README.md"] = None
         had_card = step.card
@@ -196,7 +206,9 @@ def script_only_dataset(repo_id: str = SCRIPT_ONLY_ID) -> RepoHistory:
     )
     table = pa.table({"text": pa.array(["a", "b", "c"], pa.string())})
     steps = [
-        DatasetStep({"default": {"train": table}}, files={"scripted-corpus.py": script}, title="Add data and script"),
-        DatasetStep({}, files={"scripted-corpus.py": script}, title="Keep only the loading script"),
+        DatasetStep({"default": {"train": table}}, files={"scripted-corpus.py": script}, title="Add data and script",
+                    pretty_name="Scripted corpus"),
+        DatasetStep({}, files={"scripted-corpus.py": script}, title="Keep only the loading script",
+                    pretty_name="Scripted corpus"),
     ]
     return dataset_history(repo_id, steps, start=datetime(2025, 4, 1, tzinfo=UTC) + timedelta(hours=1))

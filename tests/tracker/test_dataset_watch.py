@@ -83,10 +83,15 @@ def test_dataset_history_show_diff_and_feed(app: App, hub: ReplayServer) -> None
     history = json.loads(run(app, "history", DATASET_ID, "--json").stdout)
     assert [r["sha"] for r in history] == shas[::-1]
     by_sha = {r["sha"]: r for r in history}
-    gained = {c["path"] for c in by_sha[shas[1]]["changes"]}
+    gained = {c["path"] for c in by_sha[shas[1]]["changes"] if c["kind"] == "files"}
     assert gained == {"README.md", "data/train-00000-of-00001.parquet"}
-    removed = {c["path"] for c in by_sha[shas[2]]["changes"]}
+    removed = {c["path"] for c in by_sha[shas[2]]["changes"] if c["kind"] == "files"}
     assert removed == {"README.md", "data/test-00000-of-00001.parquet"}
+    # and what they are for a user of the dataset (tracker/differs/dataset.py), from the footers read by range
+    assert [(c["detail"]["event"], c["path"]) for c in by_sha[shas[1]]["changes"] if c["kind"] == "dataset"] == [
+        ("dataset.columns_added", "default")]
+    assert [c["summary"] for c in by_sha[shas[2]]["changes"] if c["kind"] == "dataset"] == [
+        "config default, split test: 5 rows removed (20 -> 15)"]
     licence = [c for c in by_sha[shas[3]]["changes"] if c["path"] == "README.md"]
     assert licence and "mit" in licence[0]["summary"]
     shown = json.loads(run(app, "show", DATASET_ID, shas[0][:12], "--json").stdout)
@@ -104,13 +109,17 @@ def test_dataset_history_show_diff_and_feed(app: App, hub: ReplayServer) -> None
 
 def test_dataset_files_are_read_from_the_dataset_routes(app: App, hub: ReplayServer) -> None:
     """The head, commits, tree and the card are asked of /api/datasets and /datasets/.../resolve, never of a model's
-    routes; no Parquet shard is downloaded by the existing pipeline."""
+    routes; no Parquet shard is downloaded: each is read by Range for its footer (these small ones whole, in one
+    request), the shards of the head and of its Parquet conversion (refs/convert/parquet)."""
     run(app, "watch", "add", NAME, "--type", "dataset")
     hub.reset_requests()
     assert run(app, "poll").exit_code == 0
     paths = [r.path for r in hub.requests]
     assert paths and all(p.startswith((f"/api/datasets/{NAME}/", f"/datasets/{NAME}/resolve/")) for p in paths), paths
-    assert not [p for p in paths if p.endswith(".parquet")]
+    shards = [r for r in hub.requests if r.path.endswith(".parquet")]
+    assert shards and all(r.range for r in shards)
+    assert {r.path.rsplit("/", 1)[-1] for r in shards} == {"train-00000-of-00001.parquet", "test-00000-of-00001.parquet",
+                                                           "0000.parquet"}
 
 
 def test_config_watch_of_type_dataset(hub: ReplayServer, database_url: str) -> None:
@@ -188,6 +197,9 @@ def test_org_datasets_followed_by_the_dataset_listing(app: App, hub: ReplayServe
     assert "watching every dataset of datasets/hubwatch-test/* every 900s: 2 listed now, 2 newly watched" in result.stdout
     assert watched(app) == sorted([DATASET_ID, SCRIPT_ONLY_ID])
     assert "datasets/hubwatch-test/*  every dataset of hubwatch-test" in run(app, "watch", "list").stdout
+    listed = json.loads(run(app, "watch", "list", "--json").stdout)
+    assert {(w["repo_id"], w["repo_type"]) for w in listed} == {
+        ("datasets/hubwatch-test/*", "dataset"), (DATASET_ID, "dataset"), (SCRIPT_ONLY_ID, "dataset")}
     assert app.store.listing.listing_state(author_scope("datasets/hubwatch-test")) is not None
     for watch in app.store.watches.list_watches():
         app.store.watches.move_watch(watch.id, hub.head_sha(watch.repo_id))
@@ -265,9 +277,13 @@ def test_pages_feeds_and_api_of_a_dataset(served_dataset, hub: ReplayServer) -> 
         page = client.get(f"/repos/{DATASET_ID}")
         assert page.status_code == 200 and "Relicense under MIT" in page.text
         assert f'href="https://huggingface.co/datasets/{NAME}"' in page.text  # its page on the Hub
+        assert "/estimates" not in page.text and "/derivatives" not in page.text  # a model's pages only
+        assert f'href="/repos/{NAME}/estimates"' in client.get(f"/repos/{NAME}").text
         assert "Relicense under MIT" not in client.get(f"/repos/{NAME}").text  # the model's timeline
         revision = client.get(f"/repos/{DATASET_ID}/revisions/{shas[2]}")
         assert revision.status_code == 200 and "data/test-00000-of-00001.parquet" in revision.text
+        assert f'href="https://huggingface.co/datasets/{NAME}/commit/{shas[2]}"' in revision.text
+        assert "/estimates" not in revision.text
         compare = client.get(f"/repos/{DATASET_ID}/compare/{shas[0]}...{shas[3]}")
         assert compare.status_code == 200 and "data/train-00000-of-00001.parquet" in compare.text
         feed = feedparser.parse(client.get(f"/repos/{DATASET_ID}/feed.atom").text)
@@ -277,6 +293,7 @@ def test_pages_feeds_and_api_of_a_dataset(served_dataset, hub: ReplayServer) -> 
         assert [r["sha"] for r in api["items"]] == shas[::-1] and {r["repo_id"] for r in api["items"]} == {DATASET_ID}
         detail = client.get(f"/api/v1/repos/{DATASET_ID}/revisions/{shas[0]}").json()
         assert "extra/train-00000-of-00001.parquet" in {f["path"] for f in detail["files"]}
+        assert detail["purl"] == f"pkg:huggingface/{DATASET_ID}@{shas[0]}"  # the key's path, as the Hub's URL
         model = client.get(f"/api/v1/repos/{NAME}/revisions").json()
         assert {r["repo_id"] for r in model["items"]} == {NAME}
         org = feedparser.parse(client.get("/orgs/hubwatch-test/feed.atom").text)  # the org's models and datasets
@@ -296,6 +313,9 @@ def test_api_watches_a_dataset(served_dataset) -> None:
     with server.client() as client:
         added = client.post("/api/v1/watches", json={"repo_id": SCRIPTED, "repo_type": "dataset"}, headers=auth)
         assert added.status_code == 201 and added.json()["repo_id"] == SCRIPT_ONLY_ID
+        assert added.json()["repo_type"] == "dataset"
+        listed = {w["repo_id"]: w["repo_type"] for w in client.get("/api/v1/watches").json()}
+        assert listed == {SCRIPT_ONLY_ID: "dataset", DATASET_ID: "dataset", NAME: "model"}
         bad = client.post("/api/v1/watches", json={"repo_id": SCRIPTED, "repo_type": "space"}, headers=auth)
         assert bad.status_code == 422
         assert client.delete(f"/api/v1/watches/{DATASET_ID}", headers=auth).status_code == 204
@@ -320,3 +340,127 @@ def test_hub_webhook_for_a_dataset(served_dataset, repo_type: str, expected: str
         space = client.post("/hooks/hub", json={**body, "repo": {**body["repo"], "type": "space"}},
                             headers={"X-Webhook-Secret": HOOK_SECRET})
         assert space.status_code == 200 and space.json()["status"] == "ignored"
+
+
+@pytest.mark.parametrize(("globs", "dataset", "model"), [
+    (["datasets/hubwatch-test/*"], True, False),
+    (["hubwatch-test/*"], False, True),
+    (["*"], True, True),
+])
+def test_subscription_repo_globs_tell_datasets_from_models(globs: list[str], dataset: bool, model: bool) -> None:
+    """An outbound subscription's repo globs match the key: `datasets/ORG/*` selects the org's datasets, `ORG/*` its
+    models, `*` both."""
+    from storage.models import Event, Subscription
+    from storage.subscriptions import matches
+
+    sub = Subscription(url="https://example.org/hook", format="generic", repos=globs, kinds=[], min_severity="info",
+                       enabled=True)
+    assert matches(sub, Event(event_id="a", repo_id=DATASET_ID, kind="revision.ingested", severity="notice")) is dataset
+    assert matches(sub, Event(event_id="b", repo_id=NAME, kind="revision.ingested", severity="notice")) is model
+
+
+def test_datasets_watched_alone_are_read_from_the_listing_of_every_dataset(app: App, hub: ReplayServer) -> None:
+    """With the listing on, a dataset watched on its own is covered by the listing of every dataset (polled at the
+    reconcile interval, as a model by the listing of every model): a pass reads /api/models and /api/datasets once
+    each, and the dataset that moved is handed on; with only datasets of a followed org, no such pass is made."""
+    from tracker.polling.listing import ListingJob
+
+    settings = settings_for(hub.endpoint, app.settings.database_url, poll={"listing": "on", "reconcile_interval": "1d"})
+    app.store.watches.add_watch(NAME, "main", 900)
+    app.store.watches.add_watch(DATASET_ID, "main", 900)
+    triggered: list[tuple[str, str]] = []
+    job = ListingJob(settings, app.store.listing, app.hub, lambda r, b: triggered.append((r, b)))
+    assert job.plan(app.store.watches.list_watches()) == {f"{NAME}@main": 86400, f"{DATASET_ID}@main": 86400}
+    for watch in app.store.watches.list_watches():
+        app.store.watches.move_watch(watch.id, hub.head_sha(watch.repo_id))
+    hub.reset_requests()
+    passes = job()
+    assert sorted(r.path for r in hub.requests) == ["/api/datasets", "/api/models"]
+    assert not any("author=" in r.query for r in hub.requests)
+    assert {p.scope for p in passes} == {"*", "datasets:*"} and triggered == []
+    hub.set_head(DATASET_ID, 3)  # the dataset's head moves: listed as modified now
+    try:
+        job()
+        assert triggered == [(DATASET_ID, "main")]
+    finally:
+        hub.set_head(DATASET_ID, 4)
+    assert app.store.watches.remove_watch(DATASET_ID) == 1
+    assert run(app, "watch", "add", "hubwatch-test/*", "--type", "dataset").exit_code == 0
+    hub.reset_requests()
+    ListingJob(settings, app.store.listing, app.hub, lambda r, b: None)()
+    # the followed org was just listed (its own pass not due yet); no listing of every dataset is made for it
+    assert [r.path for r in hub.requests] == ["/api/models"]
+
+
+def test_renovate_datasource_of_a_dataset(served_dataset, hub: ReplayServer) -> None:
+    """The Renovate datasource answers for a dataset under /api/v1/renovate/datasets/{org}/{name}, its source the
+    dataset's Hub page."""
+    server, _ = served_dataset
+    with server.client() as client:
+        answer = client.get(f"/api/v1/renovate/{DATASET_ID}")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["sourceUrl"] == f"https://huggingface.co/datasets/{NAME}"
+    assert [r["digest"] for r in body["releases"]] == [hub.head_sha(DATASET_ID)]
+
+
+def test_outdated_scan_checks_dataset_pins(hub: ReplayServer, tmp_path, database_url: str) -> None:
+    """`outdated --scan` finds datasets pinned in code (`load_dataset("org/name", revision=...)`, a Hub call with
+    `repo_type="dataset"`, `hf download ... --repo-type dataset`), checks them upstream under their key, apart from
+    the model of the same name; a space is not followed."""
+    from tests.support.cli import run_cli, write_config
+
+    config = write_config(tmp_path / "hubwatch.toml", hub.endpoint, database_url)
+    shas = [c.sha for c in hub.repo(DATASET_ID).commits]
+    model_sha = hub.head_sha(NAME)
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "train.py").write_text(
+        "from datasets import load_dataset\nfrom huggingface_hub import hf_hub_download, snapshot_download\n"
+        f'qa = load_dataset("{NAME}", "default", revision="{shas[0]}")\n'
+        f'card = hf_hub_download("{NAME}", "README.md", repo_type="dataset", revision="{shas[3]}")\n'
+        f'model = snapshot_download("{NAME}", revision="{model_sha}")\n'
+        f'demo = snapshot_download("{NAME}", repo_type="space", revision="{shas[0]}")\n', encoding="utf-8")
+    (root / "fetch.sh").write_text(f"hf download {NAME} --repo-type dataset --revision {shas[0]}\n", encoding="utf-8")
+    result = run_cli("outdated", "--scan", str(root), "--json", config=config)
+    data = json.loads(result.stdout)
+    found = {(m["repo_id"], m["pinned_sha"]): m for m in data["models"]}
+    assert set(found) == {(DATASET_ID, shas[0]), (DATASET_ID, shas[3]), (NAME, model_sha)}
+    assert found[(DATASET_ID, shas[0])]["status"] == "behind" and found[(DATASET_ID, shas[0])]["commits_behind"] == 3
+    assert found[(DATASET_ID, shas[3])]["status"] == "up_to_date" and found[(NAME, model_sha)]["status"] == "up_to_date"
+    assert {(loc["path"], loc["line"]) for loc in found[(DATASET_ID, shas[0])]["locations"]} == {("train.py", 3),
+                                                                                             ("fetch.sh", 1)}
+    changed = {c["path"] for c in found[(DATASET_ID, shas[0])]["changes"]}
+    assert {"data/train-00000-of-00001.parquet", "data/test-00000-of-00001.parquet"} <= changed
+    lock = tmp_path / "models.lock"
+    assert run_cli("lock", "--scan", str(root), "--lock", str(lock), config=config).returncode == 0
+    import tomllib
+
+    entries = {(e["repo"], e["revision"]) for e in tomllib.loads(lock.read_text())["model"]}
+    assert (DATASET_ID, shas[0]) in entries and (NAME, model_sha) in entries
+    from_lock = json.loads(run_cli("outdated", "--lock", str(lock), "--json", config=config).stdout)
+    assert {(m["repo_id"], m["status"]) for m in from_lock["models"]} >= {(DATASET_ID, "behind"), (NAME, "up_to_date")}
+
+
+def test_a_watched_dataset_gated_then_disabled_is_followed_as_a_model(app: App, hub: ReplayServer) -> None:
+    """A watched dataset the Hub gates is followed through what stays readable (its new commit stored, its card
+    named unread, exit 3); disabled, its poll fails with that state and an event; restored, it answers again."""
+    hub.set_head(SCRIPT_ONLY_ID, 1)
+    try:
+        assert run(app, "watch", "add", SCRIPTED, "--type", "dataset").exit_code == 0
+        assert run(app, "poll").exit_code == 0
+        hub.set_state(SCRIPT_ONLY_ID, "gated")
+        hub.set_head(SCRIPT_ONLY_ID, 2)
+        gated = run(app, "poll", "--json")
+        [outcome] = json.loads(gated.stdout)
+        assert gated.exit_code == 3 and outcome["repo_state"] == "gated" and "README.md" in outcome["unread_files"]
+        assert app.store.history.has_revision(SCRIPT_ONLY_ID, hub.head_sha(SCRIPT_ONLY_ID))
+        hub.set_state(SCRIPT_ONLY_ID, "disabled")
+        disabled = run(app, "poll", "--json")
+        assert disabled.exit_code == 3 and json.loads(disabled.stdout)[0]["repo_state"] == "disabled"
+        kinds = [e.kind for e in app.store.history.list_events(SCRIPT_ONLY_ID)]
+        assert "repo.gated" in kinds and "repo.disabled" in kinds
+    finally:
+        hub.set_state(SCRIPT_ONLY_ID, "active")
+        hub.set_head(SCRIPT_ONLY_ID, 2)
+    assert json.loads(run(app, "poll", "--json").stdout)[0]["repo_state"] == "active"

@@ -394,7 +394,11 @@ def close_record(record: Mapping[str, Any], snapshot: Snapshot, hub_url: str, at
     fixed = json.loads(json.dumps(record))
     url = repo_url(hub_url, str(ours.get("repo_id")))
     fixed["modified"] = osv_time(at)
-    fixed["affected"][0]["ranges"][0]["events"].append({"fixed": snapshot.sha})
+    events = fixed["affected"][0]["ranges"][0]["events"]
+    events[:] = [e for e in events if "last_affected" not in e]  # a fix supersedes an end (OSV: never both in a range)
+    for key in ("last_affected_sha", "last_affected_because"):
+        fixed["database_specific"]["hubwatch"].pop(key, None)
+    events.append({"fixed": snapshot.sha})
     fixed["references"].append({"type": "FIX", "url": f"{url}/commit/{snapshot.sha}"})
     fixed["database_specific"]["hubwatch"]["fixed_sha"] = snapshot.sha
     gone = ("auto_map was removed" if ours.get("class") in AUTO_MAP_CLASSES

@@ -62,12 +62,14 @@ def show(ctx: click.Context, repo: str, revision: str, as_json: bool) -> None:
         data["stop_tokens"] = output.stop_tokens_shown(data["stop_tokens"], snapshot)
         if data["tokenizer_behaviour"] is None:
             data["tokenizer_behaviour"] = checked_revision(app.store, rev)
+        from tracker.pipeline.dataset_store import load_summary
         from tracker.pipeline.verify import verify_snapshot
 
         findings = verify_snapshot(snapshot)
         emit_json({**data, "files": [output.file_dict(f, scans.get(f.lfs_sha256 or f.oid)) for f in files],
                    "gguf_models": output.gguf_models(files, scans), **json_fields(matrix),
-                   "lints": None if findings is None else [f.to_dict() for f in findings]})
+                   "lints": None if findings is None else [f.to_dict() for f in findings],
+                   "dataset": load_summary(app.store, rev.repo_id, rev.sha)})  # a dataset's summary; None for a model
         return
     for line in output.revision_text(rev, changes):
         click.echo(line)

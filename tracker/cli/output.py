@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from storage.kinds import repo_type_of
+
 if TYPE_CHECKING:
     from storage.models import AuthorWatch, ChangeRecord, FileScan, Revision, RevisionFile, Watch
     from tracker.polling.outcome import PollOutcome
@@ -23,6 +25,7 @@ def watch_dict(w: Watch) -> dict[str, Any]:
     return {
         "kind": "repo",
         "repo_id": w.repo_id,
+        "repo_type": repo_type_of(w.repo_id),  # model, or dataset (its repo_id then datasets/org/name)
         "branch": w.branch,
         "interval_s": w.interval_s,
         "source": w.source,
@@ -42,6 +45,7 @@ def author_watch_dict(a: AuthorWatch) -> dict[str, Any]:
     """A followed author (`watch add 'ORG/*'`) as `watch list --json` shows it: its models are listed as
     watches of their own (source "author")."""
     return {"kind": "author", "repo_id": f"{a.author}/*", "author": a.author, "branch": None,
+            "repo_type": repo_type_of(f"{a.author}/*"),
             "interval_s": a.interval_s, "source": a.source, "created_at": _iso(a.created_at),
             "last_listed_at": _iso(a.last_listed_at)}
 

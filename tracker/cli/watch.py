@@ -60,7 +60,8 @@ def watch_add(
     derivatives_limit: int,
 ) -> None:
     """Watch REPO (org/name); several at once, or ORG/* for every model of an org or user, new ones
-    included. With several names each bad one is reported and the others are added; the exit code is
+    included. With --type dataset the names are datasets (stored as datasets/org/name, the name every other
+    command takes). With several names each bad one is reported and the others are added; the exit code is
     then that of the first name that failed (2 malformed, 3 not on the Hub, 1 Hub unreachable)."""
     names = list(repos) + (_names_in(names_file) if names_file is not None else [])
     if not names:

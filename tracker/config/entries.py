@@ -92,6 +92,9 @@ class WatchSpec(Entry):
     derivatives: tuple[str, ...] = Field((), description=(
         "Relations of the repo's derivatives to follow too (quantized, finetune, adapter, merge); empty: none."))
     derivatives_limit: int = Field(100, description="The most downloaded this many derivatives are followed.")
+    licence_requires_latest: bool = Field(False, description=(
+        "A dataset whose licence requires using its latest version (The Stack's terms, opt-out removals): rows "
+        "removed from it are announced as their own critical event, dataset.rows_removed_latest_required."))
     _interval_s: int | None = PrivateAttr(default=None)
 
     @field_validator("derivatives", mode="before")

@@ -334,13 +334,16 @@ class CostSettings(Section):
 
     @model_validator(mode="after")
     def _rules(self) -> Self:
-        from estimator import EstimateError
-        from estimator.cards import with_overrides
-        try:
-            self.workload()
-            with_overrides(self.cards)
-        except EstimateError as err:
-            raise problem(f"[cost] {err}") from None
+        # Only what the configuration sets is checked against the estimator: the defaults are valid, and a command
+        # that only reads the database must not load the estimator to read its configuration.
+        if self.model_fields_set - {"change_threshold"}:
+            from estimator import EstimateError
+            from estimator.cards import with_overrides
+            try:
+                self.workload()
+                with_overrides(self.cards)
+            except EstimateError as err:
+                raise problem(f"[cost] {err}") from None
         if not 0 < self.change_threshold <= 100:
             raise problem("[cost] change_threshold must be above 0 (a fraction: 0.10 is 10%)")
         return self

@@ -1,11 +1,14 @@
 """Files written by others, read without trusting them: weight formats (GGUF headers and PyTorch pickles,
-fetched by range, never downloaded whole), and local files that may be hostile (local_files.py).
+fetched by range, never downloaded whole), a dataset's data files (Parquet footers, JSON Lines and CSV first
+ranges: parquet.py, text_shards.py) and its card's YAML (dataset_card.py), and local files that may be hostile
+(local_files.py).
 
 Every reader here takes a `RangeSource` (ranged.py) and never executes what it reads.
 
 The plumbing every format shares (registry.py; tracker/pipeline/snapshot_io.py runs it):
 
-- `SCANNERS` (registry.py): a `ScannerSpec` per format, `matches(path)` choosing the files it reads and
+- `SCANNERS` (registry.py): a `ScannerSpec` per format (and the repo types whose files it reads: a dataset's
+  data-file readers only in datasets), `matches(path)` choosing the files it reads and
   `scan(source, path, rules)` reading one (the path picks a reader by suffix; `rules` are the pickle rules
   a judging scanner applies, loaded once from the config: the GGUF reader ignores them). Adding a format
   is adding a spec there; nothing else in the pipeline names one.

@@ -310,6 +310,20 @@ class HubClient:
             _translate(err, repo_id, "list commits")
         return CommitWalk(commits, None)
 
+    def conversion_commit(self, repo_id: str) -> CommitInfo | None:
+        """The commit the dataset viewer's Parquet conversion (`refs/convert/parquet`) is at, with its date; None
+        when the dataset has none. Two requests: the refs, then the conversion's commit."""
+        repo_type, hub_id = split_repo_key(repo_id)
+        try:
+            refs = self.api.list_repo_refs(hub_id, repo_type=repo_type)
+        except _HUB_ERRORS as err:
+            _translate(err, repo_id, "list refs")
+        target = next((c.target_commit for c in refs.converts if c.ref == CONVERT_REF), None)
+        if target is None:
+            return None
+        walk = self.walk_commits(repo_id, target, set(), limit=1)
+        return walk.commits[0] if walk.commits else None
+
     def list_files(self, repo_id: str, sha: str) -> list[FileEntry]:
         """Every file of the commit's tree, with blob oids and LFS sha256."""
         try:
@@ -384,6 +398,7 @@ class HubClient:
         return WeightManifest(tensors=tensors, metadata=dict(meta.metadata or {}))
 
 
+CONVERT_REF = "refs/convert/parquet"  # where the dataset viewer commits its Parquet conversion of a dataset
 FIRST_BLOCK = 2**20  # the first read-ahead; each further fetch doubles it (up to MAX_BLOCK)
 MAX_BLOCK = 4 * 2**20  # a header past it costs one request per 4 MiB; the overshoot stays under 4 MiB
 

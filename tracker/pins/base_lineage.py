@@ -24,6 +24,7 @@ class BaseComparison:
     status: str
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)  # hubwatch's OSV records of the copy carrying a base change
 
     @property
     def checked(self) -> bool:
@@ -36,7 +37,7 @@ class BaseComparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {"base_repo_id": self.base_repo_id, "base_from": self.base_from, "status": self.status,
-                "parts": self.parts, "lines": self.lines}
+                "parts": self.parts, "lines": self.lines, "osv_records": self.records}
 
 
 def compare_with_base(store: Storage, base_repo_id: str, base_from: str, mine: dict[str, PartValue],

@@ -1,4 +1,4 @@
-"""Pinned model revisions found in a source tree: Python read with `ast` (never imported or run), YAML
+"""Pinned model (and dataset) revisions found in a source tree: Python read with `ast` (never imported or run), YAML
 deployment files read as YAML (`tracker.pins.yaml_scan`), and `--revision` / `revision:` beside a model id
 in shell scripts, TOML and Dockerfiles.
 
@@ -17,6 +17,7 @@ import os
 import re
 from pathlib import Path
 
+from storage.kinds import repo_key
 from tracker.errors import BadInput
 from tracker.formats.local_files import clipped, decode_utf8, read_regular_file
 from tracker.pins.pin_forms import FLAG_GROUPS, CodePin, CodeScan, looks_like_repo
@@ -38,8 +39,14 @@ TEXT_NAMES = ("dockerfile", "containerfile")  # Dockerfile, Dockerfile.gpu, prod
 MODEL_CALLS = frozenset({"from_pretrained", "snapshot_download", "hf_hub_download", "pipeline", "get_hf_file_metadata",
                          "hf_hub_url", "list_repo_files", "model_info", "SentenceTransformer", "LLM"})
 REPO_KEYWORDS = ("repo_id", "pretrained_model_name_or_path", "model", "model_name_or_path", "model_id")
-NOT_MODEL_REPO_TYPES = frozenset({"dataset", "space"})
-_QUICK = re.compile("|".join(sorted(MODEL_CALLS)))  # a .py file naming none of them is not parsed
+# Calls that load a dataset by repo id (`load_dataset("org/name", revision=...)`): pinned under the dataset's key,
+# `datasets/org/name`; so are the Hub calls above given `repo_type="dataset"`. Spaces are not followed.
+DATASET_CALLS = frozenset({"load_dataset", "load_dataset_builder"})
+DATASET_KEYWORDS = ("path", "repo_id")
+NOT_FOLLOWED_REPO_TYPES = frozenset({"space"})
+_QUICK = re.compile("|".join(sorted(MODEL_CALLS | DATASET_CALLS)))  # a .py file naming none of them is not parsed
+# `hf download ORG/NAME --repo-type dataset` (and huggingface-cli's): the mention on that line is a dataset.
+DATASET_FLAG_RE = re.compile(r"--repo[-_]type(?:[ \t]*=[ \t]*|[ \t]+)[\"']?dataset\b")
 
 def _alternatives(flags: frozenset[str]) -> str:
     """A regex alternation of `flags`, longest first (`--model-id` before `--model`), each ending at a word's end."""
@@ -131,7 +138,7 @@ def _scan_python(scan: CodeScan, text: str, shown: str) -> None:
         return
     starts = _line_starts(text)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _call_name(node.func) in MODEL_CALLS:
+        if isinstance(node, ast.Call) and _call_name(node.func) in MODEL_CALLS | DATASET_CALLS:
             pin = _python_pin(node, shown, text, starts)
             if pin is not None:
                 scan.add(pin)
@@ -146,16 +153,21 @@ def _call_name(func: ast.expr) -> str | None:
 
 
 def _python_pin(call: ast.Call, shown: str, text: str, starts: list[int]) -> CodePin | None:
-    """The pin of one call, or None when it names no model by a literal (a variable, a local path, a dataset)."""
+    """The pin of one call, or None when it names no repo by a literal (a variable, a local path, a space). A dataset
+    (`load_dataset`, or `repo_type="dataset"`) is pinned under its key `datasets/org/name`."""
     keywords = {k.arg: k.value for k in call.keywords if k.arg}
     repo_type = keywords.get("repo_type")
-    if isinstance(repo_type, ast.Constant) and repo_type.value in NOT_MODEL_REPO_TYPES:
+    if isinstance(repo_type, ast.Constant) and repo_type.value in NOT_FOLLOWED_REPO_TYPES:
         return None
+    dataset = _call_name(call.func) in DATASET_CALLS or (isinstance(repo_type, ast.Constant) and repo_type.value == "dataset")
+    names = DATASET_KEYWORDS if _call_name(call.func) in DATASET_CALLS else REPO_KEYWORDS
     positional = call.args[1:] if _call_name(call.func) == "pipeline" else call.args  # pipeline(task, model)
-    repo_node = next((keywords[k] for k in REPO_KEYWORDS if k in keywords), positional[0] if positional else None)
+    repo_node = next((keywords[k] for k in names if k in keywords), positional[0] if positional else None)
     repo = repo_node.value if isinstance(repo_node, ast.Constant) and isinstance(repo_node.value, str) else None
     if repo is None or not looks_like_repo(repo):
         return None
+    if dataset:
+        repo = repo_key(repo, "dataset")
     revision_node = keywords.get("revision")
     if revision_node is None or (isinstance(revision_node, ast.Constant) and revision_node.value is None):
         return CodePin(shown, call.lineno, repo)
@@ -206,10 +218,20 @@ def _scan_text(scan: CodeScan, text: str, shown: str) -> None:
         paired.add(index)
         model = models[index][0]
         value = rev["value"]
-        scan.add(CodePin(shown, rev_line, _clean(model["value"]), value, start=rev.start("value"), end=rev.end("value")))
+        scan.add(CodePin(shown, rev_line, _mentioned(text, starts, model, models[index][1]), value,
+                         start=rev.start("value"), end=rev.end("value")))
     for index, (model, line) in enumerate(models):
         if index not in paired:
-            scan.add(CodePin(shown, line, _clean(model["value"])))
+            scan.add(CodePin(shown, line, _mentioned(text, starts, model, line)))
+
+
+def _mentioned(text: str, starts: list[int], match: re.Match[str], line: int) -> str:
+    """The repo a text mention names: a dataset's key when its line says `--repo-type dataset`."""
+    value = _clean(match["value"])
+    end = starts[line] if line < len(starts) else len(text)
+    if DATASET_FLAG_RE.search(text[starts[line - 1]:end]):
+        return repo_key(value, "dataset")
+    return value
 
 
 def _clean(value: str) -> str:

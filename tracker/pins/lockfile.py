@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from storage.kinds import is_branch_name, is_repo_id
+from storage.kinds import is_branch_name, is_repo_key
 from tracker.errors import BadInput, RefusedFile
 from tracker.formats.local_files import clipped, quoted, read_text_file, replace_file
 from tracker.pins.cache import DEFAULT_BRANCH, SHA_RE, BadEntry, Pin
@@ -75,8 +75,8 @@ def _pin(raw: Any, number: int, bad: list[BadEntry]) -> Pin | None:
     repo = raw.get("repo")
     entry = f"model {number} ({clipped(repo)})" if isinstance(repo, str) else f"model {number}"
     problems = [f"unknown key {quoted(key)} (known: {', '.join(MODEL_KEYS)})" for key in raw if key not in MODEL_KEYS]
-    if not is_repo_id(repo):
-        problems.append(f"repo {quoted(repo)} is not a Hub repo id (org/name)")
+    if not is_repo_key(repo):  # a model's org/name, or a dataset's datasets/org/name
+        problems.append(f"repo {quoted(repo)} is not a Hub repo id (org/name, or datasets/org/name for a dataset)")
     revision = raw.get("revision")
     if not isinstance(revision, str) or not SHA_RE.match(revision):
         problems.append(f"revision {quoted(revision)} is not a 40-hex commit sha")

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from storage.kinds import is_branch_name, is_repo_id
+from storage.kinds import is_branch_name, is_repo_key
 from tracker.formats.local_files import quoted
 from tracker.pins.cache import SHA_RE
 
@@ -93,7 +93,7 @@ class CodeScan:
 
     def add(self, pin: CodePin) -> None:
         """File `pin` by what it pins, or as a problem naming what cannot be checked."""
-        if not is_repo_id(pin.repo_id):
+        if not is_repo_key(pin.repo_id):
             self.problems.append((pin.location, f"{quoted(pin.repo_id)} is not a Hub repo id (org/name)"))
         elif pin.revision is None:
             self.unpinned.append(pin)

@@ -46,7 +46,7 @@ def check_pin_lineage(store: Storage, pin: Pin, cache_dir: str | None, hub: HubC
     if row.head_sha == pin.sha and row.parts and not parts_stale(row.parts):
         mine = {k: PartValue.from_dict(v) for k, v in row.parts.items()}
         found = compare_with_base(store, base, from_where, mine, lacking_parts(row.sources), NOUN)
-        return _noted(found, notes)
+        return _noted(found, notes, store, pin)
     snapshot = (_from_history(store, pin) or _from_lock(store, pin) or _from_cache(pin, cache_dir, notes)
                 or _from_hub(store, hub, pin, max_file_bytes, notes))
     if snapshot is None:
@@ -55,12 +55,25 @@ def check_pin_lineage(store: Storage, pin: Pin, cache_dir: str | None, hub: HubC
             f"the files of {pin.repo_id}@{pin.sha[:12]} are not known here ({where}; not in the blob store or the "
             "local HF cache): download the pinned revision, or check the family again (hubwatch poll)"]), notes)
     found = compare_with_base(store, base, from_where, parts_of(snapshot), lacking_parts(snapshot.files), NOUN)
-    return _noted(found, notes)
+    return _noted(found, notes, store, pin)
 
 
-def _noted(found: BaseComparison, notes: list[str]) -> BaseComparison:
+def _noted(found: BaseComparison, notes: list[str], store: Storage | None = None, pin: Pin | None = None) -> BaseComparison:
     found.lines += [f"note: {n}" for n in notes]
+    if store is not None and pin is not None:
+        found.records = records_at(store, pin.repo_id, pin.sha)
     return found
+
+
+def records_at(store: Storage, repo_id: str, sha: str) -> list[str]:
+    """The ids of hubwatch's OSV records saying the derivative at `sha` still carries a change its base made
+    (tracker/family/derivative_records.py), as the OSV API matches them."""
+    from storage.osv_index import Ask
+    from tracker.family.derivative_records import CLASS_ID
+
+    (found,) = store.osv_index.matching([Ask(repo_id, sha, 100)])
+    ours = {o.id for o in store.advisories.own(repo_id) if o.class_id == CLASS_ID}
+    return [r.id for r in found if r.id in ours]
 
 
 def _from_history(store: Storage, pin: Pin) -> Snapshot | None:

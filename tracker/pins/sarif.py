@@ -185,8 +185,10 @@ def _findings(report: ModelReport) -> list[tuple[str, str, str]]:
     if advisories:
         worst = max((c.severity for c in advisories), key=SEVERITY_RANK.__getitem__)
         out.append(("HW003", LEVELS[worst], f"{at}: {len(advisories)} advisory(ies) since: " + _listed(advisories)))
-    if report.lineage is not None and report.lineage.behind:
-        out.append(("HW006", "warning", f"{at}: its copy misses a change of its base {report.lineage.base_repo_id}"))
+    if report.lineage is not None and (report.lineage.behind or report.lineage.records):
+        records = report.lineage.records
+        osv = f" (hubwatch OSV record(s) {', '.join(records[:5])}{' and more' if len(records) > 5 else ''})" if records else ""
+        out.append(("HW006", "warning", f"{at}: its copy misses a change of its base {report.lineage.base_repo_id}{osv}"))
     return out
 
 
@@ -204,6 +206,8 @@ def _result(report: ModelReport, site: PinSite, rule_id: str, level: str, messag
                        "head_sha": report.head_sha, "status": report.status,
                        "url": f"{hub_url.rstrip('/')}/{pin.repo_id}/commit/{pin.sha}"},
     }
+    if rule_id == "HW006" and report.lineage is not None and report.lineage.records:
+        result["properties"]["osv_ids"] = list(report.lineage.records)
     if site.path is None:
         result["locations"] = [{"logicalLocations": [{"name": site.entry or pin.entry, "kind": "module"}]}]
         return result

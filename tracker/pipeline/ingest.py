@@ -40,7 +40,13 @@ from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
 from tracker.pipeline.behaviour_store import BehaviourStore
 from tracker.pipeline.cost_change import cost_change
-from tracker.pipeline.dataset_revision import DatasetRevision, DatasetSummary, is_dataset, summarize_dataset
+from tracker.pipeline.dataset_revision import (
+    DatasetRevision,
+    DatasetSummary,
+    dataset_events,
+    is_dataset,
+    summarize_dataset,
+)
 from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
 from tracker.pipeline.repo_state import failed_state, gated_state, moved_state, restored_state, state_of
 from tracker.pipeline.snapshot_io import FetchedSnapshot, Gate, fetch_snapshot, gate_mode, gated_note
@@ -336,7 +342,9 @@ class Ingestor:
         engine_changes, matrix_scans, matrix_blobs = self.matrices.changes(parent_snapshot, fetched.snapshot)
         changes = repo_facts + _gated_changes(gate, fetched) + changes + engine_changes
         if is_dataset(watch.repo_id):  # the dataset summary: before the write, like every read of the revision
-            changes += self.dataset_summary(DatasetRevision(self.hub, self.store, fetched, parent_snapshot))
+            changes += self.dataset_summary(DatasetRevision(
+                self.hub, self.store, fetched, parent_snapshot, head.gated, commit.sha == head.sha, commit.created_at,
+                self._requires_latest(watch.repo_id)))
         fetched.new_file_scans.extend(matrix_scans)
         fetched.new_blobs.update(matrix_blobs)
         if fetched.gated:  # weights unread: the stored estimate stands rather than one from part of the headers
@@ -349,6 +357,7 @@ class Ingestor:
         title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
         events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline), *estimate_events]
         events += [change_event(watch.repo_id, commit.sha, REPO_HISTORY_SQUASHED, c) for c in repo_facts if c.detail.get("squash")]
+        events += dataset_events(watch.repo_id, commit.sha, changes)
         extra_writes = []
         if self.advisories is not None:  # OSV is queried here, before the write; a failure is marked pending
             check = self.advisories.check_revision(
@@ -376,6 +385,10 @@ class Ingestor:
             baseline=is_baseline,
         )
         return fetched.snapshot
+
+    def _requires_latest(self, repo_id: str) -> bool:
+        """Whether the config's [[watch]] entry for this dataset says its licence requires the latest version."""
+        return any(spec.key == repo_id and spec.licence_requires_latest for spec in self.settings.watch)
 
     def _estimate(
         self, repo_id: str, sha: str, snapshot: Snapshot, changes: list[Change], is_baseline: bool

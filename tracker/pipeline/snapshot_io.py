@@ -10,13 +10,14 @@ from typing import Any, TypeVar
 from storage.blobs import git_blob_oid
 from storage.front import Storage
 from storage.history import NewFileScan, NewWeightFile
+from storage.kinds import repo_type_of
 from tracker.errors import RepoGated
 from tracker.formats import FileScan
 from tracker.formats.pickle_rules import BUILTIN, Rules
 from tracker.formats.registry import run_scan, scanner_for
 from tracker.hub.client import HubClient, MissingFile
 from tracker.revision.classify import is_safetensors, should_download
-from tracker.revision.snapshot import Contents, Snapshot
+from tracker.revision.snapshot import Contents, FileEntry, Snapshot
 from tracker.revision.stored import load_manifests, load_scans, pickle_manifest, to_new_weight_file
 
 T = TypeVar("T")
@@ -198,20 +199,32 @@ def _fill_manifests(hub: HubClient, store: Storage, fetched: FetchedSnapshot, pa
         snapshot.manifests[entry.path] = manifest
 
 
+def scan_files(hub: HubClient, store: Storage, repo_id: str, sha: str, files: list[FileEntry],
+               rules: Rules = BUILTIN, gate: Gate | None = None) -> FetchedSnapshot:
+    """The scans of `files` at commit `sha` of `repo_id` (another ref than the one ingested: a dataset's Parquet
+    conversion), each content read once ever as a snapshot's are: what was stored is loaded, the rest read by
+    range; the rows and bytes to write come back in the FetchedSnapshot (a file the `gate` refused: unscanned,
+    in its `gated`)."""
+    fetched = FetchedSnapshot(Snapshot(repo_id=repo_id, sha=sha, files={f.path: f for f in files}))
+    _fill_scans(hub, store, fetched, rules, None, gate)
+    return fetched
+
+
 def _fill_scans(hub: HubClient, store: Storage, fetched: FetchedSnapshot, rules: Rules, parent: Snapshot | None,
                 gate: Gate | None = None) -> None:
     """Scan each file a scanner reads whose content was never scanned (read once per content id, however
     many revisions or repos carry it); take the parent's or load the stored scans of the others. A file's
     own failure is its scan's note; Hub errors propagate (the revision is retried)."""
     snapshot = fetched.snapshot
-    scanned = [f for f in snapshot.files.values() if scanner_for(f.path) is not None]
+    repo_type = repo_type_of(snapshot.repo_id)  # a dataset's data files are read too (Parquet footers, first ranges)
+    scanned = [f for f in snapshot.files.values() if scanner_for(f.path, repo_type) is not None]
     wanted = {f.content_id for f in scanned}
     known = _by_content(parent, parent.scans if parent is not None else {}, wanted)
     known.update(load_scans(store, wanted - set(known), rules))
     for entry in scanned:
         scan = known.get(entry.content_id)
         if scan is None:
-            spec = scanner_for(entry.path)
+            spec = scanner_for(entry.path, repo_type)
             assert spec is not None
             size = entry.lfs_size if entry.lfs_size is not None else entry.size
             source = hub.open_range(snapshot.repo_id, snapshot.sha, entry.path, size, spec.budget,

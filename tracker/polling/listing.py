@@ -9,8 +9,9 @@ Only the Hub's timestamps are compared, never our clock, so a skewed local clock
 
 Datasets: an org's datasets followed with `watch add 'ORG/*' --type dataset` are the author `datasets/ORG` (the
 prefix of their keys, `datasets/ORG/NAME`), read from the Hub's dataset listing (`/api/datasets?author=ORG`) in a
-pass of their own, never from the listing of every model; a dataset watched on its own is not covered by the
-listing of every model and is polled at its own interval.
+pass of their own, never from the listing of every model. Datasets watched on their own are read from the listing
+of every dataset (`/api/datasets`, the scope "datasets:*"), a pass made only while there are some, as the listing
+of every model is for models.
 
 What a listing cannot promise (a page that repeats or skips entries, a cursor that loops, a sha the
 repo's own model info does not confirm, a private or renamed repo) is caught by the slow per-repo
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from storage.listing_state import ALL_MODELS, AUTHOR_SOURCE, ListingStore, author_scope
+from storage.listing_state import ALL_DATASETS, ALL_MODELS, AUTHOR_SOURCE, ListingStore, author_scope
 from storage.models import AuthorWatch, ListingState, Watch
 from storage.sessions import Clock, utc_now
 from tracker.config import Settings
@@ -72,8 +73,10 @@ def is_dataset_author(author: str) -> bool:
     return author.startswith(DATASET_AUTHOR_PREFIX)
 
 
-def _listing_of(author: str | None) -> tuple[str | None, str]:
-    """What to ask the Hub's listing for an author scope: (author, repo type)."""
+def _listing_of(author: str | None, scope: str = ALL_MODELS) -> tuple[str | None, str]:
+    """What to ask the Hub's listing for a scope: (author, repo type)."""
+    if scope == ALL_DATASETS:
+        return None, "dataset"
     if author is not None and is_dataset_author(author):
         return author[len(DATASET_AUTHOR_PREFIX):], "dataset"
     return author, "model"
@@ -161,7 +164,8 @@ class ListingPass:
         followed = {a.author for a in every}
         authors = [a for a in every if not is_dataset_author(a.author)]  # the listing of every model holds no dataset
         dataset_authors = [a.author for a in every if is_dataset_author(a.author) and (due is None or a.author in due)]
-        others = include_all and self._listings.watch_count(except_authors=followed) > 0
+        others = include_all and self._listings.watch_count(except_authors=followed, datasets=False) > 0
+        datasets_alone = include_all and self._listings.watch_count(except_authors=followed, datasets=True) > 0
         choice = choose_passes(*self.costs(authors, due, fresh_after_s, others), hub_needed=others)
         passes: list[ScopePass] = []
         covered: set[str] = set()
@@ -171,6 +175,8 @@ class ListingPass:
             covered = {p.scope.removeprefix("author:") for p in author_passes}
         own = [*choice.own, *(a for a in choice.via_hub if a not in covered), *dataset_authors]
         passes += [self._scan(author_scope(author), author, followed, on_moved) for author in own]
+        if datasets_alone:  # the datasets watched on their own: the listing of every dataset
+            passes.append(self._scan(ALL_DATASETS, None, followed, on_moved))
         log.info(
             "listing_pass_finished",
             scopes=len(passes),
@@ -208,7 +214,7 @@ class ListingPass:
     def _scan(self, scope: str, author: str | None, followed: set[str],
               on_moved: Callable[[list[tuple[str, str]]], object] | None = None) -> ScopePass:
         """One scope's pass. The watches looked at are those of the repos it listed (of that author, or,
-        for every model, of the authors not followed)."""
+        for every model or every dataset, of the authors not followed)."""
         started = self._clock()
         state = self._listings.listing_state(scope)
         mark = state.high_water_at if state else None
@@ -235,7 +241,7 @@ class ListingPass:
         limit = self._first_entries if mark is None and author is None else self._max_entries
         repeats_in_row = 0
         try:
-            asked, repo_type = _listing_of(author)
+            asked, repo_type = _listing_of(author, scope)
             listed = (self._hub.list_models_by_modification(asked, repo_type=repo_type) if repo_type != "model"
                       else self._hub.list_models_by_modification(asked))
             for item in listed:
@@ -419,12 +425,15 @@ class ListingJob:
         every = self._listings.list_author_watches()
         if not include_all and not every:
             return 0.0
-        others = include_all and self._listings.watch_count(except_authors={a.author for a in every}) > 0
+        followed = {a.author for a in every}
+        others = include_all and self._listings.watch_count(except_authors=followed, datasets=False) > 0
+        datasets_alone = include_all and self._listings.watch_count(except_authors=followed, datasets=True) > 0
         authors = [a for a in every if not is_dataset_author(a.author)]
         datasets = [a for a in every if is_dataset_author(a.author)]
         states = {state.scope: state for state in self._listings.listing_states()}
         now = self._clock()
-        own_datasets = sum(
+        own_datasets = (WINDOW_S / self.interval_s) * pages_of(_pages(states.get(ALL_DATASETS))) if datasets_alone else 0.0
+        own_datasets += sum(
             pages_of(_pages(states.get(author_scope(a.author)))) * WINDOW_S
             / quiet_cadence_s(self.interval_s, getattr(states.get(author_scope(a.author)), "high_water_at", None), now)
             for a in datasets
@@ -484,8 +493,8 @@ class ListingJob:
         except Exception as err:  # noqa: BLE001 - a failing database leaves the plan to the watch list alone
             log.error("listing_plan_failed", error=f"{type(err).__name__}: {err}")
             followed = set()
-        # a dataset is covered by its followed org's dataset listing only, never by the listing of every model
-        covered = [(listing and not is_dataset_author(w.repo_id)) or owner_of(w.repo_id) in followed for w in watches]
+        # a model by the listing of every model, a dataset by that of every dataset, either by its followed org's
+        covered = [listing or owner_of(w.repo_id) in followed for w in watches]
         reconcile_s = self.reconcile_interval_s(sum(covered))
         own = {
             f"{w.repo_id}@{w.branch}": max(w.interval_s, reconcile_s) if listed else w.interval_s

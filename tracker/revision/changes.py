@@ -56,6 +56,7 @@ class ChangeKind(str, enum.Enum):
     ESTIMATE = "estimate"
     STOP_TOKENS = "stop_tokens"  # the set of token ids generation stops on, and the template's end of turn
     LINT = "lint"  # a structure verifier finding that appeared or was resolved (estimator/lints.py)
+    DATASET = "dataset"  # a dataset's configs, splits, rows, columns, licence, gate, loading script
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,10 @@ _PHRASES = {
     ChangeKind.ESTIMATE: "memory estimate",
     ChangeKind.STOP_TOKENS: "stop tokens",
 }
+# A dataset change's phrase, by the first word of its event kind (`dataset.rows_removed`: rows).
+_DATASET_PHRASES = {"rows": "rows", "columns": "columns", "config": "configs", "split": "splits", "licence": "licence",
+                    "gating": "gate", "loading": "loading script", "script": "loading script",
+                    "reuploaded": "data files (re-upload)", "card": "card counts", "file": "unreadable data files"}
 
 
 def event_id(repo_id: str, sha: str | None, kind: str, extra: str = "") -> str:
@@ -65,7 +69,9 @@ def revision_title(repo_id: str, changes: Sequence[Change], is_baseline: bool, f
     name = display_name(repo_id)
     if is_baseline:
         return f"{name}: now watched, baseline of {file_count} file{'s' if file_count != 1 else ''} recorded"
-    phrases: list[str] = []
+    phrases: list[str] = list(dict.fromkeys(
+        _DATASET_PHRASES.get(str(c.detail.get("event", "")).removeprefix("dataset.").split("_")[0], "data")
+        for c in changes if c.kind is ChangeKind.DATASET))
     parts: list[str] = []
     for kind, phrase in _PHRASES.items():
         if kind is ChangeKind.CHAT_TEMPLATE and _moved_only(changes, kind):

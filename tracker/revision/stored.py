@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from storage.front import Storage
 from storage.history import NewTensor, NewWeightFile
+from storage.kinds import repo_type_of
 from storage.models import Revision
 from tracker.formats import FileScan
 from tracker.formats.manifest import TensorInfo, WeightManifest
@@ -95,7 +96,7 @@ def load_snapshot(store: Storage, revision: Revision, rules: Rules | None = None
     for entry in weights:
         if entry.content_id in manifests:
             snapshot.manifests[entry.path] = manifests[entry.content_id]
-    scanned = [f for f in snapshot.files.values() if scanner_for(f.path) is not None]
+    scanned = [f for f in snapshot.files.values() if scanner_for(f.path, repo_type_of(snapshot.repo_id)) is not None]
     scans = load_scans(store, {f.content_id for f in scanned}, rules)
     for entry in scanned:
         if entry.content_id in scans:

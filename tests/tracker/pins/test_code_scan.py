@@ -66,7 +66,8 @@ def test_pins_that_cannot_be_checked_are_named(tmp_path: Path, text: str, why: s
 
 
 def test_branch_pins_unpinned_uses_and_what_is_not_a_model(tmp_path: Path) -> None:
-    """A branch or tag revision is a branch pin; no revision is unpinned; datasets, local paths and variables are not pins."""
+    """A branch or tag revision is a branch pin; no revision is unpinned; a dataset is pinned under its key
+    (`datasets/org/name`), a space, local paths and variables are not pins."""
     root = tree(tmp_path, {"m.py": (
         'AutoTokenizer.from_pretrained("org/a", revision="v1.0")\n'
         'AutoModel.from_pretrained("org/b")\n'
@@ -74,9 +75,11 @@ def test_branch_pins_unpinned_uses_and_what_is_not_a_model(tmp_path: Path) -> No
         'AutoModel.from_pretrained("./checkpoints/run1")\n'
         'AutoModel.from_pretrained(name, revision=rev)\n'
         'load_dataset("org/data", revision="main")\n'
+        'snapshot_download("org/demo", repo_type="space", revision="main")\n'
     ), "run.sh": "vllm serve org/c --port 8000\n"})
     scan = scan_tree(root)
-    assert [(p.repo_id, p.branch, p.line) for p in scan.branch_pins] == [("org/a", "v1.0", 1)]
+    assert [(p.repo_id, p.branch, p.line) for p in scan.branch_pins] == [
+        ("org/a", "v1.0", 1), ("datasets/org/data", "main", 3), ("datasets/org/data", "main", 6)]
     assert sorted((p.repo_id, p.location) for p in scan.unpinned) == [("org/b", "m.py:2"), ("org/c", "run.sh:1")]
     assert scan.pins == [] and scan.problems == []
 

@@ -139,6 +139,17 @@ def test_a_lock_pin_of_a_followed_derivative_names_the_base_change_it_misses(fam
     assert run_cli("outdated", "--lock", str(lock), "--fail-on", "warning", config=config).returncode == 1
     markdown = run_cli("outdated", "--lock", str(lock), "--format", "markdown", config=config).stdout
     assert "**Against its base**" in markdown and "chat template: the base" in markdown
+    # hubwatch's OSV records of the copy still carrying what the base changed (the template fix, the eom stop): named
+    # in the JSON, on SARIF's HW006, and in the BOM's VEX as exploitable with no fix yet
+    records = lineage["osv_records"]
+    assert len(records) >= 2 and len(set(records)) == len(records)
+    sarif = json.loads(run_cli("outdated", "--lock", str(lock), "--format", "sarif", config=config).stdout)
+    [hw006] = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "HW006"]
+    assert hw006["properties"]["osv_ids"] == records and records[0] in hw006["message"]["text"]
+    vex = json.loads(run_cli("bom", "--lock", str(lock), "--vex", config=config).stdout)
+    analysed = {v["id"]: v["analysis"] for v in vex["vulnerabilities"] if v["id"] in records}
+    assert set(analysed) == set(records)
+    assert all(a["state"] == "exploitable" and a["response"] == ["can_not_fix"] for a in analysed.values())
 
 
 def test_a_lock_pin_older_than_the_derivatives_history_is_read_from_the_hub(family, tmp_path: Path) -> None:

@@ -160,3 +160,21 @@ def test_a_pin_in_a_kubernetes_manifest_stands_on_its_sha(replay, config: Path, 
     line = (root / "vllm.yaml").read_text().splitlines()[location["region"]["startLine"] - 1]
     assert line[location["region"]["startColumn"] - 1:location["region"]["endColumn"] - 1] == old
     assert behind["fixes"][0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == replay.head_sha(EVERY)
+
+
+def test_a_derivative_pin_names_its_osv_records_on_hw006() -> None:
+    """A pin of a followed derivative behind its base: HW006 names hubwatch's OSV records for it (message and
+    `properties.osv_ids`); the log validates; a pin behind with no record says so without ids."""
+    from tracker.pins.base_lineage import BaseComparison
+
+    site = {("org/model", "a" * 40): [PinSite("m.py", 3, 5, 45, "m.py:3")]}
+    report = _report("up_to_date", head="a" * 40)
+    parts = {"chat_template": {"status": "behind", "behind": 1}}
+    report.lineage = BaseComparison("org/base", "derivative of org/base (quantized)", "behind", parts,
+                                    records=["x_HUBWATCH-aaaa-bbbb-cccc", "x_HUBWATCH-dddd-eeee-ffff"])
+    [hw006] = valid(render_sarif([report], site, [], "1.0"))["runs"][0]["results"]
+    assert hw006["ruleId"] == "HW006" and hw006["properties"]["osv_ids"] == report.lineage.records
+    assert "x_HUBWATCH-aaaa-bbbb-cccc, x_HUBWATCH-dddd-eeee-ffff" in hw006["message"]["text"]
+    report.lineage.records = []
+    [plain] = valid(render_sarif([report], site, [], "1.0"))["runs"][0]["results"]
+    assert "osv_ids" not in plain["properties"] and "OSV" not in plain["message"]["text"]

@@ -125,3 +125,50 @@ def test_script_only_revision(api: HfApi, hub: ReplayServer) -> None:
     files = {f.path for f in api.list_repo_tree(SCRIPT_ONLY_ID.removeprefix("datasets/"), repo_type="dataset",
                                                  revision=hub.head_sha(SCRIPT_ONLY_ID), recursive=True)}
     assert files == {"README.md", "scripted-corpus.py"}
+
+
+def test_the_bundled_dataset_is_what_its_generator_writes(tmp_path) -> None:
+    """The dataset `hubwatch demo` serves (histories/datasets/hubwatch-demo/evolving-qa) holds, commit by commit, the
+    files tests/fixtures/generate_replay_dataset.py builds (the Parquet shards as LFS files with their real bytes)."""
+    from tests.fixtures.generate_replay_dataset import BUNDLED_DATASET, bundled_dataset, write
+    from tracker.standins.replay.control import BUNDLED_ROOT
+    from tracker.standins.replay.history import LfsBlob, load_roots
+
+    bundled = load_roots([BUNDLED_ROOT])[BUNDLED_DATASET]
+    write(tmp_path)
+    rewritten = load_roots([tmp_path])[BUNDLED_DATASET]
+    built = bundled_dataset()
+    for history in (bundled, rewritten):
+        assert [c.title for c in history.commits] == [c.title for c in built.commits]
+        for ours, theirs in zip(history.commits, built.commits, strict=True):
+            assert {p: e.blob.oid for p, e in history.trees[ours.sha].items()} == {
+                p: e.blob.oid for p, e in built.trees[theirs.sha].items()}
+    assert isinstance(bundled.trees[bundled.commits[0].sha]["data/train-00000-of-00001.parquet"].blob, LfsBlob)
+    assert (tmp_path / BUNDLED_DATASET / "repo.json").read_bytes() == (BUNDLED_ROOT / BUNDLED_DATASET / "repo.json").read_bytes()
+
+
+def test_cards_have_the_shape_push_to_hub_writes(api: HfApi, hub: ReplayServer) -> None:
+    """One config: `dataset_info` is a mapping without a config name; several: a list naming each config; the
+    counts are the Parquet files' rows."""
+    scripted = hub.repo(SCRIPT_ONLY_ID)
+    one = api.dataset_info(SCRIPT_ONLY_ID.removeprefix("datasets/"), revision=scripted.commits[0].sha).card_data
+    assert isinstance(one["dataset_info"], dict) and one["dataset_info"]["splits"][0]["num_examples"] == 3
+    several = api.dataset_info(NAME).card_data["dataset_info"]
+    assert [(i["config_name"], [(s["name"], s["num_examples"]) for s in i["splits"]]) for i in several] == [
+        ("default", [("train", 100), ("test", 15)]), ("extra", [("train", 30)])]
+
+
+def test_hub_client_reads_the_conversion_by_its_commit(hub: ReplayServer) -> None:
+    """HubClient.conversion_commit names the conversion's commit (None for a dataset without one); its files are
+    listed and read by range by that sha, under the dataset's key."""
+    from tracker.hub.client import HubClient
+
+    client = HubClient(hub.endpoint)
+    commit = client.conversion_commit(DATASET_ID)
+    assert commit is not None and commit.sha == hub.repo(DATASET_ID).conversions[-1][1].sha
+    assert client.conversion_commit(SCRIPT_ONLY_ID) is None
+    files = {f.path: f for f in client.list_files(DATASET_ID, commit.sha)}
+    shard = files["default/test/0000.parquet"]
+    assert shard.lfs_sha256 is not None
+    source = client.open_range(DATASET_ID, commit.sha, shard.path, shard.lfs_size or shard.size, first_block=8, max_block=8)
+    assert source.read(source.size - 4, 4) == b"PAR1" and source.requests == 1
