@@ -226,7 +226,8 @@ class Scenario:
     def run(self, kills: int, gap_s: tuple[float, float] = (0.5, 3.0), timeout_s: float = 600, busy_cpu: bool = False,
             kill_at: tuple[str, ...] = (), reveal_s: float | None = None, lease_s: float | None = None,
             receiver_delay_s: float = 0.05) -> Run:
-        """`busy_cpu`: another process keeps a core busy from the daemon's start to its stop (not during the set-up).
+        """`busy_cpu`: another process keeps a core busy from the daemon's first work (a delivery sent or a revision
+        stored) to its stop: through its ingests and deliveries, not its set-up nor its start-up (~2 CPU-s of imports).
         `kill_at`: where each kill lands, one per kill ("ingest": the first moment the daemon has stored a revision
         of its own with more revealed; "delivery": the first moment a worker holds an endpoint with deliveries to
         go); by default half the kills wait for a delivery, the others land at once. `reveal_s`: the seconds over
@@ -282,10 +283,14 @@ class Scenario:
         advancer = threading.Thread(target=self._advance, args=(replay, step_s, stop), daemon=True)
         advancer.start()
         log = (self.workdir / "daemon.log").open("ab")
-        burner = subprocess.Popen([sys.executable, "-c", BUSY]) if busy_cpu else None
+        before = _state(db)
         proc = start_daemon(config, log)
+        burner = None
         records: list[dict[str, object]] = []
         try:
+            if busy_cpu:
+                _wait_for_work(db, before)
+                burner = subprocess.Popen([sys.executable, "-c", BUSY])
             for i in range(kills):
                 time.sleep(self.random.uniform(*gap_s))
                 if kill_at:
@@ -392,6 +397,17 @@ timeout_s = 5.0
         path = self.workdir / "hubwatch.toml"
         path.write_text(text, encoding="utf-8")
         return path
+
+
+def _wait_for_work(db: Path, before: dict[str, object], timeout_s: float = 120) -> None:
+    """Until the daemon has sent a delivery or stored a revision since `before` (its state at the daemon's start)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = _state(db)
+        if state["pending"] < before["pending"] or state["revisions"] > before["revisions"]:  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"the daemon did no work within {timeout_s:.0f} s of its start")
 
 
 def _takeovers_logged(log: Path) -> list[tuple[float, str]]:
