@@ -26,6 +26,7 @@ EVERY = "hubwatch-tests/every-kind"
 GONE = "hubwatch-tests/broken-model"  # watched, then deleted on the Hub
 OLD, NEW = "hubwatch-tests/rewritten-model", "hubwatch-tests/renamed-model"  # watched, then renamed on the Hub
 DATA = split_repo_key(DATASET_ID)[1]  # watched as a dataset, and as a model of the same name
+GONE_DATA = "datasets/hubwatch-tests/gone-dataset"  # watched, then deleted on the Hub
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "renovate" / "hubwatch.json"
 RENOVATE_DIR = ROOT / "tests" / "renovate"
@@ -42,6 +43,7 @@ def replay() -> Iterator[ReplayServer]:
     with replay_server() as server:
         server.add_repo(evolving_dataset(with_conversion=False))
         server.add_repo(synthetic_history(DATA, commits=2))
+        server.add_repo(evolving_dataset(GONE_DATA, with_conversion=False))
         yield server
 
 
@@ -54,13 +56,14 @@ def served(replay: ReplayServer, tmp_path_factory: pytest.TempPathFactory) -> It
     config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db", extra="\n[server]\nport = 0\n")
     replay.set_head(EVERY, 4)
     replay.set_head(OLD, 1)
-    for repo in (EVERY, GONE, OLD, DATASET_ID, DATA):
+    for repo in (EVERY, GONE, OLD, DATASET_ID, DATA, GONE_DATA):
         assert run_cli("watch", "add", repo, config=config).returncode == 0
     assert run_cli("poll", config=config).returncode == 0
     replay.set_state(GONE, "deleted")
+    replay.set_state(GONE_DATA, "deleted")
     replay.rename(OLD, NEW)
     replay.set_head(NEW, 2)
-    assert run_cli("poll", config=config).returncode == 3  # GONE failed for its state
+    assert run_cli("poll", config=config).returncode == 3  # GONE and GONE_DATA failed for their state
     proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "serve"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -103,6 +106,16 @@ def test_a_repo_gone_from_the_hub_answers_410_saying_it_cannot_be_fetched(served
     body = answer.json()
     assert body["repoState"] == "gone" and body["stateSince"]
     assert body["detail"].startswith(f"{GONE} is gone from the Hub") and "cannot be fetched" in body["detail"]
+
+
+def test_a_dataset_not_watched_or_gone_answers_as_a_model_does(served: str) -> None:
+    """Under /api/v1/renovate/datasets/: a dataset not watched is a 404 naming its key (the model of that name is
+    not looked at), one deleted on the Hub a 410 with its state."""
+    answer = httpx.get(f"{served}/api/v1/renovate/datasets/{EVERY}", timeout=30)  # EVERY is watched as a model only
+    assert answer.status_code == 404 and f"datasets/{EVERY} is not watched" in answer.json()["detail"]
+    gone = httpx.get(f"{served}/api/v1/renovate/{GONE_DATA}", timeout=30)
+    assert gone.status_code == 410 and gone.json()["repoState"] == "gone"
+    assert gone.json()["detail"].startswith(f"{GONE_DATA} is gone from the Hub")
 
 
 def test_a_renamed_repo_answers_under_both_names_naming_the_new_one(replay, served: str) -> None:
