@@ -351,6 +351,7 @@ def _describe_component(component: Any, model: BomModel, with_template: bool, ca
 
 
 MAX_SPLITS = 200  # configs x splits listed per dataset (a repo of thousands of configs is said, not listed whole)
+MAX_COLUMNS = 500  # columns listed per split in the `data` entry (the rest counted)
 
 
 def _describe_dataset(component: Any, model: BomModel, cards: dict[str, dict[str, Any]], ref: str) -> None:
@@ -375,8 +376,10 @@ def _describe_dataset(component: Any, model: BomModel, cards: dict[str, dict[str
         value = str(rows) if isinstance(rows, int) else "unknown"
         component.properties.add(Property(name=f"hubwatch:rows:{config}/{split}", value=value))
         columns = facts.get("columns") if isinstance(facts.get("columns"), dict) else {}
+        listed = dict(list(columns.items())[:MAX_COLUMNS])
+        more = {"columns_not_listed": len(columns) - len(listed)} if len(columns) > len(listed) else {}
         contents.append({"name": f"hubwatch:split:{config}/{split}",
-                         "value": json.dumps({"rows": rows, "columns": columns}, sort_keys=True)})
+                         "value": json.dumps({"rows": rows, "columns": listed, **more}, sort_keys=True)})
     if len(splits) > MAX_SPLITS:
         component.properties.add(Property(name="hubwatch:splits-not-listed", value=str(len(splits) - MAX_SPLITS)))
     hub_id = split_repo_key(model.repo_id)[1]

@@ -103,3 +103,27 @@ def test_a_vex_of_a_dataset_keeps_the_component_without_its_splits(hub: ReplaySe
     assert result.returncode == 0, result.stderr[-2000:]
     [data] = components(valid_bom(result.stdout), "data")
     assert "data" not in data and "components" not in data and data["bom-ref"].endswith(hub.head_sha(DATASET_ID))
+
+
+def test_a_dataset_of_very_many_splits_and_columns_is_listed_in_bounds() -> None:
+    """A stored summary of 201 splits, one of 501 columns (what a hostile repo's footers may say): 200 splits listed
+    and the rest counted, 500 columns listed and the rest counted, the document still valid; no summary stored (a
+    revision ingested before summaries) is said, not an error."""
+    from datetime import UTC, datetime
+
+    from tracker.pins.bom import MAX_COLUMNS, MAX_SPLITS, BomModel, render_bom
+
+    wide = {f"c{i:04d}": 'Value("int64")' for i in range(MAX_COLUMNS + 1)}
+    splits = {f"s{i:04d}": {"rows": i, "columns": wide if i == 0 else {}} for i in range(MAX_SPLITS + 1)}
+    many = BomModel(DATASET_ID, "a" * 40, "main", dataset={"licence": "odc-by", "configs": {"default": {"splits": splits}}},
+                    licence="odc-by")
+    bare = BomModel("datasets/org/older", "b" * 40, "main", dataset={})
+    bom = valid_bom(render_bom([many, bare], "https://huggingface.co", datetime(2026, 1, 1, tzinfo=UTC), "test"))
+    listed, older = components(bom, "data")
+    props = {p["name"]: p["value"] for p in listed["properties"]}
+    assert sum(k.startswith("hubwatch:rows:") for k in props) == MAX_SPLITS and props["hubwatch:splits-not-listed"] == "1"
+    first = json.loads(listed["data"][0]["contents"]["properties"][0]["value"])
+    assert len(first["columns"]) == MAX_COLUMNS and first["columns_not_listed"] == 1
+    assert listed["licenses"] == [{"license": {"name": "odc-by"}}]  # not an SPDX id: by name
+    assert listed["bom-ref"] == f"https://huggingface.co/{DATASET_ID}/tree/{'a' * 40}"
+    assert {p["name"]: p["value"] for p in older["properties"]}["hubwatch:dataset-summary"].startswith("none stored")
