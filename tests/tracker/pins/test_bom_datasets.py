@@ -97,12 +97,15 @@ def test_a_lock_file_lists_a_dataset_and_the_model_of_its_name_apart_and_names_a
     assert {m["repo_id"]: m["status"] for m in json.loads(outdated.stdout)["models"]}[MISSING] == "gone"
 
 
-def test_a_vex_of_a_dataset_keeps_the_component_without_its_splits(hub: ReplayServer, config: Path) -> None:
-    """`bom --vex` of a dataset: the data component (referenced by its tree URL), no data files, no `data` entry."""
-    result = run_cli("bom", f"{DATASET_ID}@{hub.head_sha(DATASET_ID)}", "--vex", config=config)
+def test_a_vex_of_a_watched_dataset_keeps_the_component_without_its_splits(hub: ReplayServer, config: Path) -> None:
+    """`bom --vex` of a watched dataset named without a revision: its branch head, the data component (referenced
+    by its tree URL), no data files, no `data` entry."""
+    assert run_cli("watch", "add", DATASET_ID, config=config).returncode == 0
+    result = run_cli("bom", DATASET_ID, "--vex", config=config)
     assert result.returncode == 0, result.stderr[-2000:]
     [data] = components(valid_bom(result.stdout), "data")
     assert "data" not in data and "components" not in data and data["bom-ref"].endswith(hub.head_sha(DATASET_ID))
+    assert data["version"] == hub.head_sha(DATASET_ID)
 
 
 def test_a_dataset_of_very_many_splits_and_columns_is_listed_in_bounds() -> None:
