@@ -14,14 +14,19 @@ from pathlib import Path
 import httpx
 import pytest
 
+from storage.kinds import split_repo_key
 from tests.support.cli import run_cli, write_config
+from tests.support.dataset_repos import DATASET_ID, evolving_dataset
 from tests.support.replay import replay_server
 from tests.support.waiting import read_log_until
 from tracker.standins.replay.control import ReplayServer
+from tracker.standins.replay.history import synthetic_history
 
 EVERY = "hubwatch-tests/every-kind"
 GONE = "hubwatch-tests/broken-model"  # watched, then deleted on the Hub
 OLD, NEW = "hubwatch-tests/rewritten-model", "hubwatch-tests/renamed-model"  # watched, then renamed on the Hub
+DATA = split_repo_key(DATASET_ID)[1]  # watched as a dataset, and as a model of the same name
+GONE_DATA = "datasets/hubwatch-tests/gone-dataset"  # watched, then deleted on the Hub
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "renovate" / "hubwatch.json"
 RENOVATE_DIR = ROOT / "tests" / "renovate"
@@ -33,27 +38,32 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def replay() -> Iterator[ReplayServer]:
-    """One replay for the module: its tests only read what `served` polled from it."""
+    """One replay for the module (with a dataset and a model of the dataset's name): its tests only read what
+    `served` polled from it."""
     with replay_server() as server:
+        server.add_repo(evolving_dataset(with_conversion=False))
+        server.add_repo(synthetic_history(DATA, commits=2))
+        server.add_repo(evolving_dataset(GONE_DATA, with_conversion=False))
         yield server
 
 
 @pytest.fixture(scope="module")
 def served(replay: ReplayServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`hubwatch serve` over a database where EVERY is watched and polled at its fourth commit, GONE was watched and
-    then deleted, and OLD was watched and then renamed to NEW (its history moved there), started once a module
-    (its tests only read); its URL."""
+    then deleted, OLD was watched and then renamed to NEW (its history moved there), and the dataset and the model
+    of its name are watched, started once a module (its tests only read); its URL."""
     tmp_path = tmp_path_factory.mktemp("served")
     config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db", extra="\n[server]\nport = 0\n")
     replay.set_head(EVERY, 4)
     replay.set_head(OLD, 1)
-    for repo in (EVERY, GONE, OLD):
+    for repo in (EVERY, GONE, OLD, DATASET_ID, DATA, GONE_DATA):
         assert run_cli("watch", "add", repo, config=config).returncode == 0
     assert run_cli("poll", config=config).returncode == 0
     replay.set_state(GONE, "deleted")
+    replay.set_state(GONE_DATA, "deleted")
     replay.rename(OLD, NEW)
     replay.set_head(NEW, 2)
-    assert run_cli("poll", config=config).returncode == 3  # GONE failed for its state
+    assert run_cli("poll", config=config).returncode == 3  # GONE and GONE_DATA failed for their state
     proc = subprocess.Popen([sys.executable, "-m", "tracker", "--config", str(config), "serve"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -96,6 +106,16 @@ def test_a_repo_gone_from_the_hub_answers_410_saying_it_cannot_be_fetched(served
     body = answer.json()
     assert body["repoState"] == "gone" and body["stateSince"]
     assert body["detail"].startswith(f"{GONE} is gone from the Hub") and "cannot be fetched" in body["detail"]
+
+
+def test_a_dataset_not_watched_or_gone_answers_as_a_model_does(served: str) -> None:
+    """Under /api/v1/renovate/datasets/: a dataset not watched is a 404 naming its key (the model of that name is
+    not looked at), one deleted on the Hub a 410 with its state."""
+    answer = httpx.get(f"{served}/api/v1/renovate/datasets/{EVERY}", timeout=30)  # EVERY is watched as a model only
+    assert answer.status_code == 404 and f"datasets/{EVERY} is not watched" in answer.json()["detail"]
+    gone = httpx.get(f"{served}/api/v1/renovate/{GONE_DATA}", timeout=30)
+    assert gone.status_code == 410 and gone.json()["repoState"] == "gone"
+    assert gone.json()["detail"].startswith(f"{GONE_DATA} is gone from the Hub")
 
 
 def test_a_renamed_repo_answers_under_both_names_naming_the_new_one(replay, served: str) -> None:
@@ -220,7 +240,7 @@ def test_the_preset_notes_a_rename_in_the_pull_request_body(source: str, noted: 
     sourceUrl (the datasource's new name) is not its depName gets the note to update the model id; others nothing."""
     if not NODE.is_file():
         pytest.fail(f"the Renovate CLI is not installed: npm ci --prefix {RENOVATE_DIR.relative_to(ROOT)} (.ci/run does)")
-    [rule] = json.loads(PRESET.read_text())["packageRules"]
+    [rule] = [r for r in json.loads(PRESET.read_text())["packageRules"] if r["matchDepTypes"] == ["model"]]
     note = rule["prBodyNotes"][1]
     template = RENOVATE.parent / "util" / "template" / "index.js"
     script = ("import(process.argv[1]).then(t => process.stdout.write(t.compile(process.argv[2], "
@@ -230,3 +250,49 @@ def test_the_preset_notes_a_rename_in_the_pull_request_body(source: str, noted: 
     assert result.returncode == 0, result.stderr[-2000:]
     expected = f"Renamed on the Hub: {OLD} is now {source}. Update the model id in this pin too" if noted else ""
     assert result.stdout.startswith(expected) and bool(result.stdout) == noted, result.stdout
+
+
+def test_renovate_moves_dataset_pins_to_the_datasets_head_apart_from_the_model_of_its_name(replay, served: str,
+                                                                                            tmp_path: Path) -> None:
+    """`load_dataset`/`load_dataset_builder`, a Hub call given `repo_type="dataset"` (before or after the repo id and
+    the revision) and `hf download ... --repo-type dataset` are datasets: depType dataset, looked up as
+    datasets/ORG/NAME and moved to the dataset's head; the model of the same name pinned beside them stays a model,
+    moved to the model's head. Renovate finds exactly the (file, key, sha) pins `outdated --scan` finds."""
+    from tracker.pins.code_scan import scan_tree
+
+    data_old, model_old = replay.commits(DATASET_ID)[0].sha, replay.commits(DATA)[0].sha
+    root = tmp_path / "data-project"
+    root.mkdir()
+    (root / "train.py").write_text(
+        "from datasets import load_dataset, load_dataset_builder\n"
+        "from huggingface_hub import hf_hub_download, snapshot_download\nfrom transformers import AutoModel\n"
+        f'qa = load_dataset("{DATA}", "default", split="train", revision="{data_old}")\n'
+        f'builder = load_dataset_builder(path="{DATA}", revision="{data_old}")\n'
+        f'card = hf_hub_download(repo_id="{DATA}", filename="README.md", revision="{data_old}", repo_type="dataset")\n'
+        f'snap = snapshot_download(repo_type="dataset", repo_id="{DATA}", revision="{data_old}")\n'
+        f'model = AutoModel.from_pretrained("{DATA}", torch_dtype="auto", revision="{model_old}")\n'
+        f'weights = hf_hub_download("{DATA}", "model.safetensors", repo_type="model", revision="{model_old}")\n')
+    (root / "fetch.sh").write_text(
+        f"#!/bin/sh\nhf download {DATA} --repo-type dataset --revision {data_old}\n"
+        f"huggingface-cli download {DATA} --revision {data_old} --repo-type=dataset --local-dir data\n"
+        f"hf download {DATA} --revision {model_old}\n")
+    commit_all(root)
+    _, local = run_renovate(root, served, tmp_path)
+    found = [(f["packageFile"], d.get("packageName", d["depName"]), d["depType"], d["currentDigest"],
+              [(u["updateType"], u["newDigest"]) for u in d["updates"]])
+             for manager in ("regex", "jsonata") for f in local["packageFiles"].get(manager, []) for d in f["deps"]]
+    data_head, model_head = [("digest", replay.head_sha(DATASET_ID))], [("digest", replay.head_sha(DATA))]
+    assert data_head != model_head
+    assert sorted(found) == sorted(
+        [("train.py", DATASET_ID, "dataset", data_old, data_head)] * 4
+        + [("train.py", DATA, "model", model_old, model_head)] * 2
+        + [("fetch.sh", DATASET_ID, "dataset", data_old, data_head)] * 2
+        + [("fetch.sh", DATA, "model", model_old, model_head)])
+    assert {(path, key, sha) for path, key, _, sha, _ in found} == {(p.path, p.repo_id, p.sha) for p in scan_tree(root).pins}
+
+
+def test_the_preset_names_a_dataset_as_a_dataset_in_commits_and_notes() -> None:
+    """The dataset rule of the preset: commit topic and action say dataset, the rename note asks for the dataset id."""
+    [rule] = [r for r in json.loads(PRESET.read_text())["packageRules"] if r["matchDepTypes"] == ["dataset"]]
+    assert rule["commitMessageTopic"] == "dataset {{depName}}" and "dataset" in rule["commitMessageAction"]
+    assert "Update the dataset id in this pin too" in rule["prBodyNotes"][1]

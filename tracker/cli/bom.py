@@ -19,7 +19,7 @@ from tracker.pins.outdated import OutdatedCheck
 
 @click.command()
 @click.argument("target", required=False, metavar="REPO[@REV]")
-@click.option("--lock", "lock_file", type=click.Path(path_type=Path), help="Every model of this lock file.")
+@click.option("--lock", "lock_file", type=click.Path(path_type=Path), help="Every model (and dataset) of this lock file.")
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="Write the document here (default: stdout).")
 @click.option("--with-template", is_flag=True,
               help="Put each model's chat template text in its model card (its sha256 is always there).")
@@ -30,7 +30,8 @@ from tracker.pins.outdated import OutdatedCheck
 def bom(ctx: click.Context, target: str | None, lock_file: Path | None, output: Path | None, with_template: bool,
         vex_only: bool) -> None:
     """A CycloneDX 1.6 JSON bill of materials: REPO[@REV] (a commit sha, or a branch: its head; default main),
-    or every model of a lock file. Exit 1 when a model could not be listed (named on stderr).
+    or every model of a lock file (a dataset, `datasets/ORG/NAME`, is a `data` component). Exit 1 when a model
+    could not be listed (named on stderr).
 
     Every hubwatch record about each repo is analysed for the listed revision (exploitable, resolved, not
     affected); --vex writes only those."""

@@ -18,6 +18,14 @@ introduction; and the OSV advisories matched to the packages the revision names 
 is in the affected range). `vex_only` leaves out the files, the libraries not named by an advisory, and the
 model-card details: the vulnerabilities and what they affect.
 
+A dataset revision (`datasets/ORG/NAME`) is a `data` component: no purl (the registered `huggingface` purl type
+is "Hugging Face ML models", its namespace and name a model repository's: a dataset's purl would name the model of
+the same name, or none), so its bom-ref is its tree's URL on the Hub and its external references are that tree
+(distribution) and its page https://huggingface.co/datasets/ORG/NAME (website). Its licence is the card's as the
+dataset summary read it, its data files are `file` components with their sha256, and its configs and splits (rows,
+columns) are a CycloneDX 1.6 `data` entry of type `dataset` (written into the document after the library, like
+the model card) and `hubwatch:rows:CONFIG/SPLIT` properties.
+
 Everything comes from the stored history (what `hubwatch outdated` ingests); the caller makes sure the
 revision is stored.
 """
@@ -31,7 +39,7 @@ from datetime import datetime
 from typing import Any
 
 from storage.front import Storage
-from storage.kinds import model_purl
+from storage.kinds import model_purl, split_repo_key
 from storage.models import Revision
 from tracker.pins.recorded_files import BEHAVIOUR_KINDS
 
@@ -68,6 +76,11 @@ class BomModel:
     state_since: datetime | None = None
     moved_from: str | None = None  # a renamed repo: the name it had (its history moved from there)
     moved_to: str | None = None  # a renamed repo: the name it has now
+    dataset: dict[str, Any] | None = None  # a dataset revision's stored summary (tracker/revision/dataset_summary.py)
+
+    @property
+    def is_dataset(self) -> bool:
+        return split_repo_key(self.repo_id)[0] == "dataset"
 
 
 def stored_model(store: Storage, revision: Revision) -> BomModel:
@@ -80,10 +93,18 @@ def stored_model(store: Storage, revision: Revision) -> BomModel:
         detail = watch.state_detail or {}
         if model.repo_state == "moved":
             model.moved_from, model.moved_to = detail.get("moved_from"), detail.get("moved_to")
-    model.files = [
-        {"path": f.path, "kind": f.kind, "oid": f.oid, "lfs_sha256": f.lfs_sha256, "size": f.size}
-        for f in store.history.revision_files(revision.id) if f.kind in BEHAVIOUR_KINDS
-    ]
+    if model.is_dataset:  # its data files, and the licence, configs and splits its stored summary says
+        from tracker.pipeline.dataset_store import load_summary
+        from tracker.revision.dataset_summary import is_data_file
+
+        model.dataset = load_summary(store, revision.repo_id, revision.sha) or {}
+        licence = model.dataset.get("licence")
+        model.licence = licence if isinstance(licence, str) and licence.strip() else None
+        listed = [f for f in store.history.revision_files(revision.id) if is_data_file(f.path)]
+    else:
+        listed = [f for f in store.history.revision_files(revision.id) if f.kind in BEHAVIOUR_KINDS]
+    model.files = [{"path": f.path, "kind": "data" if model.is_dataset else f.kind, "oid": f.oid,
+                    "lfs_sha256": f.lfs_sha256, "size": f.size} for f in listed]
     facts = store.advisories.facts([revision.id]).get(revision.id)
     for dep in ((facts.facts or {}).get("dependencies") or []) if facts else []:
         model.packages.append((str(dep["package"]), str(dep["version"]), ", ".join(dep.get("sources") or [])))
@@ -107,7 +128,8 @@ def stored_model(store: Storage, revision: Revision) -> BomModel:
         else:
             model.analysed.append((own.record, "not_affected", f"{revision.sha[:12]} does not descend from "
                                    f"{own.sha[:12]}, which introduced it: what it is about is not in it"))
-    _describe(store, revision, model)
+    if not model.is_dataset:
+        _describe(store, revision, model)
     for link in store.advisories.links(revision.id):
         if link.status == "affected":
             model.osv.append((link.advisory_key, link.package, link.version, list(link.ids or [])))
@@ -208,15 +230,25 @@ def render_bom(models: list[BomModel], hub_url: str, created_at: datetime, versi
                          purl=PackageURL.from_string(purl), bom_ref=f"{purl}#pedigree")
 
     for model in models:
-        org, _, name = model.repo_id.partition("/")
-        purl = model_purl(model.repo_id, model.sha)
-        component = Component(
-            type=ComponentType.MACHINE_LEARNING_MODEL, group=org, name=name, version=model.sha,
-            purl=PackageURL.from_string(purl), bom_ref=purl,
-            external_references=[ExternalReference(type=ExternalReferenceType.DISTRIBUTION,
-                                                   url=XsUri(f"{hub_url.rstrip('/')}/{model.repo_id}/tree/{model.sha}"))],
-            properties=[Property(name="hubwatch:branch", value=model.branch)],
-        )
+        org, _, name = split_repo_key(model.repo_id)[1].partition("/")
+        tree = f"{hub_url.rstrip('/')}/{model.repo_id}/tree/{model.sha}"
+        distribution = ExternalReference(type=ExternalReferenceType.DISTRIBUTION, url=XsUri(tree))
+        if model.is_dataset:  # no purl type for Hub datasets (module docstring): its tree's URL is its reference
+            purl = tree
+            component = Component(
+                type=ComponentType.DATA, group=org, name=name, version=model.sha, bom_ref=purl,
+                external_references=[distribution, ExternalReference(
+                    type=ExternalReferenceType.WEBSITE, url=XsUri(f"{hub_url.rstrip('/')}/{model.repo_id}"))],
+                properties=[Property(name="hubwatch:branch", value=model.branch),
+                            Property(name="hubwatch:repo-type", value="dataset")],
+            )
+        else:
+            purl = model_purl(model.repo_id, model.sha)
+            component = Component(
+                type=ComponentType.MACHINE_LEARNING_MODEL, group=org, name=name, version=model.sha,
+                purl=PackageURL.from_string(purl), bom_ref=purl, external_references=[distribution],
+                properties=[Property(name="hubwatch:branch", value=model.branch)],
+            )
         if model.repo_state != "active":  # gone, disabled, moved...: a dependency that may not load any more
             component.properties.add(Property(name="hubwatch:repo-state", value=model.repo_state))
             if model.state_since is not None:
@@ -225,7 +257,10 @@ def render_bom(models: list[BomModel], hub_url: str, created_at: datetime, versi
             if value:
                 component.properties.add(Property(name=key, value=value))
         if not vex_only:
-            _describe_component(component, model, with_template, cards, purl)
+            if model.is_dataset:
+                _describe_dataset(component, model, cards, purl)
+            else:
+                _describe_component(component, model, with_template, cards, purl)
             if model.licence:
                 spdx = fixup_id(model.licence)
                 component.licenses.add(DisjunctiveLicense(id=spdx) if spdx else DisjunctiveLicense(name=model.licence))
@@ -315,14 +350,59 @@ def _describe_component(component: Any, model: BomModel, with_template: bool, ca
         cards[purl] = card
 
 
+MAX_SPLITS = 200  # configs x splits listed per dataset (a repo of thousands of configs is said, not listed whole)
+MAX_COLUMNS = 500  # columns listed per split in the `data` entry (the rest counted)
+
+
+def _describe_dataset(component: Any, model: BomModel, cards: dict[str, dict[str, Any]], ref: str) -> None:
+    """A dataset's facts from its stored summary: the gate, a loading script, each config/split's rows as
+    properties, and its CycloneDX 1.6 `data` entry (kept in `cards` by bom-ref, put in by `_with_model_cards`)."""
+    from cyclonedx.model import Property
+
+    summary = model.dataset or {}
+    facts = {"hubwatch:gated": summary.get("gated"), "hubwatch:loading-script": summary.get("loading_script"),
+             "hubwatch:script-only": "true" if summary.get("script_only") else None}
+    if not summary:
+        facts["hubwatch:dataset-summary"] = "none stored (ingested before dataset summaries)"
+    for key, value in facts.items():
+        if value is not None and value is not False:
+            component.properties.add(Property(name=key, value=str(value)))
+    splits = [(config, split, facts) for config, about in sorted((summary.get("configs") or {}).items())
+              if isinstance(about, dict) for split, facts in sorted((about.get("splits") or {}).items())
+              if isinstance(facts, dict)]
+    contents = []
+    for config, split, facts in splits[:MAX_SPLITS]:
+        rows = facts.get("rows")
+        value = str(rows) if isinstance(rows, int) else "unknown"
+        component.properties.add(Property(name=f"hubwatch:rows:{config}/{split}", value=value))
+        columns = facts.get("columns") if isinstance(facts.get("columns"), dict) else {}
+        listed = dict(list(columns.items())[:MAX_COLUMNS])
+        more = {"columns_not_listed": len(columns) - len(listed)} if len(columns) > len(listed) else {}
+        contents.append({"name": f"hubwatch:split:{config}/{split}",
+                         "value": json.dumps({"rows": rows, "columns": listed, **more}, sort_keys=True)})
+    if len(splits) > MAX_SPLITS:
+        component.properties.add(Property(name="hubwatch:splits-not-listed", value=str(len(splits) - MAX_SPLITS)))
+    hub_id = split_repo_key(model.repo_id)[1]
+    entry: dict[str, Any] = {"bom-ref": f"{ref}#data", "type": "dataset", "name": hub_id,
+                             "contents": {"url": ref, **({"properties": contents} if contents else {})}}
+    if summary.get("configs"):
+        entry["description"] = (f"{hub_id}@{model.sha[:12]}: " + ", ".join(
+            f"{config}/{split} {facts.get('rows') if isinstance(facts.get('rows'), int) else '?'} rows"
+            for config, split, facts in splits[:20]) + (" ..." if len(splits) > 20 else ""))
+    cards[ref] = {"data": [entry]}
+
+
 def _with_model_cards(document: str, cards: dict[str, dict[str, Any]]) -> str:
-    """The library's JSON with each model component's `modelCard` (CycloneDX 1.6 `component.modelCard`)."""
+    """The library's JSON with each model component's `modelCard` (CycloneDX 1.6 `component.modelCard`) and each
+    dataset component's `data` (`component.data`)."""
     if not cards:
         return document
     data = json.loads(document)
     for component in data.get("components") or ():
         card = cards.get(component.get("bom-ref", ""))
-        if card is not None:
+        if card is not None and "data" in card:
+            component["data"] = card["data"]
+        elif card is not None:
             component["modelCard"] = {"bom-ref": f"{component['bom-ref']}#model-card", **card}
     return json.dumps(data, indent=2)
 
