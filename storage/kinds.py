@@ -274,6 +274,12 @@ def is_filter_kind(kind: str) -> bool:
     return kind in FILTER_WORDS or re.fullmatch(EVENT_KIND_PATTERN, kind) is not None
 
 
+def repo_purl(key: str, sha: str | None = None) -> str | None:
+    """A stored repo's package URL: a model's `model_purl`; None for a dataset, which no purl type names (the
+    registered `huggingface` type is for models; the BOM names a dataset by its Hub URL instead)."""
+    return None if repo_type_of(key) == "dataset" else model_purl(key, sha)
+
+
 def model_purl(repo_id: str, sha: str | None = None) -> str:
     """The package URL of a Hub model (the registered `huggingface` purl type): `pkg:huggingface/org/name@sha`,
     the commit sha lowercase as the purl spec asks; without `sha`, the model across revisions."""

@@ -52,7 +52,7 @@ from feeds.http.params import (
 from feeds.http.strict_json import StrictJSONRoute
 from feeds.webhooks import FORMATS, subscribe
 from storage.errors import InvalidSubscription, NotStored
-from storage.kinds import UNFETCHABLE_STATES, model_purl, repo_key, repo_type_of
+from storage.kinds import UNFETCHABLE_STATES, repo_key, repo_purl, repo_type_of
 from storage.models import (
     ChangeRecord,
     EstimateRecord,
@@ -103,7 +103,7 @@ def _revision(r: Revision, changes: list[ChangeRecord], brief: bool = True) -> d
         "baseline": r.is_baseline,
         "file_count": r.file_count,
         "changes": [_change(c, brief) for c in changes],
-        "purl": model_purl(r.repo_id, r.sha),
+        "purl": repo_purl(r.repo_id, r.sha),
     }
 
 

@@ -71,7 +71,8 @@ class RevisionOut(BaseModel):
     baseline: bool
     file_count: int
     changes: list[ChangeBrief]
-    purl: str = Field(description="The revision's package URL: pkg:huggingface/<org>/<name>@<sha>")
+    purl: str | None = Field(description="The revision's package URL: pkg:huggingface/<org>/<name>@<sha>; null for a "
+                             "dataset, which no purl type names (the huggingface type is for models)")
 
 
 class FileOut(BaseModel):

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from storage.kinds import model_purl
+from storage.kinds import model_purl, repo_type_of
 from storage.models import AdvisoryLink
 from storage.osv_index import StoredOwn
 
@@ -57,6 +57,8 @@ def served_record(own: StoredOwn, upstream: Iterable[AdvisoryLink] = (), pages_u
 def _with_purl(affected: dict[str, Any], repo_id: str) -> dict[str, Any]:
     package = affected.get("package")
     if not isinstance(package, dict) or package.get("ecosystem") != "GIT" or "purl" in package:
+        return affected
+    if repo_type_of(repo_id) == "dataset":  # no purl type names a dataset: its GIT package's name is its URL
         return affected
     return {**affected, "package": {**package, "purl": _purl(repo_id)}}
 

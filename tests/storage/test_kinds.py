@@ -95,3 +95,11 @@ def test_filter_kinds(kind, ok):
     """A kind filter takes change kinds, `advisory` and dotted event kinds."""
     assert kinds.is_filter_kind(kind) is ok
     assert bad_kinds([kind]) == ([] if ok else [kind])
+
+
+def test_a_model_has_a_huggingface_purl_and_a_dataset_none():
+    """The registered `huggingface` purl type names models: a dataset's key would read as a model's purl."""
+    sha = "A" * 40
+    assert kinds.repo_purl("org/name", sha) == f"pkg:huggingface/org/name@{'a' * 40}"
+    assert kinds.repo_purl("org/name") == "pkg:huggingface/org/name"
+    assert kinds.repo_purl("datasets/org/name", sha) is None

@@ -293,7 +293,7 @@ def test_pages_feeds_and_api_of_a_dataset(served_dataset, hub: ReplayServer) -> 
         assert [r["sha"] for r in api["items"]] == shas[::-1] and {r["repo_id"] for r in api["items"]} == {DATASET_ID}
         detail = client.get(f"/api/v1/repos/{DATASET_ID}/revisions/{shas[0]}").json()
         assert "extra/train-00000-of-00001.parquet" in {f["path"] for f in detail["files"]}
-        assert detail["purl"] == f"pkg:huggingface/{DATASET_ID}@{shas[0]}"  # the key's path, as the Hub's URL
+        assert detail["purl"] is None  # the huggingface purl type names models; the BOM names a dataset by its URL
         model = client.get(f"/api/v1/repos/{NAME}/revisions").json()
         assert {r["repo_id"] for r in model["items"]} == {NAME}
         org = feedparser.parse(client.get("/orgs/hubwatch-test/feed.atom").text)  # the org's models and datasets

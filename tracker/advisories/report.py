@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.advisories import AdvisoryStore
-from storage.kinds import model_purl
+from storage.kinds import repo_purl
 from storage.models import Revision
 from tracker.advisories.export import export_records
 
@@ -49,5 +49,5 @@ def with_purl(record: dict[str, Any]) -> dict[str, Any]:
     ours = (record.get("database_specific") or {}).get("hubwatch") or {}
     if not ours.get("repo_id") or not ours.get("introduced_sha"):
         return record
-    hubwatch = {**ours, "purl": model_purl(str(ours["repo_id"]), str(ours["introduced_sha"]))}
+    hubwatch = {**ours, "purl": repo_purl(str(ours["repo_id"]), str(ours["introduced_sha"]))}
     return {**record, "database_specific": {**record["database_specific"], "hubwatch": hubwatch}}
