@@ -1,0 +1,118 @@
+"""A dataset's history on the pages: the evolving dataset polled through the real client from the replay, then
+served: the revision page's configs/splits table (rows before -> after, delta) and schema diff, its licence,
+gate and conversion notes; the timeline's one-line dataset summary per revision. Cells read with lxml."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import lxml.html
+import pytest
+
+from tests.support.databases import fresh_database
+from tests.support.dataset_repos import DATASET_ID, SCRIPT_ONLY_ID, evolving_dataset, script_only_dataset
+from tests.support.served import Served, serve
+from tests.support.settings import settings_for
+from tracker.cli.app import App
+from tracker.standins.replay.control import ReplayServer
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, list[str], list[str]]]:
+    """Both datasets, every commit ingested once for the module, and served; with each one's shas, oldest first."""
+    folder: Path = tmp_path_factory.mktemp("dataset-pages")
+    with ReplayServer(roots=[]) as hub, fresh_database(folder / "history.db") as url:
+        hub.add_repo(evolving_dataset())
+        hub.add_repo(script_only_dataset())
+        app = App(settings_for(hub.endpoint, url))  # type: ignore[arg-type]
+        for repo_id in (DATASET_ID, SCRIPT_ONLY_ID):
+            app.store.watches.add_watch(repo_id, "main", 3600, backfill=100)
+        outcomes = app.poller.poll()
+        assert not any(o.failed for o in outcomes), [o.error for o in outcomes]
+        shas = [c.sha for c in hub.repo(DATASET_ID).commits]
+        scripted = [c.sha for c in hub.repo(SCRIPT_ONLY_ID).commits]
+        with serve(app.store) as served:
+            yield served, shas, scripted
+
+
+@pytest.fixture
+def client(ingested: tuple[Served, list[str], list[str]]) -> Iterator[httpx.Client]:
+    with ingested[0].client() as c:
+        yield c
+
+
+def _page(client: httpx.Client, path: str) -> lxml.html.HtmlElement:
+    response = client.get(path)
+    assert response.status_code == 200, response.text
+    return lxml.html.fromstring(response.text)
+
+
+def _table(page: lxml.html.HtmlElement, table_id: str) -> list[list[str]]:
+    [table] = page.xpath(f'//table[@id="{table_id}"]')
+    return [[" ".join(cell.text_content().split()) for cell in row.xpath("./td")] for row in table.xpath(".//tr")[1:]]
+
+
+def test_rows_removed_show_before_after_and_delta(client: httpx.Client, ingested) -> None:
+    """The revision that removed 5 test rows: every config and split with its rows before and after, the delta
+    on the one that moved; no column changed."""
+    _, shas, _ = ingested
+    page = _page(client, f"/repos/{DATASET_ID}/revisions/{shas[2]}")
+    assert _table(page, "dataset-splits") == [
+        ["default", "train", "100", "100", "", "same"],
+        ["default", "test", "20", "15", "-5", "same"],
+        ["extra", "train", "30", "30", "", "same"],
+    ]
+    assert not page.xpath('//table[@id="dataset-schema"]')
+    assert "No column added, removed or retyped." in page.text_content()
+    assert "2 configs, 3 splits, 145 rows (-5)" in page.text_content()
+
+
+def test_a_column_added_is_in_the_schema_diff(client: httpx.Client, ingested) -> None:
+    """The revision where default/train gained `source`: the schema diff names it, its HF type and its split."""
+    _, shas, _ = ingested
+    page = _page(client, f"/repos/{DATASET_ID}/revisions/{shas[1]}")
+    [row] = _table(page, "dataset-schema")
+    assert row[:3] == ["default", "source", "added"] and row[3] == "—" and "string" in row[4] and row[5] == "train"
+    assert "1 column change" in page.text_content()
+
+
+def test_licence_change_and_conversion_state(client: httpx.Client, ingested) -> None:
+    """The relicensed head: the licence now, the note saying what it was, and the conversion that lags the head."""
+    _, shas, _ = ingested
+    text = _page(client, f"/repos/{DATASET_ID}/revisions/{shas[3]}").text_content()
+    assert "Licence: mit" in text and "licence changed: apache-2.0 -> mit" in text
+    assert "The viewer's Parquet conversion: lags the head: made from" in text
+
+
+def test_baseline_lists_every_split_with_no_before(client: httpx.Client, ingested) -> None:
+    _, shas, _ = ingested
+    rows = _table(_page(client, f"/repos/{DATASET_ID}/revisions/{shas[0]}"), "dataset-splits")
+    assert rows == [["default", "train", "—", "100", "", "added"], ["default", "test", "—", "20", "", "added"],
+                    ["extra", "train", "—", "30", "", "added"]]
+
+
+def test_script_only_is_said_and_the_split_removed(client: httpx.Client, ingested) -> None:
+    """Only the loading script left: the note says it cannot be loaded, the split shows as removed."""
+    _, _, scripted = ingested
+    page = _page(client, f"/repos/{SCRIPT_ONLY_ID}/revisions/{scripted[1]}")
+    notes = [li.text_content() for li in page.xpath('//ul[@class="dataset-notes"]/li')]
+    assert any("only a loading script (scripted-corpus.py)" in n for n in notes)
+    assert _table(page, "dataset-splits") == [["default", "train", "3", "—", "", "removed"]]
+
+
+def test_timeline_lists_one_line_per_revision(client: httpx.Client, ingested) -> None:
+    """The dataset's timeline: each revision's one-line summary, newest first."""
+    page = _page(client, f"/repos/{DATASET_ID}")
+    lines = [p.text_content() for p in page.xpath('//p[@class="dataset-line"]')]
+    assert lines == ["2 configs, 3 splits, 145 rows", "2 configs, 3 splits, 145 rows (-5)",
+                     "2 configs, 3 splits, 150 rows; 1 column change", "2 configs, 3 splits, 150 rows"]
+
+
+def test_no_table_no_section() -> None:
+    """An event without a table (a model's, or one ingested before tables) or with a malformed one: no section."""
+    from feeds.views.dataset_view import dataset_view
+
+    assert dataset_view({"summaries": []}) is None and dataset_view(None) is None
+    assert dataset_view({"dataset": "not a table"}) is None
