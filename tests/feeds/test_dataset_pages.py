@@ -1,16 +1,20 @@
 """A dataset's history on the pages: the evolving dataset polled through the real client from the replay, then
 served: the revision page's configs/splits table (rows before -> after, delta) and schema diff, its licence,
-gate and conversion notes; the timeline's one-line dataset summary per revision. Cells read with lxml."""
+gate and conversion notes; the timeline's one-line dataset summary per revision; the feed entries and the
+webhook payloads (generic `dataset` object, Slack/Discord short text). Cells read with lxml."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import feedparser
 import httpx
 import lxml.html
 import pytest
 
+from feeds.webhooks import Links, discord, generic, slack
 from tests.support.databases import fresh_database
 from tests.support.dataset_repos import DATASET_ID, SCRIPT_ONLY_ID, evolving_dataset, script_only_dataset
 from tests.support.served import Served, serve
@@ -116,3 +120,58 @@ def test_no_table_no_section() -> None:
 
     assert dataset_view({"summaries": []}) is None and dataset_view(None) is None
     assert dataset_view({"dataset": "not a table"}) is None
+
+
+def _revision_event(served: Served, sha: str):
+    revision = served.store.history.find_revision(DATASET_ID, sha)
+    [event] = [e for e in served.app.state.services.queries.events_for_revision(revision.id) if e.kind == "revision.ingested"]
+    return event
+
+
+def test_feed_entry_carries_the_tables(client: httpx.Client, ingested) -> None:
+    """The dataset's Atom feed: the entry of the rows-removed revision holds the splits table (its cells) and its
+    plain summary the moved split."""
+    served, shas, _ = ingested
+    feed = feedparser.parse(client.get(f"/repos/{DATASET_ID}/feed.atom").content)
+    entries = [e for e in feed.entries if "revision.ingested" in {t.term for t in e.tags}]
+    [entry] = [e for e in entries if e.link.endswith(shas[2])]
+    html = lxml.html.fromstring(entry.content[0].value)
+    assert _table(html, "dataset-splits")[1] == ["default", "test", "20", "15", "-5", "same"]
+    assert "default/test: 20 -> 15 (-5)" in entry.summary
+    [added] = [e for e in entries if e.link.endswith(shas[1])]
+    assert _table(lxml.html.fromstring(added.content[0].value), "dataset-schema")[0][:3] == ["default", "source", "added"]
+
+
+def test_generic_payload_has_the_dataset_object(ingested) -> None:
+    """The generic webhook's `data.dataset`: the same rows before/after and schema diff as the page."""
+    served, shas, _ = ingested
+    data = json.loads(generic.render(_revision_event(served, shas[2]), Links()))["data"]
+    test = [s for s in data["dataset"]["splits"] if s["split"] == "test"]
+    assert test == [{"config": "default", "split": "test", "before": 20, "after": 15, "delta": -5, "state": "same",
+                     "columns": 3}]
+    assert data["dataset"]["schema"] == [] and data["dataset"]["line"] == "2 configs, 3 splits, 145 rows (-5)"
+    added = json.loads(generic.render(_revision_event(served, shas[1]), Links()))["data"]["dataset"]["schema"]
+    assert [(c["column"], c["change"], c["before"], c["splits"]) for c in added] == [("source", "added", None, ["train"])]
+    relicensed = json.loads(generic.render(_revision_event(served, shas[3]), Links()))["data"]["dataset"]
+    assert relicensed["licence"] == {"before": "apache-2.0", "after": "mit"} and relicensed["conversion"]["lagging"]
+
+
+def test_chat_messages_say_it_short(ingested) -> None:
+    """Slack: a Data section; Discord: a Data field; each with the line and the split whose rows moved."""
+    served, shas, _ = ingested
+    event = _revision_event(served, shas[2])
+    blocks = json.loads(slack.render(event, Links()))["blocks"]
+    [data] = [b["text"]["text"] for b in blocks if b["type"] == "section" and b["text"]["text"].startswith("*Data*")]
+    assert data == "*Data*\n2 configs, 3 splits, 145 rows (-5)\ndefault/test: 20 -&gt; 15 (-5)"  # escaped for Slack
+    [embed] = json.loads(discord.render(event, Links()))["embeds"]
+    [field] = [f for f in embed["fields"] if f["name"] == "Data"]
+    assert field["value"] == "2 configs, 3 splits, 145 rows \\(\\-5\\)\ndefault/test\\: 20 \\-\\> 15 \\(\\-5\\)"  # escaped
+
+
+def test_a_model_event_carries_no_dataset(ingested) -> None:
+    """A revision event without a table (a model's) gets no `dataset` object and no Data section."""
+    served, shas, _ = ingested
+    event = _revision_event(served, shas[2])
+    event = event.model_copy(update={"payload": {k: v for k, v in event.payload.items() if k != "dataset"}})
+    assert "dataset" not in json.loads(generic.render(event, Links()))["data"]
+    assert "*Data*" not in slack.render(event, Links()).decode()
