@@ -175,3 +175,19 @@ def test_a_model_event_carries_no_dataset(ingested) -> None:
     event = event.model_copy(update={"payload": {k: v for k, v in event.payload.items() if k != "dataset"}})
     assert "dataset" not in json.loads(generic.render(event, Links()))["data"]
     assert "*Data*" not in slack.render(event, Links()).decode()
+
+
+def test_upstream_names_stay_text() -> None:
+    """Config, split and column names come from upstream files: the template engine escapes them."""
+    from feeds.views.dataset_view import dataset_view
+    from feeds.views.view_models import render
+
+    hostile = "<script>alert(1)</script>"
+    table = {"line": hostile, "splits": [{"config": hostile, "split": "<b>x</b>", "before": 1, "after": 2, "delta": 1,
+                                          "state": "same"}],
+             "schema": [{"config": "c", "column": hostile, "change": "added", "before": None, "after": "<i>t</i>",
+                         "splits": ["train"]}], "notes": [hostile], "licence": {"after": hostile}, "gated": {}}
+    page = lxml.html.fromstring(f"<div>{render('_dataset.html', dataset=dataset_view({'dataset': table}))}</div>")
+    assert not page.xpath("//script | //b | //i")
+    assert _table(page, "dataset-splits") == [[hostile, "<b>x</b>", "1", "2", "+1", "same"]]
+    assert _table(page, "dataset-schema")[0][1] == hostile
