@@ -20,7 +20,6 @@ from feeds.views.dataset_view import dataset_text, dataset_view
 from feeds.views.prompt_diff import event_excerpt
 from feeds.webhooks.chat_text import fit, units, visible
 from feeds.webhooks.formats import Attempt, Links, Reply, WebhookFormat, classify_reply
-from storage.kinds import REVISION_INGESTED
 from storage.models import Event
 
 CONTENT_TYPE = "application/json"
@@ -84,7 +83,7 @@ def message(event: Event, links: Links) -> dict[str, Any]:
     ]
     if event.sha:
         fields.append({"name": "Commit", "value": escape(event.sha[:12], 12), "inline": True})
-    if event.kind == REVISION_INGESTED and (dataset := dataset_view(extra)) is not None:
+    if (dataset := dataset_view(extra)) is not None:  # a dataset revision's (revision.ingested and dataset.*)
         fields.append({"name": "Data", "value": escape("\n".join(dataset_text(dataset)), MAX_FIELD_VALUE, newlines=True),
                        "inline": False})
     if excerpt := event_excerpt(extra):

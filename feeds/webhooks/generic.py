@@ -39,7 +39,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "data.change_kinds": ("array of strings", "The change kinds among the revision's changes (chat_template, weights, ...)."),
     "data.summaries": ("array of strings", f"One line per change, the first {MAX_SUMMARIES}."),
     "data.summaries_total": ("integer", "How many changes there are in all (summaries may be cut)."),
-    "data.dataset": ("object", "A dataset revision's data (revision.ingested of a dataset only; absent otherwise)."),
+    "data.dataset": ("object", "A dataset revision's data (revision.ingested and dataset.* events of a dataset; absent otherwise)."),
     "data.dataset.line": ("string", "One line: configs, splits, rows now and their net change, column changes."),
     "data.dataset.splits": ("array of objects", "Per config and split, the rows before and after (the first 100)."),
     "data.dataset.splits[].config": ("string", "The config (the name load_dataset takes)."),

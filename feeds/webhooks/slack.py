@@ -18,7 +18,6 @@ from feeds.views.dataset_view import dataset_text, dataset_view
 from feeds.views.prompt_diff import event_excerpt
 from feeds.webhooks.chat_text import fit, units, visible
 from feeds.webhooks.formats import Attempt, Links, Reply, WebhookFormat, classify_reply
-from storage.kinds import REVISION_INGESTED
 from storage.models import Event
 
 CONTENT_TYPE = "application/json"
@@ -89,7 +88,7 @@ def message(event: Event, links: Links) -> dict[str, Any]:
         if (url := found.get(key))
     )
     summaries = [f"• {escape(s, MAX_SUMMARY)}" for s in extra.get("summaries") or []]
-    dataset = dataset_view(extra) if event.kind == REVISION_INGESTED else None
+    dataset = dataset_view(extra)  # a dataset revision's (revision.ingested and dataset.* events carry it)
     # keep places for "… more", the prompt diff, the links and a dataset's section
     room = MAX_BLOCKS - len(blocks) - 3 - (dataset is not None)
     sections, shown = _pack(summaries, room)

@@ -191,3 +191,15 @@ def test_upstream_names_stay_text() -> None:
     assert not page.xpath("//script | //b | //i")
     assert _table(page, "dataset-splits") == [[hostile, "<b>x</b>", "1", "2", "+1", "same"]]
     assert _table(page, "dataset-schema")[0][1] == hostile
+
+
+def test_dataset_events_carry_the_table_to_webhooks(ingested) -> None:
+    """A subscription to `dataset.*` kinds: the dataset.rows_removed event's generic payload has the same table."""
+    served, shas, _ = ingested
+    revision = served.store.history.find_revision(DATASET_ID, shas[2])
+    [event] = [e for e in served.app.state.services.queries.events_for_revision(revision.id)
+               if e.kind == "dataset.rows_removed"]
+    data = json.loads(generic.render(event, Links()))["data"]
+    assert data["dataset"] == json.loads(generic.render(_revision_event(served, shas[2]), Links()))["data"]["dataset"]
+    assert any(b["text"]["text"].startswith("*Data*") for b in json.loads(slack.render(event, Links()))["blocks"]
+               if b["type"] == "section")

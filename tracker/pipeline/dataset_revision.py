@@ -14,7 +14,7 @@ Each change of notice or above is also an event of its own `dataset.*` kind (`da
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -186,10 +186,13 @@ def stored_changes(store: Any, old: Snapshot, new: Snapshot, requires_latest: bo
     return dataset_differ.diff(before, after, split_repo_key(new.repo_id)[1], requires_latest)
 
 
-def dataset_events(repo_id: str, sha: str, changes: list[Change]) -> list[NewEvent]:
-    """Each dataset change of notice or above as an event of its own `dataset.*` kind (told apart by its path)."""
-    return [change_event(repo_id, sha, c.detail["event"], c, c.path) for c in changes
-            if c.kind is ChangeKind.DATASET and c.severity >= Severity.NOTICE and "event" in c.detail]
+def dataset_events(repo_id: str, sha: str, changes: list[Change], table: dict[str, Any] | None = None) -> list[NewEvent]:
+    """Each dataset change of notice or above as an event of its own `dataset.*` kind (told apart by its path);
+    `table`: the revision's dataset table (dataset_table.py), carried by each as its payload's `dataset`, so a
+    webhook subscribed to `dataset.*` kinds gets the rows and schema diff as the revision's event does."""
+    events = [change_event(repo_id, sha, c.detail["event"], c, c.path) for c in changes
+              if c.kind is ChangeKind.DATASET and c.severity >= Severity.NOTICE and "event" in c.detail]
+    return [replace(e, payload={**e.payload, "dataset": table}) for e in events] if table else events
 
 
 def is_dataset(repo_id: str) -> bool:
