@@ -13,6 +13,7 @@ from .from_weights import structure_from_weights
 from .manifest import ManifestCount, count_manifest
 from .reader import ConfigReader
 from .result import Estimate
+from .split import SPLIT_TEXT, two_card_splits
 from .structure import Structure, targeted
 
 DTYPE_NAMES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32", "float64": "F64", "half": "F16",
@@ -186,7 +187,11 @@ def _assemble(r: ConfigReader, s: Structure | None, counted: ManifestCount | Non
         notes.append("activations unknown: they need the structure, so only weight and optimizer memory is given "
                      "(LoRA targets read from the manifest's 2-D weights); a card is ruled out only when those "
                      "alone do not fit")
-    return Estimate(params, inputs, mem, memory.cards(modes), notes, warnings)
+    result = Estimate(params, inputs, mem, memory.cards(modes), notes, warnings)
+    splits = two_card_splits(None if from_weights else s, modes, result.cards)
+    if splits:
+        result.split = {"text": SPLIT_TEXT, "cards": splits}
+    return result
 
 
 def _lora_text(rank: int, targets: str | tuple[str, ...]) -> str:

@@ -16,6 +16,8 @@ class Estimate:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     serving: dict | None = None  # serving memory per card (serving.py); absent from estimates stored before it
+    structure: dict | None = None  # every tower's module graph (graph.py); absent from estimates stored before it
+    split: dict | None = None  # two-card splits where one card cannot hold batch 1 (split.py); absent when none
     cost: dict | None = None     # time and money per run and per million tokens (cost.py), when asked for
 
     @property
@@ -27,6 +29,10 @@ class Estimate:
                "notes": list(self.notes), "warnings": list(self.warnings)}
         if self.serving is not None:
             out["serving"] = self.serving
+        if self.structure is not None:
+            out["structure"] = self.structure
+        if self.split:
+            out["split"] = self.split
         if self.cost is not None:
             out["cost"] = self.cost
         return out

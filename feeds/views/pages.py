@@ -23,6 +23,7 @@ from feeds.views.dataset_view import dataset_view
 from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
 from feeds.views.family_view import PART_COLUMNS, family_rows, reach_view
 from feeds.views.serving_view import serving_view
+from feeds.views.structure_view import structure_view
 from feeds.views.view_models import PAGE_LIMITS, advisories_of, change_view, render
 from storage.kinds import CHANGE_KINDS, DERIVATIVES_REACHED, REVISION_INGESTED, SEVERITIES
 from storage.read_model import EventFilter, RevisionFilter
@@ -184,6 +185,7 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
     return _page("revision.html", repo_id=repo_id, revision=revision, events=events, hub=hub, behaviour=behaviour,
                  changes=[change_view(c, PAGE_LIMITS) for c in changes], estimate=estimate,
                  serving=serving_view(estimate.result if estimate is not None else None),
+                 structure=structure_view(estimate.result if estimate is not None else None),
                  cost=cost_view(estimate.result if estimate is not None else None),
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
                  checks=_advisory_section(services.store, revision, hub), files=services.store.history.revision_files(revision.id),

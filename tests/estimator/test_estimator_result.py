@@ -14,10 +14,11 @@ MODES = ["inference", "full_finetune", "lora", "qlora", "full_finetune_gc", "lor
 
 
 def test_to_dict_has_the_promised_json_shape():
-    """to_dict() carries parameters, input, memory, cards, notes, warnings and serving, with integers where promised."""
+    """to_dict() carries parameters, input, memory, cards, notes, warnings and serving (and, where a card cannot
+    hold batch 1, the two-card split), with integers where promised."""
     result = estimate(load_config("llama/Llama-3.1-8B.json"))
     doc = json.loads(json.dumps(result.to_dict()))
-    assert set(doc) == {"parameters", "input", "memory", "cards", "notes", "warnings", "serving"}
+    assert set(doc) == {"parameters", "input", "memory", "cards", "notes", "warnings", "serving", "split"}
     p = doc["parameters"]
     assert {"total", "derived", "checkpoint", "by_tower", "by_component", "by_dtype", "delta", "used"} <= set(p)
     assert p["total"] == p["derived"] == 8_030_261_248 and p["checkpoint"] is None and p["used"] == "derived"

@@ -199,7 +199,7 @@ def run_cli(config: Path, *args: str, stdin: str | None = None) -> None:
                    env=daemon_env(), check=True, capture_output=True)
 
 
-def _set_up(config: Path, *args: str) -> None:
+def set_up(config: Path, *args: str) -> None:
     """`hubwatch --config CONFIG ARGS` in this process (the set-up before the daemon starts: the process is not what is
     tested there, and a start costs 1-2 CPU-s of imports); raises when it fails."""
     from tests.support.cli import run_cli as run_in_process
@@ -223,37 +223,82 @@ class Scenario:
         self.random = random.Random(seed)
         workdir.mkdir(parents=True, exist_ok=True)
 
-    def run(self, kills: int, gap_s: tuple[float, float] = (0.5, 3.0), timeout_s: float = 600, busy_cpu: bool = False) -> Run:
-        """`busy_cpu`: another process keeps a core busy from the daemon's start to its stop (not during the set-up)."""
+    def run(self, kills: int, gap_s: tuple[float, float] = (0.5, 3.0), timeout_s: float = 600, busy_cpu: bool = False,
+            kill_at: tuple[str, ...] = (), reveal_s: float | None = None, lease_s: float | None = None,
+            receiver_delay_s: float = 0.05) -> Run:
+        """`busy_cpu`: another process keeps a core busy from the daemon's first work (a delivery sent or a revision
+        stored) to its stop: through its ingests and deliveries, not its set-up nor its start-up (~2 CPU-s of imports).
+        `kill_at`: where each kill lands, one per kill ("ingest": the first moment the daemon has stored a revision
+        of its own with more revealed; "delivery": the first moment a worker holds an endpoint with deliveries to
+        go); by default half the kills wait for a delivery, the others land at once. `reveal_s`: the seconds over
+        which the commits are revealed (by default, about the time the kills take). `lease_s`: the config's
+        `[delivery] lease_s` (by default hubwatch's own). `receiver_delay_s`: how long the receiver takes to answer
+        each webhook (a moment, so that kills land mid-send)."""
+        if kill_at and len(kill_at) != kills or set(kill_at) - {"ingest", "delivery"}:
+            raise ValueError(f"kill_at names where each of the {kills} kills lands: 'ingest' or 'delivery', got {kill_at}")
         with ReplayServer(roots=[self.histories]) as replay, OsvFake() as osv:
-            receiver = RecordingReceiver()
+            receiver = RecordingReceiver(receiver_delay_s)
             try:
-                return self._run(replay, osv, receiver, kills, gap_s, timeout_s, busy_cpu)
+                return self._run(replay, osv, receiver, kills, gap_s, timeout_s, busy_cpu, kill_at, reveal_s, lease_s)
             finally:
                 receiver.stop()
 
+    def polled(self) -> Run:
+        """The reference without a daemon: the same set-up (watched from the first commits, a baseline poll), then
+        one `hubwatch poll` with every commit revealed; the revisions stored and the deliveries queued (none sent).
+        Delivery ids name the event and the subscription (storage/delivery_queue.py), so a daemon's run, killed or
+        not, queues the same ones."""
+        with ReplayServer(roots=[self.histories]) as replay, OsvFake() as osv:
+            receiver = RecordingReceiver()
+            try:
+                db = self.workdir / "hubwatch.db"
+                config = self._config(replay.endpoint, osv.endpoint, db, receiver)
+                for repo_id in self.repo_ids:
+                    replay.set_head(repo_id, 1)
+                set_up(config, "watch", "add", *self.repo_ids, "--interval", "1s")
+                set_up(config, "poll")
+                for repo_id in self.repo_ids:
+                    replay.set_head(repo_id, len(replay.commits(repo_id)))
+                set_up(config, "poll")
+            finally:
+                receiver.stop()
+        return Run(_revisions(db), _deliveries(db), _state(db)["pending"], [])  # type: ignore[arg-type]
+
     def _run(self, replay: ReplayServer, osv: OsvFake, receiver: RecordingReceiver, kills: int,
-             gap_s: tuple[float, float], timeout_s: float, busy_cpu: bool) -> Run:
+             gap_s: tuple[float, float], timeout_s: float, busy_cpu: bool, kill_at: tuple[str, ...],
+             reveal_s: float | None, lease_s: float | None) -> Run:
         db = self.workdir / "hubwatch.db"
-        config = self._config(replay.endpoint, osv.endpoint, db, receiver)
+        config = self._config(replay.endpoint, osv.endpoint, db, receiver, lease_s)
         total = sum(len(replay.commits(r)) for r in self.repo_ids)
         for repo_id in self.repo_ids:  # watched from their first commit; the rest revealed below
             replay.set_head(repo_id, 1)
-        _set_up(config, "watch", "add", *self.repo_ids, "--interval", "1s")
-        _set_up(config, "poll")  # the baselines: from here on every commit is ingested
+        set_up(config, "watch", "add", *self.repo_ids, "--interval", "1s")
+        set_up(config, "poll")  # the baselines: from here on every commit is ingested
+        baseline = _state(db)["revisions"]
         # Reveal the commits over about the time the kills take, so they land during ingests.
-        step_s = (kills * (sum(gap_s) / 2 + 6)) / total if kills else 0.0  # a gap, and a takeover, per kill
+        if reveal_s is None:
+            reveal_s = kills * (sum(gap_s) / 2 + 6)  # a gap, and a takeover, per kill
+        step_s = reveal_s / total if kills else 0.0
         stop = threading.Event()
         advancer = threading.Thread(target=self._advance, args=(replay, step_s, stop), daemon=True)
         advancer.start()
         log = (self.workdir / "daemon.log").open("ab")
-        burner = subprocess.Popen([sys.executable, "-c", BUSY]) if busy_cpu else None
+        before = _state(db)
         proc = start_daemon(config, log)
+        burner = None
         records: list[dict[str, object]] = []
         try:
-            for _ in range(kills):
+            if busy_cpu:
+                _wait_for_work(db, before)
+                burner = subprocess.Popen([sys.executable, "-c", BUSY])
+            for i in range(kills):
                 time.sleep(self.random.uniform(*gap_s))
-                state = self._kill_point(db, mid_delivery=self.random.random() < 0.5)
+                if kill_at:
+                    state = self._kill_point(db, mid_delivery=kill_at[i] == "delivery",
+                                             mid_ingest=(replay, baseline) if kill_at[i] == "ingest" else None, timeout_s=30)
+                else:
+                    state = self._kill_point(db, mid_delivery=self.random.random() < 0.5)
+                baseline = state["revisions"]  # type: ignore[assignment]
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 killed_at = time.monotonic()
@@ -289,12 +334,24 @@ class Scenario:
             record["takeover_s"] = (logged[0] - record["wall"]) if paths and logged else None  # type: ignore[operator]
         return Run(_revisions(db), _deliveries(db), _state(db)["pending"], arrivals, records)  # type: ignore[arg-type]
 
-    def _kill_point(self, db: Path, mid_delivery: bool, timeout_s: float = 5) -> dict[str, object]:
-        """Now, or (half the kills) the first moment within `timeout_s` that a worker holds an endpoint
-        with deliveries to go: the database state the kill leaves."""
+    def _kill_point(self, db: Path, mid_delivery: bool, timeout_s: float = 5,
+                    mid_ingest: tuple[ReplayServer, int] | None = None) -> dict[str, object]:
+        """Now, or the first moment within `timeout_s` that a worker holds an endpoint with deliveries to go
+        (`mid_delivery`), or that the daemon has stored more than `mid_ingest`'s count of revisions and its
+        replay has revealed more still (an ingest under way): the database state the kill leaves."""
         deadline = time.monotonic() + timeout_s
+
+        def waiting(state: dict[str, object]) -> bool:
+            if mid_delivery:
+                return not state["claimed"]
+            if mid_ingest:
+                replay, stored = mid_ingest
+                revealed = sum(replay.head_count(r) for r in self.repo_ids)
+                return not stored < state["revisions"] < revealed  # type: ignore[operator]
+            return False
+
         state = _state(db)
-        while mid_delivery and not state["claimed"] and time.monotonic() < deadline:
+        while waiting(state) and time.monotonic() < deadline:
             time.sleep(0.01)
             state = _state(db)
         return state
@@ -316,8 +373,9 @@ class Scenario:
             replay.advance(self.random.choice(open_repos))
             stop.wait(step_s)
 
-    def _config(self, hub: str, osv: str, db: Path, receiver: RecordingReceiver) -> Path:
+    def _config(self, hub: str, osv: str, db: Path, receiver: RecordingReceiver, lease_s: float | None = None) -> Path:
         hooks = webhook_sections(receiver)
+        lease = "" if lease_s is None else f"lease_s = {lease_s}\n"
         text = f"""
 [hub]
 endpoint = "{hub}"
@@ -335,10 +393,21 @@ level = "warning"
 allow_private_targets = true
 poll_interval_s = 0.2
 timeout_s = 5.0
-{hooks}"""
+{lease}{hooks}"""
         path = self.workdir / "hubwatch.toml"
         path.write_text(text, encoding="utf-8")
         return path
+
+
+def _wait_for_work(db: Path, before: dict[str, object], timeout_s: float = 120) -> None:
+    """Until the daemon has sent a delivery or stored a revision since `before` (its state at the daemon's start)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = _state(db)
+        if state["pending"] < before["pending"] or state["revisions"] > before["revisions"]:  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"the daemon did no work within {timeout_s:.0f} s of its start")
 
 
 def _takeovers_logged(log: Path) -> list[tuple[float, str]]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from tests.support.crash_scenario import RecordingReceiver, run_cli, start_daemon, webhook_sections
+from tests.support.crash_scenario import RecordingReceiver, set_up, start_daemon, webhook_sections
 from tests.support.synthetic_repos import CONFIG, write_repo
 from tracker.standins.osv import OsvFake
 from tracker.standins.replay.control import ReplayServer
@@ -92,7 +92,7 @@ class Fleet:
         config = self._config(replay.endpoint, osv.endpoint, receiver)
         for repo_id in self.repo_ids:
             replay.set_head(repo_id, 1)
-        run_cli(config, "watch", "add", "--file", "-", stdin="\n".join(self.repo_ids))
+        set_up(config, "watch", "add", *self.repo_ids)  # in this process: the daemons' start is what is tested
         out = Outcome(self.workers, len(self.repo_ids), revisions_expected=len(self.repo_ids) * (1 + moves))
         logs = [(self.workdir / f"worker-{n}.log").open("wb") for n in range(self.workers)]
         procs = [start_daemon(config, log) for log in logs]

@@ -144,9 +144,10 @@ def test_estimate_cli_on_a_config_file_and_a_revision(replay, tmp_path: Path, da
         (["estimate", "hubwatch-tests/never-polled"], 3, "no stored revision"),
     ],
 )
-def test_estimate_cli_errors(tmp_path: Path, args: list[str], code: int, message: str) -> None:
-    """Missing input and unknown repos fail with a clear message and exit code."""
-    config = write_config(tmp_path / "h.toml", "http://127.0.0.1:9", tmp_path / "h.db")
+def test_estimate_cli_errors(tmp_path: Path, replay, args: list[str], code: int, message: str) -> None:
+    """Missing input and unknown repos fail with a clear message and exit code (a repo neither stored nor on the Hub
+    says both)."""
+    config = write_config(tmp_path / "h.toml", replay.endpoint, tmp_path / "h.db")
     result = run_cli(*args, config=config)
     assert result.returncode == code and message in result.stderr, result.stderr
 

@@ -87,9 +87,10 @@ def test_verify_json_and_fail_on(polled: Path) -> None:
     (["verify", "not a repo"], 2, ""),
     (["verify", MINILM, "--fail-on", "loud"], 2, "loud"),
 ])
-def test_verify_errors(tmp_path: Path, args: list[str], code: int, message: str) -> None:
-    """An unknown repo is exit 3, a malformed one or a bad severity exit 2, each with a clear message."""
-    config = write_config(tmp_path / "h.toml", "http://127.0.0.1:9", tmp_path / "h.db")
+def test_verify_errors(tmp_path: Path, replay, args: list[str], code: int, message: str) -> None:
+    """A repo neither stored nor on the Hub is exit 3, a malformed one or a bad severity exit 2, each with a clear
+    message."""
+    config = write_config(tmp_path / "h.toml", replay.endpoint, tmp_path / "h.db")
     result = run_cli(*args, config=config)
     assert result.returncode == code and message in result.stderr, result.stderr
 

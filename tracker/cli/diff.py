@@ -9,7 +9,7 @@ from tracker.cli.root import app_of, emit_json, repo_arg, stored_repo
 from tracker.differs import diff_snapshots
 from tracker.pipeline.behaviour_store import BehaviourStore
 from tracker.pipeline.dataset_revision import stored_changes
-from tracker.pipeline.template_matrix import MatrixStore, json_fields
+from tracker.pipeline.template_matrix import MatrixStore, json_fields, render_limits
 from tracker.revision.stored import load_snapshot
 
 
@@ -28,10 +28,11 @@ def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -
     repo = stored_repo(app, repo_arg(repo))
     a, b = app.store.history.find_revision(repo, rev_a), app.store.history.find_revision(repo, rev_b)
     old, new = load_snapshot(app.store, a), load_snapshot(app.store, b)
-    matrices = MatrixStore(app.store)  # stored matrices by key; one not stored yet is rendered, not written
+    matrices = MatrixStore(app.store, render_limits(app.settings))  # stored matrices by key; one not stored yet is rendered, not written
     engine_changes, _, _ = matrices.changes(old, new)
     BehaviourStore(app.store).load(old, new)  # stored tokenizer behaviours: an unchanged tokenizer is not run again
-    changes = diff_snapshots(old, new) + engine_changes + stored_changes(app.store, old, new)  # a dataset's too
+    # a dataset's stored changes too
+    changes = diff_snapshots(old, new, render_limits=matrices.limits) + engine_changes + stored_changes(app.store, old, new)
     if as_json:
         before = json_fields(matrices.get(old)[0])["template_engines"]
         keys = output.behaviour_keys(changes)

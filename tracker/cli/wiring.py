@@ -18,6 +18,7 @@ from tracker.cli.app import App
 from tracker.differs import diff_snapshots
 from tracker.errors import ConfigError
 from tracker.pipeline.behaviour_store import extras_reader
+from tracker.pipeline.template_matrix import render_limits
 from tracker.pipeline.verify import lints_reader
 from tracker.revision.stored import load_snapshot
 
@@ -31,7 +32,8 @@ def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[
 
     def differ(a: Any, b: Any) -> list[dict[str, Any]]:
         """Two stored revisions -> their changes as dicts (feeds may not import the differs)."""
-        return [c.to_dict() for c in diff_snapshots(load_snapshot(app.store, a), load_snapshot(app.store, b))]
+        old, new = load_snapshot(app.store, a), load_snapshot(app.store, b)
+        return [c.to_dict() for c in diff_snapshots(old, new, render_limits=render_limits(settings))]
 
     options = ServerOptions(
         public_url=settings.server.public_url.rstrip("/"),

@@ -175,7 +175,8 @@ class PollSettings(Section):
     max_file_mb: int = Field(64, description=(
         "Tracked files larger than this many MB are not downloaded; they are compared by content id only."))
     chat_template_timeout_s: float = Field(2.0, description=(
-        "Wall-time limit in seconds for rendering one batch of chat-template samples in the sandbox."))
+        "Wall-time limit in seconds for one render of a chat template in the sandbox (each sample, each engine): a "
+        "render past it is stopped and noted on the change."))
     retry_min: str = Field("1m", description=(
         "After a failed poll the daemon waits this long, doubling per consecutive failure (a 429 waits what the Hub asked "
         "instead); `hubwatch poll` always tries at once."))

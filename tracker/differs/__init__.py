@@ -7,10 +7,12 @@ fails on input nobody foresaw does not lose the revision: its failure becomes a 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import structlog
 
 from tracker.differs import chat_template, code, config, files, gguf, stop_tokens, tokenizer, tokenizer_behaviour, weights
+from tracker.differs.render import DEFAULT_LIMITS, RenderLimits
 from tracker.revision.changes import Change, ChangeKind, Severity
 from tracker.revision.snapshot import Snapshot
 
@@ -31,10 +33,12 @@ DIFFERS: tuple[tuple[ChangeKind, Differ], ...] = (
 log = structlog.get_logger(__name__)
 
 
-def diff_snapshots(old: Snapshot | None, new: Snapshot) -> list[Change]:
-    """Every change between two snapshots, in the order of the kinds above."""
+def diff_snapshots(old: Snapshot | None, new: Snapshot, *, render_limits: RenderLimits = DEFAULT_LIMITS) -> list[Change]:
+    """Every change between two snapshots, in the order of the kinds above. `render_limits`: the limits each chat
+    template render runs under (`[poll] chat_template_timeout_s` sets their time)."""
     changes: list[Change] = []
-    for kind, differ in DIFFERS:
+    for kind, listed in DIFFERS:
+        differ = partial(chat_template.diff, limits=render_limits) if listed is chat_template.diff else listed
         try:
             changes.extend(differ(old, new))
         except Exception as err:

@@ -7,6 +7,7 @@ from typing import Any
 from estimator import EstimateError, crossings, estimate, serving_crossings
 from estimator.compare import mode_label
 from estimator.gguf_inputs import estimate_gguf
+from estimator.graph import structure_graph
 from storage.history import NewEstimate
 from tracker.formats.gguf import is_gguf
 from tracker.revision.changes import Change, ChangeKind, Severity
@@ -64,6 +65,8 @@ def estimate_snapshot(snapshot: Snapshot, seq_len_cap: int = 2048, lora_rank: in
         result = estimate(config or {}, manifest, **options)
     except EstimateError as err:
         return NewEstimate(None, None, str(err))
+    if config is not None:
+        result.structure = structure_graph(config, seq_len_cap)  # every tower's module graph, for the pages and API
     return NewEstimate(result.total, result.to_dict(), None)
 
 

@@ -50,7 +50,7 @@ from tracker.pipeline.dataset_revision import (
 from tracker.pipeline.estimate_change import estimate_change, estimate_snapshot, should_estimate
 from tracker.pipeline.repo_state import failed_state, gated_state, moved_state, restored_state, state_of
 from tracker.pipeline.snapshot_io import FetchedSnapshot, Gate, fetch_snapshot, gate_mode, gated_note
-from tracker.pipeline.template_matrix import MatrixStore
+from tracker.pipeline.template_matrix import MatrixStore, render_limits
 from tracker.pipeline.verify import lint_changes, share_tokenizer_facts, should_verify, undecided, verify_snapshot
 from tracker.polling.outcome import IngestedRevision, PollOutcome
 from tracker.revision.changes import Change, ChangeKind, Severity
@@ -84,7 +84,8 @@ class Ingestor:
         self.settings = settings
         self.advisories = advisories
         self.max_file_bytes = settings.poll.max_file_mb * 1024 * 1024
-        self.matrices = MatrixStore(store)  # chat template engine matrices, by the templates' key
+        self.render_limits = render_limits(settings)
+        self.matrices = MatrixStore(store, self.render_limits)  # chat template engine matrices, by the templates' key
         self.behaviours = BehaviourStore(store)  # tokenizer behaviours on the corpus, by the tokenizer's blobs
 
     def poll(
@@ -334,7 +335,7 @@ class Ingestor:
         else:
             # a tokenizer seen before (even by an earlier process) is not run; the same tokenizer is not even read
             self.behaviours.load_for_diff(parent_snapshot, fetched.snapshot)
-            changes = diff_snapshots(parent_snapshot, fetched.snapshot)
+            changes = diff_snapshots(parent_snapshot, fetched.snapshot, render_limits=self.render_limits)
             behaviour_scans, behaviour_blobs = self.behaviours.rows(parent_snapshot, fetched.snapshot)
             fetched.new_file_scans.extend(behaviour_scans)
             fetched.new_blobs.update(behaviour_blobs)

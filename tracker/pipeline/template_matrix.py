@@ -10,7 +10,7 @@ the revision without a matrix: the rest of the revision is unaffected.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -18,7 +18,9 @@ import structlog
 from storage.blobs import git_blob_oid
 from storage.front import Storage
 from storage.history import NewFileScan
+from tracker.config import Settings
 from tracker.differs import template_engines
+from tracker.differs.render import DEFAULT_LIMITS, RenderLimits
 from tracker.revision.changes import Change
 from tracker.revision.snapshot import Snapshot
 
@@ -28,11 +30,17 @@ FORMAT = "template_matrix"
 KEEP = 64  # matrices held in memory between revisions of a poll (a daemon's Ingestor lives long)
 
 
+def render_limits(settings: Settings) -> RenderLimits:
+    """The limits each chat template render runs under: `[poll] chat_template_timeout_s` of time, the rest hubwatch's."""
+    return replace(DEFAULT_LIMITS, time_s=settings.poll.chat_template_timeout_s)
+
+
 @dataclass
 class MatrixStore:
     """Matrices by key: this poll's (written with the revision), then the stored ones, then rendered."""
 
     store: Storage
+    limits: RenderLimits = DEFAULT_LIMITS  # each render's ([poll] chat_template_timeout_s sets the time)
     known: dict[str, dict[str, Any]] = field(default_factory=dict)
     renders: int = 0  # how many matrices were rendered (not found): the benchmarks count it
 
@@ -62,7 +70,7 @@ class MatrixStore:
         if key is None or found is not None:
             return found, [], {}
         try:
-            built = template_engines.matrix(snapshot)
+            built = template_engines.matrix(snapshot, limits=self.limits)
         except Exception:  # a matrix is extra: its failure never stops the revision
             log.exception("template_matrix_failed", repo_id=snapshot.repo_id, sha=snapshot.sha)
             return None, [], {}

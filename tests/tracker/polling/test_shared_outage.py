@@ -20,9 +20,18 @@ from tests.support.settings import settings_for
 from tests.support.waiting import wait_until
 from tracker.cli.app import App
 from tracker.cli.builder import build_scheduler, watch_poll
-from tracker.polling.shared import DB_RETRY_MAX_S, SharedScheduler
+from tracker.polling import shared
+from tracker.polling.shared import SharedScheduler
 
 BROKEN = "hubwatch-tests/broken-model"  # a bundled replay history: its first commits are plain config changes
+
+
+@pytest.fixture(autouse=True)
+def _short_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim pause doubling from 0.25 s to a cap of 1.25 s (hubwatch's own: 1 s to 5 s), read when a worker is
+    built: the same growth to the cap while the server is down, in 1.75 s of outage instead of 7."""
+    monkeypatch.setattr(shared, "DB_RETRY_S", 0.25)
+    monkeypatch.setattr(shared, "DB_RETRY_MAX_S", 1.25)
 
 
 @pytest.fixture
@@ -68,7 +77,7 @@ def test_a_worker_claims_again_within_seconds_of_the_database_coming_back(server
     try:
         assert done.wait(15)  # the baseline poll
         server.stop()
-        assert wait_until(lambda: worker._retry_in_s >= DB_RETRY_MAX_S, timeout_s=60), "the claim pause never grew"
+        assert wait_until(lambda: worker._retry_in_s >= shared.DB_RETRY_MAX_S, timeout_s=60), "the claim pause never grew"
         server.start()
         back = time.monotonic()
         assert wait_until(lambda: _make_due(server.url), timeout_s=10)
@@ -97,7 +106,7 @@ def test_a_worker_reopens_polling_when_it_finds_the_database_back(server, replay
         replay.set_head(BROKEN, 2)
         server.stop()
         app.poller.gate.failed("connection refused")  # what the dispatcher reports when it finds the database gone
-        assert wait_until(lambda: worker._retry_in_s >= DB_RETRY_MAX_S, timeout_s=60), "the claim pause never grew"
+        assert wait_until(lambda: worker._retry_in_s >= shared.DB_RETRY_MAX_S, timeout_s=60), "the claim pause never grew"
         server.start()
         back = time.monotonic()
         assert wait_until(lambda: _make_due(server.url), timeout_s=10)  # the listing's request for the move
@@ -106,7 +115,7 @@ def test_a_worker_reopens_polling_when_it_finds_the_database_back(server, replay
     finally:
         worker.stop()
         app.store.engine.dispose()
-    assert stored_s < DB_RETRY_MAX_S + 3, f"stored {stored_s:.1f} s after the restart"  # one claim pause at most
+    assert stored_s < shared.DB_RETRY_MAX_S + 3, f"stored {stored_s:.1f} s after the restart"  # one claim pause at most
     assert not app.poller.gate.failing
 
 
