@@ -189,6 +189,15 @@ class ReadModel(EngineStore):
         with self.session() as s:
             return list(s.exec(select(Event).where(Event.revision_id == revision_id).order_by(col(Event.seq))))
 
+    def revision_payloads(self, revision_ids: Iterable[int], kind: str) -> dict[int, dict[str, Any]]:
+        """The payload of each revision's event of `kind` (its `revision.ingested`, say), in one query."""
+        ids = list(revision_ids)
+        if not ids:
+            return {}
+        with self.session() as s:
+            rows = s.exec(select(Event.revision_id, Event.payload).where(col(Event.revision_id).in_(ids), Event.kind == kind))
+            return {rid: payload for rid, payload in rows if rid is not None and isinstance(payload, dict)}
+
     def state(self, flt: EventFilter, limit: int) -> FeedState:
         """The newest `limit` events' ids and the newest one's time, in one query that walks an index
         backwards by `seq` (the primary key; (repo_id, seq) and (security, seq) for repo and security

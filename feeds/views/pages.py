@@ -19,12 +19,13 @@ from feeds.http.auth import require_read
 from feeds.http.params import NamePath, OrgPath, RepoRenamed, base_url, known_repo
 from feeds.views.behaviour_view import behaviour_view
 from feeds.views.cost_view import cost_view
+from feeds.views.dataset_view import dataset_view
 from feeds.views.estimate_chart import card_capacities, estimate_tables, memory_panel, parameters_panel
 from feeds.views.family_view import PART_COLUMNS, family_rows, reach_view
 from feeds.views.serving_view import serving_view
 from feeds.views.structure_view import structure_view
 from feeds.views.view_models import PAGE_LIMITS, advisories_of, change_view, render
-from storage.kinds import CHANGE_KINDS, DERIVATIVES_REACHED, SEVERITIES
+from storage.kinds import CHANGE_KINDS, DERIVATIVES_REACHED, REVISION_INGESTED, SEVERITIES
 from storage.read_model import EventFilter, RevisionFilter
 
 PAGE_SIZE = 50
@@ -112,11 +113,15 @@ def timeline(
     revisions, matching = services.queries.timeline(repo_id, flt, PAGE_SIZE, (page - 1) * PAGE_SIZE)
     changes = services.store.history.changes_by_revision(r.id for r in revisions)
     rows = [(r, changes[r.id]) for r in revisions]  # the timeline shows each change's summary line only
+    datasets = {}  # a dataset revision's one-line summary (its configs, splits, rows and schema changes)
+    if repo_id.startswith("datasets/"):
+        payloads = services.queries.revision_payloads((r.id for r in revisions), REVISION_INGESTED)
+        datasets = {rid: view.line for rid, p in payloads.items() if (view := dataset_view(p)) is not None}
     query = _query(list(flt.kinds), min_severity, security)
     return _page("timeline.html", repo_id=repo_id, rows=rows, page=page, more=page * PAGE_SIZE < matching, matching=matching,
                  total=services.queries.count_revisions(repo_id), filtered=flt != RevisionFilter(), hub=services.options.hub_url,
                  links=_filter_links(list(flt.kinds), min_severity, security), query=query.rstrip("?") + ("&" if len(query) > 1 else "?"),
-                 watches=services.store.watches.repo_watches(repo_id))
+                 watches=services.store.watches.repo_watches(repo_id), datasets=datasets)
 
 
 def _advisory_section(store: Any, revision: Any, hub_url: str) -> dict[str, Any]:
@@ -185,7 +190,8 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
                  checks=_advisory_section(services.store, revision, hub), files=services.store.history.revision_files(revision.id),
                  reaches=[reach_view(e.title, e.payload or {}) for e in events if e.kind == DERIVATIVES_REACHED],
-                 lints=services.revision_lints(revision))
+                 lints=services.revision_lints(revision),
+                 dataset=next((v for e in events if e.kind == REVISION_INGESTED and (v := dataset_view(e.payload))), None))
 
 
 @router.get("/repos/{org}/{name}/derivatives", response_class=HTMLResponse)

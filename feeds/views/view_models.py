@@ -16,9 +16,11 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from feeds.views.dataset_view import DatasetView, dataset_text, dataset_view
 from feeds.views.prompt_diff import PromptDiff, as_text, diff_prompts
 from feeds.views.serving_view import context_label
 from feeds.views.xml_text import clip, visible
+from storage.kinds import REVISION_INGESTED
 from storage.models import ChangeRecord, EstimateRecord, Event, Revision
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -84,6 +86,7 @@ class EntryView:
     changes: list[ChangeView]
     estimate: EstimateRecord | None
     advisories: list[dict[str, Any]]
+    dataset: DatasetView | None = None  # a dataset revision's table (feeds/views/dataset_view.py)
 
     @property
     def commit_title(self) -> str:
@@ -95,6 +98,8 @@ class EntryView:
     def summary(self) -> str:
         """Plain text for the feed's summary: the commit title and the change summaries."""
         lines = [f"{self.event.repo_id} {(self.event.sha or '')[:12]}: {self.commit_title}".strip()]
+        if self.dataset is not None:
+            lines += dataset_text(self.dataset)
         for change in self.changes:
             lines.append(change.summary)
             lines += [f"sample {p.conversation}:\n{p.short}" for p in change.prompts if p.short]
@@ -257,7 +262,8 @@ def entry_view(
     estimate: EstimateRecord | None,
     limits: Limits = FEED_LIMITS,
 ) -> EntryView:
-    return EntryView(event, revision, [change_view(c, limits) for c in changes], estimate, advisories_of(event))
+    return EntryView(event, revision, [change_view(c, limits) for c in changes], estimate, advisories_of(event),
+                     dataset_view(event.payload) if event.kind == REVISION_INGESTED else None)
 
 
 def _finalize(value: Any) -> Any:

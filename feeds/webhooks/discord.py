@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from feeds.views.dataset_view import dataset_text, dataset_view
 from feeds.views.prompt_diff import event_excerpt
 from feeds.webhooks.chat_text import fit, units, visible
 from feeds.webhooks.formats import Attempt, Links, Reply, WebhookFormat, classify_reply
@@ -43,7 +44,8 @@ FIELDS: dict[str, tuple[str, str]] = {
     "embeds[].url": ("string", "The revision's page on this server, else the commit on the Hub, else the repo."),
     "embeds[].color": ("integer", "The severity's colour (RGB)."),
     "embeds[].description": ("string", "The commit title and the change summaries (with how many more there are)."),
-    "embeds[].fields": ("array of objects", "Repo, Severity, Commit and the rendered prompt diff of a chat template change."),
+    "embeds[].fields": ("array of objects", "Repo, Severity, Commit, the rendered prompt diff of a chat template change "
+                                                       "and a dataset revision's Data (rows and column changes)."),
     "embeds[].fields[].name": ("string", "The field's label."),
     "embeds[].fields[].value": ("string", f"Its text, markdown escaped, at most {MAX_FIELD_VALUE} characters."),
     "embeds[].fields[].inline": ("boolean", "Whether Discord shows it beside the others."),
@@ -81,6 +83,9 @@ def message(event: Event, links: Links) -> dict[str, Any]:
     ]
     if event.sha:
         fields.append({"name": "Commit", "value": escape(event.sha[:12], 12), "inline": True})
+    if (dataset := dataset_view(extra)) is not None:  # a dataset revision's (revision.ingested and dataset.*)
+        fields.append({"name": "Data", "value": escape("\n".join(dataset_text(dataset)), MAX_FIELD_VALUE, newlines=True),
+                       "inline": False})
     if excerpt := event_excerpt(extra):
         conversation, diff = excerpt
         fields.append({"name": escape(f"Rendered prompt, sample {conversation}", MAX_FIELD_NAME),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from feeds.views.dataset_view import dataset_text, dataset_view
 from feeds.views.prompt_diff import event_excerpt
 from feeds.webhooks.chat_text import fit, units, visible
 from feeds.webhooks.formats import Attempt, Links, Reply, WebhookFormat, classify_reply
@@ -34,7 +35,8 @@ PERMANENT = frozenset({
 FIELDS: dict[str, tuple[str, str]] = {
     "text": ("string", "The event's title: the notification text, and what shows where blocks cannot."),
     "blocks": ("array of objects", f"Block Kit blocks, at most {MAX_BLOCKS}: the title and facts, the change summaries, "
-                                   "the rendered prompt diff of a chat template change, and the links."),
+                                   "the rendered prompt diff of a chat template change, a dataset revision's rows and "
+                                   "column changes, and the links."),
     "blocks[].type": ("string", "section (a text) or context (a small print line)."),
     "blocks[].text": ("object", "A section's text."),
     "blocks[].text.type": ("string", "Always mrkdwn."),
@@ -86,11 +88,16 @@ def message(event: Event, links: Links) -> dict[str, Any]:
         if (url := found.get(key))
     )
     summaries = [f"• {escape(s, MAX_SUMMARY)}" for s in extra.get("summaries") or []]
-    room = MAX_BLOCKS - len(blocks) - 3  # keep places for "… more", the prompt diff and the links
+    dataset = dataset_view(extra)  # a dataset revision's (revision.ingested and dataset.* events carry it)
+    # keep places for "… more", the prompt diff, the links and a dataset's section
+    room = MAX_BLOCKS - len(blocks) - 3 - (dataset is not None)
     sections, shown = _pack(summaries, room)
     blocks += [{"type": "section", "text": _mrkdwn(text)} for text in sections]
     if shown < len(summaries):
         blocks.append({"type": "context", "elements": [_mrkdwn(f"… and {len(summaries) - shown} more change(s)")]})
+    if dataset is not None:
+        text = escape("\n".join(dataset_text(dataset)), MAX_SECTION - 10, newlines=True)
+        blocks.append({"type": "section", "text": _mrkdwn(f"*Data*\n{text}")})
     if excerpt := event_excerpt(extra):
         conversation, diff = excerpt
         code = escape(diff, MAX_SECTION - 200, newlines=True).replace("```", "ˋˋˋ")

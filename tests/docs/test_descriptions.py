@@ -11,7 +11,7 @@ import click
 import pytest
 from refdocs.cli import walk
 from refdocs.configuration import ENTRIES, env_variable
-from refdocs.webhooks import MODULES, SAMPLE_LINKS, example, sample_event
+from refdocs.webhooks import MODULES, SAMPLE_LINKS, dataset_sample_event, example, sample_event
 
 from feeds.webhooks import FORMATS
 from storage import kinds
@@ -108,6 +108,7 @@ def test_webhook_fields_are_the_messages_fields(name) -> None:
     """Each format documents exactly the fields its builder writes for the sample event, with their JSON types."""
     documented = MODULES[name].FIELDS
     sample = _fields(example(FORMATS[name])[0])
+    sample.update({p: v for p, v in _fields(example(FORMATS[name], dataset_sample_event())[0]).items() if p not in sample})
     bare = _fields(json.loads(FORMATS[name].render(_bare_event(), SAMPLE_LINKS)))
     assert set(sample) == set(documented)
     assert set(bare) <= set(documented)

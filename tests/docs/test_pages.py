@@ -62,7 +62,9 @@ def test_webhook_page_shows_every_format_with_fields_and_example() -> None:
     for name in FORMATS:
         assert f"## {name} {{ #{name} }}" in page
         assert all(f"| `{path}` |" in page for path in webhooks.MODULES[name].FIELDS)
-    assert page.count("```json\n") == len(FORMATS)
+    # one example each, and a dataset revision's for every format but Apprise (which carries the summaries only)
+    assert page.count("```json\n") == 2 * len(FORMATS) - 1
+    assert page.count("Example message for a dataset revision") == len(FORMATS) - 1 and '"dataset": {' in page
     assert "webhook-signature: v1," in page and page.count("webhook-id: msg_") == 3  # generic, slack, discord
 
 

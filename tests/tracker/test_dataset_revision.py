@@ -60,7 +60,12 @@ def test_the_summary_is_kept_and_the_next_revision_compared_with_it():
     events = dataset_events(KEY, "b" * 40, second.changes)
     assert [e.kind for e in events] == ["dataset.licence_changed", "dataset.gating_changed", "dataset.rows_removed"]
     assert events[2].title.endswith(": config cola, split train: 2 rows removed (10 -> 8) (warning)")
-    assert events[2].payload["detail"]["before"] == 10
+    assert events[2].payload["detail"]["before"] == 10 and "dataset" not in events[2].payload
+    # with the revision's table (what pages, feeds and webhooks show), each event carries it
+    carried = dataset_events(KEY, "b" * 40, second.changes, second.table)
+    assert all(e.payload["dataset"] == second.table for e in carried)
+    assert second.table["splits"] == [{"config": "cola", "split": "train", "before": 10, "after": 8, "delta": -2,
+                                       "state": "same", "columns": second.table["splits"][0]["columns"]}]
 
 
 def test_a_parent_without_a_stored_summary_is_summarized_from_its_snapshot():

@@ -14,7 +14,7 @@ Each change of notice or above is also an event of its own `dataset.*` kind (`da
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from tracker.pipeline.snapshot_io import Gate, gate_mode, scan_files
 from tracker.revision.changes import Change, ChangeKind, Severity
 from tracker.revision.classify import MODEL_CARD
 from tracker.revision.dataset_summary import Conversion, is_data_file, summarize
+from tracker.revision.dataset_table import dataset_table
 from tracker.revision.events import change_event
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ class DatasetRead:
     changes: list[Change] = field(default_factory=list)
     file_scans: list[NewFileScan] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)
+    table: dict[str, Any] = field(default_factory=dict)  # what pages, feeds and webhooks show (dataset_table.py)
 
 
 def summarize_dataset(revision: DatasetRevision) -> list[Change]:
@@ -115,6 +117,7 @@ def summarize_dataset(revision: DatasetRevision) -> list[Change]:
     fetched = revision.fetched
     fetched.new_file_scans.extend(read.file_scans)
     fetched.new_blobs.update(read.blobs)
+    fetched.dataset_table = read.table
     return read.changes
 
 
@@ -170,7 +173,7 @@ def dataset_revision(store: Any, snapshot: Snapshot, parent: Snapshot | None, ga
         old = load_summary(store, key, parent.sha) or summary_of(parent, parent_gated)
     changes = dataset_differ.diff(old, summary, split_repo_key(key)[1], requires_latest)
     row, blobs = summary_rows(key, snapshot.sha, summary)
-    return DatasetRead(summary, changes, [row], blobs)
+    return DatasetRead(summary, changes, [row], blobs, dataset_table(old, summary))
 
 
 def stored_changes(store: Any, old: Snapshot, new: Snapshot, requires_latest: bool = False) -> list[Change]:
@@ -183,10 +186,13 @@ def stored_changes(store: Any, old: Snapshot, new: Snapshot, requires_latest: bo
     return dataset_differ.diff(before, after, split_repo_key(new.repo_id)[1], requires_latest)
 
 
-def dataset_events(repo_id: str, sha: str, changes: list[Change]) -> list[NewEvent]:
-    """Each dataset change of notice or above as an event of its own `dataset.*` kind (told apart by its path)."""
-    return [change_event(repo_id, sha, c.detail["event"], c, c.path) for c in changes
-            if c.kind is ChangeKind.DATASET and c.severity >= Severity.NOTICE and "event" in c.detail]
+def dataset_events(repo_id: str, sha: str, changes: list[Change], table: dict[str, Any] | None = None) -> list[NewEvent]:
+    """Each dataset change of notice or above as an event of its own `dataset.*` kind (told apart by its path);
+    `table`: the revision's dataset table (dataset_table.py), carried by each as its payload's `dataset`, so a
+    webhook subscribed to `dataset.*` kinds gets the rows and schema diff as the revision's event does."""
+    events = [change_event(repo_id, sha, c.detail["event"], c, c.path) for c in changes
+              if c.kind is ChangeKind.DATASET and c.severity >= Severity.NOTICE and "event" in c.detail]
+    return [replace(e, payload={**e.payload, "dataset": table}) for e in events] if table else events
 
 
 def is_dataset(repo_id: str) -> bool:

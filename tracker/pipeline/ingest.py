@@ -355,9 +355,10 @@ class Ingestor:
             estimate_events = estimate_events + self._verify(watch.repo_id, commit.sha, parent_snapshot,
                                                              fetched.snapshot, changes, is_baseline)
         title = revision_title(watch.repo_id, changes, is_baseline, len(fetched.snapshot.files))
-        events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline), *estimate_events]
+        events = [revision_event(watch.repo_id, commit.sha, title, commit.title, changes, is_baseline,
+                                 fetched.dataset_table), *estimate_events]
         events += [change_event(watch.repo_id, commit.sha, REPO_HISTORY_SQUASHED, c) for c in repo_facts if c.detail.get("squash")]
-        events += dataset_events(watch.repo_id, commit.sha, changes)
+        events += dataset_events(watch.repo_id, commit.sha, changes, fetched.dataset_table)
         extra_writes = []
         if self.advisories is not None:  # OSV is queried here, before the write; a failure is marked pending
             check = self.advisories.check_revision(

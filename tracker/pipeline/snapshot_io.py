@@ -82,6 +82,7 @@ class FetchedSnapshot:
     new_weight_files: list[NewWeightFile] = field(default_factory=list)
     new_file_scans: list[NewFileScan] = field(default_factory=list)
     gated: list[str] = field(default_factory=list)  # files of this commit not read: the gate refused them
+    dataset_table: dict[str, Any] | None = None  # a dataset revision's table for its event (dataset_revision.py)
 
 
 def fetch_snapshot(

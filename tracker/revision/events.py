@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from storage.event_log import NewEvent
 from storage.kinds import REVISION_INGESTED, split_repo_key
@@ -95,8 +96,11 @@ def revision_title(repo_id: str, changes: Sequence[Change], is_baseline: bool, f
 
 
 def revision_event(
-    repo_id: str, sha: str, title_line: str, commit_title: str, changes: Sequence[Change], is_baseline: bool
+    repo_id: str, sha: str, title_line: str, commit_title: str, changes: Sequence[Change], is_baseline: bool,
+    dataset: dict[str, Any] | None = None,
 ) -> NewEvent:
+    """The event of one ingested revision; `dataset`: a dataset revision's table (tracker/revision/dataset_table.py),
+    carried as the payload's `dataset` for pages, feeds and webhooks."""
     severity = max_severity(list(changes)) if changes else Severity.INFO
     return NewEvent(
         event_id=event_id(repo_id, sha, REVISION_INGESTED),
@@ -110,6 +114,7 @@ def revision_event(
             "kinds": sorted({c.kind.value for c in changes}),
             "summaries": [c.summary for c in changes],
             **({"prompt": prompt} if (prompt := _prompt_sample(changes)) else {}),
+            **({"dataset": dataset} if dataset else {}),
         },
     )
 

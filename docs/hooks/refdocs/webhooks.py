@@ -16,6 +16,7 @@ from feeds.webhooks.formats import WebhookFormat
 from refdocs.markdown import cell, code, fenced, json_block, table
 from storage.delivery_queue import delivery_id
 from storage.models import Event
+from tracker.revision.dataset_table import dataset_table
 
 MODULES: dict[str, ModuleType] = {m.FORMAT.name: m for m in (generic, slack, discord, apprise)}
 SAMPLE_LINKS = Links(hub_endpoint="https://huggingface.co", public_url="https://hubwatch.example.com")
@@ -49,6 +50,33 @@ def sample_event() -> Event:
     )
 
 
+def _split(rows: int, columns: dict[str, str]) -> dict[str, Any]:
+    return {"rows": rows, "rows_known": True, "shards": ["data/0.parquet"], "columns": columns}
+
+
+def dataset_sample_event() -> Event:
+    """A dataset revision as the tracker stores it: 5 test rows removed, a column added to train, relicensed,
+    its Parquet conversion lagging (the payload's `dataset`, tracker/revision/dataset_table.py, made by the
+    tracker's own code from two summaries)."""
+    qa = {"question": "Value(string)", "answer": "Value(string)"}
+    before = {"licence": "apache-2.0", "gated": False, "shards": {"data/0.parquet": {}},
+              "configs": {"default": {"splits": {"train": _split(100, qa), "test": _split(20, qa)}}}}
+    after = {"licence": "mit", "gated": False, "shards": {"data/0.parquet": {}},
+             "configs": {"default": {"splits": {"train": _split(100, {**qa, "source": "Value(string)"}),
+                                                "test": _split(15, qa)}}},
+             "conversion": {"sha": "8f2b6c1d0e9a7b3c4d5e6f708192a3b4c5d6e7f8", "lagging": True,
+                            "source_sha": "3c9d1e2f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d", "configs": {"default": {}}}}
+    return Event(
+        seq=1043, event_id="2a7e4c9b-6d1f-5b3a-8c2e-0f9d7b5a3c1e", kind="revision.ingested",
+        repo_id="datasets/allenai/super", revision_id=88, sha="b41f2e8c7d6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c",
+        title="super (dataset): rows and columns changed (warning)", severity="warning", security=False,
+        created_at=datetime(2025, 3, 14, 9, 31, 7, tzinfo=UTC),
+        payload={"commit_title": "Remove opt-out rows, add source, relicense", "baseline": False, "kinds": ["dataset"],
+                 "summaries": ["config default: column(s) added: source (Value(string))",
+                               "config default, split test: 5 rows removed (20 -> 15)"],
+                 "dataset": dataset_table(before, after)})
+
+
 def example(fmt: WebhookFormat, event: Event | None = None) -> tuple[Any, dict[str, str]]:
     """The parsed message `fmt` builds for `event` (default: the sample), and the headers it is posted with."""
     event = event or sample_event()
@@ -72,6 +100,9 @@ def format_section(name: str) -> list[str]:
     message, headers = example(fmt)
     out = [f"## {name} {{ #{name} }}", "", cell(_summary(module)), "",
            table(("Field", "Type", "Meaning"), rows), "", "Example message:", "", json_block(message), ""]
+    if name != "apprise":  # Apprise's fields carry the summaries only
+        out += ["Example message for a dataset revision (its rows per config and split, and its schema diff):", "",
+                json_block(example(fmt, dataset_sample_event())[0]), ""]
     if headers:
         out += ["Headers it is posted with:", "", fenced("\n".join(f"{k}: {v}" for k, v in headers.items()), "http"), ""]
     else:
