@@ -264,6 +264,16 @@ def is_repo_key(value: object) -> bool:
     return is_repo_id(hub_id) and (repo_type == "dataset" or not value.startswith(REPO_KEY_PREFIXES["dataset"]))
 
 
+def short_dataset_name(value: object) -> str | None:
+    """The canonical short name a dataset had before the Hub moved it under an org (`wikitext` of `wikitext` or of
+    `datasets/wikitext`, the Hub's URL path for it); None for anything else. Never a stored key: it is resolved
+    through the Hub to the org name (`datasets/Salesforce/wikitext`) before anything is kept."""
+    if not isinstance(value, str):
+        return None
+    name = value.removeprefix(REPO_KEY_PREFIXES["dataset"])
+    return name if "/" not in name and is_repo_id(f"x/{name}") else None
+
+
 def is_branch_name(value: object) -> bool:
     """A branch name git and the Hub accept (`main`, `v1.0`, `feature/x`) or a Hub PR ref (`refs/pr/1`)."""
     return isinstance(value, str) and len(value) <= BRANCH_MAX_CHARS and BRANCH_RE.fullmatch(value) is not None

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from storage.errors import WatchExists
-from storage.kinds import REPO_TYPES, is_repo_id, repo_key, split_repo_key
+from storage.kinds import REPO_TYPES, is_repo_id, repo_key, short_dataset_name, split_repo_key
 from tracker.cli import output
 from tracker.cli.root import app_of, branch_arg, emit_json, exit_code_of, fail, repo_arg
 from tracker.config import parse_interval
@@ -66,13 +66,16 @@ def watch_add(
     names = list(repos) + (_names_in(names_file) if names_file is not None else [])
     if not names:
         raise click.UsageError("Missing argument 'REPO...'.")
+    short_failed: list[int] = []
+    if repo_type == "dataset" and any(_is_short(n) for n in names):
+        names, short_failed = _canonical_names(ctx, names, branch, no_check)
     names = [_typed(name, repo_type) for name in names]
     relations = _relations(derivatives)
     if relations and any(split_repo_key(n)[0] == "dataset" for n in names):
         raise click.UsageError("--derivatives follows a model's family; a dataset has none")
     if relations and (len(names) != 1 or names_file is not None or names[0].endswith("/*")):
         raise click.UsageError("--derivatives follows the family of one repo: name exactly one REPO")
-    if len(names) == 1 and names_file is None and not names[0].endswith("/*"):
+    if len(names) == 1 and names_file is None and not names[0].endswith("/*") and not short_failed:
         _add_one(ctx, names[0], branch, interval, backfill, no_check, relations, derivatives_limit)
         return
     branch = branch_arg(branch)
@@ -82,7 +85,7 @@ def watch_add(
         raise click.BadParameter(str(err), param_hint="--interval") from err
     app = app_of(ctx)
     interval_s = interval_s or app.settings.default_interval_s
-    failed = []
+    failed = list(short_failed)
     for name in names:
         code, error = _add_named(app, name, branch, interval_s, backfill, no_check)
         if code:
@@ -91,8 +94,9 @@ def watch_add(
             click.echo(f"error: {error}", err=True)
     if len(failed) > MAX_ERROR_LINES:
         click.echo(f"error: and {len(failed) - MAX_ERROR_LINES} more names failed (the first {MAX_ERROR_LINES} are shown)", err=True)
-    if len(names) > 1:
-        click.echo(f"{len(names) - len(failed)} of {len(names)} added or already watched, {len(failed)} failed")
+    if len(names) + len(short_failed) > 1:
+        total = len(names) + len(short_failed)
+        click.echo(f"{total - len(failed)} of {total} added or already watched, {len(failed)} failed")
     if failed:
         ctx.exit(failed[0])
 
@@ -107,6 +111,55 @@ def _typed(name: str, repo_type: str) -> str:
         author = name[:-2]
         return name if author.startswith("datasets/") else f"datasets/{author}/*"
     return repo_key(name, "dataset") if is_repo_id(split_repo_key(name)[1]) else name
+
+
+def _is_short(name: str) -> bool:
+    return "/" not in name and short_dataset_name(name) is not None
+
+
+def _canonical_names(ctx: click.Context, names: list[str], branch: str, no_check: bool) -> tuple[list[str], list[int]]:
+    """`--type dataset` names given as a canonical short name (`wikitext`, no org), each resolved through the Hub to
+    the org name it redirects to (`Salesforce/wikitext`), said on a line; a key without an org is never stored. A
+    short name the Hub does not resolve is an error naming what to do (exit 3; 2 with --no-check, which cannot ask);
+    with several names the others are still added (the names left, and the exit codes of those that failed)."""
+    from tracker.errors import HubUnavailable
+
+    resolved, failed = [], []
+    for name in names:
+        if not _is_short(name):
+            resolved.append(name)
+            continue
+        if no_check:
+            failed.append((2, f"{quoted(name)} is a dataset's short name without an org: hubwatch stores datasets as "
+                              "datasets/ORG/NAME and --no-check cannot ask the Hub which org it moved to; drop "
+                              "--no-check, or name it ORG/NAME (as its page https://huggingface.co/datasets/"
+                              f"{name} shows)"))
+            continue
+        app = app_of(ctx)
+        try:
+            head = app.hub.head(f"datasets/{name}", branch_arg(branch))
+        except HubUnavailable as err:
+            failed.append((exit_code_of(err), f"{name}: {err}"))
+            continue
+        except HubwatchError as err:
+            failed.append((exit_code_of(err), f"dataset {name} does not resolve on the Hub ({err}): the Hub moved the "
+                                              "canonical short names under orgs (wikitext is Salesforce/wikitext): "
+                                              "find the dataset's ORG/NAME on the Hub and watch that with --type "
+                                              f"dataset{_state_advice(err)}"))
+            continue
+        key = head.repo_id
+        if key is None or not is_repo_id(split_repo_key(key)[1]) or split_repo_key(key)[0] != "dataset":
+            failed.append((3, f"dataset {name}: the Hub answered it without an org ({key or 'no id'}); hubwatch "
+                              "stores datasets as datasets/ORG/NAME: watch it as ORG/NAME"))
+            continue
+        click.echo(f"{name} is a dataset's canonical short name: the Hub redirects it to {split_repo_key(key)[1]}; "
+                   f"watching {key}")
+        resolved.append(key)
+    for _, error in failed[:MAX_ERROR_LINES]:
+        click.echo(f"error: {error}", err=True)
+    if failed and not resolved:
+        ctx.exit(failed[0][0])
+    return resolved, [code for code, _ in failed]
 
 
 def _relations(value: str | None) -> tuple[str, ...]:

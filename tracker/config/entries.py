@@ -18,6 +18,7 @@ from storage.kinds import (
     is_branch_name,
     is_repo_key,
     repo_key,
+    short_dataset_name,
     split_repo_key,
 )
 from tracker.config.problems import problem, seconds
@@ -37,6 +38,10 @@ def validate_repo(repo: str, repo_type: str) -> str:
     REPO_TYPES is refused."""
     if repo_type not in REPO_TYPES:
         raise ConfigError(f"{repo_type!r} is not a repo type (one of {', '.join(REPO_TYPES)})")
+    if repo_type == "dataset" and "/" not in repo and short_dataset_name(repo) is not None:
+        raise ConfigError(f"{repo!r} is a dataset's canonical short name, without an org: hubwatch stores datasets "
+                          "as datasets/ORG/NAME; write the org name the Hub redirects it to (`hubwatch watch add "
+                          f"{repo} --type dataset` asks the Hub and says it, e.g. wikitext is Salesforce/wikitext)")
     validate_repo_id(repo)
     return repo_key(repo, repo_type) if repo_type == "dataset" else repo
 

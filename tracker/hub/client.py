@@ -32,7 +32,7 @@ from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import build_hf_headers, disable_progress_bars, paginate
 
 from storage.backoff import retry_after_s
-from storage.kinds import repo_key, split_repo_key
+from storage.kinds import repo_key, short_dataset_name, split_repo_key
 from tracker.errors import BranchMissing, HubUnavailable, RateLimited, RepoDisabled, RepoGated, RepoGone
 from tracker.errors import RevisionNotFound as RevisionMissing
 from tracker.formats.manifest import TensorInfo, WeightManifest
@@ -211,8 +211,11 @@ class HubClient:
 
     def head(self, repo_id: str, branch: str) -> RepoHead:
         """The branch's head commit: exactly one request. `repo_id` is a stored key: a model's `org/name` or a
-        dataset's `datasets/org/name` (storage.kinds.repo_key), and so is the answered `repo_id`."""
+        dataset's `datasets/org/name` (storage.kinds.repo_key), and so is the answered `repo_id`. A dataset's canonical
+        short name (`datasets/wikitext`) is asked as such: the answered `repo_id` is the org name it redirects to."""
         repo_type, hub_id = split_repo_key(repo_id)
+        if repo_id.startswith("datasets/") and (short := short_dataset_name(repo_id)) is not None:
+            repo_type, hub_id = "dataset", short
         try:
             info = self.api.repo_info(
                 hub_id,

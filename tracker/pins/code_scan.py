@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from storage.kinds import repo_key
+from storage.kinds import repo_key, short_dataset_name
 from tracker.errors import BadInput
 from tracker.formats.local_files import clipped, decode_utf8, read_regular_file
 from tracker.pins.pin_forms import FLAG_GROUPS, CodePin, CodeScan, looks_like_repo
@@ -43,6 +43,12 @@ REPO_KEYWORDS = ("repo_id", "pretrained_model_name_or_path", "model", "model_nam
 # `datasets/org/name`; so are the Hub calls above given `repo_type="dataset"`. Spaces are not followed.
 DATASET_CALLS = frozenset({"load_dataset", "load_dataset_builder"})
 DATASET_KEYWORDS = ("path", "repo_id")
+# `load_dataset("json", data_files=...)` and the like name one of the `datasets` library's own builders, not a Hub
+# dataset: a name without an org is a Hub dataset's canonical short name (`wikitext`) only when it is none of these
+# and the call pins a revision (a bare name without one may as well be a local folder).
+PACKAGED_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow", "pandas", "sql", "generator", "spark", "xml",
+                               "imagefolder", "audiofolder", "videofolder", "pdffolder", "niftifolder", "webdataset",
+                               "cache"})
 NOT_FOLLOWED_REPO_TYPES = frozenset({"space"})
 _QUICK = re.compile("|".join(sorted(MODEL_CALLS | DATASET_CALLS)))  # a .py file naming none of them is not parsed
 # `hf download ORG/NAME --repo-type dataset` (and huggingface-cli's): the mention on that line is a dataset.
@@ -164,7 +170,7 @@ def _python_pin(call: ast.Call, shown: str, text: str, starts: list[int]) -> Cod
     positional = call.args[1:] if _call_name(call.func) == "pipeline" else call.args  # pipeline(task, model)
     repo_node = next((keywords[k] for k in names if k in keywords), positional[0] if positional else None)
     repo = repo_node.value if isinstance(repo_node, ast.Constant) and isinstance(repo_node.value, str) else None
-    if repo is None or not looks_like_repo(repo):
+    if repo is None or not (looks_like_repo(repo) or _short_dataset(call, repo, keywords)):
         return None
     if dataset:
         repo = repo_key(repo, "dataset")
@@ -176,6 +182,13 @@ def _python_pin(call: ast.Call, shown: str, text: str, starts: list[int]) -> Cod
     revision = revision_node.value
     start, end = _literal_span(text, starts, revision_node, revision)
     return CodePin(shown, revision_node.lineno, repo, revision, start=start, end=end)
+
+
+def _short_dataset(call: ast.Call, repo: str, keywords: dict[str, ast.expr]) -> bool:
+    """A `load_dataset("wikitext", ..., revision=...)`: a dataset's canonical short name (no org), pinned under
+    `datasets/wikitext` for `outdated` to resolve through the Hub (which redirects it to the org name)."""
+    return (_call_name(call.func) in DATASET_CALLS and "revision" in keywords and repo not in PACKAGED_BUILDERS
+            and short_dataset_name(repo) is not None and "/" not in repo)
 
 
 def _line_starts(text: str) -> list[int]:

@@ -172,7 +172,7 @@ class OutdatedCheck:
         try:
             head = self.hub.head(pin.repo_id, pin.branch)
         except RepoGone as err:
-            return ModelReport(pin, "gone", message=str(err))
+            return ModelReport(pin, "gone", message=f"{err}{_short_name_hint(pin.repo_id)}")
         except RepoDisabled as err:
             return ModelReport(pin, "disabled", message=str(err))
         except RepoGated as err:
@@ -286,3 +286,13 @@ def _advisories_of(store: Storage, chain: list[Revision]) -> list[SinceChange]:
 def _changes_of(store: Storage, chain: list[Revision]) -> list[tuple[Revision, list]]:
     by_revision = store.history.changes_by_revision(r.id for r in chain if r.id is not None)
     return [(r, by_revision.get(r.id, [])) for r in chain]  # type: ignore[arg-type]
+
+
+def _short_name_hint(repo_id: str) -> str:
+    """For a dataset pinned by its canonical short name (`datasets/wikitext`) the Hub no longer resolves: what to do."""
+    from tracker.pins.pin_forms import is_short_dataset_key
+
+    if not is_short_dataset_key(repo_id):
+        return ""
+    return ("; a dataset's canonical short name (no org) the Hub does not redirect: find the dataset's ORG/NAME on the "
+            "Hub (the short names moved under orgs, wikitext to Salesforce/wikitext) and pin that")

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from storage.kinds import is_branch_name, is_repo_key
+from storage.kinds import is_branch_name, is_repo_key, short_dataset_name
 from tracker.formats.local_files import quoted
 from tracker.pins.cache import SHA_RE
 
@@ -50,6 +50,12 @@ def looks_like_repo(value: str) -> bool:
     """Whether a string is meant as `org/name` (malformed ones included), not a local path or a bare name."""
     return _REPO_SHAPED.fullmatch(value) is not None and not value.startswith((".", "~", "$", "/")) \
         and "://" not in value and len(value) <= 300
+
+
+def is_short_dataset_key(value: str) -> bool:
+    """`datasets/wikitext`: a dataset pinned in code by its canonical short name (no org), which `outdated` resolves
+    through the Hub to the org name it redirects to; never stored as a watch."""
+    return value.startswith("datasets/") and short_dataset_name(value) is not None
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,7 @@ class CodeScan:
 
     def add(self, pin: CodePin) -> None:
         """File `pin` by what it pins, or as a problem naming what cannot be checked."""
-        if not is_repo_key(pin.repo_id):
+        if not (is_repo_key(pin.repo_id) or is_short_dataset_key(pin.repo_id)):
             self.problems.append((pin.location, f"{quoted(pin.repo_id)} is not a Hub repo id (org/name)"))
         elif pin.revision is None:
             self.unpinned.append(pin)

@@ -47,6 +47,10 @@ shows it again). The same is `POST /_replay/state/{org}/{name}?state=S[&gated=au
 `createdAt` stay), and every API and `/resolve/` request for `old` is answered 307 to the same path under `new`
 (the client follows it), until a repo is created under `old` again (`add_repo`): a new repo, another `_id`.
 
+`canonical_name(short, dataset)` is a canonical short dataset name (`wikitext`, no org) the Hub moved under an org
+(`datasets/Salesforce/wikitext`): every API and `/resolve/` request naming the dataset `short` is answered 307 to
+the same path under the org name, as a rename is (`POST /_replay/canonical/{short}?to=ORG/NAME`).
+
 `squash(repo)` is the Hub's super-squash: the branch becomes one new commit holding the head's tree, the old shas gone.
 
 (`POST /_replay/squash/{org}/{name}`.)
@@ -80,7 +84,15 @@ from tracker.standins.replay.history import (
     RepoHistory,
     load_roots,
 )
-from tracker.standins.replay.protocol import LIST_FAULTS, LIST_PAGE, Exchange, HubError, Response, json_response
+from tracker.standins.replay.protocol import (
+    DATASET_PREFIX,
+    LIST_FAULTS,
+    LIST_PAGE,
+    Exchange,
+    HubError,
+    Response,
+    json_response,
+)
 
 BUNDLED_ROOT = Path(__file__).resolve().parent / "histories"
 RATE_LIMIT_HEADERS = {"RateLimit": '"{kind}";r=0;t=0', "RateLimit-Policy": '"fixed window";"{kind}";q=500;w=300'}
@@ -136,6 +148,7 @@ class ReplayServer:
         self._recorded_flags: dict[str, tuple[bool, str | bool]] = {}  # (private, gated) as recorded, while changed
         self._gate_granted: dict[str, bool] = {}  # a gated repo set by `set_state`: whether tokens may read files
         self._renamed: dict[str, str] = {}  # old repo id -> the id it was renamed to (answered 307)
+        self._short_names: dict[str, str] = {}  # a canonical short dataset name -> the dataset key it redirects to
         self._on_cdn: dict[str, bool] = {}  # repo id -> its LFS files served from the CDN (True: moved to Xet)
         self.cdn = CdnServer(host)  # the second origin /resolve/ redirects to (started with the first repo on it)
         self._http = LoopbackServer(_Handler, self, "hub-replay", host, port)
@@ -246,6 +259,18 @@ class ReplayServer:
             self._renamed = {o: (new if n == old else n) for o, n in self._renamed.items()}
             self._renamed[old] = new
             self._touch(new)
+
+    def canonical_name(self, short: str, dataset: str) -> None:
+        """The dataset `short` (a canonical name without an org, `wikitext`) now lives at `dataset`
+        (`datasets/Salesforce/wikitext`, served here): the Hub answers the short name 307 to it."""
+        if "/" in short or not short or not dataset.startswith(DATASET_PREFIX) or dataset not in self._repos:
+            raise ValueError(f"cannot redirect {short!r} to {dataset!r}: a name without an org to a served dataset")
+        with self._lock:
+            self._short_names[short] = dataset
+
+    def _canonical_of(self, short: str) -> str | None:
+        with self._lock:
+            return self._short_names.get(short)
 
     # -- where the bytes are stored
     def serve_from_cdn(self, repo_id: str) -> None:
@@ -462,6 +487,7 @@ class ReplayServer:
         """(A dataset's routes name it `datasets/{org}/{name}`.) POST /_replay/advance/{org}/{name}, POST /_replay/head/{org}/{name}?n=N,
         POST /_replay/state/{org}/{name}?state=S[&gated=MODE], POST /_replay/rename/{org}/{name}?to=ORG/NAME,
         POST /_replay/storage/{org}/{name}?to=cdn|xet, POST /_replay/squash/{org}/{name},
+        POST /_replay/canonical/{short}?to=ORG/NAME (a dataset's short name redirected to it),
         GET /_replay/requests, POST /_replay/reset-requests, GET /_replay/repos."""
         parts = path.strip("/").split("/")
         if len(parts) == 5 and parts[2] == "datasets":  # a dataset: /_replay/<op>/datasets/{org}/{name}
@@ -474,6 +500,12 @@ class ReplayServer:
         if method == "POST" and parts == ["_replay", "reset-requests"]:
             self.reset_requests()
             return json_response(200, {})
+        if method == "POST" and len(parts) == 3 and parts[1] == "canonical":
+            try:
+                self.canonical_name(parts[2], DATASET_PREFIX + query.get("to", [""])[-1])
+            except ValueError as err:
+                return json_response(400, {"error": str(err)})
+            return json_response(200, {"short": parts[2], "repo_id": self._canonical_of(parts[2])})
         if method == "POST" and len(parts) == 4 and parts[1] == "rename":
             repo_id, new = f"{parts[2]}/{parts[3]}", query.get("to", [""])[-1]
             if repo_id not in self._repos or new.count("/") != 1:

@@ -51,6 +51,8 @@ DEFAULT_KEYS = (
 API_ROUTE = re.compile(r"^/api/(models|datasets)/([^/]+)/([^/]+)(/.*)?$")
 RESOLVE_ROUTE = re.compile(r"^/(datasets/)?([^/]+)/([^/]+)/resolve/([^/]+)/(.+)$")
 DATASET_PREFIX = "datasets/"
+# A dataset named by a canonical short name, without an org (`/api/datasets/wikitext/...`, `/datasets/wikitext/resolve/...`).
+SHORT_DATASET_ROUTE = re.compile(r"^/(api/datasets|datasets)/([^/]+)(/.*)?$")
 CONVERT_REF = "refs/convert/parquet"  # the dataset viewer's Parquet conversion branch
 DATASET_EXPAND_KEYS = frozenset(
     "author cardData citation createdAt description disabled downloads downloadsAllTime gated lastModified likes "
@@ -77,6 +79,8 @@ class ReplayState(Protocol):
     def _state_of(self, repo_id: str) -> tuple[str, bool]: ...
 
     def _renamed_to(self, repo_id: str) -> str | None: ...
+
+    def _canonical_of(self, short: str) -> str | None: ...
 
     def _cdn_url(self, repo_id: str, blob: LfsBlob, path: str) -> str | None: ...
 
@@ -198,7 +202,16 @@ class Exchange:
 
     def _moved(self) -> Response | None:
         """A request for a renamed repo's old name: 307 to the same path and query under the new name, as the Hub
-        answers on the API and on /resolve/."""
+        answers on the API and on /resolve/; so is a canonical short dataset name moved under an org."""
+        short = SHORT_DATASET_ROUTE.match(self.raw_path)
+        canonical = self.replay._canonical_of(unquote(short[2])) if short is not None else None
+        if short is not None and canonical is not None and (short[1] == "api/datasets" or
+                                                            (short[3] or "").startswith("/resolve/")):
+            location = f"{self.base_url}/{short[1]}/{canonical.removeprefix(DATASET_PREFIX)}{short[3] or ''}"
+            location += f"?{self.raw_query}" if self.raw_query else ""
+            return json_response(307, {"error": f"Repository moved to {canonical}"}, {"Location": location})
+        if short is not None and short[1] == "api/datasets" and re.fullmatch(r"(/revision/[^/]+)?/?", short[3] or ""):
+            raise HubError(401 if self.auth == "anonymous" else 404, "Repository not found", "RepoNotFound")  # no org
         match = RESOLVE_ROUTE.match(self.raw_path)
         if match is not None:
             kind, prefix = match[1] or "", ""

@@ -1,0 +1,121 @@
+"""Canonical short dataset names (`wikitext`, no org) the Hub moved under orgs (`Salesforce/wikitext`) and answers
+with a redirect, end to end through the real huggingface_hub client against the replay: the replay's redirect,
+`watch add NAME --type dataset` resolving it (never storing a key without an org), the configuration's clear error,
+and pins in code (`load_dataset("wikitext", ..., revision=...)`) reported by `outdated` as moved, or gone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog.testing
+from click.testing import CliRunner
+from huggingface_hub import HfApi
+
+from storage.kinds import split_repo_key
+from tests.support.dataset_repos import evolving_dataset
+from tests.support.settings import settings_for
+from tracker.cli import cli
+from tracker.cli.app import App
+from tracker.config import validate_repo
+from tracker.errors import ConfigError
+from tracker.hub.client import HubClient
+from tracker.pins.code_scan import scan_tree
+from tracker.standins.replay.control import ReplayServer
+
+CANONICAL = "datasets/hubwatch-canon/wikitext"  # where the short name `wikitext` redirects to
+SHORT = "wikitext"
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[ReplayServer]:
+    with ReplayServer(roots=[]) as server:
+        server.add_repo(evolving_dataset(CANONICAL, with_conversion=False))
+        server.canonical_name(SHORT, CANONICAL)
+        yield server
+
+
+@pytest.fixture
+def app(hub: ReplayServer, database_url: str) -> Iterator[App]:
+    app = App(settings_for(hub.endpoint, database_url))  # type: ignore[arg-type]
+    yield app
+    if "store" in app.__dict__:
+        app.store.engine.dispose()
+
+
+def run(app: App, *args: str):
+    with structlog.testing.capture_logs():
+        return CliRunner().invoke(cli, list(args), obj={"app_factory": lambda logs=True: app})
+
+
+def test_the_replay_redirects_a_short_name_to_its_org_name(hub: ReplayServer) -> None:
+    """The real client asking for `wikitext` follows the 307 and reads the org name's info, and a file of it."""
+    info = HfApi(endpoint=hub.endpoint, token=False).dataset_info(SHORT)
+    assert info.id == split_repo_key(CANONICAL)[1] and info.sha == hub.head_sha(CANONICAL)
+    head = HubClient(hub.endpoint).head(f"datasets/{SHORT}", "main")
+    assert head.repo_id == CANONICAL and head.sha == hub.head_sha(CANONICAL)
+    data = HubClient(hub.endpoint).download(f"datasets/{split_repo_key(CANONICAL)[1]}", head.sha, "README.md")
+    assert data.startswith(b"---")
+    with pytest.raises(ValueError, match="without an org"):
+        hub.canonical_name("org/name", CANONICAL)
+
+
+def test_watch_add_a_short_name_watches_the_org_name_and_says_so(app: App, hub: ReplayServer) -> None:
+    result = run(app, "watch", "add", SHORT, "--type", "dataset")
+    assert result.exit_code == 0, result.output
+    assert f"{SHORT} is a dataset's canonical short name: the Hub redirects it to hubwatch-canon/wikitext" in result.output
+    assert f"watching {CANONICAL}@main" in result.output
+    assert [w.repo_id for w in app.store.watches.list_watches()] == [CANONICAL]
+
+
+def test_a_short_name_the_hub_does_not_resolve_is_a_clear_error_and_nothing_is_stored(app: App) -> None:
+    result = run(app, "watch", "add", "squad", "--type", "dataset")
+    assert result.exit_code == 3
+    assert "dataset squad does not resolve on the Hub" in result.output and "find the dataset's ORG/NAME" in result.output
+    no_check = run(app, "watch", "add", SHORT, "--type", "dataset", "--no-check")
+    assert no_check.exit_code == 2 and "--no-check cannot ask the Hub" in no_check.output
+    both = run(app, "watch", "add", "squad", SHORT, "--type", "dataset")  # the good one is added all the same
+    assert both.exit_code == 3 and "1 of 2 added or already watched, 1 failed" in both.output
+    assert [w.repo_id for w in app.store.watches.list_watches()] == [CANONICAL]
+
+
+def test_the_configuration_refuses_a_short_name_saying_what_to_write() -> None:
+    with pytest.raises(ConfigError, match="canonical short name, without an org.*watch add wikitext --type dataset"):
+        validate_repo(SHORT, "dataset")
+    assert validate_repo("Salesforce/wikitext", "dataset") == "datasets/Salesforce/wikitext"
+
+
+def _code(tmp_path: Path, repo: str, sha: str) -> Path:
+    (tmp_path / "train.py").write_text(
+        "from datasets import load_dataset\n"
+        f'ds = load_dataset("{repo}", "wikitext-2-raw-v1", revision="{sha}")\n'
+        'local = load_dataset("json", data_files="x.jsonl", revision="main")\n'
+        'folder = load_dataset("my_folder")\n', encoding="utf-8")
+    return tmp_path
+
+
+def test_the_scanner_finds_a_short_name_pin_and_not_a_packaged_builder(tmp_path: Path) -> None:
+    scan = scan_tree(_code(tmp_path, SHORT, "a" * 40))
+    assert [(p.repo_id, p.sha) for p in scan.pins] == [(f"datasets/{SHORT}", "a" * 40)]
+    assert not scan.unpinned and not scan.branch_pins and not scan.problems
+
+
+def test_outdated_reports_a_short_name_pin_as_moved_to_its_org_name(app: App, hub: ReplayServer, tmp_path: Path) -> None:
+    pinned = hub.commits(CANONICAL)[0].sha
+    result = run(app, "outdated", "--scan", str(_code(tmp_path, SHORT, pinned)), "--json")
+    assert result.exit_code == 3, result.output
+    [model] = json.loads(result.output)["models"]
+    assert (model["repo_id"], model["status"], model["moved_to"]) == (f"datasets/{SHORT}", "moved", CANONICAL)
+    assert model["commits_behind"] == len(hub.commits(CANONICAL)) - 1
+    assert f"update the pin's repo id to {CANONICAL}" in model["what_to_do"]
+    assert not [w.repo_id for w in app.store.watches.list_watches() if "/" not in split_repo_key(w.repo_id)[1]]
+
+
+def test_outdated_reports_a_short_name_the_hub_does_not_resolve_as_gone_saying_what_to_do(app: App, tmp_path: Path) -> None:
+    result = run(app, "outdated", "--scan", str(_code(tmp_path, "squad", "b" * 40)), "--json")
+    assert result.exit_code == 3, result.output
+    [model] = json.loads(result.output)["models"]
+    assert (model["repo_id"], model["status"]) == ("datasets/squad", "gone")
+    assert "canonical short name" in model["message"] and "pin that" in model["message"]
