@@ -23,6 +23,7 @@ from tracker.config import validate_repo
 from tracker.errors import ConfigError
 from tracker.hub.client import HubClient
 from tracker.pins.code_scan import scan_tree
+from tracker.pins.lockfile import read_lock
 from tracker.standins.replay.control import ReplayServer
 
 CANONICAL = "datasets/hubwatch-canon/wikitext"  # where the short name `wikitext` redirects to
@@ -119,3 +120,20 @@ def test_outdated_reports_a_short_name_the_hub_does_not_resolve_as_gone_saying_w
     [model] = json.loads(result.output)["models"]
     assert (model["repo_id"], model["status"]) == ("datasets/squad", "gone")
     assert "canonical short name" in model["message"] and "pin that" in model["message"]
+
+
+def test_lock_scan_locks_a_short_name_pin_under_its_org_name(app: App, hub: ReplayServer, tmp_path: Path) -> None:
+    """`lock --scan` never writes a name without an org: the short name is locked as the org name it redirects to,
+    and one the Hub does not resolve is a bad entry (exit 1); the lock file reads back."""
+    pinned = hub.commits(CANONICAL)[0].sha
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    lock = tmp_path / "hubwatch.lock"
+    result = run(app, "lock", "--lock", str(lock), "--scan", str(_code(tmp_path / "a", SHORT, pinned)))
+    assert result.exit_code == 0, result.output
+    assert f"datasets/{SHORT} is a dataset's canonical short name: locked as {CANONICAL}" in result.output
+    assert f'repo = "{CANONICAL}"' in lock.read_text() and f'"datasets/{SHORT}"' not in lock.read_text()
+    pins, bad = read_lock(lock)
+    assert [(p.repo_id, p.sha) for p in pins] == [(CANONICAL, pinned)] and not bad
+    gone = run(app, "lock", "--lock", str(tmp_path / "other.lock"), "--scan", str(_code(tmp_path / "b", "squad", pinned)))
+    assert gone.exit_code == 1 and "pin the dataset's ORG/NAME" in gone.output

@@ -149,7 +149,7 @@ def lock(ctx: click.Context, repos: tuple[str, ...], lock_file: Path, update: tu
     elif scan_path is not None:
         scan = _scan(scan_path)
         found, bad = scan_pins(scan)
-        pins = [locked(app.store, app.hub, p) for p in found]
+        pins = [locked(app.store, app.hub, p) for p in _canonical_pins(app, found, bad)]
         _print_scan(scan, None)
     else:
         cached, bad = _cache_pins(cache_dir)
@@ -252,6 +252,24 @@ def _attach_lineage(app: App, reports: list[ModelReport], cache_dir: Path | None
     where = str(cache_dir) if cache_dir is not None else default_cache_dir()
     for report in reports:
         report.lineage = check_pin_lineage(app.store, report.pin, where, app.hub, app.settings.poll.max_file_mb * 2**20)
+
+
+def _canonical_pins(app: App, pins: list[Pin], bad: list[BadEntry]) -> list[Pin]:
+    """The pins, a dataset's canonical short name (`datasets/wikitext`) resolved through the Hub to its org name
+    (said on a line); one the Hub does not resolve is a bad entry (a lock file never holds a name without an org)."""
+    from tracker.pins.cache import BadEntry
+    from tracker.pins.recorded_files import canonical
+
+    kept = []
+    for pin in pins:
+        resolved, line = canonical(app.hub, pin)
+        if resolved is None:
+            bad.append(BadEntry(pin.entry, line))
+            continue
+        if line:
+            click.echo(line)
+        kept.append(resolved)
+    return kept
 
 
 def _repo_at(value: str) -> tuple[str, str]:

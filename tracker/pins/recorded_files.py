@@ -34,3 +34,20 @@ def head_pin(store: Storage, hub: HubClient, repo_id: str, branch: str) -> Pin:
     """The branch's current head as a locked pin."""
     head = hub.head(repo_id, branch)
     return locked(store, hub, Pin(repo_id, branch, head.sha, f"{repo_id}@{branch}"))
+
+
+def canonical(hub: HubClient, pin: Pin) -> tuple[Pin | None, str]:
+    """A pin of a dataset's canonical short name (`datasets/wikitext`) under the org name the Hub redirects it to
+    (one request), with a line saying so; (None, why) when the Hub does not resolve it. Any other pin as it is."""
+    from tracker.errors import HubwatchError
+    from tracker.pins.pin_forms import is_short_dataset_key
+
+    if not is_short_dataset_key(pin.repo_id):
+        return pin, ""
+    try:
+        key = hub.head(pin.repo_id, pin.branch).repo_id
+    except HubwatchError as err:
+        return None, f"{err}: the short name does not resolve; pin the dataset's ORG/NAME"
+    if key is None or is_short_dataset_key(key):
+        return None, f"{pin.repo_id}: the Hub answered it without an org; pin the dataset's ORG/NAME"
+    return Pin(key, pin.branch, pin.sha, pin.entry), f"{pin.repo_id} is a dataset's canonical short name: locked as {key}"
