@@ -19,7 +19,7 @@ from tests.support.dataset_repos import evolving_dataset
 from tests.support.settings import settings_for
 from tracker.cli import cli
 from tracker.cli.app import App
-from tracker.config import validate_repo
+from tracker.config import settings_from_mapping, validate_repo
 from tracker.errors import ConfigError
 from tracker.hub.client import HubClient
 from tracker.pins.code_scan import scan_tree
@@ -82,10 +82,19 @@ def test_a_short_name_the_hub_does_not_resolve_is_a_clear_error_and_nothing_is_s
     assert [w.repo_id for w in app.store.watches.list_watches()] == [CANONICAL]
 
 
-def test_the_configuration_refuses_a_short_name_saying_what_to_write() -> None:
+@pytest.mark.parametrize("entry", [{"repo": SHORT, "type": "dataset"}, {"repo": f"datasets/{SHORT}"}])
+def test_the_configuration_refuses_a_short_name_saying_what_to_write(entry: dict) -> None:
+    """The configuration is read without asking the Hub: a [[watch]] naming a short name is refused, saying what to
+    write instead."""
     with pytest.raises(ConfigError, match="canonical short name, without an org.*watch add wikitext --type dataset"):
-        validate_repo(SHORT, "dataset")
+        settings_from_mapping({"watch": [entry]}, env={}, source="test")
     assert validate_repo("Salesforce/wikitext", "dataset") == "datasets/Salesforce/wikitext"
+
+
+def test_watch_add_takes_a_short_name_written_as_its_url_path(app: App) -> None:
+    result = run(app, "watch", "add", f"datasets/{SHORT}")
+    assert result.exit_code == 0, result.output
+    assert [w.repo_id for w in app.store.watches.list_watches()] == [CANONICAL]
 
 
 def _code(tmp_path: Path, repo: str, sha: str) -> Path:

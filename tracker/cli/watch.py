@@ -67,8 +67,8 @@ def watch_add(
     if not names:
         raise click.UsageError("Missing argument 'REPO...'.")
     short_failed: list[int] = []
-    if repo_type == "dataset" and any(_is_short(n) for n in names):
-        names, short_failed = _canonical_names(ctx, names, branch, no_check)
+    if any(_is_short(n, repo_type) for n in names):
+        names, short_failed = _canonical_names(ctx, names, repo_type, branch, no_check)
     names = [_typed(name, repo_type) for name in names]
     relations = _relations(derivatives)
     if relations and any(split_repo_key(n)[0] == "dataset" for n in names):
@@ -113,22 +113,27 @@ def _typed(name: str, repo_type: str) -> str:
     return repo_key(name, "dataset") if is_repo_id(split_repo_key(name)[1]) else name
 
 
-def _is_short(name: str) -> bool:
-    return "/" not in name and short_dataset_name(name) is not None
+def _is_short(name: str, repo_type: str) -> bool:
+    """A dataset's canonical short name: `wikitext` with --type dataset, or `datasets/wikitext` (its URL path)."""
+    shaped = (repo_type == "dataset" and "/" not in name) or (name.startswith("datasets/") and name.count("/") == 1)
+    return shaped and short_dataset_name(name) is not None
 
 
-def _canonical_names(ctx: click.Context, names: list[str], branch: str, no_check: bool) -> tuple[list[str], list[int]]:
-    """`--type dataset` names given as a canonical short name (`wikitext`, no org), each resolved through the Hub to
+def _canonical_names(ctx: click.Context, names: list[str], repo_type: str, branch: str,
+                     no_check: bool) -> tuple[list[str], list[int]]:
+    """Dataset names given as a canonical short name (`wikitext` with --type dataset, or `datasets/wikitext`: no
+    org), each resolved through the Hub to
     the org name it redirects to (`Salesforce/wikitext`), said on a line; a key without an org is never stored. A
     short name the Hub does not resolve is an error naming what to do (exit 3; 2 with --no-check, which cannot ask);
     with several names the others are still added (the names left, and the exit codes of those that failed)."""
     from tracker.errors import HubUnavailable
 
     resolved, failed = [], []
-    for name in names:
-        if not _is_short(name):
-            resolved.append(name)
+    for given in names:
+        if not _is_short(given, repo_type):
+            resolved.append(given)
             continue
+        name = short_dataset_name(given)
         if no_check:
             failed.append((2, f"{quoted(name)} is a dataset's short name without an org: hubwatch stores datasets as "
                               "datasets/ORG/NAME and --no-check cannot ask the Hub which org it moved to; drop "

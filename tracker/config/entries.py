@@ -38,10 +38,12 @@ def validate_repo(repo: str, repo_type: str) -> str:
     REPO_TYPES is refused."""
     if repo_type not in REPO_TYPES:
         raise ConfigError(f"{repo_type!r} is not a repo type (one of {', '.join(REPO_TYPES)})")
-    if repo_type == "dataset" and "/" not in repo and short_dataset_name(repo) is not None:
-        raise ConfigError(f"{repo!r} is a dataset's canonical short name, without an org: hubwatch stores datasets "
-                          "as datasets/ORG/NAME; write the org name the Hub redirects it to (`hubwatch watch add "
-                          f"{repo} --type dataset` asks the Hub and says it, e.g. wikitext is Salesforce/wikitext)")
+    shaped = (repo_type == "dataset" and "/" not in repo) or (repo.startswith("datasets/") and repo.count("/") == 1)
+    if shaped and short_dataset_name(repo) is not None:
+        raise ConfigError(f"{repo!r} is not a Hub repo id (expected 'org/name'): a dataset's canonical short "
+                          "name, without an org; hubwatch stores datasets as datasets/ORG/NAME: write the org name "
+                          f"the Hub redirects it to (`hubwatch watch add {short_dataset_name(repo)} --type dataset` "
+                          "asks the Hub and says it, e.g. wikitext is Salesforce/wikitext)")
     validate_repo_id(repo)
     return repo_key(repo, repo_type) if repo_type == "dataset" else repo
 
@@ -117,6 +119,8 @@ class WatchSpec(Entry):
     @field_validator("repo", mode="before")
     @classmethod
     def _repo_id(cls, repo: object) -> str:
+        if isinstance(repo, str) and repo.count("/") <= 1 and short_dataset_name(repo) is not None:
+            return repo  # maybe a dataset's short name: the entry's check, which knows its type, says what to write
         try:
             return validate_repo_id(str(repo))
         except ConfigError as err:
