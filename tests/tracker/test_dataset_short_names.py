@@ -9,10 +9,12 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import structlog.testing
 from click.testing import CliRunner
-from huggingface_hub import HfApi
+from huggingface_hub import HfApi, hf_hub_download
+from huggingface_hub.errors import RepositoryNotFoundError
 
 from storage.kinds import split_repo_key
 from tests.support.dataset_repos import evolving_dataset
@@ -51,16 +53,30 @@ def run(app: App, *args: str):
         return CliRunner().invoke(cli, list(args), obj={"app_factory": lambda logs=True: app})
 
 
-def test_the_replay_redirects_a_short_name_to_its_org_name(hub: ReplayServer) -> None:
-    """The real client asking for `wikitext` follows the 307 and reads the org name's info, and a file of it."""
-    info = HfApi(endpoint=hub.endpoint, token=False).dataset_info(SHORT)
+def test_the_replay_redirects_a_short_name_to_its_org_name(hub: ReplayServer, tmp_path: Path) -> None:
+    """The real client asking for `wikitext` follows the 307 and reads the org name's info, tree and files; a short
+    name the replay does not know is RepositoryNotFound, as on the Hub."""
+    api = HfApi(endpoint=hub.endpoint, token=False)
+    info = api.dataset_info(SHORT)
     assert info.id == split_repo_key(CANONICAL)[1] and info.sha == hub.head_sha(CANONICAL)
+    assert "README.md" in [f.path for f in api.list_repo_tree(SHORT, repo_type="dataset")]
     head = HubClient(hub.endpoint).head(f"datasets/{SHORT}", "main")
     assert head.repo_id == CANONICAL and head.sha == hub.head_sha(CANONICAL)
-    data = HubClient(hub.endpoint).download(f"datasets/{split_repo_key(CANONICAL)[1]}", head.sha, "README.md")
-    assert data.startswith(b"---")
+    path = hf_hub_download(SHORT, "README.md", repo_type="dataset", endpoint=hub.endpoint, cache_dir=tmp_path, token=False)
+    assert Path(path).read_bytes() == HubClient(hub.endpoint).download(CANONICAL, head.sha, "README.md")
+    with pytest.raises(RepositoryNotFoundError):
+        api.dataset_info("squad")
     with pytest.raises(ValueError, match="without an org"):
         hub.canonical_name("org/name", CANONICAL)
+
+
+def test_the_replay_admin_route_sets_a_short_name(hub: ReplayServer) -> None:
+    """`POST /_replay/canonical/{short}?to=ORG/NAME`, for a replay in another process; a target it does not serve is
+    refused (400)."""
+    ok = httpx.post(f"{hub.endpoint}/_replay/canonical/wikitext-103?to={split_repo_key(CANONICAL)[1]}")
+    assert ok.status_code == 200 and ok.json() == {"short": "wikitext-103", "repo_id": CANONICAL}
+    assert HfApi(endpoint=hub.endpoint, token=False).dataset_info("wikitext-103").id == split_repo_key(CANONICAL)[1]
+    assert httpx.post(f"{hub.endpoint}/_replay/canonical/glue?to=nyu-mll/glue").status_code == 400
 
 
 def test_watch_add_a_short_name_watches_the_org_name_and_says_so(app: App, hub: ReplayServer) -> None:
