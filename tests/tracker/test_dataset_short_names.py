@@ -137,6 +137,8 @@ def test_outdated_reports_a_short_name_pin_as_moved_to_its_org_name(app: App, hu
     assert model["commits_behind"] == len(hub.commits(CANONICAL)) - 1
     assert f"update the pin's repo id to {CANONICAL}" in model["what_to_do"]
     assert not [w.repo_id for w in app.store.watches.list_watches() if "/" not in split_repo_key(w.repo_id)[1]]
+    text = run(app, "outdated", "--scan", str(tmp_path)).output
+    assert f"datasets/{SHORT}@main  moved to {CANONICAL}" in text and f"update the pin's repo id to {CANONICAL}" in text
 
 
 def test_outdated_reports_a_short_name_the_hub_does_not_resolve_as_gone_saying_what_to_do(app: App, tmp_path: Path) -> None:
