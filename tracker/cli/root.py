@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                    "OSV advisories, loader advice and hubwatch's own advisories of a watched repo."),
     "bom": ("bom", "bom",
             "A CycloneDX 1.6 JSON bill of materials: REPO[@REV] (a commit sha, or a branch: its head; default main), or "
-            "every model of a lock file."),
+            "every model of a lock file (a dataset, `datasets/ORG/NAME`, is a `data` component)."),
     "deliveries": ("deliveries", "deliveries", "The outbound webhook delivery log: list deliveries, redeliver one."),
     "demo": ("demo", "demo", "The whole pipeline offline, against the bundled Hub replay."),
     "diff": ("diff", "diff", "What changed in REPO between two stored revisions."),
