@@ -30,6 +30,7 @@ CASES = [
     "vit/vit-base-patch16-224-in21k.json",
     "siglip/siglip-base-patch16-224.json",
     "phi3/phi-4.json",
+    "gpt_neox/pythia-160m.json",
 ]
 
 
