@@ -206,4 +206,5 @@ def gptj(d: Dims, cap: int) -> Built:
 
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "gpt_neox": gpt_neox,
+    "opt": opt,
 }
