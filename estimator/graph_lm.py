@@ -206,5 +206,6 @@ def gptj(d: Dims, cap: int) -> Built:
 
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "gpt_neox": gpt_neox,
+    "starcoder2": lambda d, cap: _rotary_decoder(d, cap, "starcoder2"),
     "opt": opt,
 }
