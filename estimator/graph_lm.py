@@ -206,6 +206,7 @@ def gptj(d: Dims, cap: int) -> Built:
 
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "gpt_neox": gpt_neox,
+    "gptj": gptj,
     "phi": lambda d, cap: _rotary_decoder(d, cap, "phi"),
     "starcoder2": lambda d, cap: _rotary_decoder(d, cap, "starcoder2"),
     "opt": opt,
