@@ -204,8 +204,100 @@ def gptj(d: Dims, cap: int) -> Built:
     return [t], notes
 
 
+# ---- BLOOM and Falcon: fused qkv under `transformer.self_attention` --------------------------------------------
+
+def _no_positions(d: Dims, cap: int) -> int | None:
+    """BLOOM and Falcon have no position limit in the config (ALiBi, or rotary without one): the memory estimate's
+    default length, capped."""
+    positions = d.int("max_position_embeddings", "seq_length", default=2048)
+    return min(positions, cap) if positions else None
+
+
+def bloom(d: Dims, cap: int) -> Built:
+    """BLOOM: ALiBi (no position module), a LayerNorm on the embeddings, the attention dropout module run on the
+    probabilities (heads x tokens x tokens), a 4x MLP with BLOOM's own GELU."""
+    root, causal, notes = _start(d, "transformer.")
+    h, vocab = d.int("hidden_size", "n_embed"), d.int("vocab_size")
+    heads, layers = d.int("n_head", "num_attention_heads"), d.int("n_layer", "num_hidden_layers")
+    t = Tower("text", "input_ids", (), layers)
+    seq = _no_positions(d, cap)
+    t.input_shape = (seq,)
+    d.require(t, f"{root}word_embeddings", "vocab_size", "hidden_size")
+    t.add(f"{root}word_embeddings", "Embedding", (seq, h))
+    t.add(f"{root}word_embeddings_layernorm", "LayerNorm", (seq, h))
+    d.require(t, f"{root}h", "n_layer")
+    for i in _listed(t, layers, notes):
+        p = f"{root}h.{i}."
+        t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
+        if i == 0 and d.require(t, p + "self_attention.query_key_value", "n_head"):
+            heads_divide(t, p + "self_attention.query_key_value", h, heads)
+        t.add(p + "self_attention.query_key_value", "Linear", (seq, mul(3, h)), i)
+        t.add(p + "self_attention.attention_dropout", "Dropout", (heads, seq, seq), i)
+        t.add(p + "self_attention.dense", "Linear", (seq, h), i)
+        t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)
+        t.add(p + "mlp.dense_h_to_4h", "Linear", (seq, mul(4, h)), i)
+        t.add(p + "mlp.gelu_impl", "BloomGelu", (seq, mul(4, h)), i)
+        t.add(p + "mlp.dense_4h_to_h", "Linear", (seq, h), i)
+    t.add(f"{root}ln_f", "LayerNorm", (seq, h))
+    if causal:
+        t.add("lm_head", "Linear", (seq, vocab))
+    return [t], notes
+
+
+def falcon(d: Dims, cap: int) -> Built:
+    """Falcon: rotary (called even with ALiBi), one query-key-value projection sized by the layout (the new
+    decoder's grouped k/v, multi-query's one k/v head, or full), one or two norms in front of a parallel block."""
+    root, causal, notes = _start(d, "transformer.")
+    h, vocab = d.int("hidden_size"), d.int("vocab_size")
+    heads, layers = d.int("num_attention_heads", "n_head"), d.int("num_hidden_layers", "n_layer")
+    hd = h // heads if h and heads else None
+    new, parallel = d.bool("new_decoder_architecture", False), d.bool("parallel_attn", True)
+    alibi = d.bool("alibi", False)
+    ffn = d.int("ffn_hidden_size", default=mul(4, h))
+    if new:
+        kv = d.int("num_kv_heads", default=heads)
+        qkv = mul(hd, heads + 2 * kv) if heads and kv else None
+    elif d.bool("multi_query", True):
+        qkv = h + 2 * hd if h and hd else None
+    else:
+        qkv = mul(3, h)
+    norms = d.int("num_ln_in_parallel_attn", default=2 if new else 1)
+    t = Tower("text", "input_ids", (), layers)
+    seq = _no_positions(d, cap)
+    t.input_shape = (seq,)
+    d.require(t, f"{root}word_embeddings", "vocab_size", "hidden_size")
+    t.add(f"{root}word_embeddings", "Embedding", (seq, h))
+    d.require(t, f"{root}rotary_emb", "num_attention_heads")
+    t.add(f"{root}rotary_emb", "FalconRotaryEmbedding", (seq, hd))
+    d.require(t, f"{root}h", "num_hidden_layers")
+    act = activation(d.str("activation", "gelu"))
+    for i in _listed(t, layers, notes):
+        p = f"{root}h.{i}."
+        if new and norms == 2:
+            t.add(p + "ln_attn", "LayerNorm", (seq, h), i)
+            t.add(p + "ln_mlp", "LayerNorm", (seq, h), i)
+        else:
+            t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
+        if i == 0:
+            heads_divide(t, p + "self_attention.query_key_value", h, heads)
+        t.add(p + "self_attention.query_key_value", "FalconLinear", (seq, qkv), i)
+        if alibi:
+            t.add(p + "self_attention.attention_dropout", "Dropout", (heads, seq, seq), i)
+        t.add(p + "self_attention.dense", "FalconLinear", (seq, h), i)
+        if not parallel:
+            t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)
+        t.add(p + "mlp.dense_h_to_4h", "FalconLinear", (seq, ffn), i)
+        t.add(p + "mlp.act", act, (seq, ffn), i)
+        t.add(p + "mlp.dense_4h_to_h", "FalconLinear", (seq, h), i)
+    t.add(f"{root}ln_f", "LayerNorm", (seq, h))
+    if causal:
+        t.add("lm_head", "Linear", (seq, vocab))
+    return [t], notes
+
+
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "gpt_neox": gpt_neox,
+    "bloom": bloom,
     "gptj": gptj,
     "phi": lambda d, cap: _rotary_decoder(d, cap, "phi"),
     "starcoder2": lambda d, cap: _rotary_decoder(d, cap, "starcoder2"),

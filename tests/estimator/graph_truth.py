@@ -17,6 +17,8 @@ def inputs_for(config: dict, cap: int = 2048) -> dict:
     positions = next((text[k] for k in ("max_position_embeddings", "n_positions") if k in text), None)
     if config.get("model_type") == "siglip" and not positions:
         positions = 64  # SiglipTextConfig's default
+    if config.get("model_type") in ("bloom", "falcon") and not positions:
+        positions = 2048  # no position limit (ALiBi, or rotary without one): the memory estimate's default length
     if positions and config.get("model_type") not in ("vit", "clip_vision_model"):
         reserved = 2 if config.get("model_type") in ("roberta", "xlm-roberta") else 0
         out["input_ids"] = torch.zeros(1, min(positions, cap, positions - reserved), dtype=torch.long,
