@@ -297,6 +297,7 @@ def falcon(d: Dims, cap: int) -> Built:
 
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "gpt_neox": gpt_neox,
+    "falcon": falcon,
     "bloom": bloom,
     "gptj": gptj,
     "phi": lambda d, cap: _rotary_decoder(d, cap, "phi"),

@@ -31,6 +31,8 @@ CASES = [
     "siglip/siglip-base-patch16-224.json",
     "phi3/phi-4.json",
     "gpt_neox/pythia-160m.json",
+    "falcon/falcon-7b.json",
+    "falcon/falcon-40b.json",
     "bloom/bloom-560m.json",
     "gptj/gpt-j-6b.json",
     "phi/phi-2.json",
