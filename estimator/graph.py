@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import graph_families, graph_lm
+from . import graph_encoders, graph_families, graph_lm
 from .graph_nodes import PARAMETER, Dims, Node, Tower
 
 __all__ = ["BUILDERS", "PARAMETER", "Dims", "Node", "Tower", "collapse", "structure_graph"]
 
 # model_type -> its graph builder, every module of builders together
-BUILDERS = {**graph_families.BUILDERS, **graph_lm.BUILDERS}
+BUILDERS = {**graph_families.BUILDERS, **graph_lm.BUILDERS, **graph_encoders.BUILDERS}
 
 
 def structure_graph(config: Any, seq_len_cap: int = 2048) -> dict[str, Any]:

@@ -39,6 +39,7 @@ CASES = [
     "starcoder2/starcoder2-3b.json",
     "opt/opt-125m.json",
     "opt/opt-350m.json",
+    "distilbert/distilbert-base-uncased.json",
 ]
 
 
