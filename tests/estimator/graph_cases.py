@@ -40,6 +40,8 @@ CASES = [
     "opt/opt-125m.json",
     "opt/opt-350m.json",
     "distilbert/distilbert-base-uncased.json",
+    "electra/electra-small-discriminator.json",
+    "electra/electra-base-discriminator.json",
 ]
 
 
