@@ -149,4 +149,5 @@ def dinov2(d: Dims, cap: int) -> Built:
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "distilbert": distilbert,
     "electra": electra,
+    "dinov2": dinov2,
 }

@@ -42,6 +42,7 @@ CASES = [
     "distilbert/distilbert-base-uncased.json",
     "electra/electra-small-discriminator.json",
     "electra/electra-base-discriminator.json",
+    "dinov2/dinov2-base.json",
 ]
 
 
