@@ -146,8 +146,79 @@ def dinov2(d: Dims, cap: int) -> Built:
     return [t], notes
 
 
+# ---- DeBERTa-v2 / v3 -----------------------------------------------------------------------------------------
+
+def deberta_v2(d: Dims, cap: int) -> Built:
+    """DeBERTa-v2 and v3: disentangled attention. The relative-position table is read as a weight (normed once per
+    forward, no batch axis), each layer's q/k projections (or their own position projections) run again on its first
+    2 x span rows, and the attention-probability dropout is a module (heads x tokens x tokens)."""
+    root, _, notes = _head(d, "deberta.", "Model")
+    h, inter = d.int("hidden_size"), d.int("intermediate_size")
+    heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
+    emb = d.int("embedding_size", default=h)
+    t = Tower("text", "input_ids", (), layers)
+    e = f"{root}embeddings."
+    seq = _seq(d, t, e + "word_embeddings", "max_position_embeddings", cap, default=512)
+    t.input_shape = (seq,)
+    d.require(t, e + "word_embeddings", "vocab_size", "hidden_size")
+    t.add(e + "word_embeddings", "Embedding", (seq, emb))
+    if d.bool("position_biased_input", True):
+        t.add(e + "position_embeddings", "Embedding", (seq, emb))
+    if (d.raw("type_vocab_size", 0) or 0) > 0:
+        t.add(e + "token_type_embeddings", "Embedding", (seq, emb))
+    if emb != h:
+        t.add(e + "embed_proj", "Linear", (seq, h))
+    t.add(e + "LayerNorm", "LayerNorm", (seq, h))
+    t.add(e + "dropout", "Dropout", (seq, h))
+    relative = d.bool("relative_attention", False)
+    norms = str(d.raw("norm_rel_ebd", "none")).lower().split("|")
+    if relative and "layer_norm" in [n.strip() for n in norms]:
+        t.add(f"{root}encoder.LayerNorm", "LayerNorm", (h,))
+    if (d.raw("conv_kernel_size", 0) or 0) > 0:
+        notes.append("the convolution DeBERTa-v2 adds after its first layer (conv_kernel_size) is not in the graph")
+    buckets, max_rel = d.raw("position_buckets", -1), d.raw("max_relative_positions", -1)
+    span = buckets if isinstance(buckets, int) and buckets > 0 else (
+        max_rel if isinstance(max_rel, int) and max_rel >= 1 else d.int("max_position_embeddings", default=512))
+    rows = mul(2, span)
+    kinds = d.raw("pos_att_type") or []
+    kinds = kinds if isinstance(kinds, (str, list)) else []
+    share = d.bool("share_att_key", False)
+    d.require(t, f"{root}encoder.layer", "num_hidden_layers")
+    act = activation(d.str("hidden_act", "gelu"))
+    for i in _listed(t, layers, notes):
+        p = f"{root}encoder.layer.{i}.attention."
+        if i == 0 and d.require(t, p + "self.query_proj", "num_attention_heads"):
+            heads_divide(t, p + "self.query_proj", h, heads)
+        for proj in ("query_proj", "key_proj", "value_proj"):
+            t.add(p + f"self.{proj}", "Linear", (seq, h), i)
+        if relative:
+            t.add(p + "self.pos_dropout", "Dropout", (h,), i)
+            if share:
+                t.add(p + "self.query_proj", "Linear", (rows, h), i)
+                t.add(p + "self.key_proj", "Linear", (rows, h), i)
+            else:
+                if "c2p" in kinds:
+                    t.add(p + "self.pos_key_proj", "Linear", (rows, h), i)
+                if "p2c" in kinds:
+                    t.add(p + "self.pos_query_proj", "Linear", (rows, h), i)
+        t.add(p + "self.dropout", "Dropout", (heads, seq, seq), i)
+        t.add(p + "output.dense", "Linear", (seq, h), i)
+        t.add(p + "output.dropout", "Dropout", (seq, h), i)
+        t.add(p + "output.LayerNorm", "LayerNorm", (seq, h), i)
+        q = f"{root}encoder.layer.{i}."
+        if i == 0:
+            d.require(t, q + "intermediate.dense", "intermediate_size")
+        t.add(q + "intermediate.dense", "Linear", (seq, inter), i)
+        t.add(q + "intermediate.intermediate_act_fn", act, (seq, inter), i)
+        t.add(q + "output.dense", "Linear", (seq, h), i)
+        t.add(q + "output.dropout", "Dropout", (seq, h), i)
+        t.add(q + "output.LayerNorm", "LayerNorm", (seq, h), i)
+    return [t], notes
+
+
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "distilbert": distilbert,
     "electra": electra,
     "dinov2": dinov2,
+    "deberta-v2": deberta_v2,
 }

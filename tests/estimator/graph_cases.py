@@ -43,6 +43,7 @@ CASES = [
     "electra/electra-small-discriminator.json",
     "electra/electra-base-discriminator.json",
     "dinov2/dinov2-base.json",
+    "deberta-v2/deberta-v3-base.json",
 ]
 
 

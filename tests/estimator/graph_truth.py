@@ -23,6 +23,8 @@ def inputs_for(config: dict, cap: int = 2048) -> dict:
         reserved = 2 if config.get("model_type") in ("roberta", "xlm-roberta") else 0
         out["input_ids"] = torch.zeros(1, min(positions, cap, positions - reserved), dtype=torch.long,
                                        device="meta")
+    if config.get("model_type") == "deberta-v2" and "input_ids" in out:  # its padding check reads the ids without one
+        out["attention_mask"] = torch.ones_like(out["input_ids"])
     vision = config.get("vision_config") or config
     if "image_size" in vision or "patch_size" in vision:
         side, channels = vision.get("image_size", 224), vision.get("num_channels", 3)
