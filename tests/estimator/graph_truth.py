@@ -57,6 +57,38 @@ def real_graph(config: dict) -> dict:
     return {"calls": calls, "parameters": parameters}
 
 
+def real_moe(config: dict) -> dict:
+    """What can be read from transformers for a mixture-of-experts model, whose routing does not run on meta
+    tensors: {"leaves": sorted [name, class] of every leaf module, "parameters": as real_graph's, "calls": the
+    forward's calls up to the router, where it stops}."""
+    model = build(config, torch.device("meta"))
+    calls: list[list] = []
+
+    def hook(name):
+        def record(module, args, output):
+            tensor = output[0] if isinstance(output, (tuple, list)) else output
+            calls.append([name, type(module).__name__, list(tensor.shape[1:])])
+        return record
+
+    leaves = sorted([name, type(m).__name__] for name, m in model.named_modules() if not list(m.children()))
+    for name, module in model.named_modules():
+        if not list(module.children()):
+            module.register_forward_hook(hook(name))
+    try:
+        with torch.no_grad():
+            model(**inputs_for(config))
+    except (RuntimeError, NotImplementedError):  # the experts' data-dependent dispatch
+        pass
+    else:
+        raise AssertionError("the MoE forward ran on meta tensors: check it with real_graph instead")
+    parameters = {}
+    for name, module in model.named_modules():
+        if list(module.children()):
+            for pname, p in module.named_parameters(recurse=False):
+                parameters[f"{name}.{pname}" if name else pname] = list(p.shape)
+    return {"leaves": leaves, "parameters": parameters, "calls": calls}
+
+
 def real_failure(config: dict) -> str | None:
     """What transformers says when it builds and runs this config at batch 1 (None: it goes through)."""
     try:
