@@ -92,4 +92,5 @@ def _moe_family(family: str) -> Callable[[Dims, int], Built]:
 
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "mixtral": _moe_family("mixtral"),
+    "qwen2_moe": _moe_family("qwen2_moe"),
 }

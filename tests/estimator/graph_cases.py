@@ -50,6 +50,7 @@ CASES = [
 # the forward up to the router (graph_truth.real_moe), and the shapes after it by hand.
 MOE_CASES = [
     "mixtral/Mixtral-8x7B-v0.1.json",
+    "qwen2_moe/Qwen1.5-MoE-A2.7B.json",
 ]
 
 

@@ -82,6 +82,11 @@ def test_every_moe_case_has_its_recorded_tree():
     ("mixtral/Mixtral-8x7B-v0.1.json", {
         "mlp.gate": [8], "mlp.experts.gate_up_proj": [8, 2 * 14336, 4096], "mlp.experts.down_proj": [8, 4096, 14336],
         "mlp.experts.act_fn": [14336]}),
+    # Qwen1.5-MoE-A2.7B: a shared expert of 5632 with its one-logit gate, 60 experts of 1408
+    ("qwen2_moe/Qwen1.5-MoE-A2.7B.json", {
+        "mlp.shared_expert.gate_proj": [5632], "mlp.shared_expert.act_fn": [5632], "mlp.shared_expert.up_proj": [5632],
+        "mlp.shared_expert.down_proj": [2048], "mlp.gate": [60], "mlp.experts.gate_up_proj": [60, 2 * 1408, 2048],
+        "mlp.experts.down_proj": [60, 2048, 1408], "mlp.experts.act_fn": [1408], "mlp.shared_expert_gate": [1]}),
 ])
 def test_moe_shapes_after_the_router_by_hand(case, expected):
     """Past the router transformers cannot run on meta tensors: the sparse block's shapes, worked out by hand from
@@ -206,3 +211,14 @@ def test_collapse_keeps_a_block_that_differs():
     rows = collapse(nodes)
     assert [(r["name"], r["repeat"]) for r in rows] == [("m.layers.0-1.fc", 2), ("m.layers.2.fc", 1),
                                                         ("m.layers.3.fc", 1)]
+
+
+def test_qwen2_moe_dense_layers_keep_a_plain_mlp():
+    """Qwen2-MoE layers named in mlp_only_layers (or off the sparse step) keep the dense MLP of intermediate_size
+    on (tokens, width); the others get the sparse block."""
+    config = {**case_config("qwen2_moe/Qwen1.5-MoE-A2.7B.json"), "mlp_only_layers": [0], "decoder_sparse_step": 2}
+    nodes = {n["name"]: n for n in structure_graph(config)["towers"][0]["nodes"]}
+    assert nodes["model.layers.0.mlp.gate_proj"]["output_shape"] == [8192, 5632]
+    assert nodes["model.layers.0.mlp.down_proj"]["output_shape"] == [8192, 2048]
+    assert "model.layers.0.mlp.gate" not in nodes and "model.layers.1.mlp.gate" in nodes
+    assert "model.layers.2.mlp.gate" not in nodes and nodes["model.layers.2.mlp.up_proj"]["type"] == "Linear"
