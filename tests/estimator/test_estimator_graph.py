@@ -218,7 +218,7 @@ def test_qwen2_moe_dense_layers_keep_a_plain_mlp():
     on (tokens, width); the others get the sparse block."""
     config = {**case_config("qwen2_moe/Qwen1.5-MoE-A2.7B.json"), "mlp_only_layers": [0], "decoder_sparse_step": 2}
     nodes = {n["name"]: n for n in structure_graph(config)["towers"][0]["nodes"]}
-    assert nodes["model.layers.0.mlp.gate_proj"]["output_shape"] == [8192, 5632]
-    assert nodes["model.layers.0.mlp.down_proj"]["output_shape"] == [8192, 2048]
+    assert nodes["model.layers.0.mlp.gate_proj"]["output_shape"] == [2048, 5632]
+    assert nodes["model.layers.0.mlp.down_proj"]["output_shape"] == [2048, 2048]
     assert "model.layers.0.mlp.gate" not in nodes and "model.layers.1.mlp.gate" in nodes
     assert "model.layers.2.mlp.gate" not in nodes and nodes["model.layers.2.mlp.up_proj"]["type"] == "Linear"
