@@ -44,6 +44,8 @@ CASES = [
     "electra/electra-base-discriminator.json",
     "dinov2/dinov2-base.json",
     "deberta-v2/deberta-v3-base.json",
+    "t5/t5-small.json",
+    "t5/flan-t5-base.json",
 ]
 
 # Mixture-of-experts models: routing does not run on meta tensors, so these are checked against the module tree and

@@ -13,6 +13,12 @@ def inputs_for(config: dict, cap: int = 2048) -> dict:
     images at the config's size; read from config.json alone, so that a config the estimator refuses still runs.
     test_estimator_graph checks these are the shapes the memory estimate uses."""
     out = {}
+    if config.get("model_type") == "whisper":  # 30 s of log-mel frames in, the decoder at its target length
+        frames = 2 * config.get("max_source_positions", 1500)
+        out["input_features"] = torch.zeros(1, config.get("num_mel_bins", 80), frames, device="meta")
+        out["decoder_input_ids"] = torch.zeros(1, min(config.get("max_target_positions", 448), cap), dtype=torch.long,
+                                               device="meta")
+        return out
     text = config.get("text_config") or config
     positions = next((text[k] for k in ("max_position_embeddings", "n_positions") if k in text), None)
     if config.get("model_type") == "siglip" and not positions:
@@ -25,6 +31,8 @@ def inputs_for(config: dict, cap: int = 2048) -> dict:
                                        device="meta")
     if config.get("model_type") == "deberta-v2" and "input_ids" in out:  # its padding check reads the ids without one
         out["attention_mask"] = torch.ones_like(out["input_ids"])
+    if config.get("is_encoder_decoder") and "input_ids" in out:  # T5, BART: the decoder at the same length
+        out["decoder_input_ids"] = torch.zeros_like(out["input_ids"])
     vision = config.get("vision_config") or config
     if "image_size" in vision or "patch_size" in vision:
         side, channels = vision.get("image_size", 224), vision.get("num_channels", 3)

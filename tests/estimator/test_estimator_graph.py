@@ -190,9 +190,9 @@ def test_more_layers_than_listed_says_so():
 
 def test_unmodelled_family_says_so():
     """A family without a graph builder says so instead of guessing a graph."""
-    graph = structure_graph(case_config("t5/t5-small.json"))
+    graph = structure_graph(case_config("llava/llava-1.5-7b-hf.json"))
     assert graph["modelled"] is False and graph["towers"] == [] and graph["forward_pass"] is None
-    assert "'t5' is not modelled" in graph["notes"][0]
+    assert "'llava' is not modelled" in graph["notes"][0]
 
 
 def test_collapse_shows_each_repeated_block_once():
