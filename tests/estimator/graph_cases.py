@@ -46,6 +46,7 @@ CASES = [
     "deberta-v2/deberta-v3-base.json",
     "t5/t5-small.json",
     "t5/flan-t5-base.json",
+    "bart/bart-base.json",
 ]
 
 # Mixture-of-experts models: routing does not run on meta tensors, so these are checked against the module tree and

@@ -7,6 +7,10 @@ from __future__ import annotations
 import torch
 from estimator_truth import build
 
+# Families whose SDPA mask reads the (all-ones) mask's values, which meta tensors cannot; their eager attention
+# runs the same modules (its dropout is functional too).
+EAGER = ("bart", "whisper")
+
 
 def inputs_for(config: dict, cap: int = 2048) -> dict:
     """Meta input tensors at batch 1: text at min(positions, cap) tokens (RoBERTa's two reserved positions off),
@@ -44,6 +48,8 @@ def real_graph(config: dict) -> dict:
     """{"calls": [[name, class, output shape without batch], ...] in the order the forward runs them,
     "parameters": {name: shape} of parameters owned by modules that also have children}."""
     model = build(config, torch.device("meta"))
+    if config.get("model_type") in EAGER:
+        model.set_attn_implementation("eager")
     calls: list[list] = []
 
     def hook(name):
