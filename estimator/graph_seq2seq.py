@@ -187,4 +187,5 @@ def whisper(d: Dims, cap: int) -> Built:
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "t5": t5,
     "bart": bart,
+    "whisper": whisper,
 }

@@ -47,6 +47,7 @@ CASES = [
     "t5/t5-small.json",
     "t5/flan-t5-base.json",
     "bart/bart-base.json",
+    "whisper/whisper-tiny.json",
 ]
 
 # Mixture-of-experts models: routing does not run on meta tensors, so these are checked against the module tree and
