@@ -78,6 +78,11 @@ BROKEN = [
     ("bert/bert-base-uncased.json", "num_attention_heads", 10, "bert.encoder.layer.0.attention.self.query"),
     ("gpt2/gpt2.json", "n_head", 5, "transformer.h.0.attn.c_attn"),
     ("vit/vit-base-patch16-224-in21k.json", "patch_size", 448, "embeddings.patch_embeddings.projection"),
+    ("opt/opt-125m.json", "num_attention_heads", 7, "model.decoder.layers.0.self_attn.q_proj"),
+    ("falcon/falcon-7b.json", "num_attention_heads", 7, "transformer.h.0.self_attention.query_key_value"),
+    ("distilbert/distilbert-base-uncased.json", "n_heads", 7, "distilbert.transformer.layer.0.attention.q_lin"),
+    ("bart/bart-base.json", "encoder_attention_heads", 7, "encoder.layers.0.self_attn.q_proj"),
+    ("mixtral/Mixtral-8x7B-v0.1.json", "num_key_value_heads", 3, "model.layers.0.self_attn.k_proj"),
 ]
 
 
