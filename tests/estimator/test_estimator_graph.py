@@ -112,6 +112,10 @@ def test_graph_runs_at_the_memory_estimates_input_shape(case):
     text = shape.get("text", shape)
     if "input_ids" in inputs:
         assert inputs["input_ids"] == [text["sequence_length"]]
+    if "decoder_input_ids" in inputs:  # an encoder-decoder's decoder at the estimate's (target) length
+        assert inputs["decoder_input_ids"] == [text["sequence_length"]]
+    if "input_features" in inputs:  # Whisper's log-mel frames
+        assert inputs["input_features"] == [shape["mel_bins"], shape["audio_frames"]]
     if "pixel_values" in inputs:
         v = shape["vision"]
         assert inputs["pixel_values"] == [v["channels"], v["image_size"], v["image_size"]]
