@@ -18,8 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.declare import Benchmark, Figure, detail, run_alone
-from estimator.graph import structure_graph
-from estimator.graph_families import BUILDERS
+from estimator.graph import BUILDERS, structure_graph
 
 FIXTURES = ROOT / "tests" / "fixtures" / "estimator" / "configs"
 GOAL_MS = 5.0

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph_families import BUILDERS
+from . import graph_encoders, graph_families, graph_lm, graph_moe, graph_seq2seq
 from .graph_nodes import PARAMETER, Dims, Node, Tower
 
-__all__ = ["PARAMETER", "Dims", "Node", "Tower", "collapse", "structure_graph"]
+__all__ = ["BUILDERS", "PARAMETER", "Dims", "Node", "Tower", "collapse", "structure_graph"]
+
+# model_type -> its graph builder, every module of builders together
+BUILDERS = {**graph_families.BUILDERS, **graph_lm.BUILDERS, **graph_encoders.BUILDERS,
+            **graph_moe.BUILDERS, **graph_seq2seq.BUILDERS}
 
 
 def structure_graph(config: Any, seq_len_cap: int = 2048) -> dict[str, Any]:

@@ -388,8 +388,8 @@ def _bert(d: Dims, cap: int, style: str) -> Built:
     if not masked and not _is_base(arch):
         notes.append(f"the head of {arch} is not modelled: the graph is the base model's")
     root = "" if _is_base(arch) else f"{style}."
-    h, vocab, inter = d.int("hidden_size"), d.int("vocab_size"), d.int("intermediate_size")
-    heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
+    h, vocab = d.int("hidden_size"), d.int("vocab_size")
+    layers = d.int("num_hidden_layers")
     t = Tower("text", "input_ids", (), layers)
     e = f"{root}embeddings."
     seq = _seq(d, t, e + "word_embeddings", "max_position_embeddings", cap)
@@ -402,24 +402,7 @@ def _bert(d: Dims, cap: int, style: str) -> Built:
     t.add(e + "position_embeddings", "Embedding", (seq, h))
     t.add(e + "LayerNorm", "LayerNorm", (seq, h))
     t.add(e + "dropout", "Dropout", (seq, h))
-    d.require(t, f"{root}encoder.layer", "num_hidden_layers")
-    act = activation(d.str("hidden_act", "gelu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}encoder.layer.{i}."
-        if i == 0 and d.require(t, p + "attention.self.query", "num_attention_heads"):
-            heads_divide(t, p + "attention.self.query", h, heads)
-        for proj in ("query", "key", "value"):
-            t.add(p + f"attention.self.{proj}", "Linear", (seq, h), i)
-        t.add(p + "attention.output.dense", "Linear", (seq, h), i)
-        t.add(p + "attention.output.dropout", "Dropout", (seq, h), i)
-        t.add(p + "attention.output.LayerNorm", "LayerNorm", (seq, h), i)
-        if i == 0:
-            d.require(t, p + "intermediate.dense", "intermediate_size")
-        t.add(p + "intermediate.dense", "Linear", (seq, inter), i)
-        t.add(p + "intermediate.intermediate_act_fn", act, (seq, inter), i)
-        t.add(p + "output.dense", "Linear", (seq, h), i)
-        t.add(p + "output.dropout", "Dropout", (seq, h), i)
-        t.add(p + "output.LayerNorm", "LayerNorm", (seq, h), i)
+    act = _bert_layers(t, d, root, seq, h, notes)
     if masked and style == "bert":
         t.add("cls.predictions.transform.dense", "Linear", (seq, h))
         t.add("cls.predictions.transform.transform_act_fn", act, (seq, h))
@@ -435,6 +418,30 @@ def _bert(d: Dims, cap: int, style: str) -> Built:
         t.add("pooler.dense", "Linear", (h,))
         t.add("pooler.activation", "Tanh", (h,))
     return [t], notes
+
+
+def _bert_layers(t: Tower, d: Dims, root: str, seq: int | None, h: int | None, notes: list[str]) -> str:
+    """BERT's encoder layers (RoBERTa's, ELECTRA's too) under ``{root}encoder.layer``; returns the activation's class."""
+    inter, heads = d.int("intermediate_size"), d.int("num_attention_heads")
+    d.require(t, f"{root}encoder.layer", "num_hidden_layers")
+    act = activation(d.str("hidden_act", "gelu"))
+    for i in _listed(t, t.layers, notes):
+        p = f"{root}encoder.layer.{i}."
+        if i == 0 and d.require(t, p + "attention.self.query", "num_attention_heads"):
+            heads_divide(t, p + "attention.self.query", h, heads)
+        for proj in ("query", "key", "value"):
+            t.add(p + f"attention.self.{proj}", "Linear", (seq, h), i)
+        t.add(p + "attention.output.dense", "Linear", (seq, h), i)
+        t.add(p + "attention.output.dropout", "Dropout", (seq, h), i)
+        t.add(p + "attention.output.LayerNorm", "LayerNorm", (seq, h), i)
+        if i == 0:
+            d.require(t, p + "intermediate.dense", "intermediate_size")
+        t.add(p + "intermediate.dense", "Linear", (seq, inter), i)
+        t.add(p + "intermediate.intermediate_act_fn", act, (seq, inter), i)
+        t.add(p + "output.dense", "Linear", (seq, h), i)
+        t.add(p + "output.dropout", "Dropout", (seq, h), i)
+        t.add(p + "output.LayerNorm", "LayerNorm", (seq, h), i)
+    return act
 
 
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {

@@ -30,6 +30,31 @@ CASES = [
     "vit/vit-base-patch16-224-in21k.json",
     "siglip/siglip-base-patch16-224.json",
     "phi3/phi-4.json",
+    "gpt_neox/pythia-160m.json",
+    "falcon/falcon-7b.json",
+    "falcon/falcon-40b.json",
+    "bloom/bloom-560m.json",
+    "gptj/gpt-j-6b.json",
+    "phi/phi-2.json",
+    "starcoder2/starcoder2-3b.json",
+    "opt/opt-125m.json",
+    "opt/opt-350m.json",
+    "distilbert/distilbert-base-uncased.json",
+    "electra/electra-small-discriminator.json",
+    "electra/electra-base-discriminator.json",
+    "dinov2/dinov2-base.json",
+    "deberta-v2/deberta-v3-base.json",
+    "t5/t5-small.json",
+    "t5/flan-t5-base.json",
+    "bart/bart-base.json",
+    "whisper/whisper-tiny.json",
+]
+
+# Mixture-of-experts models: routing does not run on meta tensors, so these are checked against the module tree and
+# the forward up to the router (graph_truth.real_moe), and the shapes after it by hand.
+MOE_CASES = [
+    "mixtral/Mixtral-8x7B-v0.1.json",
+    "qwen2_moe/Qwen1.5-MoE-A2.7B.json",
 ]
 
 
@@ -53,6 +78,11 @@ BROKEN = [
     ("bert/bert-base-uncased.json", "num_attention_heads", 10, "bert.encoder.layer.0.attention.self.query"),
     ("gpt2/gpt2.json", "n_head", 5, "transformer.h.0.attn.c_attn"),
     ("vit/vit-base-patch16-224-in21k.json", "patch_size", 448, "embeddings.patch_embeddings.projection"),
+    ("opt/opt-125m.json", "num_attention_heads", 7, "model.decoder.layers.0.self_attn.q_proj"),
+    ("falcon/falcon-7b.json", "num_attention_heads", 7, "transformer.h.0.self_attention.query_key_value"),
+    ("distilbert/distilbert-base-uncased.json", "n_heads", 7, "distilbert.transformer.layer.0.attention.q_lin"),
+    ("bart/bart-base.json", "encoder_attention_heads", 7, "encoder.layers.0.self_attn.q_proj"),
+    ("mixtral/Mixtral-8x7B-v0.1.json", "num_key_value_heads", 3, "model.layers.0.self_attn.k_proj"),
 ]
 
 

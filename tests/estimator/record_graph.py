@@ -16,14 +16,15 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 
 from estimator_configs import case_config  # noqa: E402 - after the path set-up above
-from graph_cases import BROKEN, CASES, RECORDED_GRAPH, broken_config, broken_id  # noqa: E402
-from graph_truth import real_failure, real_graph  # noqa: E402
+from graph_cases import BROKEN, CASES, MOE_CASES, RECORDED_GRAPH, broken_config, broken_id  # noqa: E402
+from graph_truth import real_failure, real_graph, real_moe  # noqa: E402
 
 if __name__ == "__main__":
     import torch
     import transformers
 
     figures = {"graphs": {case: real_graph(case_config(case)) for case in CASES},
+               "moe": {case: real_moe(case_config(case)) for case in MOE_CASES},
                "broken": {broken_id(c, k, v): real_failure(broken_config(c, k, v)) for c, k, v, _ in BROKEN},
                "recorded_with": {"torch": torch.__version__, "transformers": transformers.__version__}}
     RECORDED_GRAPH.write_text(json.dumps(figures, indent=None, separators=(",", ":")).replace('],["', '],\n["')

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from estimator_configs import case_config
-from graph_cases import BROKEN, CASES, broken_config, broken_id, recorded_graph
+from graph_cases import BROKEN, CASES, MOE_CASES, broken_config, broken_id, recorded_graph
 
 from estimator import estimate
 from estimator.graph import PARAMETER, collapse, structure_graph
@@ -42,7 +42,67 @@ def test_graph_equals_transformers(case):
     assert _ours(case_config(case)) == real_graph(case_config(case))
 
 
-@pytest.mark.parametrize("case", CASES)
+def _moe_view(config: dict, calls: int) -> dict:
+    """Our graph as real_moe reads transformers: every leaf module once (sorted), the parameters composite modules
+    own, and the first ``calls`` nodes the forward runs."""
+    ours = _ours(config)
+    return {"leaves": sorted({tuple(c[:2]) for c in ours["calls"]}), "parameters": ours["parameters"],
+            "calls": ours["calls"][:calls]}
+
+
+def _as_recorded(real: dict) -> dict:
+    return {**real, "leaves": sorted(tuple(leaf) for leaf in real["leaves"])}
+
+
+@pytest.mark.parametrize("case", MOE_CASES)
+def test_moe_graph_equals_the_recorded_module_tree(case):
+    """A mixture-of-experts graph names every leaf module transformers builds, with its class, and every stacked
+    expert weight with its shape; the forward up to the router (where meta tensors stop) runs our nodes in order."""
+    real = _as_recorded(recorded_graph("moe")[case])
+    assert real["calls"] and real["calls"][-1][0].endswith("mlp.gate")
+    assert _moe_view(case_config(case), len(real["calls"])) == real
+
+
+@pytest.mark.groundtruth
+@pytest.mark.parametrize("case", MOE_CASES)
+def test_moe_graph_equals_transformers(case):
+    """The same, live: transformers' MoE model built on the meta device, its forward stopping at the routing."""
+    from graph_truth import real_moe
+
+    real = _as_recorded(real_moe(case_config(case)))
+    assert _moe_view(case_config(case), len(real["calls"])) == real
+
+
+def test_every_moe_case_has_its_recorded_tree():
+    assert sorted(recorded_graph("moe")) == sorted(MOE_CASES)
+
+
+@pytest.mark.parametrize("case,expected", [
+    # Mixtral-8x7B: 8 experts of width 14336 on hidden 4096, the router's logits per token over the 8
+    ("mixtral/Mixtral-8x7B-v0.1.json", {
+        "mlp.gate": [8], "mlp.experts.gate_up_proj": [8, 2 * 14336, 4096], "mlp.experts.down_proj": [8, 4096, 14336],
+        "mlp.experts.act_fn": [14336]}),
+    # Qwen1.5-MoE-A2.7B: a shared expert of 5632 with its one-logit gate, 60 experts of 1408
+    ("qwen2_moe/Qwen1.5-MoE-A2.7B.json", {
+        "mlp.shared_expert.gate_proj": [5632], "mlp.shared_expert.act_fn": [5632], "mlp.shared_expert.up_proj": [5632],
+        "mlp.shared_expert.down_proj": [2048], "mlp.gate": [60], "mlp.experts.gate_up_proj": [60, 2 * 1408, 2048],
+        "mlp.experts.down_proj": [60, 2048, 1408], "mlp.experts.act_fn": [1408], "mlp.shared_expert_gate": [1]}),
+])
+def test_moe_shapes_after_the_router_by_hand(case, expected):
+    """Past the router transformers cannot run on meta tensors: the sparse block's shapes, worked out by hand from
+    the config (tokens flattened into one axis, so no token axis; stacked weights as experts x out x in), and the
+    block hands the decoder back (tokens, hidden)."""
+    graph = structure_graph(case_config(case))
+    nodes = {n["name"]: n["output_shape"] for n in graph["towers"][0]["nodes"]}
+    for name, shape in expected.items():
+        assert nodes[f"model.layers.0.{name}"] == shape, name
+    seq = graph["towers"][0]["input"]["shape"][0]
+    h = case_config(case)["hidden_size"]
+    assert nodes["model.layers.1.input_layernorm"] == [seq, h] and nodes["model.norm"] == [seq, h]
+    assert graph["forward_pass"] is True
+
+
+@pytest.mark.parametrize("case", CASES + MOE_CASES)
 def test_graph_runs_at_the_memory_estimates_input_shape(case):
     """Each tower's input is the sequence length or image the memory estimate sizes activations at."""
     config = case_config(case)
@@ -52,6 +112,10 @@ def test_graph_runs_at_the_memory_estimates_input_shape(case):
     text = shape.get("text", shape)
     if "input_ids" in inputs:
         assert inputs["input_ids"] == [text["sequence_length"]]
+    if "decoder_input_ids" in inputs:  # an encoder-decoder's decoder at the estimate's (target) length
+        assert inputs["decoder_input_ids"] == [text["sequence_length"]]
+    if "input_features" in inputs:  # Whisper's log-mel frames
+        assert inputs["input_features"] == [shape["mel_bins"], shape["audio_frames"]]
     if "pixel_values" in inputs:
         v = shape["vision"]
         assert inputs["pixel_values"] == [v["channels"], v["image_size"], v["image_size"]]
@@ -130,9 +194,9 @@ def test_more_layers_than_listed_says_so():
 
 def test_unmodelled_family_says_so():
     """A family without a graph builder says so instead of guessing a graph."""
-    graph = structure_graph(case_config("t5/t5-small.json"))
+    graph = structure_graph(case_config("llava/llava-1.5-7b-hf.json"))
     assert graph["modelled"] is False and graph["towers"] == [] and graph["forward_pass"] is None
-    assert "'t5' is not modelled" in graph["notes"][0]
+    assert "'llava' is not modelled" in graph["notes"][0]
 
 
 def test_collapse_shows_each_repeated_block_once():
@@ -151,3 +215,14 @@ def test_collapse_keeps_a_block_that_differs():
     rows = collapse(nodes)
     assert [(r["name"], r["repeat"]) for r in rows] == [("m.layers.0-1.fc", 2), ("m.layers.2.fc", 1),
                                                         ("m.layers.3.fc", 1)]
+
+
+def test_qwen2_moe_dense_layers_keep_a_plain_mlp():
+    """Qwen2-MoE layers named in mlp_only_layers (or off the sparse step) keep the dense MLP of intermediate_size
+    on (tokens, width); the others get the sparse block."""
+    config = {**case_config("qwen2_moe/Qwen1.5-MoE-A2.7B.json"), "mlp_only_layers": [0], "decoder_sparse_step": 2}
+    nodes = {n["name"]: n for n in structure_graph(config)["towers"][0]["nodes"]}
+    assert nodes["model.layers.0.mlp.gate_proj"]["output_shape"] == [2048, 5632]
+    assert nodes["model.layers.0.mlp.down_proj"]["output_shape"] == [2048, 2048]
+    assert "model.layers.0.mlp.gate" not in nodes and "model.layers.1.mlp.gate" in nodes
+    assert "model.layers.2.mlp.gate" not in nodes and nodes["model.layers.2.mlp.up_proj"]["type"] == "Linear"

@@ -1,0 +1,306 @@
+"""Graph builders for the decoder-only families whose blocks are not Llama's (graph_families.py has Llama's and
+GPT-2's): GPT-NeoX, OPT, StarCoder2, Phi, GPT-J. Module paths, classes and call order are transformers' own
+(checked against its models on the meta device, tests/estimator/test_estimator_graph.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .graph_families import Built, _arch, _is_base, _listed, _rotary_dim, _seq
+from .graph_nodes import Dims, Tower, activation, heads_divide, mul
+
+
+def _start(d: Dims, prefix: str) -> tuple[str, bool, list[str]]:
+    """(module root, has the causal head, notes): a base model is the transformer itself; a head other than the
+    causal LM's is named as not modelled."""
+    notes: list[str] = []
+    arch = _arch(d)
+    causal = arch.endswith("ForCausalLM")
+    if not causal and not _is_base(arch):
+        notes.append(f"the head of {arch} is not modelled: the graph is the base model's")
+    return ("" if _is_base(arch) else prefix), causal, notes
+
+
+def _kv_divides(t: Tower, node: str, heads: int | None, kv: int | None) -> None:
+    if heads and kv and heads % kv:
+        t.fail(node, f"num_key_value_heads={kv} does not divide num_attention_heads={heads}: k and v cannot be "
+                     "shared by the heads")
+
+
+# ---- GPT-NeoX (Pythia) ---------------------------------------------------------------------------------------
+
+def gpt_neox(d: Dims, cap: int) -> Built:
+    root, causal, notes = _start(d, "gpt_neox.")
+    h, vocab, inter = d.int("hidden_size"), d.int("vocab_size"), d.int("intermediate_size")
+    heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
+    t = Tower("text", "input_ids", (), layers)
+    seq = _seq(d, t, f"{root}embed_in", "max_position_embeddings", cap)
+    t.input_shape = (seq,)
+    d.require(t, f"{root}embed_in", "vocab_size", "hidden_size")
+    t.add(f"{root}embed_in", "Embedding", (seq, h))
+    t.add(f"{root}emb_dropout", "Dropout", (seq, h))
+    d.require(t, f"{root}rotary_emb", "num_attention_heads")
+    head_dim = h // heads if h and heads else None
+    factor = d.raw("partial_rotary_factor", d.raw("rotary_pct", 0.25))
+    t.add(f"{root}rotary_emb", "GPTNeoXRotaryEmbedding", (seq, _rotary_dim(Dims({"partial_rotary_factor": factor}),
+                                                                          head_dim)))
+    d.require(t, f"{root}layers", "num_hidden_layers")
+    act = activation(d.str("hidden_act", "gelu"))
+    for i in _listed(t, layers, notes):
+        p = f"{root}layers.{i}."
+        t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
+        t.add(p + "attention.query_key_value", "Linear", (seq, mul(3, h)), i)
+        t.add(p + "attention.dense", "Linear", (seq, h), i)
+        t.add(p + "post_attention_dropout", "Dropout", (seq, h), i)
+        t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)  # on the block's input when parallel
+        if i == 0:
+            d.require(t, p + "mlp.dense_h_to_4h", "intermediate_size")
+        t.add(p + "mlp.dense_h_to_4h", "Linear", (seq, inter), i)
+        t.add(p + "mlp.act", act, (seq, inter), i)
+        t.add(p + "mlp.dense_4h_to_h", "Linear", (seq, h), i)
+        t.add(p + "post_mlp_dropout", "Dropout", (seq, h), i)
+    t.add(f"{root}final_layer_norm", "LayerNorm", (seq, h))
+    if causal:
+        t.add("lm_head", "Linear", (seq, vocab))
+    return [t], notes
+
+
+# ---- OPT -----------------------------------------------------------------------------------------------------
+
+def opt(d: Dims, cap: int) -> Built:
+    """OPT: learned positions (two reserved), an optional projection in and out when the word embedding is narrower
+    than the model, pre-norm (125m and up) or post-norm (350m); the MLP runs on batch and tokens flattened into one
+    dimension, so its nodes' shapes have no token axis."""
+    root, causal, notes = _start(d, "model.")
+    root += "decoder."
+    h, vocab, ffn = d.int("hidden_size"), d.int("vocab_size"), d.int("ffn_dim")
+    heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
+    word = d.int("word_embed_proj_dim", default=h)
+    pre_norm = d.bool("do_layer_norm_before", True)
+    t = Tower("text", "input_ids", (), layers)
+    seq = _seq(d, t, f"{root}embed_tokens", "max_position_embeddings", cap)
+    t.input_shape = (seq,)
+    d.require(t, f"{root}embed_tokens", "vocab_size", "hidden_size")
+    t.add(f"{root}embed_tokens", "Embedding", (seq, word))
+    t.add(f"{root}embed_positions", "OPTLearnedPositionalEmbedding", (seq, h))
+    if word != h:
+        t.add(f"{root}project_in", "Linear", (seq, h))
+    d.require(t, f"{root}layers", "num_hidden_layers")
+    act = activation(d.str("activation_function", "relu"))
+    for i in _listed(t, layers, notes):
+        p = f"{root}layers.{i}."
+        if pre_norm:
+            t.add(p + "self_attn_layer_norm", "LayerNorm", (seq, h), i)
+        if i == 0 and d.require(t, p + "self_attn.q_proj", "num_attention_heads"):
+            heads_divide(t, p + "self_attn.q_proj", h, heads)
+        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            t.add(p + f"self_attn.{proj}", "Linear", (seq, h), i)
+        if not pre_norm:
+            t.add(p + "self_attn_layer_norm", "LayerNorm", (seq, h), i)
+        if pre_norm:
+            t.add(p + "final_layer_norm", "LayerNorm", (h,), i)
+        if i == 0:
+            d.require(t, p + "fc1", "ffn_dim")
+        t.add(p + "fc1", "Linear", (ffn,), i)
+        t.add(p + "activation_fn", act, (ffn,), i)
+        t.add(p + "fc2", "Linear", (h,), i)
+        if not pre_norm:
+            t.add(p + "final_layer_norm", "LayerNorm", (seq, h), i)  # after the tokens are split out again
+    if pre_norm and not d.bool("_remove_final_layer_norm", False):
+        t.add(f"{root}final_layer_norm", "LayerNorm", (seq, h))
+    if word != h:
+        t.add(f"{root}project_out", "Linear", (seq, word))
+    if causal:
+        t.add("lm_head", "Linear", (seq, vocab))
+    return [t], notes
+
+
+# ---- StarCoder2 and Phi: Llama's attention, a two-matrix MLP, LayerNorm -----------------------------------------
+
+def _rotary_decoder(d: Dims, cap: int, family: str) -> Built:
+    cls = {"starcoder2": "Starcoder2", "phi": "Phi"}[family]
+    root, causal, notes = _start(d, "model.")
+    h, vocab, inter = d.int("hidden_size"), d.int("vocab_size"), d.int("intermediate_size")
+    heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
+    kv = d.int("num_key_value_heads", default=heads)
+    hd = d.int("head_dim") or (h // heads if h and heads else None)
+    phi = family == "phi"
+    t = Tower("text", "input_ids", (), layers)
+    seq = _seq(d, t, f"{root}embed_tokens", "max_position_embeddings", cap)
+    t.input_shape = (seq,)
+    d.require(t, f"{root}embed_tokens", "vocab_size", "hidden_size")
+    t.add(f"{root}embed_tokens", "Embedding", (seq, h))
+    if phi:
+        t.add(f"{root}embed_dropout", "Dropout", (seq, h))
+    d.require(t, f"{root}rotary_emb", "num_attention_heads")
+    t.add(f"{root}rotary_emb", f"{cls}RotaryEmbedding", (seq, _rotary_dim(d, hd)))
+    d.require(t, f"{root}layers", "num_hidden_layers")
+    act = activation(d.str("hidden_act", "gelu_new" if phi else "gelu_pytorch_tanh"))
+    fc_in, fc_out, act_name = ("fc1", "fc2", "activation_fn") if phi else ("c_fc", "c_proj", "act")
+    for i in _listed(t, layers, notes):
+        p = f"{root}layers.{i}."
+        t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
+        t.add(p + "self_attn.q_proj", "Linear", (seq, mul(heads, hd)), i)
+        if i == 0 and d.require(t, p + "self_attn.k_proj", "num_key_value_heads",
+                                defaults={"num_key_value_heads": heads}):
+            _kv_divides(t, p + "self_attn.k_proj", heads, kv)
+        t.add(p + "self_attn.k_proj", "Linear", (seq, mul(kv, hd)), i)
+        t.add(p + "self_attn.v_proj", "Linear", (seq, mul(kv, hd)), i)
+        if phi and d.bool("qk_layernorm", False):  # per head, after the heads are split out
+            t.add(p + "self_attn.q_layernorm", "LayerNorm", (heads, seq, hd), i)
+            t.add(p + "self_attn.k_layernorm", "LayerNorm", (kv, seq, hd), i)
+        t.add(p + ("self_attn.dense" if phi else "self_attn.o_proj"), "Linear", (seq, h), i)
+        if phi:  # parallel: the MLP reads the same normed input as the attention
+            t.add(p + "resid_dropout", "Dropout", (seq, h), i)
+        else:
+            t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)
+        if i == 0:
+            d.require(t, p + f"mlp.{fc_in}", "intermediate_size")
+        t.add(p + f"mlp.{fc_in}", "Linear", (seq, inter), i)
+        t.add(p + f"mlp.{act_name}", act, (seq, inter), i)
+        t.add(p + f"mlp.{fc_out}", "Linear", (seq, h), i)
+        if phi:
+            t.add(p + "resid_dropout", "Dropout", (seq, h), i)
+    t.add(f"{root}{'final_layernorm' if phi else 'norm'}", "LayerNorm", (seq, h))
+    if causal:
+        t.add("lm_head", "Linear", (seq, vocab))
+    return [t], notes
+
+
+# ---- GPT-J ---------------------------------------------------------------------------------------------------
+
+def gptj(d: Dims, cap: int) -> Built:
+    """GPT-J: GPT-2's names, separate q/k/v, rotary on the first rotary_dim of each head (the rotary module returns
+    sin and cos of half that each), attention and MLP in parallel on one norm."""
+    root, causal, notes = _start(d, "transformer.")
+    h, vocab = d.int("n_embd", "hidden_size"), d.int("vocab_size")
+    heads, layers = d.int("n_head", "num_attention_heads"), d.int("n_layer", "num_hidden_layers")
+    inner = d.int("n_inner", default=mul(4, h))
+    t = Tower("text", "input_ids", (), layers)
+    seq = _seq(d, t, f"{root}wte", "n_positions", cap)
+    t.input_shape = (seq,)
+    d.require(t, f"{root}wte", "vocab_size", "n_embd")
+    t.add(f"{root}wte", "Embedding", (seq, h))
+    t.add(f"{root}drop", "Dropout", (seq, h))
+    rotary = d.int("rotary_dim", default=h)
+    t.add(f"{root}rotary_emb", "GPTJRotaryEmbedding", (seq, rotary // 2 if rotary else None))
+    d.require(t, f"{root}h", "n_layer")
+    act = activation(d.str("activation_function", "gelu_new"))
+    for i in _listed(t, layers, notes):
+        p = f"{root}h.{i}."
+        t.add(p + "ln_1", "LayerNorm", (seq, h), i)
+        if i == 0 and d.require(t, p + "attn.q_proj", "n_head"):
+            heads_divide(t, p + "attn.q_proj", h, heads, "n_embd")
+        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            t.add(p + f"attn.{proj}", "Linear", (seq, h), i)
+        t.add(p + "attn.resid_dropout", "Dropout", (seq, h), i)
+        t.add(p + "mlp.fc_in", "Linear", (seq, inner), i)
+        t.add(p + "mlp.act", act, (seq, inner), i)
+        t.add(p + "mlp.fc_out", "Linear", (seq, h), i)
+        t.add(p + "mlp.dropout", "Dropout", (seq, h), i)
+    t.add(f"{root}ln_f", "LayerNorm", (seq, h))
+    if causal:
+        t.add("lm_head", "Linear", (seq, vocab))
+    return [t], notes
+
+
+# ---- BLOOM and Falcon: fused qkv under `transformer.self_attention` --------------------------------------------
+
+def _no_positions(d: Dims, cap: int) -> int | None:
+    """BLOOM and Falcon have no position limit in the config (ALiBi, or rotary without one): the memory estimate's
+    default length, capped."""
+    positions = d.int("max_position_embeddings", "seq_length", default=2048)
+    return min(positions, cap) if positions else None
+
+
+def bloom(d: Dims, cap: int) -> Built:
+    """BLOOM: ALiBi (no position module), a LayerNorm on the embeddings, the attention dropout module run on the
+    probabilities (heads x tokens x tokens), a 4x MLP with BLOOM's own GELU."""
+    root, causal, notes = _start(d, "transformer.")
+    h, vocab = d.int("hidden_size", "n_embed"), d.int("vocab_size")
+    heads, layers = d.int("n_head", "num_attention_heads"), d.int("n_layer", "num_hidden_layers")
+    t = Tower("text", "input_ids", (), layers)
+    seq = _no_positions(d, cap)
+    t.input_shape = (seq,)
+    d.require(t, f"{root}word_embeddings", "vocab_size", "hidden_size")
+    t.add(f"{root}word_embeddings", "Embedding", (seq, h))
+    t.add(f"{root}word_embeddings_layernorm", "LayerNorm", (seq, h))
+    d.require(t, f"{root}h", "n_layer")
+    for i in _listed(t, layers, notes):
+        p = f"{root}h.{i}."
+        t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
+        if i == 0 and d.require(t, p + "self_attention.query_key_value", "n_head"):
+            heads_divide(t, p + "self_attention.query_key_value", h, heads)
+        t.add(p + "self_attention.query_key_value", "Linear", (seq, mul(3, h)), i)
+        t.add(p + "self_attention.attention_dropout", "Dropout", (heads, seq, seq), i)
+        t.add(p + "self_attention.dense", "Linear", (seq, h), i)
+        t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)
+        t.add(p + "mlp.dense_h_to_4h", "Linear", (seq, mul(4, h)), i)
+        t.add(p + "mlp.gelu_impl", "BloomGelu", (seq, mul(4, h)), i)
+        t.add(p + "mlp.dense_4h_to_h", "Linear", (seq, h), i)
+    t.add(f"{root}ln_f", "LayerNorm", (seq, h))
+    if causal:
+        t.add("lm_head", "Linear", (seq, vocab))
+    return [t], notes
+
+
+def falcon(d: Dims, cap: int) -> Built:
+    """Falcon: rotary (called even with ALiBi), one query-key-value projection sized by the layout (the new
+    decoder's grouped k/v, multi-query's one k/v head, or full), one or two norms in front of a parallel block."""
+    root, causal, notes = _start(d, "transformer.")
+    h, vocab = d.int("hidden_size"), d.int("vocab_size")
+    heads, layers = d.int("num_attention_heads", "n_head"), d.int("num_hidden_layers", "n_layer")
+    hd = h // heads if h and heads else None
+    new, parallel = d.bool("new_decoder_architecture", False), d.bool("parallel_attn", True)
+    alibi = d.bool("alibi", False)
+    ffn = d.int("ffn_hidden_size", default=mul(4, h))
+    if new:
+        kv = d.int("num_kv_heads", default=heads)
+        qkv = mul(hd, heads + 2 * kv) if heads and kv else None
+    elif d.bool("multi_query", True):
+        qkv = h + 2 * hd if h and hd else None
+    else:
+        qkv = mul(3, h)
+    norms = d.int("num_ln_in_parallel_attn", default=2 if new else 1)
+    t = Tower("text", "input_ids", (), layers)
+    seq = _no_positions(d, cap)
+    t.input_shape = (seq,)
+    d.require(t, f"{root}word_embeddings", "vocab_size", "hidden_size")
+    t.add(f"{root}word_embeddings", "Embedding", (seq, h))
+    d.require(t, f"{root}rotary_emb", "num_attention_heads")
+    t.add(f"{root}rotary_emb", "FalconRotaryEmbedding", (seq, hd))
+    d.require(t, f"{root}h", "num_hidden_layers")
+    act = activation(d.str("activation", "gelu"))
+    for i in _listed(t, layers, notes):
+        p = f"{root}h.{i}."
+        if new and norms == 2:
+            t.add(p + "ln_attn", "LayerNorm", (seq, h), i)
+            t.add(p + "ln_mlp", "LayerNorm", (seq, h), i)
+        else:
+            t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
+        if i == 0:
+            heads_divide(t, p + "self_attention.query_key_value", h, heads)
+        t.add(p + "self_attention.query_key_value", "FalconLinear", (seq, qkv), i)
+        if alibi:
+            t.add(p + "self_attention.attention_dropout", "Dropout", (heads, seq, seq), i)
+        t.add(p + "self_attention.dense", "FalconLinear", (seq, h), i)
+        if not parallel:
+            t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)
+        t.add(p + "mlp.dense_h_to_4h", "FalconLinear", (seq, ffn), i)
+        t.add(p + "mlp.act", act, (seq, ffn), i)
+        t.add(p + "mlp.dense_4h_to_h", "FalconLinear", (seq, h), i)
+    t.add(f"{root}ln_f", "LayerNorm", (seq, h))
+    if causal:
+        t.add("lm_head", "Linear", (seq, vocab))
+    return [t], notes
+
+
+BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
+    "gpt_neox": gpt_neox,
+    "falcon": falcon,
+    "bloom": bloom,
+    "gptj": gptj,
+    "phi": lambda d, cap: _rotary_decoder(d, cap, "phi"),
+    "starcoder2": lambda d, cap: _rotary_decoder(d, cap, "starcoder2"),
+    "opt": opt,
+}
