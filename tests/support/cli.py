@@ -121,3 +121,26 @@ def cli_json(*args: str, config: Path, env: dict[str, str] | None = None, proces
     result = run_cli(*args, "--json", config=config, env=env, process=process)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+@contextmanager
+def app_on(endpoint: str, database_url: str) -> Iterator[object]:
+    """An App on a Hub endpoint and a database, its engine disposed of after the test (where it opened one)."""
+    from tests.support.settings import settings_for
+    from tracker.cli.app import App
+
+    app = App(settings_for(endpoint, database_url))  # type: ignore[arg-type]
+    try:
+        yield app
+    finally:
+        if "store" in app.__dict__:
+            app.store.engine.dispose()
+
+
+def invoke_with(app: object, *args: str) -> click.testing.Result:
+    """The root group invoked with `app` as every command's App (click's runner), the pipeline's log lines kept out
+    of the command's stdout."""
+    from tracker.cli import cli
+
+    with structlog.testing.capture_logs():
+        return click.testing.CliRunner().invoke(cli, list(args), obj={"app_factory": lambda logs=True: app})

@@ -9,10 +9,9 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
-import structlog.testing
-from click.testing import CliRunner
 
 from storage.kinds import split_repo_key
+from tests.support.cli import app_on, invoke_with
 from tests.support.dataset_repos import (
     DATASET_ID,
     SCRIPT_ONLY_ID,
@@ -24,7 +23,6 @@ from tests.support.dataset_repos import (
 )
 from tests.support.parquet_files import parquet_bytes
 from tests.support.settings import settings_for
-from tracker.cli import cli
 from tracker.cli.app import App
 from tracker.config.entries import WatchSpec
 from tracker.pipeline.dataset_store import load_summary
@@ -63,15 +61,12 @@ def hub() -> Iterator[ReplayServer]:
 
 @pytest.fixture
 def app(hub: ReplayServer, database_url: str) -> Iterator[App]:
-    app = App(settings_for(hub.endpoint, database_url))  # type: ignore[arg-type]
-    yield app
-    if "store" in app.__dict__:
-        app.store.engine.dispose()
+    with app_on(hub.endpoint, database_url) as app:
+        yield app
 
 
 def run(app: App, *args: str):
-    with structlog.testing.capture_logs():
-        return CliRunner().invoke(cli, list(args), obj={"app_factory": lambda logs=True: app})
+    return invoke_with(app, *args)
 
 
 def dataset_changes(app: App, key: str) -> dict[str, list[tuple[str, str]]]:

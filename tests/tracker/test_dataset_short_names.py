@@ -11,15 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-import structlog.testing
-from click.testing import CliRunner
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import RepositoryNotFoundError
 
 from storage.kinds import split_repo_key
+from tests.support.cli import app_on, invoke_with
 from tests.support.dataset_repos import evolving_dataset
-from tests.support.settings import settings_for
-from tracker.cli import cli
 from tracker.cli.app import App
 from tracker.config import settings_from_mapping, validate_repo
 from tracker.errors import ConfigError
@@ -42,15 +39,12 @@ def hub() -> Iterator[ReplayServer]:
 
 @pytest.fixture
 def app(hub: ReplayServer, database_url: str) -> Iterator[App]:
-    app = App(settings_for(hub.endpoint, database_url))  # type: ignore[arg-type]
-    yield app
-    if "store" in app.__dict__:
-        app.store.engine.dispose()
+    with app_on(hub.endpoint, database_url) as app:
+        yield app
 
 
 def run(app: App, *args: str):
-    with structlog.testing.capture_logs():
-        return CliRunner().invoke(cli, list(args), obj={"app_factory": lambda logs=True: app})
+    return invoke_with(app, *args)
 
 
 def test_the_replay_redirects_a_short_name_to_its_org_name(hub: ReplayServer, tmp_path: Path) -> None:

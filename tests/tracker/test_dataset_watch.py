@@ -9,14 +9,12 @@ from collections.abc import Iterator
 
 import feedparser
 import pytest
-import structlog.testing
-from click.testing import CliRunner
 
 from storage.kinds import repo_key, split_repo_key
 from storage.listing_state import author_scope
+from tests.support.cli import app_on, invoke_with
 from tests.support.dataset_repos import DATASET_ID, SCRIPT_ONLY_ID, evolving_dataset, script_only_dataset
 from tests.support.settings import settings_for
-from tracker.cli import cli
 from tracker.cli.app import App
 from tracker.polling.listing import ListingPass
 from tracker.standins.replay.control import ReplayServer
@@ -39,15 +37,12 @@ def hub() -> Iterator[ReplayServer]:
 
 @pytest.fixture
 def app(hub: ReplayServer, database_url: str) -> Iterator[App]:
-    app = App(settings_for(hub.endpoint, database_url))  # type: ignore[arg-type]
-    yield app
-    if "store" in app.__dict__:
-        app.store.engine.dispose()
+    with app_on(hub.endpoint, database_url) as app:
+        yield app
 
 
 def run(app: App, *args: str):
-    with structlog.testing.capture_logs():  # the pipeline's log lines kept out of the command's stdout
-        return CliRunner().invoke(cli, list(args), obj={"app_factory": lambda logs=True: app})
+    return invoke_with(app, *args)
 
 
 def watched(app: App) -> list[str]:
