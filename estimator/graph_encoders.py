@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .graph_families import Built, _arch, _bert_layers, _is_base, _labels, _listed, _seq
-from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul
+from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul, patch_embedding
 
 
 def _head(d: Dims, prefix: str, modelled: str) -> tuple[str, bool, list[str]]:
@@ -99,15 +99,8 @@ def dinov2(d: Dims, cap: int) -> Built:
     heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
     t = Tower("vision", "pixel_values", (channels, image, image), layers)
     node = f"{root}embeddings.patch_embeddings.projection"
-    grid = tokens = None
-    if d.require(t, node, "num_channels", "image_size", "patch_size", "hidden_size",
-                 defaults={"num_channels": 3, "image_size": 224, "patch_size": 14}):
-        if patch > image:  # type: ignore[operator]
-            t.fail(node, f"patch {patch} is larger than the image {image}")
-        else:
-            grid = image // patch  # type: ignore[operator]
-            tokens = grid * grid + 1
-    t.add(node, "Conv2d", (h, grid, grid))
+    tokens = patch_embedding(d, t, node, h, image, patch, 1,
+                             defaults={"num_channels": 3, "image_size": 224, "patch_size": 14})
     t.add(f"{root}embeddings.cls_token", PARAMETER, (1, 1, h))
     t.add(f"{root}embeddings.mask_token", PARAMETER, (1, h))
     t.add(f"{root}embeddings.position_embeddings", PARAMETER, (1, tokens, h))

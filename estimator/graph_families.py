@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .families.vision import CLIP_TEXT, CLIP_VISION, SIGLIP_TEXT, SIGLIP_VISION
-from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul
+from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul, patch_embedding
 
 LISTED_LAYERS = 1000  # past this many layers a tower lists the first ones only (no real model comes near)
 DECODERS = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
@@ -71,14 +71,7 @@ def _clip_vision(d: Dims, root: str, projection: str | None, proj_dim: int | Non
     image, patch = d.int("image_size"), d.int("patch_size")
     t = Tower("vision", "pixel_values", (channels, image, image))
     node = f"{root}embeddings.patch_embedding"
-    grid = tokens = None
-    if d.require(t, node, "num_channels", "image_size", "patch_size", "hidden_size"):
-        if patch > image:  # type: ignore[operator]
-            t.fail(node, f"patch {patch} is larger than the image {image}")
-        else:
-            grid = image // patch  # type: ignore[operator]
-            tokens = grid * grid + 1
-    t.add(node, "Conv2d", (h, grid, grid))
+    tokens = patch_embedding(d, t, node, h, image, patch, 1)
     t.add(f"{root}embeddings.class_embedding", PARAMETER, (h,))
     t.add(f"{root}embeddings.position_embedding", "Embedding", (tokens, h))
     t.add(f"{root}pre_layrnorm", "LayerNorm", (tokens, h))
@@ -147,14 +140,7 @@ def _siglip_vision(d: Dims, notes: list[str]) -> Tower:
     image, patch = d.int("image_size"), d.int("patch_size")
     t = Tower("vision", "pixel_values", (channels, image, image))
     node = f"{root}embeddings.patch_embedding"
-    grid = tokens = None
-    if d.require(t, node, "num_channels", "image_size", "patch_size", "hidden_size"):
-        if patch > image:  # type: ignore[operator]
-            t.fail(node, f"patch {patch} is larger than the image {image}")
-        else:
-            grid = image // patch  # type: ignore[operator]
-            tokens = grid * grid
-    t.add(node, "Conv2d", (h, grid, grid))
+    tokens = patch_embedding(d, t, node, h, image, patch, 0)
     t.add(f"{root}embeddings.position_embedding", "Embedding", (tokens, h))
     _clip_layers(t, d, root, tokens, h, notes)
     t.add(f"{root}post_layernorm", "LayerNorm", (tokens, h))
@@ -198,15 +184,8 @@ def vit(d: Dims, cap: int) -> Built:
     inter, heads, layers = d.int("intermediate_size"), d.int("num_attention_heads"), d.int("num_hidden_layers")
     t = Tower("vision", "pixel_values", (channels, image, image), layers)
     node = f"{root}embeddings.patch_embeddings.projection"
-    grid = tokens = None
-    if d.require(t, node, "num_channels", "image_size", "patch_size", "hidden_size",
-                 defaults={"num_channels": 3, "image_size": 224, "patch_size": 16}):
-        if patch > image:  # type: ignore[operator]
-            t.fail(node, f"patch {patch} is larger than the image {image}")
-        else:
-            grid = image // patch  # type: ignore[operator]
-            tokens = grid * grid + 1
-    t.add(node, "Conv2d", (h, grid, grid))
+    tokens = patch_embedding(d, t, node, h, image, patch, 1,
+                             defaults={"num_channels": 3, "image_size": 224, "patch_size": 16})
     t.add(f"{root}embeddings.cls_token", PARAMETER, (1, 1, h))
     t.add(f"{root}embeddings.position_embeddings", PARAMETER, (1, tokens, h))
     t.add(f"{root}embeddings.dropout", "Dropout", (tokens, h))

@@ -130,3 +130,18 @@ def mul(*values: int | None) -> int | None:
             return None
         out *= v
     return out
+
+
+def patch_embedding(d: Dims, tower: Tower, node: str, h: int | None, image: int | None, patch: int | None,
+                    class_tokens: int, defaults: dict[str, Any] | None = None) -> int | None:
+    """The patch convolution `node` (Conv2d to (h, grid, grid)) and the tokens it gives: grid x grid patches and
+    `class_tokens` more; None, with the first missing key or a patch larger than the image on `node`."""
+    grid = tokens = None
+    if d.require(tower, node, "num_channels", "image_size", "patch_size", "hidden_size", defaults=defaults):
+        if patch > image:  # type: ignore[operator]
+            tower.fail(node, f"patch {patch} is larger than the image {image}")
+        else:
+            grid = image // patch  # type: ignore[operator]
+            tokens = grid * grid + class_tokens
+    tower.add(node, "Conv2d", (h, grid, grid))
+    return tokens
