@@ -6,26 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .graph_families import Built, _arch, _bert_layers, _is_base, _labels, _listed, _seq
+from . import graph_heads
+from .graph_families import Built, _bert_layers, _labels, _listed, _seq
 from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul, patch_embedding
 
 
-def _head(d: Dims, prefix: str, modelled: str) -> tuple[str, bool, list[str]]:
-    """(module root, has the modelled head, notes): a base model is the encoder itself; another head is named as
-    not modelled."""
-    notes: list[str] = []
-    arch = _arch(d)
-    headed = arch.endswith(modelled)
-    if not headed and not _is_base(arch):
-        notes.append(f"the head of {arch} is not modelled: the graph is the base model's")
-    return ("" if _is_base(arch) else prefix), headed, notes
+def _head(d: Dims, family: str, prefix: str, modelled: str) -> tuple[str, str | None, list[str]]:
+    """(module root, head, notes): a base model is the encoder itself; the builder's own head (``modelled``) or a
+    task head from graph_heads' table; another head is named as not modelled."""
+    return graph_heads.start(d, family, prefix, modelled)
 
 
 # ---- DistilBERT ----------------------------------------------------------------------------------------------
 
 def distilbert(d: Dims, cap: int) -> Built:
     """DistilBERT: BERT without token types or pooler, its own names (q_lin .. out_lin, lin1/lin2), post-norm."""
-    root, masked, notes = _head(d, "distilbert.", "ForMaskedLM")
+    root, head, notes = _head(d, "distilbert", "distilbert.", "ForMaskedLM")
+    masked = head == "ForMaskedLM"
     h, vocab, inner = d.int("dim", "hidden_size"), d.int("vocab_size"), d.int("hidden_dim")
     heads, layers = d.int("n_heads", "num_attention_heads"), d.int("n_layers", "num_hidden_layers")
     t = Tower("text", "input_ids", (), layers)
@@ -58,6 +55,7 @@ def distilbert(d: Dims, cap: int) -> Built:
         t.add("activation", act, (seq, h))
         t.add("vocab_layer_norm", "LayerNorm", (seq, h))
         t.add("vocab_projector", "Linear", (seq, vocab))
+    graph_heads.add(t, d, "distilbert", head, seq, h)
     return [t], notes
 
 
@@ -66,7 +64,8 @@ def distilbert(d: Dims, cap: int) -> Built:
 def electra(d: Dims, cap: int) -> Built:
     """ELECTRA: BERT's layers after embeddings of their own width (projected up when narrower, as in the small
     model); the discriminator's head scores each token; no pooler."""
-    root, discriminator, notes = _head(d, "electra.", "ForPreTraining")
+    root, head, notes = _head(d, "electra", "electra.", "ForPreTraining")
+    discriminator = head == "ForPreTraining"
     h, layers = d.int("hidden_size"), d.int("num_hidden_layers")
     emb = d.int("embedding_size", default=h)
     t = Tower("text", "input_ids", (), layers)
@@ -85,6 +84,7 @@ def electra(d: Dims, cap: int) -> Built:
         t.add("discriminator_predictions.dense", "Linear", (seq, h))
         t.add("discriminator_predictions.activation", act, (seq, h))
         t.add("discriminator_predictions.dense_prediction", "Linear", (seq, 1))
+    graph_heads.add(t, d, "electra", head, seq, h)
     return [t], notes
 
 
@@ -93,7 +93,8 @@ def electra(d: Dims, cap: int) -> Built:
 def dinov2(d: Dims, cap: int) -> Built:
     """DINOv2: ViT's patches and class token (plus a mask token), layer scale after each branch, a drop-path
     module (Identity at rate 0), a GELU or SwiGLU MLP; the classifier reads the class token and the mean patch."""
-    root, classify, notes = _head(d, "dinov2.", "ForImageClassification")
+    root, head, notes = _head(d, "dinov2", "dinov2.", "ForImageClassification")
+    classify = head == "ForImageClassification"
     h, channels = d.int("hidden_size"), d.int("num_channels", default=3)
     image, patch = d.int("image_size", default=224), d.int("patch_size", default=14)
     heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
@@ -145,7 +146,7 @@ def deberta_v2(d: Dims, cap: int) -> Built:
     """DeBERTa-v2 and v3: disentangled attention. The relative-position table is read as a weight (normed once per
     forward, no batch axis), each layer's q/k projections (or their own position projections) run again on its first
     2 x span rows, and the attention-probability dropout is a module (heads x tokens x tokens)."""
-    root, _, notes = _head(d, "deberta.", "Model")
+    root, head, notes = _head(d, "deberta-v2", "deberta.", ())
     h, inter = d.int("hidden_size"), d.int("intermediate_size")
     heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
     emb = d.int("embedding_size", default=h)
@@ -206,6 +207,7 @@ def deberta_v2(d: Dims, cap: int) -> Built:
         t.add(q + "output.dense", "Linear", (seq, h), i)
         t.add(q + "output.dropout", "Dropout", (seq, h), i)
         t.add(q + "output.LayerNorm", "LayerNorm", (seq, h), i)
+    graph_heads.add(t, d, "deberta-v2", head, seq, h)
     return [t], notes
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import graph_heads
 from .families.vision import CLIP_TEXT, CLIP_VISION, SIGLIP_TEXT, SIGLIP_VISION
 from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul, patch_embedding
 
@@ -16,13 +17,7 @@ DECODERS = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "
 Built = tuple[list[Tower], list[str]]
 
 
-def _arch(d: Dims) -> str:
-    archs = d.data.get("architectures")
-    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
-
-
-def _is_base(arch: str) -> bool:
-    return not arch or arch.endswith("Model") and not arch.endswith("LMHeadModel")
+_arch, _is_base, _labels = graph_heads.arch_of, graph_heads.is_base, graph_heads.labels
 
 
 def _listed(tower: Tower, layers: int | None, notes: list[str]) -> range:
@@ -101,6 +96,10 @@ def _clip_text(d: Dims, cap: int, root: str, projection: str | None, proj_dim: i
 
 def clip(d: Dims, cap: int) -> Built:
     notes: list[str] = []
+    if graph_heads.head_of(_arch(d), "clip") == graph_heads.IMAGE:  # the vision transformer alone, classified on its patches' mean
+        vision = _clip_vision(d.sub("vision_config", CLIP_VISION), "vision_model.", None, None, notes)
+        graph_heads.add(vision, d, "clip", graph_heads.IMAGE, None, None)
+        return [vision], notes
     dim = d.int("projection_dim", default=512)
     if dim is None:
         dim_issue = d.problem("projection_dim", 512)
@@ -161,6 +160,9 @@ def _siglip_vision(d: Dims, notes: list[str]) -> Tower:
 def siglip(d: Dims, cap: int) -> Built:
     notes: list[str] = []
     vision = _siglip_vision(d.sub("vision_config", SIGLIP_VISION), notes)
+    if graph_heads.head_of(_arch(d), "siglip") == graph_heads.IMAGE:  # its pooling head runs, the classifier reads the patches
+        graph_heads.add(vision, d, "siglip", graph_heads.IMAGE, None, None)
+        return [vision], notes
     td = d.sub("text_config", SIGLIP_TEXT)
     text = _clip_text(td, cap, "text_model.", None, None, notes)
     text.add("text_model.head", "Linear", (td.int("projection_size", default=td.int("hidden_size")),))
@@ -215,23 +217,15 @@ def vit(d: Dims, cap: int) -> Built:
     return [t], notes
 
 
-def _labels(d: Dims) -> int | None:
-    labels = d.data.get("id2label")
-    if isinstance(labels, dict) and labels:
-        return len(labels)
-    return d.int("num_labels", default=2)
-
-
 # ---- decoder-only language models ----------------------------------------------------------------------------
 
-def _decoder(d: Dims, cap: int, family: str) -> Built:
-    notes: list[str] = []
+def _decoder(d: Dims, cap: int, family: str, root: str | None = None, head: str | None = None) -> Built:
+    """A Llama-style decoder; ``root`` and ``head`` given by a model that holds it as its language model (LLaVA)."""
     cls = DECODERS[family]
-    arch = _arch(d)
-    causal = arch.endswith("ForCausalLM")
-    if not causal and not _is_base(arch):
-        notes.append(f"the head of {arch} is not modelled: the graph is the base model's")
-    root = "" if _is_base(arch) else "model."
+    if root is None:
+        root, head, notes = graph_heads.start(d, family, "model.", "ForCausalLM")
+    else:
+        notes = []
     h, vocab, inter = d.int("hidden_size"), d.int("vocab_size"), d.int("intermediate_size")
     heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
     kv = d.int("num_key_value_heads", default=heads)
@@ -285,8 +279,9 @@ def _decoder(d: Dims, cap: int, family: str) -> Built:
         if family in ("gemma2", "gemma3_text"):
             t.add(p + "post_feedforward_layernorm", norm, (seq, h), i)
     t.add(f"{root}norm", norm, (seq, h))
-    if causal:
+    if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
+    graph_heads.add(t, d, family, head, seq, h)
     return [t], notes
 
 
@@ -321,12 +316,7 @@ def _decoder_family(family: str) -> Callable[[Dims, int], Built]:
 
 
 def gpt2(d: Dims, cap: int) -> Built:
-    notes: list[str] = []
-    arch = _arch(d)
-    causal = arch.endswith("LMHeadModel")
-    if not causal and not _is_base(arch):
-        notes.append(f"the head of {arch} is not modelled: the graph is the base model's")
-    root = "transformer." if not _is_base(arch) else ""
+    root, head, notes = graph_heads.start(d, "gpt2", "transformer.", "LMHeadModel")
     h, vocab = d.int("n_embd", "hidden_size"), d.int("vocab_size")
     heads, layers = d.int("n_head", "num_attention_heads"), d.int("n_layer", "num_hidden_layers")
     inner = d.int("n_inner", default=mul(4, h))
@@ -353,20 +343,18 @@ def gpt2(d: Dims, cap: int) -> Built:
         t.add(p + "mlp.c_proj", "Conv1D", (seq, h), i)
         t.add(p + "mlp.dropout", "Dropout", (seq, h), i)
     t.add(f"{root}ln_f", "LayerNorm", (seq, h))
-    if causal:
+    if head == "LMHeadModel":
         t.add("lm_head", "Linear", (seq, vocab))
+    graph_heads.add(t, d, "gpt2", head, seq, h)
     return [t], notes
 
 
 # ---- BERT and RoBERTa --------------------------------------------------------------------------------------
 
-def _bert(d: Dims, cap: int, style: str) -> Built:
-    notes: list[str] = []
+def _bert(d: Dims, cap: int, style: str, family: str) -> Built:
+    root, head, notes = graph_heads.start(d, family, f"{style}.", "ForMaskedLM")
     arch = _arch(d)
-    masked = arch.endswith("ForMaskedLM")
-    if not masked and not _is_base(arch):
-        notes.append(f"the head of {arch} is not modelled: the graph is the base model's")
-    root = "" if _is_base(arch) else f"{style}."
+    masked = head == "ForMaskedLM"
     h, vocab = d.int("hidden_size"), d.int("vocab_size")
     layers = d.int("num_hidden_layers")
     t = Tower("text", "input_ids", (), layers)
@@ -396,6 +384,7 @@ def _bert(d: Dims, cap: int, style: str) -> Built:
     elif _is_base(arch) and d.bool("add_pooling_layer", True):
         t.add("pooler.dense", "Linear", (h,))
         t.add("pooler.activation", "Tanh", (h,))
+    graph_heads.add(t, d, family, head, seq, h, root)
     return [t], notes
 
 
@@ -425,7 +414,8 @@ def _bert_layers(t: Tower, d: Dims, root: str, seq: int | None, h: int | None, n
 
 BUILDERS: dict[str, Callable[[Dims, int], Built]] = {
     "clip": clip, "clip_text_model": clip_text_model, "siglip": siglip, "clip_vision_model": clip_vision_model, "vit": vit,
-    "gpt2": gpt2, "bert": lambda d, cap: _bert(d, cap, "bert"), "roberta": lambda d, cap: _bert(d, cap, "roberta"),
-    "xlm-roberta": lambda d, cap: _bert(d, cap, "roberta"),
+    "gpt2": gpt2, "bert": lambda d, cap: _bert(d, cap, "bert", "bert"),
+    "roberta": lambda d, cap: _bert(d, cap, "roberta", "roberta"),
+    "xlm-roberta": lambda d, cap: _bert(d, cap, "roberta", "xlm-roberta"),
     **{family: _decoder_family(family) for family in DECODERS},
 }

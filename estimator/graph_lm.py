@@ -6,19 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .graph_families import Built, _arch, _is_base, _listed, _rotary_dim, _seq
+from . import graph_heads
+from .graph_families import Built, _listed, _rotary_dim, _seq
 from .graph_nodes import Dims, Tower, activation, heads_divide, mul
 
 
-def _start(d: Dims, prefix: str) -> tuple[str, bool, list[str]]:
-    """(module root, has the causal head, notes): a base model is the transformer itself; a head other than the
-    causal LM's is named as not modelled."""
-    notes: list[str] = []
-    arch = _arch(d)
-    causal = arch.endswith("ForCausalLM")
-    if not causal and not _is_base(arch):
-        notes.append(f"the head of {arch} is not modelled: the graph is the base model's")
-    return ("" if _is_base(arch) else prefix), causal, notes
+def _start(d: Dims, family: str, prefix: str) -> tuple[str, str | None, list[str]]:
+    """(module root, head, notes): a base model is the transformer itself; the causal LM's head or a task head from
+    graph_heads' table; another head is named as not modelled."""
+    return graph_heads.start(d, family, prefix, "ForCausalLM")
 
 
 def _kv_divides(t: Tower, node: str, heads: int | None, kv: int | None) -> None:
@@ -30,7 +26,7 @@ def _kv_divides(t: Tower, node: str, heads: int | None, kv: int | None) -> None:
 # ---- GPT-NeoX (Pythia) ---------------------------------------------------------------------------------------
 
 def gpt_neox(d: Dims, cap: int) -> Built:
-    root, causal, notes = _start(d, "gpt_neox.")
+    root, head, notes = _start(d, "gpt_neox", "gpt_neox.")
     h, vocab, inter = d.int("hidden_size"), d.int("vocab_size"), d.int("intermediate_size")
     heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
     t = Tower("text", "input_ids", (), layers)
@@ -60,8 +56,9 @@ def gpt_neox(d: Dims, cap: int) -> Built:
         t.add(p + "mlp.dense_4h_to_h", "Linear", (seq, h), i)
         t.add(p + "post_mlp_dropout", "Dropout", (seq, h), i)
     t.add(f"{root}final_layer_norm", "LayerNorm", (seq, h))
-    if causal:
+    if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
+    graph_heads.add(t, d, "gpt_neox", head, seq, h)
     return [t], notes
 
 
@@ -71,7 +68,7 @@ def opt(d: Dims, cap: int) -> Built:
     """OPT: learned positions (two reserved), an optional projection in and out when the word embedding is narrower
     than the model, pre-norm (125m and up) or post-norm (350m); the MLP runs on batch and tokens flattened into one
     dimension, so its nodes' shapes have no token axis."""
-    root, causal, notes = _start(d, "model.")
+    root, head, notes = _start(d, "opt", "model.")
     root += "decoder."
     h, vocab, ffn = d.int("hidden_size"), d.int("vocab_size"), d.int("ffn_dim")
     heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
@@ -110,8 +107,9 @@ def opt(d: Dims, cap: int) -> Built:
         t.add(f"{root}final_layer_norm", "LayerNorm", (seq, h))
     if word != h:
         t.add(f"{root}project_out", "Linear", (seq, word))
-    if causal:
+    if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
+    graph_heads.add(t, d, "opt", head, seq, word)
     return [t], notes
 
 
@@ -119,7 +117,7 @@ def opt(d: Dims, cap: int) -> Built:
 
 def _rotary_decoder(d: Dims, cap: int, family: str) -> Built:
     cls = {"starcoder2": "Starcoder2", "phi": "Phi"}[family]
-    root, causal, notes = _start(d, "model.")
+    root, head, notes = _start(d, family, "model.")
     h, vocab, inter = d.int("hidden_size"), d.int("vocab_size"), d.int("intermediate_size")
     heads, layers = d.int("num_attention_heads"), d.int("num_hidden_layers")
     kv = d.int("num_key_value_heads", default=heads)
@@ -162,8 +160,9 @@ def _rotary_decoder(d: Dims, cap: int, family: str) -> Built:
         if phi:
             t.add(p + "resid_dropout", "Dropout", (seq, h), i)
     t.add(f"{root}{'final_layernorm' if phi else 'norm'}", "LayerNorm", (seq, h))
-    if causal:
+    if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
+    graph_heads.add(t, d, family, head, seq, h)
     return [t], notes
 
 
@@ -172,7 +171,7 @@ def _rotary_decoder(d: Dims, cap: int, family: str) -> Built:
 def gptj(d: Dims, cap: int) -> Built:
     """GPT-J: GPT-2's names, separate q/k/v, rotary on the first rotary_dim of each head (the rotary module returns
     sin and cos of half that each), attention and MLP in parallel on one norm."""
-    root, causal, notes = _start(d, "transformer.")
+    root, head, notes = _start(d, "gptj", "transformer.")
     h, vocab = d.int("n_embd", "hidden_size"), d.int("vocab_size")
     heads, layers = d.int("n_head", "num_attention_heads"), d.int("n_layer", "num_hidden_layers")
     inner = d.int("n_inner", default=mul(4, h))
@@ -199,8 +198,9 @@ def gptj(d: Dims, cap: int) -> Built:
         t.add(p + "mlp.fc_out", "Linear", (seq, h), i)
         t.add(p + "mlp.dropout", "Dropout", (seq, h), i)
     t.add(f"{root}ln_f", "LayerNorm", (seq, h))
-    if causal:
+    if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
+    graph_heads.add(t, d, "gptj", head, seq, h)
     return [t], notes
 
 
@@ -216,7 +216,7 @@ def _no_positions(d: Dims, cap: int) -> int | None:
 def bloom(d: Dims, cap: int) -> Built:
     """BLOOM: ALiBi (no position module), a LayerNorm on the embeddings, the attention dropout module run on the
     probabilities (heads x tokens x tokens), a 4x MLP with BLOOM's own GELU."""
-    root, causal, notes = _start(d, "transformer.")
+    root, head, notes = _start(d, "bloom", "transformer.")
     h, vocab = d.int("hidden_size", "n_embed"), d.int("vocab_size")
     heads, layers = d.int("n_head", "num_attention_heads"), d.int("n_layer", "num_hidden_layers")
     t = Tower("text", "input_ids", (), layers)
@@ -239,15 +239,16 @@ def bloom(d: Dims, cap: int) -> Built:
         t.add(p + "mlp.gelu_impl", "BloomGelu", (seq, mul(4, h)), i)
         t.add(p + "mlp.dense_4h_to_h", "Linear", (seq, h), i)
     t.add(f"{root}ln_f", "LayerNorm", (seq, h))
-    if causal:
+    if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
+    graph_heads.add(t, d, "bloom", head, seq, h)
     return [t], notes
 
 
 def falcon(d: Dims, cap: int) -> Built:
     """Falcon: rotary (called even with ALiBi), one query-key-value projection sized by the layout (the new
     decoder's grouped k/v, multi-query's one k/v head, or full), one or two norms in front of a parallel block."""
-    root, causal, notes = _start(d, "transformer.")
+    root, head, notes = _start(d, "falcon", "transformer.")
     h, vocab = d.int("hidden_size"), d.int("vocab_size")
     heads, layers = d.int("num_attention_heads", "n_head"), d.int("num_hidden_layers", "n_layer")
     hd = h // heads if h and heads else None
@@ -290,8 +291,9 @@ def falcon(d: Dims, cap: int) -> Built:
         t.add(p + "mlp.act", act, (seq, ffn), i)
         t.add(p + "mlp.dense_4h_to_h", "FalconLinear", (seq, h), i)
     t.add(f"{root}ln_f", "LayerNorm", (seq, h))
-    if causal:
+    if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
+    graph_heads.add(t, d, "falcon", head, seq, h)
     return [t], notes
 
 

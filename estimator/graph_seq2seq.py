@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import graph_heads
 from .graph_families import Built, _arch, _listed, _seq
 from .graph_nodes import Dims, Tower, activation, heads_divide, mul
 
 
-def _t5_stack(d: Dims, stack: str, seq: int | None, layers: int | None, notes: list[str]) -> Tower:
+def _t5_stack(d: Dims, stack: str, seq: int | None, layers: int | None, notes: list[str], root: str = "") -> Tower:
     h, kv, heads, ff = d.int("d_model"), d.int("d_kv"), d.int("num_heads"), d.int("d_ff")
     inner = mul(heads, kv)
     parts = d.str("feed_forward_proj", "relu").split("-")
@@ -20,13 +21,13 @@ def _t5_stack(d: Dims, stack: str, seq: int | None, layers: int | None, notes: l
     act = activation("gelu_new" if parts[-1] == "gelu" and gated else parts[-1])
     decoder = stack == "decoder"
     t = Tower(stack, "decoder_input_ids" if decoder else "input_ids", (seq,), layers)
-    d.require(t, f"{stack}.embed_tokens", "vocab_size", "d_model")
-    t.add(f"{stack}.embed_tokens", "Embedding", (seq, h))
-    t.add(f"{stack}.dropout", "Dropout", (seq, h))
-    d.require(t, f"{stack}.block", "num_decoder_layers" if decoder else "num_layers",
+    d.require(t, f"{root}{stack}.embed_tokens", "vocab_size", "d_model")
+    t.add(f"{root}{stack}.embed_tokens", "Embedding", (seq, h))
+    t.add(f"{root}{stack}.dropout", "Dropout", (seq, h))
+    d.require(t, f"{root}{stack}.block", "num_decoder_layers" if decoder else "num_layers",
               defaults={"num_decoder_layers": d.raw("num_layers")})
     for i in _listed(t, layers, notes):
-        p = f"{stack}.block.{i}.layer."
+        p = f"{root}{stack}.block.{i}.layer."
         t.add(p + "0.layer_norm", "T5LayerNorm", (seq, h), i)
         if i == 0:
             d.require(t, p + "0.SelfAttention.q", "num_heads", "d_kv")
@@ -58,8 +59,8 @@ def _t5_stack(d: Dims, stack: str, seq: int | None, layers: int | None, notes: l
         t.add(f + "DenseReluDense.dropout", "Dropout", (seq, ff), i)
         t.add(f + "DenseReluDense.wo", "Linear", (seq, h), i)
         t.add(f + "dropout", "Dropout", (seq, h), i)
-    t.add(f"{stack}.final_layer_norm", "T5LayerNorm", (seq, h))
-    t.add(f"{stack}.dropout", "Dropout", (seq, h))
+    t.add(f"{root}{stack}.final_layer_norm", "T5LayerNorm", (seq, h))
+    t.add(f"{root}{stack}.dropout", "Dropout", (seq, h))
     return t
 
 
@@ -68,16 +69,22 @@ def t5(d: Dims, cap: int) -> Built:
     table, no position embeddings; T5EncoderModel is the encoder alone, T5Model has no head."""
     notes: list[str] = []
     arch = _arch(d)
+    head = graph_heads.head_of(arch, "t5")
+    root = "transformer." if head == graph_heads.TOKEN else ""  # the token classifier wraps the encoder alone
     probe = Tower("encoder", "input_ids", ())
-    seq = _seq(d, probe, "encoder.embed_tokens", "n_positions", cap, default=512)
+    seq = _seq(d, probe, f"{root}encoder.embed_tokens", "n_positions", cap, default=512)
     layers = d.int("num_layers")
-    towers = [_t5_stack(d, "encoder", seq, layers, notes)]
+    towers = [_t5_stack(d, "encoder", seq, layers, notes, root)]
     if probe.failure:
         towers[0].fail(**probe.failure)
-    if not arch.endswith("EncoderModel"):
+    if head == graph_heads.TOKEN:
+        graph_heads.add(towers[0], d, "t5", head, seq, d.int("d_model"))
+    elif not arch.endswith("EncoderModel"):
         decoder = _t5_stack(d, "decoder", seq, d.int("num_decoder_layers", default=layers), notes)
         if arch.endswith("ForConditionalGeneration"):
             decoder.add("lm_head", "Linear", (seq, d.int("vocab_size")))
+        elif head:
+            graph_heads.add(decoder, d, "t5", head, seq, d.int("d_model"))
         elif arch and not arch.endswith("Model"):
             notes.append(f"the head of {arch} is not modelled: the graph is the base model's")
         towers.append(decoder)
@@ -127,7 +134,8 @@ def bart(d: Dims, cap: int) -> Built:
     notes: list[str] = []
     arch = _arch(d)
     generate = arch.endswith("ForConditionalGeneration")
-    if not generate and arch and arch != "BartModel":
+    head = graph_heads.head_of(arch, "bart")
+    if not generate and not head and arch and arch != "BartModel":
         notes.append(f"the head of {arch} is not modelled: the graph is the base model's")
     root = "model." if arch and arch != "BartModel" else ""
     h = d.int("d_model")
@@ -146,6 +154,7 @@ def bart(d: Dims, cap: int) -> Built:
         towers.append(t)
     if generate:
         towers[1].add("lm_head", "Linear", (seq, d.int("vocab_size")))
+    graph_heads.add(towers[1], d, "bart", head, seq, h)  # question answering reads the decoder's output
     return towers, notes
 
 
