@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import graph_encoders, graph_families, graph_lm, graph_moe, graph_seq2seq
+from . import graph_encoders, graph_families, graph_lm, graph_moe, graph_multimodal, graph_seq2seq
 from .graph_nodes import PARAMETER, Dims, Node, Tower
 
 __all__ = ["BUILDERS", "PARAMETER", "Dims", "Node", "Tower", "collapse", "structure_graph"]
 
 # model_type -> its graph builder, every module of builders together
 BUILDERS = {**graph_families.BUILDERS, **graph_lm.BUILDERS, **graph_encoders.BUILDERS,
-            **graph_moe.BUILDERS, **graph_seq2seq.BUILDERS}
+            **graph_moe.BUILDERS, **graph_seq2seq.BUILDERS, **graph_multimodal.BUILDERS}
 
 
 def structure_graph(config: Any, seq_len_cap: int = 2048) -> dict[str, Any]:
@@ -43,6 +43,9 @@ def structure_graph(config: Any, seq_len_cap: int = 2048) -> dict[str, Any]:
                 "failure": None, "notes": notes}
     towers, more = builder(Dims(data), seq_len_cap)
     notes.extend(more)
+    if not towers:  # a sub-model this family's builder does not model (LLaVA on a SigLIP tower): no guessed graph
+        return {"modelled": False, "towers": [], "layers": None, "node_count": 0, "forward_pass": None,
+                "failure": None, "notes": notes}
     failed = next((t for t in towers if t.failure), None)
     layers = [t.layers for t in towers if t.layers is not None]
     dicts = [t.to_dict() for t in towers]

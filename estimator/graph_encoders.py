@@ -125,9 +125,11 @@ def dinov2(d: Dims, cap: int) -> Built:
         t.add(p + "layer_scale1", "Dinov2LayerScale", (tokens, h), i)
         t.add(p + "drop_path", drop, (tokens, h), i)
         t.add(p + "norm2", "LayerNorm", (tokens, h), i)
-        if swiglu:
-            t.add(p + "mlp.weights_in", "Linear", (tokens, mul(2, hidden)), i)
-            t.add(p + "mlp.weights_out", "Linear", (tokens, h), i)
+        if swiglu:  # SiLU on the gate whatever hidden_act says, times the up projection
+            t.add(p + "mlp.gate_proj", "Linear", (tokens, hidden), i)
+            t.add(p + "mlp.act_fn", activation("silu"), (tokens, hidden), i)
+            t.add(p + "mlp.up_proj", "Linear", (tokens, hidden), i)
+            t.add(p + "mlp.down_proj", "Linear", (tokens, h), i)
         else:
             t.add(p + "mlp.fc1", "Linear", (tokens, hidden), i)
             t.add(p + "mlp.activation_fn", act, (tokens, hidden), i)

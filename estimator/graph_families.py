@@ -240,7 +240,7 @@ def _decoder(d: Dims, cap: int, family: str, root: str | None = None, head: str 
     d.require(t, f"{root}rotary_emb", "num_attention_heads")
     if d.data.get("head_dim") is not None:
         d.require(t, f"{root}rotary_emb", "head_dim")
-    for _ in range(2 if family == "gemma3_text" else 1):  # Gemma 3: one call for global layers, one for local
+    for _ in range(_rotary_calls(d, family, layers)):  # Gemma 3: one call per kind of layer it has
         t.add(f"{root}rotary_emb", f"{cls}RotaryEmbedding", (seq, _rotary_dim(d, hd)))
     d.require(t, f"{root}layers", "num_hidden_layers")
     norm = f"{cls}RMSNorm"
@@ -302,6 +302,20 @@ def _phi3_layer(t: Tower, d: Dims, p: str, i: int, seq: int | None, h: int | Non
     t.add(p + "mlp.activation_fn", act, (seq, inter), i)
     t.add(p + "mlp.down_proj", "Linear", (seq, h), i)
     t.add(p + "resid_mlp_dropout", "Dropout", (seq, h), i)
+
+
+def _rotary_calls(d: Dims, family: str, layers: int | None) -> int:
+    """Gemma 3 runs its rotary module once per kind of layer among its layers (sliding-window and full attention:
+    ``layer_types``, else every ``sliding_window_pattern``-th layer full); the others once."""
+    if family != "gemma3_text":
+        return 1
+    kinds = d.raw("layer_types")
+    if isinstance(kinds, list) and kinds:
+        return len({str(k) for k in kinds})
+    pattern = d.int("sliding_window_pattern", default=6)
+    if not layers or not pattern:
+        return 1
+    return len({(i + 1) % pattern == 0 for i in range(layers)})
 
 
 def _rotary_dim(d: Dims, head_dim: int | None) -> int | None:

@@ -22,8 +22,8 @@ _TEXT = (SEQ, TOKEN, QA)
 FAMILY_HEADS: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("llama", "mistral", "qwen2", "qwen3", "gpt2", "gpt_neox", "falcon", "bloom", "bert", "roberta",
                      "xlm-roberta", "electra", "distilbert", "deberta-v2"), _TEXT),
-    **dict.fromkeys(("gemma", "gemma2", "gemma3_text", "phi3", "phi", "starcoder2"), (SEQ, TOKEN)),
-    "gptj": (SEQ, QA), "opt": (SEQ, QA), "t5": (TOKEN, QA), "bart": (QA,),
+    **dict.fromkeys(("gemma", "gemma2", "phi3", "phi", "starcoder2"), (SEQ, TOKEN)),
+    "gemma3_text": (SEQ,), "gptj": (SEQ, QA), "opt": (SEQ, QA), "t5": (TOKEN, QA), "bart": (QA,),
     "clip": (IMAGE,), "siglip": (IMAGE,),
 }
 # decoders whose token-classification layer is ``classifier`` (the Llama-style ones call it ``score``)

@@ -253,7 +253,6 @@ def falcon(d: Dims, cap: int) -> Built:
     heads, layers = d.int("num_attention_heads", "n_head"), d.int("num_hidden_layers", "n_layer")
     hd = h // heads if h and heads else None
     new, parallel = d.bool("new_decoder_architecture", False), d.bool("parallel_attn", True)
-    alibi = d.bool("alibi", False)
     ffn = d.int("ffn_hidden_size", default=mul(4, h))
     if new:
         kv = d.int("num_kv_heads", default=heads)
@@ -281,9 +280,8 @@ def falcon(d: Dims, cap: int) -> Built:
             t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
         if i == 0:
             heads_divide(t, p + "self_attention.query_key_value", h, heads)
+        # with ALiBi too: SDPA (the default attention) applies the dropout itself, so its module is not called
         t.add(p + "self_attention.query_key_value", "FalconLinear", (seq, qkv), i)
-        if alibi:
-            t.add(p + "self_attention.attention_dropout", "Dropout", (heads, seq, seq), i)
         t.add(p + "self_attention.dense", "FalconLinear", (seq, h), i)
         if not parallel:
             t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)

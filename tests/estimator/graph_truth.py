@@ -10,6 +10,9 @@ from estimator_truth import build
 # Families whose SDPA mask reads the (all-ones) mask's values, which meta tensors cannot; their eager attention
 # runs the same modules (its dropout is functional too).
 EAGER = ("bart", "whisper")
+# Families whose whole forward stops on meta tensors at the image-placeholder check (it reads the ids' values): their
+# towers run apart, each through transformers' own code path (_towers_apart).
+SPLIT = ("llava",)
 
 
 def inputs_for(config: dict, cap: int = 2048) -> dict:
@@ -62,13 +65,28 @@ def real_graph(config: dict) -> dict:
         if not list(module.children()):
             module.register_forward_hook(hook(name))
     with torch.no_grad():
-        model(**inputs_for(config))
+        if config.get("model_type") in SPLIT:
+            _towers_apart(model, config)
+        else:
+            model(**inputs_for(config))
     parameters = {}
     for name, module in model.named_modules():
         if list(module.children()):
             for pname, p in module.named_parameters(recurse=False):
                 parameters[f"{name}.{pname}" if name else pname] = list(p.shape)
     return {"calls": calls, "parameters": parameters}
+
+
+def _towers_apart(model, config: dict) -> None:
+    """LLaVA's towers as its forward runs them, apart: the image features through ``get_image_features`` (the vision
+    tower, the hidden layer and strategy the config selects, the projector), then the language model and its head on
+    the ids alone (no pixels, so no placeholder to fill)."""
+    inputs = inputs_for(config)
+    base = model.model if hasattr(model, "model") else model
+    base.get_image_features(pixel_values=inputs["pixel_values"],
+                            vision_feature_layer=model.config.vision_feature_layer,
+                            vision_feature_select_strategy=model.config.vision_feature_select_strategy)
+    model(input_ids=inputs["input_ids"])
 
 
 def real_moe(config: dict) -> dict:
