@@ -6,7 +6,7 @@ import copy
 import json
 from pathlib import Path
 
-from estimator_configs import case_config
+from estimator_configs import case_config, with_layers
 
 # Written by tests/estimator/record_graph.py from transformers on the meta device (the `groundtruth` extra).
 RECORDED_GRAPH = Path(__file__).resolve().parents[1] / "fixtures" / "estimator" / "recorded_graph.json"
@@ -33,6 +33,7 @@ CASES = [
     "gpt_neox/pythia-160m.json",
     "falcon/falcon-7b.json",
     "falcon/falcon-40b.json",
+    "falcon/falcon-rw-1b.json",
     "bloom/bloom-560m.json",
     "gptj/gpt-j-6b.json",
     "phi/phi-2.json",
@@ -43,11 +44,72 @@ CASES = [
     "electra/electra-small-discriminator.json",
     "electra/electra-base-discriminator.json",
     "dinov2/dinov2-base.json",
+    "dinov2/dinov2-giant.json",
     "deberta-v2/deberta-v3-base.json",
     "t5/t5-small.json",
     "t5/flan-t5-base.json",
     "bart/bart-base.json",
     "whisper/whisper-tiny.json",
+    "llava/llava-1.5-7b-hf.json",
+]
+
+# Configs the memory estimate refuses (their graph is still checked above): DINOv2's SwiGLU MLP is not in its ledger.
+NOT_ESTIMATED = {"dinov2/dinov2-giant.json": "use_swiglu_ffn"}
+
+# Task heads on real bases: (case, the class named in `architectures`, keys a real fine-tuned repo adds). The base's
+# stacks are cut to 2 layers (the head reads the last one's output; the layers are checked whole in CASES).
+NER = {"id2label": {str(i): tag for i, tag in enumerate(
+    ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"])}}  # CoNLL-2003's nine tags
+NLI = {"id2label": {"0": "entailment", "1": "neutral", "2": "contradiction"}}  # MNLI's three classes
+_TEXT = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering")
+HEADS = [
+    *[("llama/Llama-3.2-1B.json", "Llama" + kind, {}) for kind in _TEXT],
+    *[("mistral/Mistral-7B-v0.1.json", "Mistral" + kind, {}) for kind in _TEXT],
+    *[("qwen2/Qwen2.5-0.5B.json", "Qwen2" + kind, {}) for kind in _TEXT],
+    *[("qwen3/Qwen3-0.6B.json", "Qwen3" + kind, {}) for kind in _TEXT],
+    ("gemma/gemma-2b.json", "GemmaForSequenceClassification", {}),
+    ("gemma/gemma-2b.json", "GemmaForTokenClassification", {}),
+    ("gemma2/gemma-2-2b.json", "Gemma2ForSequenceClassification", {}),
+    ("gemma2/gemma-2-2b.json", "Gemma2ForTokenClassification", {}),
+    ("gemma3_text/gemma-3-1b-pt.json", "Gemma3TextForSequenceClassification", {}),
+    ("phi3/phi-4.json", "Phi3ForSequenceClassification", {}),
+    ("phi3/phi-4.json", "Phi3ForTokenClassification", {}),
+    ("phi/phi-2.json", "PhiForSequenceClassification", {}),
+    ("phi/phi-2.json", "PhiForTokenClassification", {}),
+    ("starcoder2/starcoder2-3b.json", "Starcoder2ForSequenceClassification", {}),
+    ("starcoder2/starcoder2-3b.json", "Starcoder2ForTokenClassification", {}),
+    *[("gpt2/gpt2.json", "GPT2" + kind, {}) for kind in _TEXT],
+    *[("gpt_neox/pythia-160m.json", "GPTNeoX" + kind, {}) for kind in _TEXT],
+    *[("falcon/falcon-7b.json", "Falcon" + kind, {}) for kind in _TEXT],
+    *[("bloom/bloom-560m.json", "Bloom" + kind, {}) for kind in _TEXT],
+    ("gptj/gpt-j-6b.json", "GPTJForSequenceClassification", {}),
+    ("gptj/gpt-j-6b.json", "GPTJForQuestionAnswering", {}),
+    ("opt/opt-350m.json", "OPTForSequenceClassification", {}),  # the head reads project_out's narrower width
+    ("opt/opt-125m.json", "OPTForQuestionAnswering", {}),
+    ("bert/bert-base-uncased.json", "BertForSequenceClassification", NLI),
+    ("bert/bert-base-uncased.json", "BertForTokenClassification", NER),
+    ("bert/bert-base-uncased.json", "BertForQuestionAnswering", {}),
+    ("roberta/roberta-base.json", "RobertaForSequenceClassification", NLI),
+    ("roberta/roberta-base.json", "RobertaForTokenClassification", NER),
+    ("roberta/roberta-base.json", "RobertaForQuestionAnswering", {}),
+    *[("xlm-roberta/xlm-roberta-base.json", "XLMRoberta" + kind, {}) for kind in _TEXT],
+    *[("electra/electra-small-discriminator.json", "Electra" + kind, {}) for kind in _TEXT],
+    ("distilbert/distilbert-base-uncased.json", "DistilBertForSequenceClassification", {"num_labels": 5}),
+    ("distilbert/distilbert-base-uncased.json", "DistilBertForTokenClassification", NER),
+    ("distilbert/distilbert-base-uncased.json", "DistilBertForQuestionAnswering", {}),
+    ("deberta-v2/deberta-v3-base.json", "DebertaV2ForSequenceClassification", NLI),
+    ("deberta-v2/deberta-v3-base.json", "DebertaV2ForTokenClassification", {}),
+    ("deberta-v2/deberta-v3-base.json", "DebertaV2ForQuestionAnswering", {}),
+    ("t5/flan-t5-base.json", "T5ForTokenClassification", {}),
+    ("t5/t5-small.json", "T5ForQuestionAnswering", {}),
+    ("bart/bart-base.json", "BartForQuestionAnswering", {}),
+    ("clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json", "CLIPForImageClassification", {"num_labels": 1000}),
+    ("siglip/siglip-base-patch16-224.json", "SiglipForImageClassification", {}),
+]
+
+# Branches no real repo's config found ships, checked on a real config with that one key changed.
+VARIANTS = [
+    ("phi/phi-2.json", "qk_layernorm", True),  # Phi's per-head q/k LayerNorm
 ]
 
 # Mixture-of-experts models: routing does not run on meta tensors, so these are checked against the module tree and
@@ -84,6 +146,18 @@ BROKEN = [
     ("bart/bart-base.json", "encoder_attention_heads", 7, "encoder.layers.0.self_attn.q_proj"),
     ("mixtral/Mixtral-8x7B-v0.1.json", "num_key_value_heads", 3, "model.layers.0.self_attn.k_proj"),
 ]
+
+
+def head_config(case: str, arch: str, extra: dict) -> dict:
+    return {**with_layers(case_config(case), 2), "architectures": [arch], **extra}
+
+
+def head_id(case: str, arch: str) -> str:
+    return f"{case}@{arch}"
+
+
+def variant_config(case: str, path: str, value: object) -> dict:
+    return _edit(case, path, value)
 
 
 def broken_config(case: str, path: str, value: object) -> dict:
