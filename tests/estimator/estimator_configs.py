@@ -12,6 +12,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "estimator" / "con
 # Written by tests/estimator/record_truth.py from transformers, torch and PEFT (the `groundtruth` extra).
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "estimator" / "recorded_truth.json"
 ATTENTION_DROPOUT_KEYS = ("attention_dropout", "attention_probs_dropout_prob", "attn_pdrop")
+# Fixture configs the memory estimate refuses, with the key its message names: their module graph is still checked
+# (tests/estimator/test_estimator_graph.py), their parameters and memory are not.
+REFUSED = {"dinov2/dinov2-giant.json": "use_swiglu_ffn"}  # DINOv2's SwiGLU MLP is not in the parameter ledger
 STANDALONE = {"text_config": ("clip_text_model", "CLIPTextModel"),
               "vision_config": ("clip_vision_model", "CLIPVisionModel")}
 

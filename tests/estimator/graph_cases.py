@@ -53,9 +53,6 @@ CASES = [
     "llava/llava-1.5-7b-hf.json",
 ]
 
-# Configs the memory estimate refuses (their graph is still checked above): DINOv2's SwiGLU MLP is not in its ledger.
-NOT_ESTIMATED = {"dinov2/dinov2-giant.json": "use_swiglu_ffn"}
-
 # Task heads on real bases: (case, the class named in `architectures`, keys a real fine-tuned repo adds). The base's
 # stacks are cut to 2 layers (the head reads the last one's output; the layers are checked whole in CASES).
 NER = {"id2label": {str(i): tag for i, tag in enumerate(
