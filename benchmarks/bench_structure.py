@@ -1,8 +1,8 @@
 """The module graph per revision (estimator/graph.py): the time to build every tower's graph from config.json, as the
 pipeline does for each estimated revision and `hubwatch estimate --structure` for one.
 
-Configs: every fixture config with a graph builder (CLIP, SigLIP, Llama/Mistral/Qwen/Gemma 1-3/Phi-3, GPT-2,
-BERT/RoBERTa, ViT), the largest being Qwen3-8B (36 layers, 436 nodes). Median and p90 ms over
+Configs: every fixture config with a graph builder (every family estimator/graph.py models, LLaVA's three towers
+among them), the largest being DINOv2-giant (40 layers, 566 nodes). Median and p90 ms over
 repeats per config; the figure is the slowest config's median, against the issue's 5 ms goal per revision.
 Run: python -m benchmarks run structure
 """
