@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from . import graph_heads
 from .families.vision import CLIP_TEXT, CLIP_VISION, SIGLIP_TEXT, SIGLIP_VISION
-from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul, patch_embedding
+from .graph_nodes import PARAMETER, Block, Dims, Tower, activation, heads_divide, mul, patch_embedding
 
 LISTED_LAYERS = 1000  # past this many layers a tower lists the first ones only (no real model comes near)
 DECODERS = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3", "gemma": "Gemma",
@@ -46,19 +46,18 @@ def _clip_layers(t: Tower, d: Dims, root: str, tokens: int | None, h: int | None
     t.layers = layers
     d.require(t, f"{root}encoder.layers", "num_hidden_layers")
     act = activation(d.str("hidden_act", "quick_gelu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}encoder.layers.{i}."
-        t.add(p + "layer_norm1", "LayerNorm", (tokens, h), i)
-        if i == 0 and d.require(t, p + "self_attn.q_proj", "num_attention_heads"):
-            heads_divide(t, p + "self_attn.q_proj", h, heads)
-        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            t.add(p + f"self_attn.{proj}", "Linear", (tokens, h), i)
-        t.add(p + "layer_norm2", "LayerNorm", (tokens, h), i)
-        if i == 0:
-            d.require(t, p + "mlp.fc1", "intermediate_size")
-        t.add(p + "mlp.fc1", "Linear", (tokens, inter), i)
-        t.add(p + "mlp.activation_fn", act, (tokens, inter), i)
-        t.add(p + "mlp.fc2", "Linear", (tokens, h), i)
+    b = Block(f"{root}encoder.layers")
+    b.add("layer_norm1", "LayerNorm", (tokens, h))
+    if d.require(t, b.at("self_attn.q_proj"), "num_attention_heads"):
+        heads_divide(t, b.at("self_attn.q_proj"), h, heads)
+    for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        b.add(f"self_attn.{proj}", "Linear", (tokens, h))
+    b.add("layer_norm2", "LayerNorm", (tokens, h))
+    d.require(t, b.at("mlp.fc1"), "intermediate_size")
+    b.add("mlp.fc1", "Linear", (tokens, inter))
+    b.add("mlp.activation_fn", act, (tokens, inter))
+    b.add("mlp.fc2", "Linear", (tokens, h))
+    b.stamp(t, _listed(t, layers, notes))
 
 
 def _clip_vision(d: Dims, root: str, projection: str | None, proj_dim: int | None, notes: list[str]) -> Tower:

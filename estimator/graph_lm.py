@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from . import graph_heads
 from .graph_families import Built, _listed, _rotary_dim, _seq
-from .graph_nodes import Dims, Tower, activation, heads_divide, mul
+from .graph_nodes import Block, Dims, Tower, activation, heads_divide, mul
 
 
 def _start(d: Dims, family: str, prefix: str) -> tuple[str, str | None, list[str]]:
@@ -42,19 +42,18 @@ def gpt_neox(d: Dims, cap: int) -> Built:
                                                                           head_dim)))
     d.require(t, f"{root}layers", "num_hidden_layers")
     act = activation(d.str("hidden_act", "gelu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}layers.{i}."
-        t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
-        t.add(p + "attention.query_key_value", "Linear", (seq, mul(3, h)), i)
-        t.add(p + "attention.dense", "Linear", (seq, h), i)
-        t.add(p + "post_attention_dropout", "Dropout", (seq, h), i)
-        t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)  # on the block's input when parallel
-        if i == 0:
-            d.require(t, p + "mlp.dense_h_to_4h", "intermediate_size")
-        t.add(p + "mlp.dense_h_to_4h", "Linear", (seq, inter), i)
-        t.add(p + "mlp.act", act, (seq, inter), i)
-        t.add(p + "mlp.dense_4h_to_h", "Linear", (seq, h), i)
-        t.add(p + "post_mlp_dropout", "Dropout", (seq, h), i)
+    b = Block(f"{root}layers")
+    b.add("input_layernorm", "LayerNorm", (seq, h))
+    b.add("attention.query_key_value", "Linear", (seq, mul(3, h)))
+    b.add("attention.dense", "Linear", (seq, h))
+    b.add("post_attention_dropout", "Dropout", (seq, h))
+    b.add("post_attention_layernorm", "LayerNorm", (seq, h))  # on the block's input when parallel
+    d.require(t, b.at("mlp.dense_h_to_4h"), "intermediate_size")
+    b.add("mlp.dense_h_to_4h", "Linear", (seq, inter))
+    b.add("mlp.act", act, (seq, inter))
+    b.add("mlp.dense_4h_to_h", "Linear", (seq, h))
+    b.add("post_mlp_dropout", "Dropout", (seq, h))
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}final_layer_norm", "LayerNorm", (seq, h))
     if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
@@ -84,25 +83,24 @@ def opt(d: Dims, cap: int) -> Built:
         t.add(f"{root}project_in", "Linear", (seq, h))
     d.require(t, f"{root}layers", "num_hidden_layers")
     act = activation(d.str("activation_function", "relu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}layers.{i}."
-        if pre_norm:
-            t.add(p + "self_attn_layer_norm", "LayerNorm", (seq, h), i)
-        if i == 0 and d.require(t, p + "self_attn.q_proj", "num_attention_heads"):
-            heads_divide(t, p + "self_attn.q_proj", h, heads)
-        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            t.add(p + f"self_attn.{proj}", "Linear", (seq, h), i)
-        if not pre_norm:
-            t.add(p + "self_attn_layer_norm", "LayerNorm", (seq, h), i)
-        if pre_norm:
-            t.add(p + "final_layer_norm", "LayerNorm", (h,), i)
-        if i == 0:
-            d.require(t, p + "fc1", "ffn_dim")
-        t.add(p + "fc1", "Linear", (ffn,), i)
-        t.add(p + "activation_fn", act, (ffn,), i)
-        t.add(p + "fc2", "Linear", (h,), i)
-        if not pre_norm:
-            t.add(p + "final_layer_norm", "LayerNorm", (seq, h), i)  # after the tokens are split out again
+    b = Block(f"{root}layers")
+    if pre_norm:
+        b.add("self_attn_layer_norm", "LayerNorm", (seq, h))
+    if d.require(t, b.at("self_attn.q_proj"), "num_attention_heads"):
+        heads_divide(t, b.at("self_attn.q_proj"), h, heads)
+    for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        b.add(f"self_attn.{proj}", "Linear", (seq, h))
+    if not pre_norm:
+        b.add("self_attn_layer_norm", "LayerNorm", (seq, h))
+    if pre_norm:
+        b.add("final_layer_norm", "LayerNorm", (h,))
+    d.require(t, b.at("fc1"), "ffn_dim")
+    b.add("fc1", "Linear", (ffn,))
+    b.add("activation_fn", act, (ffn,))
+    b.add("fc2", "Linear", (h,))
+    if not pre_norm:
+        b.add("final_layer_norm", "LayerNorm", (seq, h))  # after the tokens are split out again
+    b.stamp(t, _listed(t, layers, notes))
     if pre_norm and not d.bool("_remove_final_layer_norm", False):
         t.add(f"{root}final_layer_norm", "LayerNorm", (seq, h))
     if word != h:
@@ -135,30 +133,29 @@ def _rotary_decoder(d: Dims, cap: int, family: str) -> Built:
     d.require(t, f"{root}layers", "num_hidden_layers")
     act = activation(d.str("hidden_act", "gelu_new" if phi else "gelu_pytorch_tanh"))
     fc_in, fc_out, act_name = ("fc1", "fc2", "activation_fn") if phi else ("c_fc", "c_proj", "act")
-    for i in _listed(t, layers, notes):
-        p = f"{root}layers.{i}."
-        t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
-        t.add(p + "self_attn.q_proj", "Linear", (seq, mul(heads, hd)), i)
-        if i == 0 and d.require(t, p + "self_attn.k_proj", "num_key_value_heads",
-                                defaults={"num_key_value_heads": heads}):
-            _kv_divides(t, p + "self_attn.k_proj", heads, kv)
-        t.add(p + "self_attn.k_proj", "Linear", (seq, mul(kv, hd)), i)
-        t.add(p + "self_attn.v_proj", "Linear", (seq, mul(kv, hd)), i)
-        if phi and d.bool("qk_layernorm", False):  # per head, after the heads are split out
-            t.add(p + "self_attn.q_layernorm", "LayerNorm", (heads, seq, hd), i)
-            t.add(p + "self_attn.k_layernorm", "LayerNorm", (kv, seq, hd), i)
-        t.add(p + ("self_attn.dense" if phi else "self_attn.o_proj"), "Linear", (seq, h), i)
-        if phi:  # parallel: the MLP reads the same normed input as the attention
-            t.add(p + "resid_dropout", "Dropout", (seq, h), i)
-        else:
-            t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)
-        if i == 0:
-            d.require(t, p + f"mlp.{fc_in}", "intermediate_size")
-        t.add(p + f"mlp.{fc_in}", "Linear", (seq, inter), i)
-        t.add(p + f"mlp.{act_name}", act, (seq, inter), i)
-        t.add(p + f"mlp.{fc_out}", "Linear", (seq, h), i)
-        if phi:
-            t.add(p + "resid_dropout", "Dropout", (seq, h), i)
+    b = Block(f"{root}layers")
+    b.add("input_layernorm", "LayerNorm", (seq, h))
+    b.add("self_attn.q_proj", "Linear", (seq, mul(heads, hd)))
+    if d.require(t, b.at("self_attn.k_proj"), "num_key_value_heads",
+                defaults={"num_key_value_heads": heads}):
+        _kv_divides(t, b.at("self_attn.k_proj"), heads, kv)
+    b.add("self_attn.k_proj", "Linear", (seq, mul(kv, hd)))
+    b.add("self_attn.v_proj", "Linear", (seq, mul(kv, hd)))
+    if phi and d.bool("qk_layernorm", False):  # per head, after the heads are split out
+        b.add("self_attn.q_layernorm", "LayerNorm", (heads, seq, hd))
+        b.add("self_attn.k_layernorm", "LayerNorm", (kv, seq, hd))
+    b.add("self_attn.dense" if phi else "self_attn.o_proj", "Linear", (seq, h))
+    if phi:  # parallel: the MLP reads the same normed input as the attention
+        b.add("resid_dropout", "Dropout", (seq, h))
+    else:
+        b.add("post_attention_layernorm", "LayerNorm", (seq, h))
+    d.require(t, b.at(f"mlp.{fc_in}"), "intermediate_size")
+    b.add(f"mlp.{fc_in}", "Linear", (seq, inter))
+    b.add(f"mlp.{act_name}", act, (seq, inter))
+    b.add(f"mlp.{fc_out}", "Linear", (seq, h))
+    if phi:
+        b.add("resid_dropout", "Dropout", (seq, h))
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}{'final_layernorm' if phi else 'norm'}", "LayerNorm", (seq, h))
     if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
@@ -185,18 +182,18 @@ def gptj(d: Dims, cap: int) -> Built:
     t.add(f"{root}rotary_emb", "GPTJRotaryEmbedding", (seq, rotary // 2 if rotary else None))
     d.require(t, f"{root}h", "n_layer")
     act = activation(d.str("activation_function", "gelu_new"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}h.{i}."
-        t.add(p + "ln_1", "LayerNorm", (seq, h), i)
-        if i == 0 and d.require(t, p + "attn.q_proj", "n_head"):
-            heads_divide(t, p + "attn.q_proj", h, heads, "n_embd")
-        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            t.add(p + f"attn.{proj}", "Linear", (seq, h), i)
-        t.add(p + "attn.resid_dropout", "Dropout", (seq, h), i)
-        t.add(p + "mlp.fc_in", "Linear", (seq, inner), i)
-        t.add(p + "mlp.act", act, (seq, inner), i)
-        t.add(p + "mlp.fc_out", "Linear", (seq, h), i)
-        t.add(p + "mlp.dropout", "Dropout", (seq, h), i)
+    b = Block(f"{root}h")
+    b.add("ln_1", "LayerNorm", (seq, h))
+    if d.require(t, b.at("attn.q_proj"), "n_head"):
+        heads_divide(t, b.at("attn.q_proj"), h, heads, "n_embd")
+    for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        b.add(f"attn.{proj}", "Linear", (seq, h))
+    b.add("attn.resid_dropout", "Dropout", (seq, h))
+    b.add("mlp.fc_in", "Linear", (seq, inner))
+    b.add("mlp.act", act, (seq, inner))
+    b.add("mlp.fc_out", "Linear", (seq, h))
+    b.add("mlp.dropout", "Dropout", (seq, h))
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}ln_f", "LayerNorm", (seq, h))
     if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
@@ -226,18 +223,18 @@ def bloom(d: Dims, cap: int) -> Built:
     t.add(f"{root}word_embeddings", "Embedding", (seq, h))
     t.add(f"{root}word_embeddings_layernorm", "LayerNorm", (seq, h))
     d.require(t, f"{root}h", "n_layer")
-    for i in _listed(t, layers, notes):
-        p = f"{root}h.{i}."
-        t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
-        if i == 0 and d.require(t, p + "self_attention.query_key_value", "n_head"):
-            heads_divide(t, p + "self_attention.query_key_value", h, heads)
-        t.add(p + "self_attention.query_key_value", "Linear", (seq, mul(3, h)), i)
-        t.add(p + "self_attention.attention_dropout", "Dropout", (heads, seq, seq), i)
-        t.add(p + "self_attention.dense", "Linear", (seq, h), i)
-        t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)
-        t.add(p + "mlp.dense_h_to_4h", "Linear", (seq, mul(4, h)), i)
-        t.add(p + "mlp.gelu_impl", "BloomGelu", (seq, mul(4, h)), i)
-        t.add(p + "mlp.dense_4h_to_h", "Linear", (seq, h), i)
+    b = Block(f"{root}h")
+    b.add("input_layernorm", "LayerNorm", (seq, h))
+    if d.require(t, b.at("self_attention.query_key_value"), "n_head"):
+        heads_divide(t, b.at("self_attention.query_key_value"), h, heads)
+    b.add("self_attention.query_key_value", "Linear", (seq, mul(3, h)))
+    b.add("self_attention.attention_dropout", "Dropout", (heads, seq, seq))
+    b.add("self_attention.dense", "Linear", (seq, h))
+    b.add("post_attention_layernorm", "LayerNorm", (seq, h))
+    b.add("mlp.dense_h_to_4h", "Linear", (seq, mul(4, h)))
+    b.add("mlp.gelu_impl", "BloomGelu", (seq, mul(4, h)))
+    b.add("mlp.dense_4h_to_h", "Linear", (seq, h))
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}ln_f", "LayerNorm", (seq, h))
     if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
@@ -271,23 +268,22 @@ def falcon(d: Dims, cap: int) -> Built:
     t.add(f"{root}rotary_emb", "FalconRotaryEmbedding", (seq, hd))
     d.require(t, f"{root}h", "num_hidden_layers")
     act = activation(d.str("activation", "gelu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}h.{i}."
-        if new and norms == 2:
-            t.add(p + "ln_attn", "LayerNorm", (seq, h), i)
-            t.add(p + "ln_mlp", "LayerNorm", (seq, h), i)
-        else:
-            t.add(p + "input_layernorm", "LayerNorm", (seq, h), i)
-        if i == 0:
-            heads_divide(t, p + "self_attention.query_key_value", h, heads)
-        # with ALiBi too: SDPA (the default attention) applies the dropout itself, so its module is not called
-        t.add(p + "self_attention.query_key_value", "FalconLinear", (seq, qkv), i)
-        t.add(p + "self_attention.dense", "FalconLinear", (seq, h), i)
-        if not parallel:
-            t.add(p + "post_attention_layernorm", "LayerNorm", (seq, h), i)
-        t.add(p + "mlp.dense_h_to_4h", "FalconLinear", (seq, ffn), i)
-        t.add(p + "mlp.act", act, (seq, ffn), i)
-        t.add(p + "mlp.dense_4h_to_h", "FalconLinear", (seq, h), i)
+    b = Block(f"{root}h")
+    if new and norms == 2:
+        b.add("ln_attn", "LayerNorm", (seq, h))
+        b.add("ln_mlp", "LayerNorm", (seq, h))
+    else:
+        b.add("input_layernorm", "LayerNorm", (seq, h))
+    heads_divide(t, b.at("self_attention.query_key_value"), h, heads)
+    # with ALiBi too: SDPA (the default attention) applies the dropout itself, so its module is not called
+    b.add("self_attention.query_key_value", "FalconLinear", (seq, qkv))
+    b.add("self_attention.dense", "FalconLinear", (seq, h))
+    if not parallel:
+        b.add("post_attention_layernorm", "LayerNorm", (seq, h))
+    b.add("mlp.dense_h_to_4h", "FalconLinear", (seq, ffn))
+    b.add("mlp.act", act, (seq, ffn))
+    b.add("mlp.dense_4h_to_h", "FalconLinear", (seq, h))
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}ln_f", "LayerNorm", (seq, h))
     if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))

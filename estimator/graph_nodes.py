@@ -145,3 +145,25 @@ def patch_embedding(d: Dims, tower: Tower, node: str, h: int | None, image: int 
             tokens = grid * grid + class_tokens
     tower.add(node, "Conv2d", (h, grid, grid))
     return tokens
+
+
+class Block:
+    """One layer of a stack, its nodes named from inside the layer (``self_attn.q_proj``), built once and listed
+    for every layer a tower lists under ``{prefix}.{i}.`` (``stamp``): the layers of a stack are the same shape.
+    ``at`` names a node of the first layer, where the checks made once per stack report a failure."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.nodes: list[tuple[str, str, Shape]] = []
+
+    def at(self, suffix: str) -> str:
+        return f"{self.prefix}.0.{suffix}"
+
+    def add(self, suffix: str, kind: str, shape: Shape) -> None:
+        self.nodes.append((suffix, kind, tuple(shape)))
+
+    def stamp(self, tower: Tower, indices: range) -> None:
+        for i in indices:
+            head = f"{self.prefix}.{i}."
+            for suffix, kind, shape in self.nodes:
+                tower.add(head + suffix, kind, shape, i)
