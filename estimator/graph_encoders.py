@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from . import graph_heads
 from .graph_families import Built, _bert_layers, _labels, _listed, _seq
-from .graph_nodes import PARAMETER, Dims, Tower, activation, heads_divide, mul, patch_embedding
+from .graph_nodes import PARAMETER, Block, Dims, Tower, activation, heads_divide, mul, patch_embedding
 
 
 def _head(d: Dims, family: str, prefix: str, modelled: str) -> tuple[str, str | None, list[str]]:
@@ -36,20 +36,19 @@ def distilbert(d: Dims, cap: int) -> Built:
     t.add(e + "dropout", "Dropout", (seq, h))
     d.require(t, f"{root}transformer.layer", "n_layers")
     act = activation(d.str("activation", "gelu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}transformer.layer.{i}."
-        if i == 0 and d.require(t, p + "attention.q_lin", "n_heads"):
-            heads_divide(t, p + "attention.q_lin", h, heads, "dim")
-        for proj in ("q_lin", "k_lin", "v_lin", "out_lin"):
-            t.add(p + f"attention.{proj}", "Linear", (seq, h), i)
-        t.add(p + "sa_layer_norm", "LayerNorm", (seq, h), i)
-        if i == 0:
-            d.require(t, p + "ffn.lin1", "hidden_dim")
-        t.add(p + "ffn.lin1", "Linear", (seq, inner), i)
-        t.add(p + "ffn.activation", act, (seq, inner), i)
-        t.add(p + "ffn.lin2", "Linear", (seq, h), i)
-        t.add(p + "ffn.dropout", "Dropout", (seq, h), i)
-        t.add(p + "output_layer_norm", "LayerNorm", (seq, h), i)
+    b = Block(f"{root}transformer.layer")
+    if d.require(t, b.at("attention.q_lin"), "n_heads"):
+        heads_divide(t, b.at("attention.q_lin"), h, heads, "dim")
+    for proj in ("q_lin", "k_lin", "v_lin", "out_lin"):
+        b.add(f"attention.{proj}", "Linear", (seq, h))
+    b.add("sa_layer_norm", "LayerNorm", (seq, h))
+    d.require(t, b.at("ffn.lin1"), "hidden_dim")
+    b.add("ffn.lin1", "Linear", (seq, inner))
+    b.add("ffn.activation", act, (seq, inner))
+    b.add("ffn.lin2", "Linear", (seq, h))
+    b.add("ffn.dropout", "Dropout", (seq, h))
+    b.add("output_layer_norm", "LayerNorm", (seq, h))
+    b.stamp(t, _listed(t, layers, notes))
     if masked:
         t.add("vocab_transform", "Linear", (seq, h))
         t.add("activation", act, (seq, h))
@@ -115,27 +114,27 @@ def dinov2(d: Dims, cap: int) -> Built:
         hidden = (int(hidden * 2 / 3) + 7) // 8 * 8
     drop = "Dinov2DropPath" if (d.raw("drop_path_rate", 0.0) or 0) > 0 else "Identity"
     act = activation(d.str("hidden_act", "gelu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}encoder.layer.{i}."
-        t.add(p + "norm1", "LayerNorm", (tokens, h), i)
-        if i == 0 and d.require(t, p + "attention.q_proj", "num_attention_heads"):
-            heads_divide(t, p + "attention.q_proj", h, heads)
-        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            t.add(p + f"attention.{proj}", "Linear", (tokens, h), i)
-        t.add(p + "layer_scale1", "Dinov2LayerScale", (tokens, h), i)
-        t.add(p + "drop_path", drop, (tokens, h), i)
-        t.add(p + "norm2", "LayerNorm", (tokens, h), i)
-        if swiglu:  # SiLU on the gate whatever hidden_act says, times the up projection
-            t.add(p + "mlp.gate_proj", "Linear", (tokens, hidden), i)
-            t.add(p + "mlp.act_fn", activation("silu"), (tokens, hidden), i)
-            t.add(p + "mlp.up_proj", "Linear", (tokens, hidden), i)
-            t.add(p + "mlp.down_proj", "Linear", (tokens, h), i)
-        else:
-            t.add(p + "mlp.fc1", "Linear", (tokens, hidden), i)
-            t.add(p + "mlp.activation_fn", act, (tokens, hidden), i)
-            t.add(p + "mlp.fc2", "Linear", (tokens, h), i)
-        t.add(p + "layer_scale2", "Dinov2LayerScale", (tokens, h), i)
-        t.add(p + "drop_path", drop, (tokens, h), i)
+    b = Block(f"{root}encoder.layer")
+    b.add("norm1", "LayerNorm", (tokens, h))
+    if d.require(t, b.at("attention.q_proj"), "num_attention_heads"):
+        heads_divide(t, b.at("attention.q_proj"), h, heads)
+    for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        b.add(f"attention.{proj}", "Linear", (tokens, h))
+    b.add("layer_scale1", "Dinov2LayerScale", (tokens, h))
+    b.add("drop_path", drop, (tokens, h))
+    b.add("norm2", "LayerNorm", (tokens, h))
+    if swiglu:  # SiLU on the gate whatever hidden_act says, times the up projection
+        b.add("mlp.gate_proj", "Linear", (tokens, hidden))
+        b.add("mlp.act_fn", activation("silu"), (tokens, hidden))
+        b.add("mlp.up_proj", "Linear", (tokens, hidden))
+        b.add("mlp.down_proj", "Linear", (tokens, h))
+    else:
+        b.add("mlp.fc1", "Linear", (tokens, hidden))
+        b.add("mlp.activation_fn", act, (tokens, hidden))
+        b.add("mlp.fc2", "Linear", (tokens, h))
+    b.add("layer_scale2", "Dinov2LayerScale", (tokens, h))
+    b.add("drop_path", drop, (tokens, h))
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}layernorm", "LayerNorm", (tokens, h))
     if classify:
         t.add("classifier", "Linear", (_labels(d),))
@@ -181,34 +180,30 @@ def deberta_v2(d: Dims, cap: int) -> Built:
     share = d.bool("share_att_key", False)
     d.require(t, f"{root}encoder.layer", "num_hidden_layers")
     act = activation(d.str("hidden_act", "gelu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}encoder.layer.{i}.attention."
-        if i == 0 and d.require(t, p + "self.query_proj", "num_attention_heads"):
-            heads_divide(t, p + "self.query_proj", h, heads)
-        for proj in ("query_proj", "key_proj", "value_proj"):
-            t.add(p + f"self.{proj}", "Linear", (seq, h), i)
-        if relative:
-            t.add(p + "self.pos_dropout", "Dropout", (h,), i)
-            if share:
-                t.add(p + "self.query_proj", "Linear", (rows, h), i)
-                t.add(p + "self.key_proj", "Linear", (rows, h), i)
-            else:
-                if "c2p" in kinds:
-                    t.add(p + "self.pos_key_proj", "Linear", (rows, h), i)
-                if "p2c" in kinds:
-                    t.add(p + "self.pos_query_proj", "Linear", (rows, h), i)
-        t.add(p + "self.dropout", "Dropout", (heads, seq, seq), i)
-        t.add(p + "output.dense", "Linear", (seq, h), i)
-        t.add(p + "output.dropout", "Dropout", (seq, h), i)
-        t.add(p + "output.LayerNorm", "LayerNorm", (seq, h), i)
-        q = f"{root}encoder.layer.{i}."
-        if i == 0:
-            d.require(t, q + "intermediate.dense", "intermediate_size")
-        t.add(q + "intermediate.dense", "Linear", (seq, inter), i)
-        t.add(q + "intermediate.intermediate_act_fn", act, (seq, inter), i)
-        t.add(q + "output.dense", "Linear", (seq, h), i)
-        t.add(q + "output.dropout", "Dropout", (seq, h), i)
-        t.add(q + "output.LayerNorm", "LayerNorm", (seq, h), i)
+    b = Block(f"{root}encoder.layer")
+    if d.require(t, b.at("attention.self.query_proj"), "num_attention_heads"):
+        heads_divide(t, b.at("attention.self.query_proj"), h, heads)
+    for proj in ("query_proj", "key_proj", "value_proj"):
+        b.add(f"attention.self.{proj}", "Linear", (seq, h))
+    if relative:
+        b.add("attention.self.pos_dropout", "Dropout", (h,))
+        if share:
+            b.add("attention.self.query_proj", "Linear", (rows, h))
+            b.add("attention.self.key_proj", "Linear", (rows, h))
+        else:
+            if "c2p" in kinds:
+                b.add("attention.self.pos_key_proj", "Linear", (rows, h))
+            if "p2c" in kinds:
+                b.add("attention.self.pos_query_proj", "Linear", (rows, h))
+    b.add("attention.self.dropout", "Dropout", (heads, seq, seq))
+    for name, kind in (("dense", "Linear"), ("dropout", "Dropout"), ("LayerNorm", "LayerNorm")):
+        b.add(f"attention.output.{name}", kind, (seq, h))
+    d.require(t, b.at("intermediate.dense"), "intermediate_size")
+    b.add("intermediate.dense", "Linear", (seq, inter))
+    b.add("intermediate.intermediate_act_fn", act, (seq, inter))
+    for name, kind in (("dense", "Linear"), ("dropout", "Dropout"), ("LayerNorm", "LayerNorm")):
+        b.add(f"output.{name}", kind, (seq, h))
+    b.stamp(t, _listed(t, layers, notes))
     graph_heads.add(t, d, "deberta-v2", head, seq, h)
     return [t], notes
 

@@ -136,8 +136,7 @@ def _rotary_decoder(d: Dims, cap: int, family: str) -> Built:
     b = Block(f"{root}layers")
     b.add("input_layernorm", "LayerNorm", (seq, h))
     b.add("self_attn.q_proj", "Linear", (seq, mul(heads, hd)))
-    if d.require(t, b.at("self_attn.k_proj"), "num_key_value_heads",
-                defaults={"num_key_value_heads": heads}):
+    if d.require(t, b.at("self_attn.k_proj"), "num_key_value_heads", defaults={"num_key_value_heads": heads}):
         _kv_divides(t, b.at("self_attn.k_proj"), heads, kv)
     b.add("self_attn.k_proj", "Linear", (seq, mul(kv, hd)))
     b.add("self_attn.v_proj", "Linear", (seq, mul(kv, hd)))
