@@ -192,21 +192,20 @@ def vit(d: Dims, cap: int) -> Built:
     t.add(f"{root}embeddings.dropout", "Dropout", (tokens, h))
     d.require(t, f"{root}layers", "num_hidden_layers")
     act = activation(d.str("hidden_act", "gelu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}layers.{i}."
-        t.add(p + "layernorm_before", "LayerNorm", (tokens, h), i)
-        if i == 0 and d.require(t, p + "attention.q_proj", "num_attention_heads"):
-            heads_divide(t, p + "attention.q_proj", h, heads)
-        for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
-            t.add(p + f"attention.{proj}", "Linear", (tokens, h), i)
-        t.add(p + "dropout", "Dropout", (tokens, h), i)
-        t.add(p + "layernorm_after", "LayerNorm", (tokens, h), i)
-        if i == 0:
-            d.require(t, p + "mlp.fc1", "intermediate_size")
-        t.add(p + "mlp.fc1", "Linear", (tokens, inter), i)
-        t.add(p + "mlp.activation_fn", act, (tokens, inter), i)
-        t.add(p + "mlp.fc2", "Linear", (tokens, h), i)
-        t.add(p + "dropout", "Dropout", (tokens, h), i)
+    b = Block(f"{root}layers")
+    b.add("layernorm_before", "LayerNorm", (tokens, h))
+    if d.require(t, b.at("attention.q_proj"), "num_attention_heads"):
+        heads_divide(t, b.at("attention.q_proj"), h, heads)
+    for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        b.add(f"attention.{proj}", "Linear", (tokens, h))
+    b.add("dropout", "Dropout", (tokens, h))
+    b.add("layernorm_after", "LayerNorm", (tokens, h))
+    d.require(t, b.at("mlp.fc1"), "intermediate_size")
+    b.add("mlp.fc1", "Linear", (tokens, inter))
+    b.add("mlp.activation_fn", act, (tokens, inter))
+    b.add("mlp.fc2", "Linear", (tokens, h))
+    b.add("dropout", "Dropout", (tokens, h))
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}layernorm", "LayerNorm", (tokens, h))
     if classify:
         t.add("classifier", "Linear", (_labels(d),))
@@ -244,39 +243,13 @@ def _decoder(d: Dims, cap: int, family: str, root: str | None = None, head: str 
     d.require(t, f"{root}layers", "num_hidden_layers")
     norm = f"{cls}RMSNorm"
     act = activation(d.str("hidden_activation", "gelu_pytorch_tanh") if gemma else d.str("hidden_act", "silu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}layers.{i}."
-        t.add(p + "input_layernorm", norm, (seq, h), i)
-        if family == "phi3":
-            _phi3_layer(t, d, p, i, seq, h, heads, kv, hd, inter, norm, act)
-            continue
-        t.add(p + "self_attn.q_proj", "Linear", (seq, mul(heads, hd)), i)
-        if family == "qwen3":
-            t.add(p + "self_attn.q_norm", norm, (seq, heads, hd), i)
-        if i == 0:
-            if d.require(t, p + "self_attn.k_proj", "num_key_value_heads", defaults={"num_key_value_heads": heads}) \
-                    and heads and kv and heads % kv:
-                t.fail(p + "self_attn.k_proj", f"num_key_value_heads={kv} does not divide "
-                                                f"num_attention_heads={heads}: k and v cannot be shared by the heads")
-        t.add(p + "self_attn.k_proj", "Linear", (seq, mul(kv, hd)), i)
-        if family == "qwen3":
-            t.add(p + "self_attn.k_norm", norm, (seq, kv, hd), i)
-        t.add(p + "self_attn.v_proj", "Linear", (seq, mul(kv, hd)), i)
-        if family == "gemma3_text":  # normed per head after the heads are split out: (heads, tokens, head_dim)
-            t.add(p + "self_attn.q_norm", norm, (heads, seq, hd), i)
-            t.add(p + "self_attn.k_norm", norm, (kv, seq, hd), i)
-        t.add(p + "self_attn.o_proj", "Linear", (seq, h), i)
-        t.add(p + "post_attention_layernorm", norm, (seq, h), i)
-        if family in ("gemma2", "gemma3_text"):
-            t.add(p + "pre_feedforward_layernorm", norm, (seq, h), i)
-        if i == 0:
-            d.require(t, p + "mlp.gate_proj", "intermediate_size")
-        t.add(p + "mlp.gate_proj", "Linear", (seq, inter), i)
-        t.add(p + "mlp.act_fn", act, (seq, inter), i)
-        t.add(p + "mlp.up_proj", "Linear", (seq, inter), i)
-        t.add(p + "mlp.down_proj", "Linear", (seq, h), i)
-        if family in ("gemma2", "gemma3_text"):
-            t.add(p + "post_feedforward_layernorm", norm, (seq, h), i)
+    b = Block(f"{root}layers")
+    b.add("input_layernorm", norm, (seq, h))
+    if family == "phi3":
+        _phi3_layer(b, t, d, seq, h, heads, kv, hd, inter, norm, act)
+    else:
+        _llama_layer(b, t, d, family, seq, h, heads, kv, hd, inter, norm, act)
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}norm", norm, (seq, h))
     if head == "ForCausalLM":
         t.add("lm_head", "Linear", (seq, vocab))
@@ -284,23 +257,53 @@ def _decoder(d: Dims, cap: int, family: str, root: str | None = None, head: str 
     return [t], notes
 
 
-def _phi3_layer(t: Tower, d: Dims, p: str, i: int, seq: int | None, h: int | None, heads: int | None,
-                kv: int | None, hd: int | None, inter: int | None, norm: str, act: str) -> None:
-    """Phi-3's layer: q, k and v fused in one projection, gate and up in another, a dropout after each residual
-    branch (the input norm is the caller's)."""
-    if i == 0 and heads and kv and heads % kv:
-        t.fail(p + "self_attn.qkv_proj", f"num_key_value_heads={kv} does not divide num_attention_heads={heads}")
+def _llama_layer(b: Block, t: Tower, d: Dims, family: str, seq: int | None, h: int | None, heads: int | None,
+                 kv: int | None, hd: int | None, inter: int | None, norm: str, act: str) -> None:
+    """A Llama-style layer after its input norm: Qwen 3's q/k norms on the heads as projected, Gemma 3's on the
+    heads split out, Gemma 2 and 3's norms around the MLP."""
+    b.add("self_attn.q_proj", "Linear", (seq, mul(heads, hd)))
+    if family == "qwen3":
+        b.add("self_attn.q_norm", norm, (seq, heads, hd))
+    if d.require(t, b.at("self_attn.k_proj"), "num_key_value_heads", defaults={"num_key_value_heads": heads}) \
+            and heads and kv and heads % kv:
+        t.fail(b.at("self_attn.k_proj"), f"num_key_value_heads={kv} does not divide "
+                                         f"num_attention_heads={heads}: k and v cannot be shared by the heads")
+    b.add("self_attn.k_proj", "Linear", (seq, mul(kv, hd)))
+    if family == "qwen3":
+        b.add("self_attn.k_norm", norm, (seq, kv, hd))
+    b.add("self_attn.v_proj", "Linear", (seq, mul(kv, hd)))
+    if family == "gemma3_text":  # normed per head after the heads are split out: (heads, tokens, head_dim)
+        b.add("self_attn.q_norm", norm, (heads, seq, hd))
+        b.add("self_attn.k_norm", norm, (kv, seq, hd))
+    b.add("self_attn.o_proj", "Linear", (seq, h))
+    b.add("post_attention_layernorm", norm, (seq, h))
+    if family in ("gemma2", "gemma3_text"):
+        b.add("pre_feedforward_layernorm", norm, (seq, h))
+    d.require(t, b.at("mlp.gate_proj"), "intermediate_size")
+    b.add("mlp.gate_proj", "Linear", (seq, inter))
+    b.add("mlp.act_fn", act, (seq, inter))
+    b.add("mlp.up_proj", "Linear", (seq, inter))
+    b.add("mlp.down_proj", "Linear", (seq, h))
+    if family in ("gemma2", "gemma3_text"):
+        b.add("post_feedforward_layernorm", norm, (seq, h))
+
+
+def _phi3_layer(b: Block, t: Tower, d: Dims, seq: int | None, h: int | None, heads: int | None, kv: int | None,
+                hd: int | None, inter: int | None, norm: str, act: str) -> None:
+    """Phi-3's layer after its input norm: q, k and v fused in one projection, gate and up in another, a dropout
+    after each residual branch."""
+    if heads and kv and heads % kv:
+        t.fail(b.at("self_attn.qkv_proj"), f"num_key_value_heads={kv} does not divide num_attention_heads={heads}")
     qkv = mul(hd, heads + 2 * kv) if heads and kv else None
-    t.add(p + "self_attn.qkv_proj", "Linear", (seq, qkv), i)
-    t.add(p + "self_attn.o_proj", "Linear", (seq, h), i)
-    t.add(p + "resid_attn_dropout", "Dropout", (seq, h), i)
-    t.add(p + "post_attention_layernorm", norm, (seq, h), i)
-    if i == 0:
-        d.require(t, p + "mlp.gate_up_proj", "intermediate_size")
-    t.add(p + "mlp.gate_up_proj", "Linear", (seq, mul(2, inter)), i)
-    t.add(p + "mlp.activation_fn", act, (seq, inter), i)
-    t.add(p + "mlp.down_proj", "Linear", (seq, h), i)
-    t.add(p + "resid_mlp_dropout", "Dropout", (seq, h), i)
+    b.add("self_attn.qkv_proj", "Linear", (seq, qkv))
+    b.add("self_attn.o_proj", "Linear", (seq, h))
+    b.add("resid_attn_dropout", "Dropout", (seq, h))
+    b.add("post_attention_layernorm", norm, (seq, h))
+    d.require(t, b.at("mlp.gate_up_proj"), "intermediate_size")
+    b.add("mlp.gate_up_proj", "Linear", (seq, mul(2, inter)))
+    b.add("mlp.activation_fn", act, (seq, inter))
+    b.add("mlp.down_proj", "Linear", (seq, h))
+    b.add("resid_mlp_dropout", "Dropout", (seq, h))
 
 
 def _rotary_calls(d: Dims, family: str, layers: int | None) -> int:
@@ -342,19 +345,19 @@ def gpt2(d: Dims, cap: int) -> Built:
     t.add(f"{root}drop", "Dropout", (seq, h))
     d.require(t, f"{root}h", "n_layer")
     act = activation(d.str("activation_function", "gelu_new"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}h.{i}."
-        t.add(p + "ln_1", "LayerNorm", (seq, h), i)
-        if i == 0 and d.require(t, p + "attn.c_attn", "n_head"):
-            heads_divide(t, p + "attn.c_attn", h, heads, "n_embd")
-        t.add(p + "attn.c_attn", "Conv1D", (seq, mul(3, h)), i)
-        t.add(p + "attn.c_proj", "Conv1D", (seq, h), i)
-        t.add(p + "attn.resid_dropout", "Dropout", (seq, h), i)
-        t.add(p + "ln_2", "LayerNorm", (seq, h), i)
-        t.add(p + "mlp.c_fc", "Conv1D", (seq, inner), i)
-        t.add(p + "mlp.act", act, (seq, inner), i)
-        t.add(p + "mlp.c_proj", "Conv1D", (seq, h), i)
-        t.add(p + "mlp.dropout", "Dropout", (seq, h), i)
+    b = Block(f"{root}h")
+    b.add("ln_1", "LayerNorm", (seq, h))
+    if d.require(t, b.at("attn.c_attn"), "n_head"):
+        heads_divide(t, b.at("attn.c_attn"), h, heads, "n_embd")
+    b.add("attn.c_attn", "Conv1D", (seq, mul(3, h)))
+    b.add("attn.c_proj", "Conv1D", (seq, h))
+    b.add("attn.resid_dropout", "Dropout", (seq, h))
+    b.add("ln_2", "LayerNorm", (seq, h))
+    b.add("mlp.c_fc", "Conv1D", (seq, inner))
+    b.add("mlp.act", act, (seq, inner))
+    b.add("mlp.c_proj", "Conv1D", (seq, h))
+    b.add("mlp.dropout", "Dropout", (seq, h))
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}ln_f", "LayerNorm", (seq, h))
     if head == "LMHeadModel":
         t.add("lm_head", "Linear", (seq, vocab))
@@ -406,22 +409,21 @@ def _bert_layers(t: Tower, d: Dims, root: str, seq: int | None, h: int | None, n
     inter, heads = d.int("intermediate_size"), d.int("num_attention_heads")
     d.require(t, f"{root}encoder.layer", "num_hidden_layers")
     act = activation(d.str("hidden_act", "gelu"))
-    for i in _listed(t, t.layers, notes):
-        p = f"{root}encoder.layer.{i}."
-        if i == 0 and d.require(t, p + "attention.self.query", "num_attention_heads"):
-            heads_divide(t, p + "attention.self.query", h, heads)
-        for proj in ("query", "key", "value"):
-            t.add(p + f"attention.self.{proj}", "Linear", (seq, h), i)
-        t.add(p + "attention.output.dense", "Linear", (seq, h), i)
-        t.add(p + "attention.output.dropout", "Dropout", (seq, h), i)
-        t.add(p + "attention.output.LayerNorm", "LayerNorm", (seq, h), i)
-        if i == 0:
-            d.require(t, p + "intermediate.dense", "intermediate_size")
-        t.add(p + "intermediate.dense", "Linear", (seq, inter), i)
-        t.add(p + "intermediate.intermediate_act_fn", act, (seq, inter), i)
-        t.add(p + "output.dense", "Linear", (seq, h), i)
-        t.add(p + "output.dropout", "Dropout", (seq, h), i)
-        t.add(p + "output.LayerNorm", "LayerNorm", (seq, h), i)
+    b = Block(f"{root}encoder.layer")
+    if d.require(t, b.at("attention.self.query"), "num_attention_heads"):
+        heads_divide(t, b.at("attention.self.query"), h, heads)
+    for proj in ("query", "key", "value"):
+        b.add(f"attention.self.{proj}", "Linear", (seq, h))
+    b.add("attention.output.dense", "Linear", (seq, h))
+    b.add("attention.output.dropout", "Dropout", (seq, h))
+    b.add("attention.output.LayerNorm", "LayerNorm", (seq, h))
+    d.require(t, b.at("intermediate.dense"), "intermediate_size")
+    b.add("intermediate.dense", "Linear", (seq, inter))
+    b.add("intermediate.intermediate_act_fn", act, (seq, inter))
+    b.add("output.dense", "Linear", (seq, h))
+    b.add("output.dropout", "Dropout", (seq, h))
+    b.add("output.LayerNorm", "LayerNorm", (seq, h))
+    b.stamp(t, _listed(t, t.layers, notes))
     return act
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .graph_families import Built, _arch, _is_base, _listed, _seq
-from .graph_nodes import PARAMETER, Dims, Tower, activation, mul
+from .graph_nodes import PARAMETER, Block, Dims, Tower, activation, mul
 
 MOE = {"mixtral": "Mixtral", "qwen2_moe": "Qwen2Moe"}
 
@@ -51,35 +51,37 @@ def _moe(d: Dims, cap: int, family: str) -> Built:
     t.add(f"{root}rotary_emb", f"{cls}RotaryEmbedding", (seq, hd))
     d.require(t, f"{root}layers", "num_hidden_layers")
     norm, act = f"{cls}RMSNorm", activation(d.str("hidden_act", "silu"))
-    for i in _listed(t, layers, notes):
-        p = f"{root}layers.{i}."
-        t.add(p + "input_layernorm", norm, (seq, h), i)
-        t.add(p + "self_attn.q_proj", "Linear", (seq, mul(heads, hd)), i)
-        if i == 0 and heads and kv and heads % kv:
-            t.fail(p + "self_attn.k_proj", f"num_key_value_heads={kv} does not divide num_attention_heads={heads}")
-        t.add(p + "self_attn.k_proj", "Linear", (seq, mul(kv, hd)), i)
-        t.add(p + "self_attn.v_proj", "Linear", (seq, mul(kv, hd)), i)
-        t.add(p + "self_attn.o_proj", "Linear", (seq, h), i)
-        t.add(p + "post_attention_layernorm", norm, (seq, h), i)
-        m = p + "mlp."
-        if not _sparse(d, family, i):
-            for name, shape in (("gate_proj", inter), ("act_fn", inter), ("up_proj", inter), ("down_proj", h)):
-                t.add(m + name, act if name == "act_fn" else "Linear", (seq, shape), i)
-            continue
-        if family == "qwen2_moe":  # the shared expert runs first, on every token
-            if i == 0:
-                d.require(t, m + "shared_expert.gate_proj", "shared_expert_intermediate_size")
-            for name, shape in (("gate_proj", shared), ("act_fn", shared), ("up_proj", shared), ("down_proj", h)):
-                t.add(m + f"shared_expert.{name}", act if name == "act_fn" else "Linear", (shape,), i)
-        if i == 0:
-            d.require(t, m + "gate", "num_local_experts" if family == "mixtral" else "num_experts")
-            d.require(t, m + "experts", "intermediate_size" if family == "mixtral" else "moe_intermediate_size")
-        t.add(m + "gate", f"{cls}TopKRouter", (experts,), i)
-        t.add(m + "experts.gate_up_proj", PARAMETER, (experts, mul(2, expert_inter), h), i)
-        t.add(m + "experts.down_proj", PARAMETER, (experts, h, expert_inter), i)
-        t.add(m + "experts.act_fn", act, (expert_inter,), i)  # once per expert that receives tokens
-        if family == "qwen2_moe":
-            t.add(m + "shared_expert_gate", "Linear", (1,), i)
+    dense, sparse = Block(f"{root}layers"), Block(f"{root}layers")
+    for b in (dense, sparse):
+        b.add("input_layernorm", norm, (seq, h))
+        b.add("self_attn.q_proj", "Linear", (seq, mul(heads, hd)))
+        b.add("self_attn.k_proj", "Linear", (seq, mul(kv, hd)))
+        b.add("self_attn.v_proj", "Linear", (seq, mul(kv, hd)))
+        b.add("self_attn.o_proj", "Linear", (seq, h))
+        b.add("post_attention_layernorm", norm, (seq, h))
+    if heads and kv and heads % kv:
+        t.fail(dense.at("self_attn.k_proj"), f"num_key_value_heads={kv} does not divide num_attention_heads={heads}")
+    for name, shape in (("gate_proj", inter), ("act_fn", inter), ("up_proj", inter), ("down_proj", h)):
+        dense.add(f"mlp.{name}", act if name == "act_fn" else "Linear", (seq, shape))
+    listed = _listed(t, layers, notes)
+    first = next((i for i in listed if _sparse(d, family, i)), None)  # where the sparse block's keys are checked
+    if family == "qwen2_moe":  # the shared expert runs first, on every token
+        if first is not None:
+            d.require(t, sparse.at("mlp.shared_expert.gate_proj", first), "shared_expert_intermediate_size")
+        for name, shape in (("gate_proj", shared), ("act_fn", shared), ("up_proj", shared), ("down_proj", h)):
+            sparse.add(f"mlp.shared_expert.{name}", act if name == "act_fn" else "Linear", (shape,))
+    if first is not None:
+        d.require(t, sparse.at("mlp.gate", first), "num_local_experts" if family == "mixtral" else "num_experts")
+        d.require(t, sparse.at("mlp.experts", first),
+                  "intermediate_size" if family == "mixtral" else "moe_intermediate_size")
+    sparse.add("mlp.gate", f"{cls}TopKRouter", (experts,))
+    sparse.add("mlp.experts.gate_up_proj", PARAMETER, (experts, mul(2, expert_inter), h))
+    sparse.add("mlp.experts.down_proj", PARAMETER, (experts, h, expert_inter))
+    sparse.add("mlp.experts.act_fn", act, (expert_inter,))  # once per expert that receives tokens
+    if family == "qwen2_moe":
+        sparse.add("mlp.shared_expert_gate", "Linear", (1,))
+    for i in listed:
+        (sparse if _sparse(d, family, i) else dense).stamp(t, range(i, i + 1))
     t.add(f"{root}norm", norm, (seq, h))
     if causal:
         t.add("lm_head", "Linear", (seq, vocab))

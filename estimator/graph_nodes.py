@@ -149,21 +149,23 @@ def patch_embedding(d: Dims, tower: Tower, node: str, h: int | None, image: int 
 
 class Block:
     """One layer of a stack, its nodes named from inside the layer (``self_attn.q_proj``), built once and listed
-    for every layer a tower lists under ``{prefix}.{i}.`` (``stamp``): the layers of a stack are the same shape.
-    ``at`` names a node of the first layer, where the checks made once per stack report a failure."""
+    for every layer a tower lists under ``{prefix}.{i}.`` (``stamp``): the layers of a stack are the same shape,
+    but for a node only the first layer has (``first``: T5's relative-position table). ``at`` names a node of one
+    layer (the first by default), where the checks made once per stack report a failure."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self.nodes: list[tuple[str, str, Shape]] = []
+        self.nodes: list[tuple[str, str, Shape, bool]] = []
 
-    def at(self, suffix: str) -> str:
-        return f"{self.prefix}.0.{suffix}"
+    def at(self, suffix: str, layer: int = 0) -> str:
+        return f"{self.prefix}.{layer}.{suffix}"
 
-    def add(self, suffix: str, kind: str, shape: Shape) -> None:
-        self.nodes.append((suffix, kind, tuple(shape)))
+    def add(self, suffix: str, kind: str, shape: Shape, first: bool = False) -> None:
+        self.nodes.append((suffix, kind, tuple(shape), first))
 
     def stamp(self, tower: Tower, indices: range) -> None:
         for i in indices:
             head = f"{self.prefix}.{i}."
-            for suffix, kind, shape in self.nodes:
-                tower.add(head + suffix, kind, shape, i)
+            for suffix, kind, shape, first in self.nodes:
+                if i == 0 or not first:
+                    tower.add(head + suffix, kind, shape, i)

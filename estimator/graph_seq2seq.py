@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from . import graph_heads
 from .graph_families import Built, _arch, _listed, _seq
-from .graph_nodes import Dims, Tower, activation, heads_divide, mul
+from .graph_nodes import Block, Dims, Tower, activation, heads_divide, mul
 
 
 def _t5_stack(d: Dims, stack: str, seq: int | None, layers: int | None, notes: list[str], root: str = "") -> Tower:
@@ -26,39 +26,37 @@ def _t5_stack(d: Dims, stack: str, seq: int | None, layers: int | None, notes: l
     t.add(f"{root}{stack}.dropout", "Dropout", (seq, h))
     d.require(t, f"{root}{stack}.block", "num_decoder_layers" if decoder else "num_layers",
               defaults={"num_decoder_layers": d.raw("num_layers")})
-    for i in _listed(t, layers, notes):
-        p = f"{root}{stack}.block.{i}.layer."
-        t.add(p + "0.layer_norm", "T5LayerNorm", (seq, h), i)
-        if i == 0:
-            d.require(t, p + "0.SelfAttention.q", "num_heads", "d_kv")
+    b = Block(f"{root}{stack}.block")
+    b.add("layer.0.layer_norm", "T5LayerNorm", (seq, h))
+    d.require(t, b.at("layer.0.SelfAttention.q"), "num_heads", "d_kv")
+    for proj in ("q", "k", "v"):
+        b.add(f"layer.0.SelfAttention.{proj}", "Linear", (seq, inner))
+    # only the first block has the relative-position table; the others reuse its bias
+    b.add("layer.0.SelfAttention.relative_attention_bias", "Embedding", (seq, heads), first=True)
+    b.add("layer.0.SelfAttention.o", "Linear", (seq, h))
+    b.add("layer.0.dropout", "Dropout", (seq, h))
+    ff_at = 1
+    if decoder:
+        b.add("layer.1.layer_norm", "T5LayerNorm", (seq, h))
         for proj in ("q", "k", "v"):
-            t.add(p + f"0.SelfAttention.{proj}", "Linear", (seq, inner), i)
-        if i == 0:  # only the first block has the relative-position table; the others reuse its bias
-            t.add(p + "0.SelfAttention.relative_attention_bias", "Embedding", (seq, heads), i)
-        t.add(p + "0.SelfAttention.o", "Linear", (seq, h), i)
-        t.add(p + "0.dropout", "Dropout", (seq, h), i)
-        ff_at = 1
-        if decoder:
-            t.add(p + "1.layer_norm", "T5LayerNorm", (seq, h), i)
-            for proj in ("q", "k", "v"):
-                t.add(p + f"1.EncDecAttention.{proj}", "Linear", (seq, inner), i)
-            t.add(p + "1.EncDecAttention.o", "Linear", (seq, h), i)
-            t.add(p + "1.dropout", "Dropout", (seq, h), i)
-            ff_at = 2
-        f = f"{p}{ff_at}."
-        t.add(f + "layer_norm", "T5LayerNorm", (seq, h), i)
-        if i == 0:
-            d.require(t, f + ("DenseReluDense.wi_0" if gated else "DenseReluDense.wi"), "d_ff")
-        if gated:
-            t.add(f + "DenseReluDense.wi_0", "Linear", (seq, ff), i)
-            t.add(f + "DenseReluDense.act", act, (seq, ff), i)
-            t.add(f + "DenseReluDense.wi_1", "Linear", (seq, ff), i)
-        else:
-            t.add(f + "DenseReluDense.wi", "Linear", (seq, ff), i)
-            t.add(f + "DenseReluDense.act", act, (seq, ff), i)
-        t.add(f + "DenseReluDense.dropout", "Dropout", (seq, ff), i)
-        t.add(f + "DenseReluDense.wo", "Linear", (seq, h), i)
-        t.add(f + "dropout", "Dropout", (seq, h), i)
+            b.add(f"layer.1.EncDecAttention.{proj}", "Linear", (seq, inner))
+        b.add("layer.1.EncDecAttention.o", "Linear", (seq, h))
+        b.add("layer.1.dropout", "Dropout", (seq, h))
+        ff_at = 2
+    f = f"layer.{ff_at}."
+    b.add(f + "layer_norm", "T5LayerNorm", (seq, h))
+    d.require(t, b.at(f + ("DenseReluDense.wi_0" if gated else "DenseReluDense.wi")), "d_ff")
+    if gated:
+        b.add(f + "DenseReluDense.wi_0", "Linear", (seq, ff))
+        b.add(f + "DenseReluDense.act", act, (seq, ff))
+        b.add(f + "DenseReluDense.wi_1", "Linear", (seq, ff))
+    else:
+        b.add(f + "DenseReluDense.wi", "Linear", (seq, ff))
+        b.add(f + "DenseReluDense.act", act, (seq, ff))
+    b.add(f + "DenseReluDense.dropout", "Dropout", (seq, ff))
+    b.add(f + "DenseReluDense.wo", "Linear", (seq, h))
+    b.add(f + "dropout", "Dropout", (seq, h))
+    b.stamp(t, _listed(t, layers, notes))
     t.add(f"{root}{stack}.final_layer_norm", "T5LayerNorm", (seq, h))
     t.add(f"{root}{stack}.dropout", "Dropout", (seq, h))
     return t
@@ -104,28 +102,27 @@ def _layers(t: Tower, d: Dims, stack: str, seq: int | None, source: int | None, 
     d.require(t, f"{stack}.layers", f"{side}_layers")
     act = activation(d.str("activation_function", "gelu"))
     branches = [("self_attn", seq)] + ([("encoder_attn", source)] if cross else [])
-    for i in _listed(t, t.layers, notes):
-        p = f"{stack}.layers.{i}."
-        if i == 0 and d.require(t, p + "self_attn.q_proj", f"{side}_attention_heads"):
-            heads_divide(t, p + "self_attn.q_proj", h, heads, "d_model")
-        for branch, kv_len in branches:
-            if pre_norm:
-                t.add(p + f"{branch}_layer_norm", "LayerNorm", (seq, h), i)
-            t.add(p + f"{branch}.q_proj", "Linear", (seq, h), i)
-            t.add(p + f"{branch}.k_proj", "Linear", (kv_len, h), i)
-            t.add(p + f"{branch}.v_proj", "Linear", (kv_len, h), i)
-            t.add(p + f"{branch}.out_proj", "Linear", (seq, h), i)
-            if not pre_norm:
-                t.add(p + f"{branch}_layer_norm", "LayerNorm", (seq, h), i)
+    b = Block(f"{stack}.layers")
+    if d.require(t, b.at("self_attn.q_proj"), f"{side}_attention_heads"):
+        heads_divide(t, b.at("self_attn.q_proj"), h, heads, "d_model")
+    for branch, kv_len in branches:
         if pre_norm:
-            t.add(p + "final_layer_norm", "LayerNorm", (seq, h), i)
-        if i == 0:
-            d.require(t, p + "fc1", f"{side}_ffn_dim")
-        t.add(p + "fc1", "Linear", (seq, ffn), i)
-        t.add(p + "activation_fn", act, (seq, ffn), i)
-        t.add(p + "fc2", "Linear", (seq, h), i)
+            b.add(f"{branch}_layer_norm", "LayerNorm", (seq, h))
+        b.add(f"{branch}.q_proj", "Linear", (seq, h))
+        b.add(f"{branch}.k_proj", "Linear", (kv_len, h))
+        b.add(f"{branch}.v_proj", "Linear", (kv_len, h))
+        b.add(f"{branch}.out_proj", "Linear", (seq, h))
         if not pre_norm:
-            t.add(p + "final_layer_norm", "LayerNorm", (seq, h), i)
+            b.add(f"{branch}_layer_norm", "LayerNorm", (seq, h))
+    if pre_norm:
+        b.add("final_layer_norm", "LayerNorm", (seq, h))
+    d.require(t, b.at("fc1"), f"{side}_ffn_dim")
+    b.add("fc1", "Linear", (seq, ffn))
+    b.add("activation_fn", act, (seq, ffn))
+    b.add("fc2", "Linear", (seq, h))
+    if not pre_norm:
+        b.add("final_layer_norm", "LayerNorm", (seq, h))
+    b.stamp(t, _listed(t, t.layers, notes))
 
 
 def bart(d: Dims, cap: int) -> Built:
