@@ -320,6 +320,8 @@ def test_a_short_dataset_name_answers_as_its_org_name_once_hubwatch_saw_it_resol
     body = short.json()
     assert body["releases"] == org["releases"] and body["releases"][0]["digest"] == replay.head_sha(DATASET_ID)
     assert (body["movedTo"], body["sourceUrl"]) == (DATASET_ID, f"{replay.endpoint}/{DATASET_ID}")
+    page = httpx.get(f"{served}/repos/datasets/{SHORT}", timeout=30, follow_redirects=False)  # the pages too
+    assert page.status_code == 301 and page.headers["location"].endswith(f"/repos/{DATASET_ID}"), page.headers
     unseen = httpx.get(f"{served}/api/v1/renovate/datasets/squad", timeout=30)
     assert unseen.status_code == 404 and "canonical short name" in unseen.json()["detail"]
     assert "hubwatch watch add squad --type dataset" in unseen.json()["detail"]
