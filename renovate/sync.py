@@ -10,7 +10,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PRESET = HERE / "hubwatch.json"
-QUERIES = ("yaml-argv.jsonata", "yaml-env.jsonata", "yaml-keys.jsonata")
+QUERIES = ("yaml-argv.jsonata", "yaml-env.jsonata", "yaml-keys.jsonata", "yaml-datasets.jsonata")
 
 
 def one_line(source: str) -> str:

@@ -5,6 +5,7 @@ new name already, nothing moves and the reason comes back.
     moved = move_history(session, "org/old", "org/new", uid, now)   # the caller commits
     moved.refused    # None, or why nothing moved
     RenameStore(engine).current_name("org/old")   # "org/new" while nothing is stored under "org/old" again
+    RenameStore(engine).record_short_name("datasets/wikitext", "datasets/Salesforce/wikitext")  # the Hub's redirect
 """
 
 from __future__ import annotations
@@ -113,6 +114,34 @@ class RenameStore(EngineStore):
             if alias is None or stored_under(s, repo_id):
                 return None
             return alias.repo_id
+
+    def record_short_name(self, short: str, key: str) -> bool:
+        """A dataset's canonical short name (`datasets/wikitext`, no org) the Hub was seen to redirect to `key`
+        (`datasets/Salesforce/wikitext`), kept as an alias of it, so readers asked for the short name (the Renovate
+        datasource, the pages) answer with the org name's history. Nothing is ever stored under a short name; a
+        later redirect elsewhere replaces the alias. True when it was new or changed. ValueError for a `short` that
+        is not a short dataset key or a `key` that is not a dataset's ORG/NAME key."""
+        from storage.kinds import is_repo_key, repo_type_of, short_dataset_name
+
+        if not short.startswith("datasets/") or short_dataset_name(short) is None:
+            raise ValueError(f"{short!r} is not a dataset's short name key (datasets/NAME)")
+        if not is_repo_key(key) or repo_type_of(key) != "dataset":
+            raise ValueError(f"{key!r} is not a dataset's key (datasets/ORG/NAME)")
+        with self.session() as s:
+            alias = s.get(RepoAlias, short)
+            if alias is not None and alias.repo_id == key:
+                return False
+            if alias is None:
+                s.add(RepoAlias(old_repo_id=short, repo_id=key, uid=None, moved_at=self.clock()))
+            else:
+                alias.repo_id, alias.moved_at = key, self.clock()
+                s.add(alias)
+            try:
+                s.commit()
+            except sa.exc.IntegrityError:  # another process recorded it first: theirs stands
+                s.rollback()
+                return False
+            return True
 
     def old_names(self, repo_id: str) -> list[str]:
         """The names the repo had before, oldest move first."""

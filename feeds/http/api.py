@@ -52,7 +52,7 @@ from feeds.http.params import (
 from feeds.http.strict_json import StrictJSONRoute
 from feeds.webhooks import FORMATS, subscribe
 from storage.errors import InvalidSubscription, NotStored
-from storage.kinds import UNFETCHABLE_STATES, repo_key, repo_purl, repo_type_of
+from storage.kinds import UNFETCHABLE_STATES, repo_key, repo_purl, repo_type_of, short_dataset_name
 from storage.models import (
     ChangeRecord,
     EstimateRecord,
@@ -263,12 +263,17 @@ def list_derivatives(request: Request, org: str = OrgPath, name: str = NamePath)
 def renovate_releases(request: Request, org: str = OrgPath, name: str = NamePath) -> Any:
     """A digest pin (currentValue the branch, currentDigest the sha; renovate/hubwatch.json) is moved by
     Renovate to the `digest` of the release whose version is its branch: the head hubwatch last saw. A repo renamed
-    on the Hub answers under its old name too, naming the new one (homepage, sourceUrl, `movedTo`); one whose pinned
-    revisions cannot be fetched any more (gone, disabled, its branches deleted) answers 410 saying so."""
+    on the Hub answers under its old name too, naming the new one (homepage, sourceUrl, `movedTo`), and so does a
+    dataset's canonical short name (`datasets/wikitext`) hubwatch saw the Hub redirect to its org name; one whose
+    pinned revisions cannot be fetched any more (gone, disabled, its branches deleted) answers 410 saying so."""
     services = _services(request)
     asked = repo_id_of(org, name, request)
     repo_id = asked if services.queries.repo_known(asked) else services.queries.renamed_to(asked) or asked
     watches = [w for w in services.store.watches.repo_watches(repo_id) if w.last_sha]
+    if not watches and repo_id == asked and (short := short_dataset_name(asked)) is not None and asked.startswith("datasets/"):
+        raise HTTPException(404, f"{asked} is a dataset's canonical short name this hubwatch has not seen the Hub "
+                                 f"resolve: hubwatch watch add {short} --type dataset asks the Hub which ORG/NAME it "
+                                 "redirects to and watches that; then this answers the short name too")
     if not watches:
         raise HTTPException(404, f"{asked} is not watched by this hubwatch (or not polled yet): hubwatch watch add {asked}")
     serving = [w for w in watches if w.repo_state not in UNFETCHABLE_STATES]

@@ -203,3 +203,40 @@ def test_dataset_events_carry_the_table_to_webhooks(ingested) -> None:
     assert data["dataset"] == json.loads(generic.render(_revision_event(served, shas[2]), Links()))["data"]["dataset"]
     assert any(b["text"]["text"].startswith("*Data*") for b in json.loads(slack.render(event, Links()))["blocks"]
                if b["type"] == "section")
+
+
+
+def _licence_mentions(text: str) -> int:
+    """How often a text says the licence changed: each saying names the old licence."""
+    return text.count("apache")
+
+
+def test_a_licence_change_is_said_once(client: httpx.Client, ingested) -> None:
+    """The relicensing commit changed README.md's `license`: the event list, the feed entry's changes and the
+    webhook payloads say it once, as "licence changed: apache-2.0 -> mit" (dataset.licence_changed); the card's
+    own change is the file changed, its licence keys left to that change; the own advisory is still published."""
+    served, shas, _ = ingested
+    event = _revision_event(served, shas[3])
+    assert event.title == "evolving-qa (dataset): licence and files changed (warning)" and event.security
+    assert event.payload["summaries"] == ["README.md changed", "licence changed: apache-2.0 -> mit"]
+    generic_data = json.loads(generic.render(event, Links()))["data"]
+    assert generic_data["summaries"] == ["README.md changed", "licence changed: apache-2.0 -> mit"]
+    [changes] = [b["text"]["text"] for b in json.loads(slack.render(event, Links()))["blocks"]
+                 if b["type"] == "section" and "README.md" in b["text"]["text"]]
+    assert _licence_mentions(changes) == 1
+    [embed] = json.loads(discord.render(event, Links()))["embeds"]
+    assert _licence_mentions(embed["description"]) == 1
+    feed = feedparser.parse(client.get(f"/repos/{DATASET_ID}/feed.atom").content)
+    [entry] = [e for e in feed.entries if e.link.endswith(shas[3]) and "revision.ingested" in {t.term for t in e.tags}]
+    listed = lxml.html.fromstring(entry.content[0].value).xpath('//div[contains(@class, "change")]')
+    assert [" ".join(d.text_content().split()) for d in listed] == [
+        "[info] files README.md changed", "[warning] dataset licence changed: apache-2.0 -> mit (security)"]
+    events = client.get("/api/v1/events", params={"repo": DATASET_ID}).json()["items"]
+    at_head = [(e["kind"], e["title"]) for e in events if e["sha"] == shas[3]]
+    assert sum(_licence_mentions(title) for kind, title in at_head if kind != "advisory.published") == 1
+    assert ("dataset.licence_changed", "evolving-qa (dataset): licence changed: apache-2.0 -> mit (warning)") in at_head
+    assert any(kind == "advisory.published" and "license or gating changed" in title for kind, title in at_head)
+    [card] = [c for c in served.store.history.changes_by_revision([served.store.history.find_revision(
+        DATASET_ID, shas[3]).id]).popitem()[1] if c.path == "README.md" and c.kind == "files"]
+    assert card.severity == "info" and not card.security and card.detail["metadata"] == []
+    assert card.detail["licence_metadata"] == [{"key": "license", "old": "apache-2.0", "new": "mit", "topic": "license"}]

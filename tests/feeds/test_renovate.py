@@ -27,6 +27,7 @@ GONE = "hubwatch-tests/broken-model"  # watched, then deleted on the Hub
 OLD, NEW = "hubwatch-tests/rewritten-model", "hubwatch-tests/renamed-model"  # watched, then renamed on the Hub
 DATA = split_repo_key(DATASET_ID)[1]  # watched as a dataset, and as a model of the same name
 GONE_DATA = "datasets/hubwatch-tests/gone-dataset"  # watched, then deleted on the Hub
+SHORT = "evolving-qa"  # a canonical short name the replay redirects to DATASET_ID, as the Hub does wikitext
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "renovate" / "hubwatch.json"
 RENOVATE_DIR = ROOT / "tests" / "renovate"
@@ -44,6 +45,7 @@ def replay() -> Iterator[ReplayServer]:
         server.add_repo(evolving_dataset(with_conversion=False))
         server.add_repo(synthetic_history(DATA, commits=2))
         server.add_repo(evolving_dataset(GONE_DATA, with_conversion=False))
+        server.canonical_name(SHORT, DATASET_ID)
         yield server
 
 
@@ -56,8 +58,10 @@ def served(replay: ReplayServer, tmp_path_factory: pytest.TempPathFactory) -> It
     config = write_config(tmp_path / "hubwatch.toml", replay.endpoint, tmp_path / "hubwatch.db", extra="\n[server]\nport = 0\n")
     replay.set_head(EVERY, 4)
     replay.set_head(OLD, 1)
-    for repo in (EVERY, GONE, OLD, DATASET_ID, DATA, GONE_DATA):
+    for repo in (EVERY, GONE, OLD, DATA, GONE_DATA):
         assert run_cli("watch", "add", repo, config=config).returncode == 0
+    short = run_cli("watch", "add", SHORT, "--type", "dataset", config=config)  # DATASET_ID, the short name kept
+    assert short.returncode == 0 and f"watching {DATASET_ID}" in short.stdout, short.stdout + short.stderr
     assert run_cli("poll", config=config).returncode == 0
     replay.set_state(GONE, "deleted")
     replay.set_state(GONE_DATA, "deleted")
@@ -209,11 +213,13 @@ def test_renovate_and_outdated_scan_find_the_same_pins_in_deployment_files(serve
     YAML form the scanner's tests name (and those it pairs with nothing), Renovate's JSONata manager finds exactly
     the (file, repo, sha) pins `outdated --scan` finds, and no YAML pin the scanner does not; YAML bombs and a
     broken file beside them are skipped by both, the run carried on."""
+    from tests.tracker.pins.test_yaml_dataset_pins import FIXTURES as DATASET_FIXTURES
     from tests.tracker.pins.test_yaml_scan import BOMB, FIXTURE_PINS, FIXTURES, MERGED, NOT_PINS, UNPAIRED_FORMS, YAML_FORMS
     from tracker.pins.code_scan import scan_tree
 
     repo = tmp_path / "manifests"
     shutil.copytree(FIXTURES, repo)
+    shutil.copytree(DATASET_FIXTURES, repo / "training")  # lm-eval, Axolotl and open-r1 configs: dataset pins
     (repo / "forms").mkdir()
     for n, (_, text, _) in enumerate(YAML_FORMS):
         (repo / "forms" / f"form{n}.yaml").write_text(text)
@@ -229,9 +235,14 @@ def test_renovate_and_outdated_scan_find_the_same_pins_in_deployment_files(serve
     scanned = {(p.path, p.repo_id, p.sha) for p in scan.pins}
     assert sorted(path for path, _ in scan.skipped) == ["hostile/bomb.yaml", "hostile/broken.yaml", "hostile/merged.yaml"]
     assert {(path, repo_id, sha) for path, _, repo_id, sha in FIXTURE_PINS} <= scanned
+    assert {(p.path, p.repo_id) for p in scan.pins if p.path.startswith("training/")} >= {
+        ("training/lm-eval-gsm8k.yaml", "datasets/openai/gsm8k"), ("training/lm-eval-wikitext.yaml", "datasets/wikitext"),
+        ("training/open-r1-sft.yaml", "Qwen/Qwen2.5-Math-7B")}
     deps, _ = run_renovate(repo, served, tmp_path)
-    found = {(path, name, d["currentDigest"]) for (path, name), d in deps.items()}
+    found = {(path, d.get("packageName", name), d["currentDigest"]) for (path, name), d in deps.items()}
     assert found == scanned
+    kinds = {(path, d.get("packageName", name)): d["depType"] for (path, name), d in deps.items()}
+    assert all(kind == ("dataset" if key.startswith("datasets/") else "model") for (_, key), kind in kinds.items()), kinds
 
 
 @pytest.mark.parametrize(("source", "noted"), [(f"https://huggingface.co/{NEW}", True), (f"https://huggingface.co/{OLD}", False)])
@@ -293,6 +304,83 @@ def test_renovate_moves_dataset_pins_to_the_datasets_head_apart_from_the_model_o
 
 def test_the_preset_names_a_dataset_as_a_dataset_in_commits_and_notes() -> None:
     """The dataset rule of the preset: commit topic and action say dataset, the rename note asks for the dataset id."""
-    [rule] = [r for r in json.loads(PRESET.read_text())["packageRules"] if r["matchDepTypes"] == ["dataset"]]
+    [rule] = [r for r in json.loads(PRESET.read_text())["packageRules"] if r["matchDepTypes"] == ["dataset"]
+              and "commitMessageTopic" in r]
     assert rule["commitMessageTopic"] == "dataset {{depName}}" and "dataset" in rule["commitMessageAction"]
     assert "Update the dataset id in this pin too" in rule["prBodyNotes"][1]
+
+
+def test_a_short_dataset_name_answers_as_its_org_name_once_hubwatch_saw_it_resolve(replay, served: str) -> None:
+    """`watch add evolving-qa --type dataset` asked the Hub, which redirected the short name to DATASET_ID: the
+    datasource answers datasets/evolving-qa with that dataset's heads, `movedTo` and sourceUrl on the org name. A short
+    name hubwatch never saw resolve is a 404 saying how to resolve it."""
+    short = httpx.get(f"{served}/api/v1/renovate/datasets/{SHORT}", timeout=30)
+    org = httpx.get(f"{served}/api/v1/renovate/{DATASET_ID}", timeout=30).json()
+    assert short.status_code == 200, short.text
+    body = short.json()
+    assert body["releases"] == org["releases"] and body["releases"][0]["digest"] == replay.head_sha(DATASET_ID)
+    assert (body["movedTo"], body["sourceUrl"]) == (DATASET_ID, f"{replay.endpoint}/{DATASET_ID}")
+    page = httpx.get(f"{served}/repos/datasets/{SHORT}", timeout=30, follow_redirects=False)  # the pages too
+    assert page.status_code == 301 and page.headers["location"].endswith(f"/repos/{DATASET_ID}"), page.headers
+    unseen = httpx.get(f"{served}/api/v1/renovate/datasets/squad", timeout=30)
+    assert unseen.status_code == 404 and "canonical short name" in unseen.json()["detail"]
+    assert "hubwatch watch add squad --type dataset" in unseen.json()["detail"]
+
+
+def test_renovate_moves_short_name_dataset_pins_and_never_looks_up_a_builder(replay, served: str, tmp_path: Path) -> None:
+    """`load_dataset("evolving-qa", ...)`, `load_dataset_builder(path="evolving-qa", ...)` and lm-eval's
+    `dataset_path: evolving-qa` pinned by sha: depType dataset, packageName datasets/evolving-qa, moved to the org
+    name's head, their source the org name (so the pull request asks for the ORG/NAME); `load_dataset("json", ...)`
+    is disabled, never looked up. Renovate finds exactly the pins `outdated --scan` finds."""
+    from tracker.pins.code_scan import scan_tree
+
+    old = replay.commits(DATASET_ID)[0].sha
+    root = tmp_path / "short-project"
+    root.mkdir()
+    (root / "eval.py").write_text(
+        "from datasets import load_dataset, load_dataset_builder\n"
+        f'ds = load_dataset("{SHORT}", "default", split="test", revision="{old}")\n'
+        f'builder = load_dataset_builder(path="{SHORT}", revision="{old}")\n'
+        f'local = load_dataset("json", data_files="train.jsonl", revision="{"c" * 40}")\n')
+    (root / "task.yaml").write_text(
+        f"task: qa_pinned\ndataset_path: {SHORT}\ndataset_name: default\ndataset_kwargs:\n  revision: {old}\n"
+        "output_type: generate_until\ntest_split: test\n")
+    commit_all(root)
+    _, local = run_renovate(root, served, tmp_path)
+    deps = [(f["packageFile"], d) for manager in ("regex", "jsonata") for f in local["packageFiles"].get(manager, [])
+            for d in f["deps"]]
+    looked = [(path, d["depName"], d.get("packageName"), d["depType"], [(u["updateType"], u["newDigest"]) for u in d["updates"]],
+               d.get("sourceUrl")) for path, d in deps if d.get("skipReason") is None]
+    head = [("digest", replay.head_sha(DATASET_ID))]
+    source = f"{replay.endpoint}/{DATASET_ID}"
+    assert sorted(looked) == sorted([("eval.py", SHORT, f"datasets/{SHORT}", "dataset", head, source)] * 2
+                                    + [("task.yaml", SHORT, f"datasets/{SHORT}", "dataset", head, source)])
+    [builder] = [d for _, d in deps if d["depName"] == "json"]
+    assert builder["skipReason"] == "disabled" and builder["updates"] == [] and not builder.get("warnings"), builder
+    pins = {(p.path, p.repo_id, p.sha) for p in scan_tree(root).pins}
+    assert pins == {(path, d["packageName"], d["currentDigest"]) for path, d in deps if d.get("skipReason") is None}
+
+
+@pytest.mark.parametrize(("dep", "source", "expected"), [
+    (SHORT, f"https://huggingface.co/{DATASET_ID}",
+     f"{SHORT} is a dataset's canonical short name: the Hub redirects it to https://huggingface.co/{DATASET_ID}. "
+     "Update the dataset id in this pin to that ORG/NAME too"),
+    (DATA, f"https://huggingface.co/{DATASET_ID}", ""),
+    (DATA, "https://huggingface.co/datasets/other-org/evolving-qa-v2",
+     f"Renamed on the Hub: {DATA} is now https://huggingface.co/datasets/other-org/evolving-qa-v2. Update the dataset id"),
+])
+def test_the_dataset_rule_notes_a_short_name_and_a_rename(dep: str, source: str, expected: str) -> None:
+    """The dataset rule's second prBodyNotes entry, rendered by Renovate's template engine: a short name (no org) is
+    told to take the ORG/NAME its source names; an ORG/NAME whose source is its own page gets nothing; a renamed one
+    the rename note."""
+    if not NODE.is_file():
+        pytest.fail(f"the Renovate CLI is not installed: npm ci --prefix {RENOVATE_DIR.relative_to(ROOT)} (.ci/run does)")
+    [rule] = [r for r in json.loads(PRESET.read_text())["packageRules"] if r["matchDepTypes"] == ["dataset"]
+              and "prBodyNotes" in r]
+    template = RENOVATE.parent / "util" / "template" / "index.js"
+    script = ("import(process.argv[1]).then(t => process.stdout.write(t.compile(process.argv[2], "
+              "{depName: process.argv[3], sourceUrl: process.argv[4]}, true)))")
+    result = subprocess.run([str(NODE), "-e", script, str(template), rule["prBodyNotes"][1], dep, source],
+                            capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"], "LOG_LEVEL": "fatal"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith(expected) and bool(result.stdout) == bool(expected), result.stdout

@@ -98,6 +98,8 @@ def test_the_evolving_dataset_gets_its_events(app: App, hub: ReplayServer) -> No
     compared = json.loads(run(app, "diff", DATASET_ID, first[:12], head[:12], "--json").stdout)
     assert [c["detail"]["event"] for c in compared["changes"] if c["kind"] == "dataset"] == [
         "dataset.licence_changed", "dataset.rows_removed", "dataset.columns_added"]  # revision 1 to 4 in one
+    assert [c["summary"] for c in compared["changes"] if "apache-2.0" in c["summary"]] == [
+        "licence changed: apache-2.0 -> mit"]  # `diff` says the licence once too, not again by the card's change
     shown = json.loads(run(app, "show", DATASET_ID, head[:12], "--json").stdout)
     assert shown["dataset"] == summary  # `show --json` gives the summary (None for a model)
     assert shown["dataset"]["configs"]["default"]["splits"]["train"]["columns"]["source"] == 'Value("string")'

@@ -158,3 +158,36 @@ def test_lock_scan_locks_a_short_name_pin_under_its_org_name(app: App, hub: Repl
     assert [(p.repo_id, p.sha) for p in pins] == [(CANONICAL, pinned)] and not bad
     gone = run(app, "lock", "--lock", str(tmp_path / "other.lock"), "--scan", str(_code(tmp_path / "b", "squad", pinned)))
     assert gone.exit_code == 1 and "pin the dataset's ORG/NAME" in gone.output
+
+
+def test_a_resolved_short_name_is_kept_as_an_alias_readers_answer(app: App, hub: ReplayServer, tmp_path: Path) -> None:
+    """What hubwatch saw the Hub resolve is kept, so the Renovate datasource answers the short name: `watch add`,
+    `outdated --scan` and `lock --scan` each record datasets/wikitext -> the org name; nothing is stored under it."""
+    renames = app.store.renames
+    assert app.store.renames.current_name(f"datasets/{SHORT}") is None
+    assert run(app, "watch", "add", SHORT, "--type", "dataset").exit_code == 0
+    assert app.store.renames.current_name(f"datasets/{SHORT}") == CANONICAL
+    assert renames.record_short_name(f"datasets/{SHORT}", CANONICAL) is False  # already known: nothing changed
+    assert renames.record_short_name(f"datasets/{SHORT}", "datasets/other-org/wikitext") is True  # the Hub moved it
+    assert renames.current_name(f"datasets/{SHORT}") == "datasets/other-org/wikitext"
+    pinned = hub.commits(CANONICAL)[0].sha
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert run(app, "outdated", "--scan", str(_code(tmp_path / "a", SHORT, pinned)), "--json").exit_code == 3
+    assert renames.current_name(f"datasets/{SHORT}") == CANONICAL
+    renames.record_short_name(f"datasets/{SHORT}", "datasets/other-org/wikitext")
+    assert run(app, "lock", "--lock", str(tmp_path / "x.lock"), "--scan", str(_code(tmp_path / "b", SHORT, pinned))).exit_code == 0
+    assert renames.current_name(f"datasets/{SHORT}") == CANONICAL
+    assert not [w.repo_id for w in app.store.watches.list_watches() if w.repo_id == f"datasets/{SHORT}"]
+
+
+@pytest.mark.parametrize(("short", "key"), [
+    ("wikitext", CANONICAL), ("datasets/org/name", CANONICAL), (f"datasets/{SHORT}", "hubwatch-canon/wikitext"),
+    (f"datasets/{SHORT}", "datasets/wikitext"), (f"datasets/{SHORT}", "datasets/x/../y"),
+])
+def test_only_a_short_dataset_key_aliases_a_datasets_org_name(app: App, short: str, key: str) -> None:
+    """A short name is `datasets/NAME`, and it aliases only a dataset's `datasets/ORG/NAME`: anything else is refused
+    and nothing is kept."""
+    with pytest.raises(ValueError, match="short name key|dataset's key"):
+        app.store.renames.record_short_name(short, key)
+    assert app.store.renames.current_name(short) is None

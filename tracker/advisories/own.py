@@ -210,6 +210,8 @@ def _stop_tokens_back(tokens: Sequence[Mapping[str, Any]], snapshot: Snapshot) -
 
 
 def _license(c: ChangeView) -> list[str]:
+    if c.kind == "dataset" and c.detail.get("event") == "dataset.licence_changed":
+        return [c.path]  # a dataset's licence, said by its own change (the card's change leaves it out)
     if c.kind != "files" or not c.security:
         return []
     topics = {m.get("topic") for m in c.detail.get("metadata") or () if isinstance(m, Mapping)}

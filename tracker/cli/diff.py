@@ -7,6 +7,7 @@ import click
 from tracker.cli import output
 from tracker.cli.root import app_of, emit_json, repo_arg, stored_repo
 from tracker.differs import diff_snapshots
+from tracker.differs.dataset import licence_said_once
 from tracker.pipeline.behaviour_store import BehaviourStore
 from tracker.pipeline.dataset_revision import stored_changes
 from tracker.pipeline.template_matrix import MatrixStore, json_fields, render_limits
@@ -31,8 +32,9 @@ def diff(ctx: click.Context, repo: str, rev_a: str, rev_b: str, as_json: bool) -
     matrices = MatrixStore(app.store, render_limits(app.settings))  # stored matrices by key; one not stored yet is rendered, not written
     engine_changes, _, _ = matrices.changes(old, new)
     BehaviourStore(app.store).load(old, new)  # stored tokenizer behaviours: an unchanged tokenizer is not run again
-    # a dataset's stored changes too
-    changes = diff_snapshots(old, new, render_limits=matrices.limits) + engine_changes + stored_changes(app.store, old, new)
+    # a dataset's stored changes too, its licence said once (by dataset.licence_changed, not again by the card)
+    changes = licence_said_once(diff_snapshots(old, new, render_limits=matrices.limits) + engine_changes
+                                + stored_changes(app.store, old, new))
     if as_json:
         before = json_fields(matrices.get(old)[0])["template_engines"]
         keys = output.behaviour_keys(changes)

@@ -3,6 +3,7 @@ lock file that pins them."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -268,6 +269,9 @@ def _canonical_pins(app: App, pins: list[Pin], bad: list[BadEntry]) -> list[Pin]
             continue
         if line:
             click.echo(line)
+        if resolved.repo_id != pin.repo_id:  # a short name resolved: readers (Renovate's lookups) answer it too
+            with suppress(ValueError):  # an answer that is not a dataset's ORG/NAME is not kept
+                app.store.renames.record_short_name(pin.repo_id, resolved.repo_id)
         kept.append(resolved)
     return kept
 

@@ -159,6 +159,7 @@ def _canonical_names(ctx: click.Context, names: list[str], repo_type: str, branc
             continue
         click.echo(f"{name} is a dataset's canonical short name: the Hub redirects it to {split_repo_key(key)[1]}; "
                    f"watching {key}")
+        app.store.renames.record_short_name(f"datasets/{name}", key)  # readers (Renovate's lookups) answer it too
         resolved.append(key)
     for _, error in failed[:MAX_ERROR_LINES]:
         click.echo(f"error: {error}", err=True)

@@ -11,9 +11,12 @@ was read and it does not lag the head; a conversion that lags is said in the sum
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from tracker.differs.files import card_summary
 from tracker.revision.changes import Change, ChangeKind, Severity
+from tracker.revision.classify import MODEL_CARD
 
 SHOW = 6  # names listed in a summary line before "and N more"
 
@@ -39,7 +42,7 @@ def diff(old: dict[str, Any] | None, new: dict[str, Any], repo_id: str, requires
     if cards_read and old.get("licence") != new.get("licence"):
         changes.append(_change("dataset.licence_changed", Severity.WARNING, "README.md",
                                f"licence changed: {old.get('licence') or 'none'} -> {new.get('licence') or 'none'}",
-                               {"before": old.get("licence"), "after": new.get("licence")}))
+                               {"before": old.get("licence"), "after": new.get("licence")}, security=True))
     if old.get("gated") is not None and new.get("gated") is not None and old["gated"] != new["gated"]:
         changes.append(_change("dataset.gating_changed", Severity.WARNING, "",
                                f"gate changed: {_gate(old['gated'])} -> {_gate(new['gated'])}",
@@ -53,6 +56,31 @@ def diff(old: dict[str, Any] | None, new: dict[str, Any], repo_id: str, requires
         changes += _reuploads(old, new, before, after)
     changes += _mismatches(old, new)
     return changes
+
+
+def licence_said_once(changes: list[Change]) -> list[Change]:
+    """A dataset's licence change said once, as `dataset.licence_changed` ("licence changed: apache-2.0 -> mit"):
+    when the revision's changes hold one, the card's own change (README.md, of the `files` kind) leaves its
+    licence keys out of its summary, severity, security and the key table its detail's `metadata` shows (they move
+    to `licence_metadata`, and `licence_said_by` names the event that says them); the card's other front-matter
+    changes (gating, base model) and the file change itself stay. Without a `dataset.licence_changed` (the card
+    unread on one side) the card's change says the licence."""
+    if not any(c.kind is ChangeKind.DATASET and c.detail.get("event") == "dataset.licence_changed" for c in changes):
+        return changes
+    folded = []
+    for change in changes:
+        metadata = change.detail.get("metadata")
+        if change.kind is ChangeKind.FILES and change.path == MODEL_CARD and isinstance(metadata, list) and any(
+                isinstance(m, dict) and m.get("topic") == "license" for m in metadata):
+            summary, severity, security = card_summary(change.path, str(change.detail.get("status", "changed")),
+                                                       metadata, frozenset({"license"}))
+            kept = [m for m in metadata if not (isinstance(m, dict) and m.get("topic") == "license")]
+            moved = [m for m in metadata if isinstance(m, dict) and m.get("topic") == "license"]
+            change = replace(change, summary=summary, severity=severity, security=security,
+                             detail={**change.detail, "metadata": kept, "licence_metadata": moved,
+                                     "licence_said_by": "dataset.licence_changed"})
+        folded.append(change)
+    return folded
 
 
 def _card_read(summary: dict[str, Any]) -> bool:

@@ -138,22 +138,32 @@ def _model_card_change(old: Snapshot, new: Snapshot, delta: FileDelta) -> Change
     detail: dict[str, Any] = {"status": delta.status, "metadata": []}
     if new_err or old_err:
         detail["error"] = new_err or old_err
-    phrases, severity, security = [], Severity.INFO, False
     for key in sorted(old_meta.keys() | new_meta.keys(), key=str):
         before, after = old_meta.get(key), new_meta.get(key)
-        if before == after:
-            continue
-        topic = _watched(str(key))
-        detail["metadata"].append({"key": str(key), "old": _plain(before), "new": _plain(after), "topic": topic})
-        if topic is not None:
-            phrases.append(_phrase(str(key), before, after, topic))
-            if topic in ("license", "gating"):
-                severity, security = Severity.WARNING, True
-            else:
-                severity = max(severity, Severity.NOTICE, key=lambda s: s.rank)
-    head = f"{delta.path} {delta.status}"
-    summary = head + (": " + ", ".join(_dedupe(phrases)) if phrases else "")
+        if before != after:
+            detail["metadata"].append({"key": str(key), "old": _plain(before), "new": _plain(after),
+                                       "topic": _watched(str(key))})
+    summary, severity, security = card_summary(delta.path, delta.status, detail["metadata"])
     return Change(ChangeKind.FILES, delta.path, summary, severity, detail, False, security)
+
+
+def card_summary(path: str, status: str, metadata: list[dict[str, Any]],
+                 said_elsewhere: frozenset[str] = frozenset()) -> tuple[str, Severity, bool]:
+    """(summary, severity, security) of a card change from its front matter's changed keys (`metadata`, as the
+    change's detail holds them): the licence and gating keys a warning, the base model a notice. Topics in
+    `said_elsewhere` are left out (a dataset's licence, which `dataset.licence_changed` says)."""
+    phrases, severity, security = [], Severity.INFO, False
+    for item in metadata:
+        topic = item.get("topic")
+        if topic is None or topic in said_elsewhere:
+            continue
+        phrases.append(_phrase(str(item["key"]), item.get("old"), item.get("new"), topic))
+        if topic in ("license", "gating"):
+            severity, security = Severity.WARNING, True
+        else:
+            severity = max(severity, Severity.NOTICE, key=lambda s: s.rank)
+    head = f"{path} {status}"
+    return head + (": " + ", ".join(_dedupe(phrases)) if phrases else ""), severity, security
 
 
 def _phrase(key: str, before: Any, after: Any, topic: str) -> str:

@@ -7,11 +7,11 @@ not counted (`rows` None, `rows_counted` False) and why. A compressed file (`.gz
 from __future__ import annotations
 
 import csv
-import io
 import json
 import posixpath
 from typing import Any
 
+from tracker.formats import csv_records
 from tracker.formats.ranged import RangeError, RangeSource
 
 WHOLE_FILE = 1 * 2**20  # a file up to this size is read whole and its rows counted
@@ -91,9 +91,8 @@ def _json_type(value: Any) -> str:
 
 
 def _delimited(text: str, sep: str) -> tuple[list[list[str]], int]:
-    csv.field_size_limit(WHOLE_FILE)
     try:
-        rows = csv.reader(io.StringIO(text), delimiter=sep)
+        rows = csv_records.records(text, sep, max_field=WHOLE_FILE)  # a field bound of its own, not the process's
         header = next(rows, None)
         count = sum(1 for row in rows if row)
     except csv.Error as err:

@@ -9,16 +9,18 @@ unchanged repo costs one head check, a stored one nothing more.
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from storage.errors import WatchExists
 from storage.front import Storage
-from storage.kinds import ADVISORY_PUBLISHED, SEVERITY_RANK
+from storage.kinds import ADVISORY_PUBLISHED, SEVERITY_RANK, is_repo_key
 from storage.models import Revision, Watch
 from tracker.errors import HubError, RepoDisabled, RepoGated, RepoGone, RevisionNotFound
 from tracker.hub.client import HubClient, RepoHead
 from tracker.pins.cache import Pin
+from tracker.pins.pin_forms import is_short_dataset_key
 from tracker.pipeline.ingest import Ingestor
 
 if TYPE_CHECKING:
@@ -182,6 +184,9 @@ class OutdatedCheck:
         except HubError as err:
             return ModelReport(pin, "unavailable", message=str(err))
         moved_to = head.repo_id if head.repo_id and head.repo_id.casefold() != pin.repo_id.casefold() else None
+        if moved_to is not None and is_short_dataset_key(pin.repo_id) and is_repo_key(moved_to):
+            with suppress(ValueError):  # an answer that is not a dataset's ORG/NAME is not kept
+                self.store.renames.record_short_name(pin.repo_id, moved_to)  # the Renovate datasource answers it too
         report = self._compare(pin if moved_to is None else self._follow(pin, moved_to, head), head)
         if moved_to is None:
             return report

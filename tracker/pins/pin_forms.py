@@ -45,6 +45,24 @@ MODEL_KEYS = ("model", "model_id", "modelId", "model_name", "modelName", "repo_i
 WEAK_MODEL_KEYS = ("repository", "repo")
 REVISION_KEYS = ("revision", "model_revision", "modelRevision")
 
+# Keys of one mapping that name a dataset and its revision, as training and evaluation configs write them:
+# lm-evaluation-harness tasks (`dataset_path: ORG/NAME`, `dataset_kwargs: {revision: SHA}`), TRL / open-r1 recipes
+# (`dataset_name`, `dataset_revision`), and configs that say `dataset:` beside a revision. A dataset pin is the
+# dataset's key, `datasets/ORG/NAME`: a model of the same name named in the same mapping is a pin of its own.
+# `dataset_name` in lm-eval is the config ("main", "ARC-Challenge"), never repo-shaped: not read as a repo.
+DATASET_KEYS = ("dataset_path", "dataset_name", "datasetName", "dataset_id", "datasetId", "dataset_repo",
+                "dataset_repo_id", "datasetRepo")
+WEAK_DATASET_KEYS = ("dataset",)  # names other things too (a local file, a registry name): only beside a revision
+DATASET_REVISION_KEYS = ("dataset_revision", "datasetRevision")
+DATASET_KWARGS_KEY = "dataset_kwargs"  # lm-eval: the keyword arguments of its load_dataset call, `revision` one
+# Axolotl: `datasets:` (and `test_datasets:`, `pretraining_dataset:`) list mappings whose `path` is a Hub dataset
+# and whose `revision` pins it.
+DATASET_LIST_KEYS = ("datasets", "test_datasets", "pretraining_dataset")
+DATASET_LIST_REVISION_KEYS = ("revision",)
+# lm-eval's `dataset_path` may be a canonical short name (`wikitext`), a pin of `datasets/wikitext` beside a revision
+# (as `load_dataset("wikitext", revision=...)` is), unless it names one of the `datasets` library's own builders.
+SHORT_NAME_DATASET_KEYS = ("dataset_path",)
+
 
 def looks_like_repo(value: str) -> bool:
     """Whether a string is meant as `org/name` (malformed ones included), not a local path or a bare name."""

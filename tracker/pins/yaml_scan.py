@@ -26,13 +26,21 @@ from dataclasses import dataclass
 
 import yaml
 
+from storage.kinds import repo_key, short_dataset_name
 from tracker.formats.local_files import clipped
 from tracker.pins.pin_forms import (
+    DATASET_KEYS,
+    DATASET_KWARGS_KEY,
+    DATASET_LIST_KEYS,
+    DATASET_LIST_REVISION_KEYS,
+    DATASET_REVISION_KEYS,
     ENV_PAIRS,
     FLAG_GROUPS,
     MODEL_KEYS,
     POSITIONAL_COMMANDS,
     REVISION_KEYS,
+    SHORT_NAME_DATASET_KEYS,
+    WEAK_DATASET_KEYS,
     WEAK_MODEL_KEYS,
     CodePin,
     CodeScan,
@@ -186,6 +194,40 @@ class _Reader:
             self._pin(_value_word(strong[0]), revision)
         elif weak and revision is not None:
             self._pin(_value_word(weak[0]), revision)
+        plain = _value_word(keyed["revision"]) if "revision" in keyed and not strong and not (weak and revision) else None
+        self._datasets(pairs, keyed, plain)
+
+    # -- datasets: training and evaluation configs ----------------------------------------------------
+
+    def _datasets(self, pairs: dict[str, yaml.Node], keyed: dict[str, yaml.ScalarNode], plain: Word | None) -> None:
+        """A mapping's dataset and its revision (`dataset_revision`, lm-eval's `dataset_kwargs.revision`, else a
+        `revision` no model of the mapping takes), and Axolotl's `datasets:` items (`path` + `revision`)."""
+        revision = next((_value_word(keyed[k]) for k in DATASET_REVISION_KEYS if k in keyed), None)
+        kwargs = pairs.get(DATASET_KWARGS_KEY)
+        if revision is None and isinstance(kwargs, yaml.MappingNode):
+            inner = _pairs(kwargs).get("revision")
+            if isinstance(inner, yaml.ScalarNode) and _is_str(inner):
+                revision = _value_word(inner)
+        revision = revision or plain
+        strong = [keyed[k] for k in DATASET_KEYS if k in keyed and looks_like_repo(keyed[k].value)]
+        weak = [keyed[k] for k in WEAK_DATASET_KEYS if k in keyed and looks_like_repo(keyed[k].value)]
+        short = [keyed[k] for k in SHORT_NAME_DATASET_KEYS if k in keyed and _short_dataset(keyed[k].value)]
+        if strong:
+            self._pin(_value_word(strong[0]), revision, dataset=True)
+        elif weak and revision is not None:
+            self._pin(_value_word(weak[0]), revision, dataset=True)
+        elif short and revision is not None:
+            self._pin(_value_word(short[0]), revision, dataset=True)
+        for list_key in DATASET_LIST_KEYS:
+            items = pairs.get(list_key)
+            for item in items.value if isinstance(items, yaml.SequenceNode) else ():
+                if not isinstance(item, yaml.MappingNode):
+                    continue
+                entry = {k: v for k, v in _pairs(item).items() if isinstance(v, yaml.ScalarNode) and _is_str(v)}
+                path = entry.get("path")
+                pinned = next((_value_word(entry[k]) for k in DATASET_LIST_REVISION_KEYS if k in entry), None)
+                if path is not None and pinned is not None and looks_like_repo(path.value):
+                    self._pin(_value_word(path), pinned, dataset=True)
 
     # -- argv: flags and positional models ---------------------------------------------------------
 
@@ -234,18 +276,20 @@ class _Reader:
 
     # -- pins and where their characters are -------------------------------------------------------
 
-    def _pin(self, model: Word, revision: Word | None) -> None:
+    def _pin(self, model: Word, revision: Word | None, dataset: bool = False) -> None:
+        """A pin of the model `model` names, or with `dataset` of the dataset (its key, `datasets/ORG/NAME`)."""
+        repo_id = repo_key(model.text, "dataset") if dataset else model.text
         model_at = self._offset(model)
         if revision is None:
             line = self._line(model_at) if model_at is not None else _node_line(model.node)
-            self.found.setdefault((model.text, model_at, None), CodePin(self.shown, line, model.text))
+            self.found.setdefault((repo_id, model_at, None), CodePin(self.shown, line, repo_id))
             return
         start = self._offset(revision)
         line = self._line(start) if start is not None else _node_line(revision.node)
         end = start + len(revision.text) if start is not None else None
         plain = revision.node is not None and not revision.node.style and revision.node.value == revision.text
-        key = (model.text, model_at, revision.text, start if start is not None else (id(revision.node), revision.at))
-        self.found.setdefault(key, CodePin(self.shown, line, model.text, revision.text, start=start, end=end, yaml_plain=plain))
+        key = (repo_id, model_at, revision.text, start if start is not None else (id(revision.node), revision.at))
+        self.found.setdefault(key, CodePin(self.shown, line, repo_id, revision.text, start=start, end=end, yaml_plain=plain))
 
     def _offset(self, word: Word) -> int | None:
         """Where `word`'s characters start in the file, when the scalar spells them verbatim (a double-quoted
@@ -267,6 +311,14 @@ class _Reader:
 
     def _line(self, offset: int) -> int:
         return bisect.bisect_right(self.line_starts, offset)
+
+
+def _short_dataset(value: str) -> bool:
+    """lm-eval's `dataset_path: wikitext`: a dataset's canonical short name, not one of the `datasets` library's own
+    builders (`json`, `csv`, ...)."""
+    from tracker.pins.code_scan import PACKAGED_BUILDERS  # here: code_scan imports this module
+
+    return "/" not in value and value not in PACKAGED_BUILDERS and short_dataset_name(value) is not None
 
 
 def _node_line(node: yaml.Node | None) -> int:

@@ -35,6 +35,7 @@ from storage.models import Revision, Watch
 from tracker.advisories.service import AdvisoryService
 from tracker.config import Settings
 from tracker.differs import diff_snapshots
+from tracker.differs.dataset import licence_said_once
 from tracker.errors import HubwatchError, RateLimited, RepoMoved, RepoReplaced
 from tracker.formats.pickle_rules import DANGEROUS, SAFE, UNKNOWN, UNREADABLE
 from tracker.hub.client import CommitInfo, CommitWalk, HubClient, RepoHead
@@ -345,6 +346,7 @@ class Ingestor:
             changes += self.dataset_summary(DatasetRevision(
                 self.hub, self.store, fetched, parent_snapshot, head.gated, commit.sha == head.sha, commit.created_at,
                 self._requires_latest(watch.repo_id)))
+            changes = licence_said_once(changes)  # the card's licence keys said by dataset.licence_changed alone
         fetched.new_file_scans.extend(matrix_scans)
         fetched.new_blobs.update(matrix_blobs)
         if fetched.gated:  # weights unread: the stored estimate stands rather than one from part of the headers

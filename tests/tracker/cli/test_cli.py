@@ -151,7 +151,8 @@ def test_demo_replays_the_bundled_histories(tmp_path: Path) -> None:
         assert f"{kind} " in out.split("done:")[1], kind
     # a dataset too, under its key: its shards rewritten, a split's rows removed, its licence changed
     assert "datasets/hubwatch-demo/evolving-qa@main: 1 new revision(s)" in out
-    assert "data/test-00000-of-00001.parquet changed" in out and 'license "apache-2.0" -> "mit"' in out
+    assert "data/test-00000-of-00001.parquet changed" in out and "licence changed: apache-2.0 -> mit" in out
+    assert 'license "apache-2.0" -> "mit"' not in out  # said once, by the dataset's change, not again by its card
     # then what the Hub does to repos themselves: a deletion, its restore, and a rename, each told by its poll
     minilm, phi = "sentence-transformers/all-MiniLM-L6-v2@main", "microsoft/phi-2@main"
     lifecycle = out.split("--- the Hub deletes sentence-transformers/all-MiniLM-L6-v2\n")[1].split("done:")[0]

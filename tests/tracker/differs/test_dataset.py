@@ -206,3 +206,55 @@ def test_an_unread_card_declares_nothing():
     changes = diff(glue(), hostile, REPO)
     assert events(changes) == [("dataset.file_unreadable", "notice")]
     assert changes[0].path == "README.md" and "nests deeper than 64" in changes[0].summary
+
+
+def _card_change(metadata: list[dict], status: str = "changed"):
+    from tracker.differs.files import card_summary
+    from tracker.revision.changes import Change
+
+    summary, severity, security = card_summary("README.md", status, metadata)
+    return Change(ChangeKind.FILES, "README.md", summary, severity, {"status": status, "metadata": metadata}, False,
+                  security)
+
+
+LICENCE_KEY = {"key": "license", "old": "apache-2.0", "new": "mit", "topic": "license"}
+GATED_KEY = {"key": "gated", "old": None, "new": "manual", "topic": "gating"}
+
+
+def test_a_licence_change_is_said_once_by_the_dataset_change():
+    """The card's change leaves the licence to dataset.licence_changed: its summary and key table drop it, its
+    severity and security come from what is left (gating still a warning); the licence change itself is
+    security-relevant as the card's was, and the own advisory's recogniser sees it."""
+    from tracker.advisories.own import classify
+    from tracker.differs.dataset import licence_said_once
+
+    licence = diff(glue(licence="apache-2.0"), glue(licence="mit"), REPO)
+    assert events(licence) == [("dataset.licence_changed", "warning")] and licence[0].security
+    only = _card_change([LICENCE_KEY])
+    assert only.summary == 'README.md changed: license "apache-2.0" -> "mit"' and only.severity is Severity.WARNING
+    card, said = licence_said_once([only, *licence])
+    assert said is licence[0]
+    assert (card.summary, card.severity, card.security) == ("README.md changed", Severity.INFO, False)
+    assert card.detail["metadata"] == [] and card.detail["licence_metadata"] == [LICENCE_KEY]
+    assert card.detail["licence_said_by"] == "dataset.licence_changed"
+    assert classify(said) == {"license-or-gating": ["README.md"]}
+    card, _ = licence_said_once([_card_change([GATED_KEY, LICENCE_KEY]), *licence])
+    assert (card.summary, card.severity, card.security) == ('README.md changed: gated (none) -> "manual"',
+                                                            Severity.WARNING, True)
+
+
+def test_without_the_dataset_change_the_card_says_the_licence():
+    """No dataset.licence_changed (a card unread on one side, or a model's card): the card's change is untouched;
+    a card change with no licence key, or a malformed detail, is left as it is."""
+    from tracker.differs.dataset import licence_said_once
+
+    card = _card_change([LICENCE_KEY])
+    assert licence_said_once([card]) == [card]
+    unread = diff(summary_of(glue_files(COUNTS), None) | {"card": "unread"}, glue(licence="mit"), REPO)
+    assert not [c for c in unread if c.detail.get("event") == "dataset.licence_changed"]
+    assert licence_said_once([card, *unread]) == [card, *unread]
+    licence = diff(glue(licence="apache-2.0"), glue(licence="mit"), REPO)
+    gated_only = _card_change([GATED_KEY])
+    odd = _card_change([])
+    odd.detail["metadata"] = "not a list"
+    assert licence_said_once([gated_only, odd, *licence]) == [gated_only, odd, *licence]
