@@ -4,6 +4,8 @@
    features, 64 row groups): its real footer served at the end of zeros, read through the Hub client's range
    source: requests and bytes fetched against footer + 8 (the goal: 2 requests, nothing more than that).
 2. A small shard (under 64 KiB), read whole: requests.
+4. A 3 MB JSON Lines shard (over the 1 MiB read whole) through the same range source: requests and KiB read
+   (the goal: 2 requests, its first and last 64 KiB).
 3. A dataset of 500 Parquet shards ingested by `hubwatch poll` through the real client, then a commit rewriting
    one shard: the footers read and the time to ingest that revision (the goal: 1 footer read), and the footers
    read for the first revision.
@@ -45,6 +47,9 @@ BENCHMARK = Benchmark(
         Figure("2 GB shard: KiB read", "KiB", note="its footer and the 8 bytes after it"),
         Figure("2 GB shard: scan time", "ms"),
         Figure("small shard: requests", "requests", goal=1, direction="lower", margin=0.0),
+        Figure("3 MB JSON Lines shard: requests", "requests", goal=2, direction="lower", margin=0.0),
+        Figure("3 MB JSON Lines shard: KiB read", "KiB", goal=128, direction="lower", margin=0.0,
+               note="its first and last 64 KiB"),
         Figure("500 shards, first revision: footer reads", "files", note="every shard once"),
         Figure("500 shards, first revision: ingest time", "s"),
         Figure("500 shards, one rewritten: footer reads", "files", goal=1, direction="lower", margin=0.0),
@@ -109,9 +114,12 @@ def measure(size: int | None = None) -> dict[str, float]:
     data = parquet_bytes(table, features(table), row_group_size=10)
     _, footer = split_footer(data)
     small = parquet_bytes(glue_table("cola", 50))
+    lines = b"".join(b'{"id": %d, "text": "row %07d of a JSON Lines shard", "label": %d}\n' % (i, i, i % 3)
+                     for i in range(50_000))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        write_parquet_repo(root, REPO, {"data/train-00000-of-00001.parquet": data, "data/test-00000-of-00001.parquet": small},
+        write_parquet_repo(root, REPO, {"data/train-00000-of-00001.parquet": data, "data/test-00000-of-00001.parquet": small,
+                                        "data/validation.jsonl": lines},
                            big={"data/train-00000-of-00001.parquet": BIG})
         with ReplayServer(roots=[root]) as server:
             hub = HubClient(server.endpoint)
@@ -126,6 +134,11 @@ def measure(size: int | None = None) -> dict[str, float]:
             little = hub.open_range(REPO, sha, "data/test-00000-of-00001.parquet", len(small), spec.budget,
                                     first_block=spec.read_ahead, max_block=spec.read_ahead)
             small_scan, _ = run_scan(spec, little, "data/test-00000-of-00001.parquet")
+            text_spec = scanner_for("x.jsonl", "dataset")
+            assert text_spec is not None
+            text = hub.open_range(REPO, sha, "data/validation.jsonl", len(lines), text_spec.budget,
+                                  first_block=text_spec.read_ahead, max_block=text_spec.read_ahead)
+            text_scan, _ = run_scan(text_spec, text, "data/validation.jsonl")
     assert scan.result.get("verdict") == "ok" and scan.result["rows"] == 640, (scan.result, scan.note)
     assert small_scan.result.get("rows") == 50, small_scan
     detail(f"1. a {BIG / 1e9:.0f} GB shard, {scan.result['column_count']} columns, {scan.result['row_groups']} row "
@@ -133,10 +146,14 @@ def measure(size: int | None = None) -> dict[str, float]:
            f"{took * 1000:.1f} ms; features {list(scan.result['features'].items())[:3]}")
     detail(f"2. a {len(small):,}-byte shard: {little.requests} request(s), {little.bytes_read:,} bytes")
     assert parquet.SMALL_FILE >= len(small)
+    assert text_scan.result.get("last_record") == "same", text_scan
+    detail(f"4. a {len(lines):,}-byte JSON Lines shard: {text.requests} requests, {text.bytes_read:,} bytes; "
+           f"{text_scan.note}")
     return many_shards(size or 500) | {"2 GB shard: requests": source.requests,
             "2 GB shard: bytes read / (footer + 8)": source.bytes_read / (len(footer) + 8),
             "2 GB shard: KiB read": source.bytes_read / 1024, "2 GB shard: scan time": took * 1000,
-            "small shard: requests": little.requests}
+            "small shard: requests": little.requests, "3 MB JSON Lines shard: requests": text.requests,
+            "3 MB JSON Lines shard: KiB read": text.bytes_read / 1024}
 
 
 if __name__ == "__main__":

@@ -214,7 +214,8 @@ def diff_revisions(
     changes = services.diff_revisions(a, b)
     if changes is None:
         raise HTTPException(501, "this server has no differ wired in: run it with `hubwatch serve` or `hubwatch run`")
-    return DiffOut(repo_id=repo_id, from_sha=a.sha, to_sha=b.sha, changes=[ChangeOut(**_change(c)) for c in changes])
+    return DiffOut(repo_id=repo_id, from_sha=a.sha, to_sha=b.sha, changes=[ChangeOut(**_change(c)) for c in changes],
+                   dataset=services.dataset_table(a, b))
 
 
 @router.get("/repos/{org}/{name}/estimates", response_model=EstimatePage, dependencies=read, responses=_errors(401, 404),

@@ -159,6 +159,11 @@ class DiffOut(BaseModel):
     from_sha: str
     to_sha: str
     changes: list[ChangeOut]
+    dataset: dict[str, Any] | None = Field(default=None, description=(
+        "A dataset's table of `to` against `from` (null for a model, or where it cannot be made): per config and "
+        "split the rows before and after with the delta (`splits`), the schema diff (`schema`), the licence, gate and "
+        "loading-script `notes` and the one-line summary (`line`), the same object as the generic webhook's "
+        "`data.dataset`"))
 
 
 class EventOut(BaseModel):

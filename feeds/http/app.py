@@ -57,6 +57,9 @@ DiffFn = Callable[[Revision, Revision], list[dict[str, Any]]]
 # A stored revision -> what only the tracker can read of it: {template_engines, template_samples, tokenizer_behaviour}.
 ExtrasFn = Callable[[Revision], dict[str, Any]]
 VerifyFn = Callable[[Revision], list[dict[str, Any]] | None]  # a revision -> its verifier findings (None: no config)
+# (a stored revision or None, a stored dataset revision) -> the dataset table of the second against the first (None:
+# against its parent), tracker/revision/dataset_table.py's shape; None for a model or where it cannot be computed.
+DatasetTableFn = Callable[[Revision | None, Revision], dict[str, Any] | None]
 # The poller's view of the database: {"storage": "ok"|"failing", "since", "error", "polling_paused", ...}.
 StorageStateFn = Callable[[], dict[str, Any]]
 # The scheduler's view of its polls: {"polls_scheduled", "polls_overdue", "oldest_overdue_s"}.
@@ -105,9 +108,11 @@ class Services:
     extras: ExtrasFn | None = None
     osv: OsvDatabase | None = None
     verify: VerifyFn | None = None
+    tables: DatasetTableFn | None = None
     _diffs: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _diff_lock: threading.Lock = field(default_factory=threading.Lock)
     _lints: dict[tuple[str, str], list[dict[str, Any]] | None] = field(default_factory=dict)
+    _tables: dict[tuple[str, str | None, str], dict[str, Any] | None] = field(default_factory=dict)
 
     def revision_extras(self, revision: Revision) -> dict[str, Any]:
         """The engine matrix and tokenizer check of a revision (empty without the tracker's reader, or when it fails)."""
@@ -139,6 +144,26 @@ class Services:
             self._lints[key] = found
         return found
 
+    def dataset_table(self, a: Revision | None, b: Revision) -> dict[str, Any] | None:
+        """The dataset table of b against a (None: against b's parent), made from the stored summaries by the
+        tracker's reader; None for a model, without the reader, or when it cannot be made (the page says so)."""
+        if self.tables is None or not b.repo_id.startswith("datasets/"):
+            return None
+        key = (b.repo_id, a.sha if a is not None else None, b.sha)
+        with self._diff_lock:
+            if key in self._tables:
+                return self._tables[key]
+        try:
+            found = self.tables(a, b)
+        except Exception:  # a section of its own: the page stands without it, saying it is not recorded
+            log.exception("dataset_table_failed", repo_id=b.repo_id, sha=b.sha)
+            return None
+        with self._diff_lock:  # stored revisions never change: their tables are kept (the last 256 asked for)
+            if len(self._tables) >= 256:
+                self._tables.pop(next(iter(self._tables)))
+            self._tables[key] = found
+        return found
+
     def diff_revisions(self, a: Revision, b: Revision) -> list[dict[str, Any]] | None:
         """The changes from a to b, computed once per pair (revisions never change); None without a differ."""
         if self.diff is None:
@@ -166,6 +191,7 @@ def create_app(
     poll_state: PollStateFn | None = None,
     extras: ExtrasFn | None = None,
     verify: VerifyFn | None = None,
+    tables: DatasetTableFn | None = None,
 ) -> FastAPI:
     """The whole HTTP surface over one store. `trigger` starts an ingest (Hub webhooks answer 503
     without it); `diff` computes the diff of two revisions (compare answers 501 without it); `subscriptions`
@@ -173,7 +199,9 @@ def create_app(
     poller's view of the database, reported on /healthz (absent without a poller); `poll_state` the
     scheduler's overdue polls, on /healthz and /metrics (absent without a scheduler); `extras` reads a revision's
     engine matrix and tokenizer check for its page (the sections are left out without it); `verify` gives a
-    revision's structure verifier findings (the page's section and the API's `lints` are absent without it)."""
+    revision's structure verifier findings (the page's section and the API's `lints` are absent without it); `tables`
+    a dataset revision's table against another or its parent (the compare page's and the API diff's `dataset`, and
+    the revision page of a revision whose event carries none; said to be not recorded without it)."""
     queries = store.read_model
     services = Services(
         store=store,
@@ -189,6 +217,7 @@ def create_app(
         extras=extras,
         osv=OsvDatabase(store),
         verify=verify,
+        tables=tables,
     )
     app = FastAPI(
         title="hubwatch",

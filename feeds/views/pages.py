@@ -117,6 +117,9 @@ def timeline(
     if repo_id.startswith("datasets/"):
         payloads = services.queries.revision_payloads((r.id for r in revisions), REVISION_INGESTED)
         datasets = {rid: view.line for rid, p in payloads.items() if (view := dataset_view(p)) is not None}
+        for r in revisions:  # ingested before events carried a table: made from the stored summaries
+            if r.id not in datasets and (view := dataset_view({"dataset": services.dataset_table(None, r)})) is not None:
+                datasets[r.id] = view.line
     query = _query(list(flt.kinds), min_severity, security)
     return _page("timeline.html", repo_id=repo_id, rows=rows, page=page, more=page * PAGE_SIZE < matching, matching=matching,
                  total=services.queries.count_revisions(repo_id), filtered=flt != RevisionFilter(), hub=services.options.hub_url,
@@ -190,8 +193,18 @@ def revision_page(request: Request, sha: str, org: str = OrgPath, name: str = Na
                  advisories=[a for e in events for a in advisories_of(e) if e.kind.startswith("advisory.")],
                  checks=_advisory_section(services.store, revision, hub), files=services.store.history.revision_files(revision.id),
                  reaches=[reach_view(e.title, e.payload or {}) for e in events if e.kind == DERIVATIVES_REACHED],
-                 lints=services.revision_lints(revision),
-                 dataset=next((v for e in events if e.kind == REVISION_INGESTED and (v := dataset_view(e.payload))), None))
+                 lints=services.revision_lints(revision), **_dataset_section(services, repo_id, revision, events))
+
+
+def _dataset_section(services: Any, repo_id: str, revision: Any, events: list[Any]) -> dict[str, Any]:
+    """A dataset revision's table as its event carries it, or, for a revision ingested before events carried one,
+    made from the stored summaries; `dataset_unrecorded` when neither gives one (the page says so)."""
+    if not repo_id.startswith("datasets/"):
+        return {"dataset": None}
+    view = next((v for e in events if e.kind == REVISION_INGESTED and (v := dataset_view(e.payload))), None)
+    if view is None:
+        view = dataset_view({"dataset": services.dataset_table(None, revision)})
+    return {"dataset": view, "dataset_unrecorded": view is None}
 
 
 @router.get("/repos/{org}/{name}/derivatives", response_class=HTMLResponse)
@@ -231,5 +244,8 @@ def compare_page(request: Request, spec: str, org: str = OrgPath, name: str = Na
     changes = services.diff_revisions(a, b)
     if changes is None:
         return error_page(501, "this server has no differ wired in: run it with `hubwatch serve` or `hubwatch run`")
-    return _page("compare.html", repo_id=repo_id, a=a, b=b, changes=[change_view(c, PAGE_LIMITS) for c in changes])
+    dataset = dataset_view({"dataset": services.dataset_table(a, b)}) if repo_id.startswith("datasets/") else None
+    return _page("compare.html", repo_id=repo_id, a=a, b=b, changes=[change_view(c, PAGE_LIMITS) for c in changes],
+                 dataset=dataset, dataset_unrecorded=repo_id.startswith("datasets/") and dataset is None,
+                 dataset_before=f"revision {a.sha[:12]}")
 

@@ -240,3 +240,111 @@ def test_a_licence_change_is_said_once(client: httpx.Client, ingested) -> None:
         DATASET_ID, shas[3]).id]).popitem()[1] if c.path == "README.md" and c.kind == "files"]
     assert card.severity == "info" and not card.security and card.detail["metadata"] == []
     assert card.detail["licence_metadata"] == [{"key": "license", "old": "apache-2.0", "new": "mit", "topic": "license"}]
+
+
+def test_compare_page_shows_the_table_between_the_two(client: httpx.Client, ingested) -> None:
+    """A...B of a dataset: the differ's changes and, built by the same code as a revision's, the splits table of B
+    against A (rows at A and at B), the schema diff across both, and the licence note."""
+    _, shas, _ = ingested
+    page = _page(client, f"/repos/{DATASET_ID}/compare/{shas[0]}...{shas[3]}")
+    assert _table(page, "dataset-splits") == [
+        ["default", "train", "100", "100", "", "same"],
+        ["default", "test", "20", "15", "-5", "same"],
+        ["extra", "train", "30", "30", "", "same"],
+    ]
+    [row] = _table(page, "dataset-schema")
+    assert row[:3] == ["default", "source", "added"] and row[5] == "train"
+    text = page.text_content()
+    assert f"before: revision {shas[0][:12]}" in text and "licence changed: apache-2.0 -> mit" in text
+    assert "2 configs, 3 splits, 145 rows (-5); 1 column change" in text
+    assert "Nothing tracked differs." not in text  # the differ's changes stay
+
+
+def test_compare_api_carries_the_table(client: httpx.Client, ingested) -> None:
+    """GET .../diff?from=A&to=B: `dataset` is the same table the compare page shows, as data."""
+    _, shas, _ = ingested
+    response = client.get(f"/api/v1/repos/{DATASET_ID}/diff", params={"from": shas[1], "to": shas[2]})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [(s["split"], s["before"], s["after"], s["delta"]) for s in body["dataset"]["splits"]] == [
+        ("train", 100, 100, 0), ("test", 20, 15, -5), ("train", 30, 30, 0)]
+    assert body["dataset"]["schema"] == [] and body["dataset"]["line"] == "2 configs, 3 splits, 145 rows (-5)"
+    assert any(c["path"].endswith(".parquet") for c in body["changes"])  # the differ's changes, as before
+
+
+def test_a_table_made_on_read_is_the_one_made_at_ingest(ingested) -> None:
+    """For every revision, the table made from the stored summaries (what a revision ingested before events
+    carried one shows) is the table its event carried."""
+    served, shas, _ = ingested
+    services = served.app.state.services
+    for sha in shas:
+        revision = served.store.history.find_revision(DATASET_ID, sha)
+        assert services.dataset_table(None, revision) == _revision_event(served, sha).payload["dataset"], sha
+
+
+@pytest.fixture
+def without_tables(ingested):
+    """The rows-removed revision's events as a revision ingested before events carried tables has them (no
+    `dataset` in their payloads); put back afterwards."""
+    import sqlalchemy as sa
+
+    from storage.models.history import Event
+
+    served, shas, _ = ingested
+    revision = served.store.history.find_revision(DATASET_ID, shas[2])
+    table = Event.__table__
+    with served.store.engine.begin() as db:
+        kept = dict(db.execute(sa.select(table.c.seq, table.c.payload).where(table.c.revision_id == revision.id)).all())
+
+    def put(payloads: dict) -> None:
+        with served.store.engine.begin() as db:
+            for seq, payload in payloads.items():
+                db.execute(sa.update(table).where(table.c.seq == seq).values(payload=payload))
+
+    put({i: {k: v for k, v in p.items() if k != "dataset"} for i, p in kept.items()})
+    try:
+        yield served, shas
+    finally:
+        put(kept)
+
+
+def test_a_revision_ingested_before_tables_gets_one_on_read(client: httpx.Client, without_tables) -> None:
+    """No table in its event: the revision page and the timeline make it from the stored summaries."""
+    served, shas = without_tables
+    assert all("dataset" not in e.payload for e in served.app.state.services.queries.events_for_revision(
+        served.store.history.find_revision(DATASET_ID, shas[2]).id))
+    page = _page(client, f"/repos/{DATASET_ID}/revisions/{shas[2]}")
+    assert _table(page, "dataset-splits")[1] == ["default", "test", "20", "15", "-5", "same"]
+    assert "not recorded" not in page.text_content()
+    lines = [p.text_content() for p in _page(client, f"/repos/{DATASET_ID}").xpath('//p[@class="dataset-line"]')]
+    assert lines[1] == "2 configs, 3 splits, 145 rows (-5)"
+
+
+def test_a_table_that_cannot_be_made_is_said(client: httpx.Client, without_tables, monkeypatch) -> None:
+    """No table in the event and none to be made (the reader finds no summary of the parent): the page says the
+    rows, splits and schema are not recorded for this revision, never an empty section."""
+    served, shas = without_tables
+    services = served.app.state.services
+    monkeypatch.setattr(services, "tables", lambda a, b: None)
+    monkeypatch.setattr(services, "_tables", {})
+    page = _page(client, f"/repos/{DATASET_ID}/revisions/{shas[2]}")
+    assert not page.xpath('//table[@id="dataset-splits"]')
+    [said] = page.xpath('//p[@class="dataset-unrecorded"]')
+    assert "not recorded for this revision" in said.text_content()
+    compare = _page(client, f"/repos/{DATASET_ID}/compare/{shas[1]}...{shas[2]}")
+    assert compare.xpath('//p[@class="dataset-unrecorded"]')
+
+
+def test_stored_table_without_a_parent_to_compare_with(ingested) -> None:
+    """A revision whose parent is neither summarized nor stored: None (said as not recorded); a model: None; a
+    baseline: against nothing."""
+    from storage.models import Revision
+    from tracker.pipeline.dataset_revision import stored_table
+
+    served, shas, _ = ingested
+    stored = served.store.history.find_revision(DATASET_ID, shas[1])
+    orphan = stored.model_copy(update={"parent_sha": "ab" * 20})
+    assert stored_table(served.store, orphan) is None
+    assert stored_table(served.store, Revision(repo_id="org/model", sha="cd" * 20)) is None
+    baseline = stored_table(served.store, served.store.history.find_revision(DATASET_ID, shas[0]))
+    assert {s["state"] for s in baseline["splits"]} == {"added"}

@@ -22,6 +22,7 @@ from tests.support.settings import settings_for
 from tracker.cli.app import App
 from tracker.differs import diff_snapshots
 from tracker.pipeline.behaviour_store import extras_reader
+from tracker.pipeline.dataset_revision import tables_reader
 from tracker.pipeline.verify import lints_reader
 from tracker.revision.stored import load_snapshot
 
@@ -98,7 +99,8 @@ def serve(store: Storage, **options: Any) -> Iterator[Served]:
     """The real ASGI app on uvicorn, on a free loopback port."""
     trigger = options.pop("trigger", None)
     app = create_app(store, options=ServerOptions(**options), trigger=trigger, subscriptions=store.subscriptions,
-                     diff=differ_for(store), extras=extras_reader(store), verify=lints_reader(store))
+                     diff=differ_for(store), extras=extras_reader(store), verify=lints_reader(store),
+                     tables=tables_reader(store))
     with ServerThread(app, "127.0.0.1", 0) as server:
         yield Served(server.url, store, app)
     store.engine.dispose()

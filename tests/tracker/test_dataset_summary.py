@@ -117,3 +117,25 @@ def test_files_not_read_say_why():
     summary = summary_of({"train.jsonl": b'{"a": 1}\n'}, None, others=("data/test.json", "dataset_infos.json"))
     assert summary["shards"]["data/test.json"]["note"] == "size only: .json files are not read by range"
     assert summary["shards"]["data/test.json"]["verdict"] == "not read" and "dataset_infos.json" not in summary["shards"]
+
+
+def _large_jsonl(rows: int, last: dict | None = None) -> bytes:
+    body = b"".join(json.dumps({"q": f"question {i:06d}", "n": i % 10}).encode() + b"\n" for i in range(rows))
+    return body + (json.dumps(last).encode() + b"\n" if last is not None else b"")
+
+
+def test_an_estimate_is_never_a_count_nor_a_rows_event():
+    """Large JSON Lines files: their splits' rows stay unknown whatever the estimate says, so rows moved by the
+    estimate alone raise no rows event; a column added in the last record is an `inconsistent` file, a finding."""
+    from tracker.differs.dataset import diff
+
+    before = summary_of({"train.jsonl": _large_jsonl(60_000)})
+    after = summary_of({"train.jsonl": _large_jsonl(90_000, {"q": "x", "n": 1, "source": "web"})})
+    split = after["configs"]["default"]["splits"]["train"]
+    assert split["rows"] is None and not split["rows_known"] and after["shards"]["train.jsonl"]["rows"] is None
+    assert "about" in after["shards"]["train.jsonl"]["note"] and "an estimate, never compared" in after["shards"]["train.jsonl"]["note"]
+    assert after["shards"]["train.jsonl"]["verdict"] == "inconsistent"
+    events = [c.detail["event"] for c in diff(before, after, "org/glue")]
+    assert not any(e.startswith("dataset.rows") for e in events)
+    [unreadable] = [c for c in diff(before, after, "org/glue") if c.detail["event"] == "dataset.file_unreadable"]
+    assert "added source" in unreadable.summary

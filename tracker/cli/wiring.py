@@ -18,6 +18,7 @@ from tracker.cli.app import App
 from tracker.differs import diff_snapshots
 from tracker.errors import ConfigError
 from tracker.pipeline.behaviour_store import extras_reader
+from tracker.pipeline.dataset_revision import tables_reader
 from tracker.pipeline.template_matrix import render_limits
 from tracker.pipeline.verify import lints_reader
 from tracker.revision.stored import load_snapshot
@@ -54,6 +55,7 @@ def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[
         diff=differ,
         extras=extras_reader(app.store),
         verify=lints_reader(app.store),
+        tables=tables_reader(app.store),
         storage_state=app.poller.gate.state,
         poll_state=poll_state,
     )

@@ -51,7 +51,8 @@ SCANNERS: tuple[ScannerSpec, ...] = (
     ScannerSpec("pickle", pickle_files.scans, pickle_files.scan_file_at, budget=DATA_PKL_CAP + 8 * 2**20,
                 read_ahead=pickle_files.READ_AHEAD),
     # a dataset's data files: a Parquet footer in 2 ranges of exactly what it needs (the last 8 bytes, then the
-    # footer), a small file whole; JSON Lines and CSV: the first range, or the whole file when small
+    # footer), a small file whole; JSON Lines and CSV: the first range and the last (2 requests of 64 KiB), or
+    # the whole file when small (1 request)
     ScannerSpec("parquet", is_parquet, _scan_parquet, budget=parquet.MAX_FOOTER + parquet.TAIL + parquet.SMALL_FILE,
                 read_ahead=parquet.TAIL, repo_types=("dataset",)),
     ScannerSpec("text_shard", text_shards.is_text_shard, _scan_text_shard, budget=text_shards.WHOLE_FILE,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from storage.errors import RevisionNotStored
 from storage.history import NewEvent, NewFileScan
 from storage.kinds import split_repo_key
 from tracker.differs import dataset as dataset_differ
@@ -32,6 +33,7 @@ from tracker.revision.events import change_event
 
 if TYPE_CHECKING:
     from storage.front import Storage
+    from storage.models import Revision
     from tracker.hub.client import HubClient
     from tracker.pipeline.snapshot_io import FetchedSnapshot
     from tracker.revision.snapshot import FileEntry, Snapshot
@@ -184,6 +186,45 @@ def stored_changes(store: Any, old: Snapshot, new: Snapshot, requires_latest: bo
     before = load_summary(store, old.repo_id, old.sha) or summary_of(old)
     after = load_summary(store, new.repo_id, new.sha) or summary_of(new)
     return dataset_differ.diff(before, after, split_repo_key(new.repo_id)[1], requires_latest)
+
+
+def stored_table(store: Any, new: Revision, old: Revision | None = None) -> dict[str, Any] | None:
+    """The dataset table (dataset_table.py) of a stored revision against `old`, or against its parent when `old`
+    is None (a baseline: against nothing), from the revisions' stored summaries (a revision stored without one
+    summarized from its stored snapshot): what the compare page shows, and the revision page for a revision
+    ingested before its event carried a table. None for a model, and where it cannot be computed: a parent that
+    is neither summarized nor stored."""
+    if not is_dataset(new.repo_id):
+        return None
+    after = _stored_summary(store, new)
+    if old is not None:
+        before: dict[str, Any] | None = _stored_summary(store, old)
+    elif new.is_baseline or not new.parent_sha:
+        before = None
+    else:
+        before = load_summary(store, new.repo_id, new.parent_sha)
+        if before is None:
+            try:
+                before = _stored_summary(store, store.history.find_revision(new.repo_id, new.parent_sha))
+            except RevisionNotStored:
+                return None
+    return dataset_table(before, after)
+
+
+def _stored_summary(store: Any, revision: Revision) -> dict[str, Any]:
+    from tracker.revision.stored import load_snapshot
+
+    return load_summary(store, revision.repo_id, revision.sha) or summary_of(load_snapshot(store, revision))
+
+
+def tables_reader(store: Any) -> Callable[[Revision | None, Revision], dict[str, Any] | None]:
+    """For the pages and the API (feeds may not import the tracker): (a stored revision or None, a stored
+    revision) -> the dataset table of the second against the first (None: against its parent)."""
+
+    def table(old: Revision | None, new: Revision) -> dict[str, Any] | None:
+        return stored_table(store, new, old)
+
+    return table
 
 
 def dataset_events(repo_id: str, sha: str, changes: list[Change], table: dict[str, Any] | None = None) -> list[NewEvent]:

@@ -54,11 +54,20 @@ def _rows(facts: dict[str, Any] | None) -> int | None:
     return rows if isinstance(rows, int) else None
 
 
+SPLIT_ORDER = ("train", "validation", "test")  # the usual splits first, the rest by name
+
+
+def _split_key(split: str) -> tuple[int, str]:
+    return (SPLIT_ORDER.index(split) if split in SPLIT_ORDER else len(SPLIT_ORDER), split)
+
+
 def _splits(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Configs by name, splits train, validation, test, then by name: the same order whether a summary was just
+    made or read back from storage (stored as JSON with sorted keys)."""
     out = []
-    for config in list(after) + [c for c in before if c not in after]:
+    for config in sorted(after.keys() | before.keys()):
         old, new = before.get(config, {}), after.get(config, {})
-        for split in list(new) + [s for s in old if s not in new]:
+        for split in sorted(new.keys() | old.keys(), key=_split_key):
             a, b = _rows(old.get(split)), _rows(new.get(split))
             state = "removed" if split not in new else "added" if split not in old else "same"
             out.append({"config": config, "split": split, "before": a, "after": b, "state": state,
