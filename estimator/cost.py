@@ -19,7 +19,8 @@ every sequence's KV cache (bandwidth-bound) or computes 2 x active parameters a 
 is slower; each request's prompt is prefilled compute-bound. Tokens per second and USD per million output
 tokens follow.
 
-No figure here was measured: the utilisations are declared below with where they come from.
+No figure here was measured on a card: the utilisations are derived from published measurements
+(utilisation.py), each with its source and the day it was read.
 """
 
 from __future__ import annotations
@@ -28,19 +29,19 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from . import utilisation
 from .cards import PRICED_CARDS, Card
 from .errors import EstimateError
 from .kv_cache import layout
 from .serving import MAX_NUM_SEQS, per_sequence
 from .structure import Structure
 
-# Declared, not measured (no GPU was lent when this was written; tests/estimator/test_cost.py pins them):
-TRAIN_UTILISATION = 0.40      # model FLOPs utilisation of bf16 transformer training: PaLM reports 46% on TPU v4
-                              # (Chowdhery et al. 2022, table 3), Megatron-LM 40-55% on A100s; one card under
-                              # Hugging Face's Trainer rarely does better
-SERVE_UTILISATION = 0.50      # share of the dense peak a serving runtime's prefill and batched decode reach
-BANDWIDTH_UTILISATION = 0.80  # share of the datasheet bandwidth a streaming kernel reaches (STREAM-like copies
-                              # on A100/H100 run at 80-90%)
+# Declared from published measurements (estimator/utilisation.py: the sources, the rows and the rule, the median
+# rounded down to 5%); tests/estimator/test_utilisation.py checks them. Rows hubwatch measures itself
+# (benchmarks/bench_cost_gpu.py on a CUDA card) replace the published ones of their kind once committed there.
+TRAIN_UTILISATION = utilisation.declared("train")          # MFU of bf16 training: 40% (H100 runs' median 41.9%)
+SERVE_UTILISATION = utilisation.declared("serve")          # prefill and batched decode compute: 45%
+BANDWIDTH_UTILISATION = utilisation.declared("bandwidth")  # decode bandwidth over the datasheet's: 65%
 # Bytes moved per parameter (memory.py's layout: fp32 master weights, bf16 autocast copies, fp32 grads, AdamW):
 FULL_MICRO_BYTES = 14         # a micro-batch: bf16 copy read in the forward (2) and twice in the backward (4),
                               # fp32 gradient accumulated (read and write, 8)
@@ -268,9 +269,12 @@ def cost(config: dict, s: Structure | None, params: int | None, memory: Mapping,
     table = PRICED_CARDS if table is None else table
     f = flops(s, rank, roles) if s is not None and s.flop_matmuls else None
     lora_params = 0 if s is None else rank * sum(s.lora_roles[r].dims for r in (s.lora_roles if roles is None else roles))
+    own = any(utilisation.summary(k)["measured_by_hubwatch"] for k in utilisation.RULES)
     notes = [f"estimates, not measurements: a roofline at {TRAIN_UTILISATION:.0%} of the dense {TRAIN_DTYPE} peak "
              f"for training, {SERVE_UTILISATION:.0%} for serving and {BANDWIDTH_UTILISATION:.0%} of the datasheet "
-             "bandwidth (declared, not measured: no GPU was lent to time real steps)"]
+             "bandwidth, each the median of measured utilisations rounded down to 5% ("
+             + ("timed by hubwatch on a CUDA card" if own else "published: MosaicML LLM Foundry's MFU tables, "
+                                                               "gpt-fast's decode bandwidth") + ")"]
     missing = [name for name, c in table.items() if c.usd_per_hour is None]
     if missing:
         notes.append(f"no price for {', '.join(missing)}: their hours and tokens/s are given, not their cost")
@@ -280,7 +284,8 @@ def cost(config: dict, s: Structure | None, params: int | None, memory: Mapping,
     return {"estimate": True, "workload": w.to_dict(),
             "assumptions": {"train_utilisation": TRAIN_UTILISATION, "serve_utilisation": SERVE_UTILISATION,
                             "bandwidth_utilisation": BANDWIDTH_UTILISATION, "train_dtype": TRAIN_DTYPE,
-                            "measured": False,
+                            "measured": own,
+                            "sources": {k: utilisation.summary(k) for k in utilisation.RULES},
                             "text": "roofline: the larger of compute (FLOPs / (dense peak x utilisation)) and memory "
                                     "traffic (bytes / (bandwidth x utilisation)); attention over the full square; "
                                     "full fine-tune 3 x forward, LoRA 2 x forward + adapters, checkpointing + 1 "

@@ -103,7 +103,7 @@ def test_lora_backward_is_smaller() -> None:
 
 def test_seed_clip_workload_on_a10g() -> None:
     """The seed's run (10 epochs, batch 32, 50,000 samples) on an A10G: compute-bound, 15,630 optimizer steps,
-    each 32 samples at 40% of the A10G's 70 dense bf16 TFLOPS plus AdamW's traffic at 80% of 600 GB/s: about $0.27
+    each 32 samples at 40% of the A10G's 70 dense bf16 TFLOPS plus AdamW's traffic at 65% of 600 GB/s: about $0.28
     against the page's $0.21 (its utilisation, peak and FLOP count are not published)."""
     result = estimate(load_config(CLIP), cost=costing.Workload())
     a10g = _card(result.cost["train"]["cards"], "A10G 24GB")
