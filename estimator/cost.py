@@ -19,28 +19,29 @@ every sequence's KV cache (bandwidth-bound) or computes 2 x active parameters a 
 is slower; each request's prompt is prefilled compute-bound. Tokens per second and USD per million output
 tokens follow.
 
-No figure here was measured: the utilisations are declared below with where they come from.
+No figure here was measured on a card: the utilisations are derived from published measurements
+(utilisation.py), each with its source and the day it was read.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from . import utilisation
 from .cards import PRICED_CARDS, Card
 from .errors import EstimateError
 from .kv_cache import layout
 from .serving import MAX_NUM_SEQS, per_sequence
 from .structure import Structure
 
-# Declared, not measured (no GPU was lent when this was written; tests/estimator/test_cost.py pins them):
-TRAIN_UTILISATION = 0.40      # model FLOPs utilisation of bf16 transformer training: PaLM reports 46% on TPU v4
-                              # (Chowdhery et al. 2022, table 3), Megatron-LM 40-55% on A100s; one card under
-                              # Hugging Face's Trainer rarely does better
-SERVE_UTILISATION = 0.50      # share of the dense peak a serving runtime's prefill and batched decode reach
-BANDWIDTH_UTILISATION = 0.80  # share of the datasheet bandwidth a streaming kernel reaches (STREAM-like copies
-                              # on A100/H100 run at 80-90%)
+# Declared from published measurements (estimator/utilisation.py: the sources, the rows and the rule, the median
+# rounded down to 5%); tests/estimator/test_utilisation.py checks them. Rows hubwatch measures itself
+# (benchmarks/bench_cost_gpu.py on a CUDA card) replace the published ones of their kind once committed there.
+TRAIN_UTILISATION = utilisation.declared("train")          # MFU of bf16 training: 40% (H100 runs' median 41.9%)
+SERVE_UTILISATION = utilisation.declared("serve")          # prefill and batched decode compute: 45%
+BANDWIDTH_UTILISATION = utilisation.declared("bandwidth")  # decode bandwidth over the datasheet's: 65%
 # Bytes moved per parameter (memory.py's layout: fp32 master weights, bf16 autocast copies, fp32 grads, AdamW):
 FULL_MICRO_BYTES = 14         # a micro-batch: bf16 copy read in the forward (2) and twice in the backward (4),
                               # fp32 gradient accumulated (read and write, 8)
@@ -268,9 +269,12 @@ def cost(config: dict, s: Structure | None, params: int | None, memory: Mapping,
     table = PRICED_CARDS if table is None else table
     f = flops(s, rank, roles) if s is not None and s.flop_matmuls else None
     lora_params = 0 if s is None else rank * sum(s.lora_roles[r].dims for r in (s.lora_roles if roles is None else roles))
+    own = any(utilisation.summary(k)["measured_by_hubwatch"] for k in utilisation.RULES)
     notes = [f"estimates, not measurements: a roofline at {TRAIN_UTILISATION:.0%} of the dense {TRAIN_DTYPE} peak "
              f"for training, {SERVE_UTILISATION:.0%} for serving and {BANDWIDTH_UTILISATION:.0%} of the datasheet "
-             "bandwidth (declared, not measured: no GPU was lent to time real steps)"]
+             "bandwidth, each the median of measured utilisations rounded down to 5% ("
+             + ("timed by hubwatch on a CUDA card" if own else "published: MosaicML LLM Foundry's MFU tables, "
+                                                               "gpt-fast's decode bandwidth") + ")"]
     missing = [name for name, c in table.items() if c.usd_per_hour is None]
     if missing:
         notes.append(f"no price for {', '.join(missing)}: their hours and tokens/s are given, not their cost")
@@ -280,7 +284,8 @@ def cost(config: dict, s: Structure | None, params: int | None, memory: Mapping,
     return {"estimate": True, "workload": w.to_dict(),
             "assumptions": {"train_utilisation": TRAIN_UTILISATION, "serve_utilisation": SERVE_UTILISATION,
                             "bandwidth_utilisation": BANDWIDTH_UTILISATION, "train_dtype": TRAIN_DTYPE,
-                            "measured": False,
+                            "measured": own,
+                            "sources": {k: utilisation.summary(k) for k in utilisation.RULES},
                             "text": "roofline: the larger of compute (FLOPs / (dense peak x utilisation)) and memory "
                                     "traffic (bytes / (bandwidth x utilisation)); attention over the full square; "
                                     "full fine-tune 3 x forward, LoRA 2 x forward + adapters, checkpointing + 1 "
@@ -289,3 +294,94 @@ def cost(config: dict, s: Structure | None, params: int | None, memory: Mapping,
             "serve": serve(config, s, params, serving, w, table),
             "cards": {name: c.to_dict() for name, c in table.items()},
             "notes": notes}
+
+
+def reprice(cost: Mapping | None, table: Mapping[str, Card] | None = None, on: str | None = None) -> dict | None:
+    """A stored ``cost`` section with its money at ``table``'s prices: what a page or the API shows.
+
+    The stored figures that do not depend on a price (hours, tokens per second, FLOPs, concurrency) stay as they
+    were computed; ``usd`` (a run, full and LoRA) is hours x the card's hourly price now, ``usd_per_mtok`` the
+    price / 3600 / tokens per second x 10^6. Each card's ``usd_per_hour`` and its source are the table's now, and
+    ``priced`` says so: the prices used, each with its source (which names its date), ``on`` (the day they were
+    applied, given by the caller: this module reads no clock), and the cards whose stored price differed. A card the
+    table no longer has keeps its stored figures. Never raises on a stored section of any shape: what cannot be
+    read is left as it is."""
+    if not isinstance(cost, Mapping) or not cost:
+        return None
+    table = PRICED_CARDS if table is None else table
+    out = dict(cost)
+    stored_cards = cost.get("cards") if isinstance(cost.get("cards"), Mapping) else {}
+    changed = []
+    cards_now = {}
+    for name, stored in stored_cards.items():
+        card = table.get(name)
+        if card is None or not isinstance(stored, Mapping):
+            cards_now[name] = stored
+            continue
+        if stored.get("usd_per_hour") != card.usd_per_hour:
+            changed.append({"card": name, "stored_usd_per_hour": stored.get("usd_per_hour"),
+                            "usd_per_hour": card.usd_per_hour})
+        cards_now[name] = {**stored, "usd_per_hour": card.usd_per_hour,
+                           "sources": {**(stored.get("sources") if isinstance(stored.get("sources"), Mapping) else {}),
+                                       "usd_per_hour": card.sources.get("usd_per_hour", "")}}
+    out["cards"] = cards_now
+    named = [*stored_cards, *(r.get("card") for section in ("train", "serve")
+                              for r in (cost.get(section) or {}).get("cards") or [] if isinstance(r, Mapping))
+             ] if all(isinstance(cost.get(s) or {}, Mapping) for s in ("train", "serve")) else list(stored_cards)
+    shown = [n for n in dict.fromkeys(named) if isinstance(n, str) and n in table]
+    price = {name: table[name].usd_per_hour for name in shown}
+
+    def priced_rows(section: str, money: str, time: str, to_money: Callable[[float, float], float | None]) -> None:
+        block = cost.get(section)
+        if not isinstance(block, Mapping) or not isinstance(block.get("cards"), list):
+            return
+        rows = []
+        for row in block["cards"]:
+            if not isinstance(row, Mapping) or row.get("card") not in price:
+                rows.append(row)
+                continue
+            hourly = price[row["card"]]
+            new = {**row, money: _priced(row.get(time), hourly, to_money)}
+            if isinstance(row.get("lora"), Mapping) and section == "train":
+                new["lora"] = {**row["lora"], money: _priced(row["lora"].get(time), hourly, to_money)}
+            new = _price_note(new, hourly)
+            rows.append(new)
+        out[section] = {**block, "cards": rows}
+
+    priced_rows("train", "usd", "hours", lambda hours, hourly: hours * hourly)
+    priced_rows("serve", "usd_per_mtok", "tokens_per_s", lambda tps, hourly: hourly / 3600 / tps * 1e6 if tps else None)
+    out["priced"] = {"on": on, "changed": changed,
+                     "prices": {name: {"usd_per_hour": table[name].usd_per_hour,
+                                       "source": table[name].sources.get("usd_per_hour", "")}
+                                for name in shown}}
+    missing = [name for name in shown if table[name].usd_per_hour is None]
+    notes = [n for n in (cost.get("notes") or []) if isinstance(n, str) and not n.startswith("no price for ")]
+    if missing:
+        notes.append(f"no price for {', '.join(missing)}: their hours and tokens/s are given, not their cost")
+    if changed:
+        notes.append("dollars at today's card prices, not the ones stored with the estimate: "
+                     + ", ".join(f"{c['card']} {_hourly(c['stored_usd_per_hour'])} -> {_hourly(c['usd_per_hour'])}"
+                                 for c in changed))
+    out["notes"] = notes
+    return out
+
+
+def _priced(time: object, hourly: float | None, to_money: Callable[[float, float], float | None]) -> float | None:
+    if hourly is None or isinstance(time, bool) or not isinstance(time, (int, float)) or time < 0:
+        return None
+    return to_money(float(time), hourly)
+
+
+def _price_note(row: dict, hourly: float | None) -> dict:
+    """The row's note with "no price" present exactly when the card has none now."""
+    parts = [n for n in str(row.get("note") or "").split("; ") if n and n != "no price"]
+    if hourly is None and (row.get("hours") is not None or row.get("tokens_per_s") is not None):
+        parts.append("no price")
+    out = {k: v for k, v in row.items() if k != "note"}
+    if parts:
+        out["note"] = "; ".join(parts)
+    return out
+
+
+def _hourly(value: float | None) -> str:
+    return "no price" if value is None else f"${value:,.4g}/h"

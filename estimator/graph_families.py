@@ -322,8 +322,8 @@ def _rotary_calls(d: Dims, family: str, layers: int | None) -> int:
 
 def _rotary_dim(d: Dims, head_dim: int | None) -> int | None:
     factor = d.raw("partial_rotary_factor", 1.0)
-    if head_dim is None or isinstance(factor, bool) or not isinstance(factor, (int, float)):
-        return head_dim
+    if head_dim is None or isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
+        return head_dim  # NaN, inf or out of range: transformers would fail on it; the graph keeps the full width
     return int(head_dim * factor)
 
 

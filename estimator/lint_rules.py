@@ -74,12 +74,15 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
          "Set tie_word_embeddings to false when the head was trained apart from the embeddings; else drop the "
          "redundant lm_head tensor."),
     Rule("bn-at-output", "critical", "A normalization is the last layer before a head's output",
-         "A model whose class promises a head (...ForCausalLM, ...ForSequenceClassification, ...) keeps that head "
-         "in its weights (or ties it to the embeddings). Without it, the last stored module is the final "
-         "normalization and the head transformers builds in its place is random. Not reported for base models "
-         "(their output is the normalised hidden state by design), nor for CLIP, whose final LayerNorm feeds a "
-         "projection, nor for a pre-norm LM whose final norm feeds lm_head.",
-         "the class, the final normalization's tensor, the head tensor expected and tie_word_embeddings",
+         "Read from the module graph transformers builds (estimator/graph.py): per tower, the last module whose "
+         "weights are stored is a normalization, and the graph has modules with weights after it (the head, a "
+         "projection) that the weights lack and that are not tied to the embeddings, so the output passes through "
+         "random modules. Not reported where the tree ends at the normalization by design (a base model's hidden "
+         "states; an optional pooler left out), nor where the final norm feeds a head or projection the weights "
+         "hold (CLIP's projections, a pre-norm LM's lm_head, Pythia's embed_out, T5's tied head). For a family "
+         "without a graph the tensor names decide: a head class whose weights hold no head but a final norm.",
+         "the tower, the normalization's node, type and tensor (name and shape), the modules after it the weights "
+         "lack, and whether the graph or the tensor names decided (evidence.from)",
          "Ship the head's weights (or set tie_word_embeddings when the head shares the embeddings)."),
     Rule("head-missing", "critical", "The weights lack the head the class promises",
          "As bn-at-output, for a model whose last stored module is not a normalization.",

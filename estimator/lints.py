@@ -20,6 +20,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from .graph import structure_graph
 from .lint_manifest import LintManifest
 from .lint_rules import RULES, SEVERITIES, Rule
 from .lint_tables import (
@@ -157,6 +158,18 @@ class _Context:
         self.complete = self.weights and inputs.weights_complete and not any(self.missing_shards.values())
         self.quantized = config.get("quantization_config") is not None or self.manifest.packed()
         self._embeddings: list[tuple[str, tuple[int, ...]]] | None = None
+        self._output_graph: _OutputGraph | None = None
+
+    def output_graph(self) -> _OutputGraph:
+        if self._output_graph is None:
+            self._output_graph = _output_graph(self)
+        return self._output_graph
+
+    def tied(self) -> bool:
+        """Whether the text model ties its head to the embeddings (config.json, else its family's default)."""
+        part = self.text()[1]
+        flag = self.config.get("tie_word_embeddings", part.get("tie_word_embeddings"))
+        return flag if isinstance(flag, bool) else TIE_DEFAULTS.get(self.text()[2], True)
 
     def _size(self, path: str, key: str, value: Any, kind: str) -> None:
         where = f"{path}.{key}" if path else key
@@ -383,45 +396,121 @@ def _head_present(ctx: _Context) -> Iterator[Finding]:
     suffix = next((s for s in HEAD_SUFFIXES if arch.endswith(s)), None)
     if suffix is None or not ctx.complete or ctx.custom:
         return
-    pattern = HEAD_SUFFIXES[suffix]
-    if ctx.manifest.top(pattern, HEAD_WORDS[suffix]):
+    if _head_found(ctx, suffix):
         return
-    part = ctx.text()[1]
-    if pattern is LM_HEAD or suffix == "ForMaskedLM":
-        flag = ctx.config.get("tie_word_embeddings", part.get("tie_word_embeddings"))
-        tied = flag if isinstance(flag, bool) else TIE_DEFAULTS.get(ctx.text()[2], True)
-        if tied and ctx.embeddings():
-            return  # the head is the embedding matrix
-    norm = _last_norm(ctx)
-    evidence = {"where": "architectures", "architecture": arch, "head_expected": pattern.pattern,
+    evidence = {"where": "architectures", "architecture": arch, "head_expected": HEAD_SUFFIXES[suffix].pattern,
                 "tie_word_embeddings": ctx.config.get("tie_word_embeddings")}
+    graph = ctx.output_graph()
+    if graph.decides:
+        if not graph.findings:  # the graph's verdict stands: what the weights end at is no normalization
+            yield _finding("head-missing", f"{arch} promises a head, but the weights hold none: transformers "
+                                           "initialises it at random", evidence)
+        return
+    # No graph of this family (or none with the head in it): the tensor names are all there is to read
+    norm = _last_norm(ctx)
     if norm is not None:
         yield _finding("bn-at-output", f"{arch} promises a head, but the weights end at {norm[0]} "
                                        f"({'x'.join(map(str, norm[1]))}): nothing follows the normalization, so "
                                        "the head transformers adds is random",
-                       {**evidence, "norm": norm[0], "norm_shape": list(norm[1])})
+                       {**evidence, "norm": norm[0], "norm_shape": list(norm[1]), "from": "tensor names"})
     else:
         yield _finding("head-missing", f"{arch} promises a head, but the weights hold none: transformers "
                                        "initialises it at random", evidence)
 
 
-# Two-tower classes whose towers end in a normalization that feeds a projection: tower norm -> projection tensor.
-PROJECTED = {"CLIPModel": (("text_model.final_layer_norm.weight", "text_projection.weight"),
-                           ("vision_model.post_layernorm.weight", "visual_projection.weight"))}
+def _head_found(ctx: _Context, suffix: str) -> bool:
+    """Whether the weights hold the head ``suffix``'s class promises, or tie it to the embeddings they hold."""
+    pattern = HEAD_SUFFIXES[suffix]
+    if ctx.manifest.top(pattern, HEAD_WORDS[suffix]):
+        return True
+    if pattern is LM_HEAD or suffix == "ForMaskedLM":
+        return ctx.tied() and bool(ctx.embeddings())
+    return False
 
 
-def _projections(ctx: _Context) -> Iterator[Finding]:
+def _norm_at_output(ctx: _Context) -> Iterator[Finding]:
+    """bn-at-output read from the module graph (graph.py): per tower, the last module the weights store, when it
+    is a normalization and the graph has modules with weights after it (a head, a projection) that the weights
+    lack. A tower that ends at its normalization by design (a base model's hidden states) is not a finding."""
+    yield from ctx.output_graph().findings
+
+
+@dataclass
+class _OutputGraph:
+    """What the graph says of each tower's output: ``decides`` when a graph of the family exists and puts modules
+    after the head class's final normalization (so the tensor-name fallback is not needed), and its findings."""
+
+    decides: bool = False
+    findings: list[Finding] = field(default_factory=list)
+
+
+NORM_TYPE = re.compile(r"Norm")
+WEIGHTED_TYPE = re.compile(r"Linear|Conv|Embedding|Norm|LayerScale|^Parameter$")
+# transformers 5 ties T5's lm_head to the shared embeddings whatever tie_word_embeddings says (T5Config)
+ALWAYS_TIED = frozenset({"t5", "mt5", "umt5"})
+WALK_LIMIT = 64  # weighted nodes walked back from a tower's end before it says nothing (a manifest of other names)
+
+
+def _output_graph(ctx: _Context) -> _OutputGraph:
+    out = _OutputGraph()
+    if ctx.custom or not ctx.complete:
+        return out
+    graph = structure_graph(ctx.config, seq_len_cap=1)  # never raises (test_no_input_raises fuzzes it here)
+    if not graph["modelled"]:
+        return out
     arch = ctx.architecture()
-    if arch not in PROJECTED or not ctx.complete or ctx.custom:
-        return
-    for norm, projection in PROJECTED[arch]:
-        found = next(iter(ctx.manifest.top(re.compile(rf"(^|\.){re.escape(norm)}$"), (norm,))), None)
-        if found is None or ctx.manifest.top(re.compile(rf"(^|\.){re.escape(projection)}$"), (projection,)):
-            continue
-        yield _finding("bn-at-output", f"{arch}'s {found} is the last stored module of its tower: {projection} "
-                                       "is not in the weights, so the tower's output goes through a random projection",
-                       {"where": found, "architecture": arch, "norm": found, "norm_shape": list(ctx.manifest.shape(found) or ()),
-                        "projection_expected": projection})
+    suffix = next((s for s in HEAD_SUFFIXES if arch.endswith(s)), None)
+    head_words = (*HEAD_WORDS[suffix], "lm_head") if suffix else ()
+    head_stored = suffix is not None and _head_found(ctx, suffix)
+    vocab = ctx.vocab()
+    # a projection onto the vocabulary shares the embeddings' tensor when tied: nothing of its own is stored
+    tied_rows = vocab[1] if vocab and (ctx.tied() or ctx.model_type in ALWAYS_TIED) and ctx.embeddings() else None
+    covered = suffix is None
+    for tower in graph["towers"]:
+        nodes = [n for n in tower["nodes"] if WEIGHTED_TYPE.search(n["type"])]
+        last_norm = max((i for i, n in enumerate(nodes) if NORM_TYPE.search(n["type"])), default=None)
+        if last_norm is not None and any("pooler" not in n["name"] for n in nodes[last_norm + 1:]):
+            covered = True
+        after: list[dict] = []
+        for node in reversed(nodes[-WALK_LIMIT:]):
+            name = node["name"]
+            tensor = _stored(ctx.manifest, name)
+            if tensor is None and head_stored and any(w in name for w in head_words):
+                tensor = name  # the class's head, stored under a name of its own (embed_out) or tied
+            if tensor is None and tied_rows and "Linear" in node["type"] and node["output_shape"][-1:] == [tied_rows]:
+                tensor = name
+            if tensor is None:
+                if "pooler" not in name:
+                    after.append(node)
+                continue
+            if NORM_TYPE.search(node["type"]) and after:
+                after.reverse()
+                shape = ctx.manifest.shape(tensor) or ()
+                missing = ", ".join(n["name"] for n in after[:4]) + (f" and {len(after) - 4} more" if len(after) > 4 else "")
+                out.findings.append(_finding(
+                    "bn-at-output",
+                    f"{arch or tower['name']}'s {tower['name']} tower: the weights end at {name} ({node['type']}, "
+                    f"{tensor}); in the module tree transformers builds, {missing} follow it and the weights lack "
+                    "them, so the output goes through random modules after the normalization",
+                    {"where": tensor, "architecture": arch, "tower": tower["name"], "norm": tensor,
+                     "norm_shape": list(shape), "norm_node": name, "norm_type": node["type"],
+                     "missing_after": [n["name"] for n in after], "from": "graph"}))
+            break
+    out.decides = covered
+    return out
+
+
+def _stored(manifest: LintManifest, module: str) -> str | None:
+    """The first tensor the weights hold for ``module`` (its path in the graph): under that path, under it less
+    the class's base prefix (``model.norm`` stored as ``norm.weight``), or under a prefix of its own
+    (``base_model.model.model.norm.weight``); None when there is none."""
+    stripped = module.partition(".")[2]
+    for literal in (f"\n{module}.", f".{module}.", *((f"\n{stripped}.",) if stripped else ()), f"\n{module}\n"):
+        at = manifest.text.find(literal)
+        if at >= 0:
+            start = manifest.text.rfind("\n", 0, at + 1) + 1
+            return manifest.text[start:manifest.text.find("\n", at + 1)]
+    return None
 
 
 def _last_norm(ctx: _Context) -> tuple[str, tuple[int, ...]] | None:
@@ -632,7 +721,7 @@ def _index(ctx: _Context) -> Iterator[Finding]:
 
 
 CHECKS = (_implausible, _vocab_embedding, _vocab_tokenizer, _special_ids, _kv_heads, _head_dim, _attention_shapes,
-          _tie, _head_present, _projections, _init, _dtype, _positions, _rope, _index)
+          _tie, _head_present, _norm_at_output, _init, _dtype, _positions, _rope, _index)
 
 
 def worst(findings: list[Finding]) -> str | None:

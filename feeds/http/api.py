@@ -107,9 +107,9 @@ def _revision(r: Revision, changes: list[ChangeRecord], brief: bool = True) -> d
     }
 
 
-def _estimate(r: Revision, e: EstimateRecord) -> EstimateOut:
+def _estimate(r: Revision, e: EstimateRecord, services: Any) -> EstimateOut:
     return EstimateOut(sha=r.sha, committed_at=r.committed_at, created_at=e.created_at,
-                       parameters_total=e.parameters_total, result=e.result, error=e.error)
+                       parameters_total=e.parameters_total, result=services.priced(e.result), error=e.error)
 
 
 def _file(f: RevisionFile) -> FileOut:
@@ -194,7 +194,7 @@ def get_revision(request: Request, org: str = OrgPath, name: str = NamePath, sha
     return RevisionDetail(
         **_revision(revision, changes, brief=False),
         files=[_file(f) for f in services.store.history.revision_files(revision.id)],
-        estimate=_estimate(revision, estimate) if estimate is not None else None,
+        estimate=_estimate(revision, estimate, services) if estimate is not None else None,
         lints=services.revision_lints(revision),
     )
 
@@ -229,7 +229,7 @@ def list_estimates(
 ) -> EstimatePage:
     services = _services(request)
     repo_id = known_repo(services.queries, org, name, request)
-    items = [_estimate(r, e) for r, e in services.queries.repo_estimates(repo_id, limit, offset)]
+    items = [_estimate(r, e, services) for r, e in services.queries.repo_estimates(repo_id, limit, offset)]
     total = services.queries.count_estimates(repo_id)
     following = offset + len(items)
     return EstimatePage(items=items, total=total, limit=limit, offset=offset, next_offset=following if following < total else None)

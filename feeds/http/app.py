@@ -60,6 +60,8 @@ VerifyFn = Callable[[Revision], list[dict[str, Any]] | None]  # a revision -> it
 # (a stored revision or None, a stored dataset revision) -> the dataset table of the second against the first (None:
 # against its parent), tracker/revision/dataset_table.py's shape; None for a model or where it cannot be computed.
 DatasetTableFn = Callable[[Revision | None, Revision], dict[str, Any] | None]
+# a stored estimate's cost section -> the same at today's card prices ([cost] cards; estimator.cost.reprice)
+RepriceFn = Callable[[dict[str, Any]], dict[str, Any] | None]
 # The poller's view of the database: {"storage": "ok"|"failing", "since", "error", "polling_paused", ...}.
 StorageStateFn = Callable[[], dict[str, Any]]
 # The scheduler's view of its polls: {"polls_scheduled", "polls_overdue", "oldest_overdue_s"}.
@@ -109,10 +111,23 @@ class Services:
     osv: OsvDatabase | None = None
     verify: VerifyFn | None = None
     tables: DatasetTableFn | None = None
+    reprice: RepriceFn | None = None
     _diffs: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _diff_lock: threading.Lock = field(default_factory=threading.Lock)
     _lints: dict[tuple[str, str], list[dict[str, Any]] | None] = field(default_factory=dict)
     _tables: dict[tuple[str, str | None, str], dict[str, Any] | None] = field(default_factory=dict)
+
+    def priced(self, result: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A stored estimate's result with its cost section's dollars at today's card prices (the stored hours and
+        tokens/s are kept; the result as stored without a repricer, without a cost section, or when it fails)."""
+        if self.reprice is None or not isinstance(result, dict) or not isinstance(result.get("cost"), dict):
+            return result
+        try:
+            cost = self.reprice(result["cost"])
+        except Exception:  # the stored figures stand
+            log.exception("reprice_failed")
+            return result
+        return result if cost is None else {**result, "cost": cost}
 
     def revision_extras(self, revision: Revision) -> dict[str, Any]:
         """The engine matrix and tokenizer check of a revision (empty without the tracker's reader, or when it fails)."""
@@ -192,6 +207,7 @@ def create_app(
     extras: ExtrasFn | None = None,
     verify: VerifyFn | None = None,
     tables: DatasetTableFn | None = None,
+    reprice: RepriceFn | None = None,
 ) -> FastAPI:
     """The whole HTTP surface over one store. `trigger` starts an ingest (Hub webhooks answer 503
     without it); `diff` computes the diff of two revisions (compare answers 501 without it); `subscriptions`
@@ -201,7 +217,8 @@ def create_app(
     engine matrix and tokenizer check for its page (the sections are left out without it); `verify` gives a
     revision's structure verifier findings (the page's section and the API's `lints` are absent without it); `tables`
     a dataset revision's table against another or its parent (the compare page's and the API diff's `dataset`, and
-    the revision page of a revision whose event carries none; said to be not recorded without it)."""
+    the revision page of a revision whose event carries none; said to be not recorded without it); `reprice` shows
+    a stored estimate's dollars at today's card prices (the prices stored with it without it)."""
     queries = store.read_model
     services = Services(
         store=store,
@@ -218,6 +235,7 @@ def create_app(
         osv=OsvDatabase(store),
         verify=verify,
         tables=tables,
+        reprice=reprice,
     )
     app = FastAPI(
         title="hubwatch",

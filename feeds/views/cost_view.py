@@ -34,6 +34,7 @@ class CostView:
     train_unknown: str | None = None
     notes: list[str] = field(default_factory=list)
     prices: list[str] = field(default_factory=list)  # each card's price and where it was taken
+    priced: str | None = None  # whose prices the dollars are at: today's configuration's, or those stored with it
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -85,6 +86,13 @@ def cost_view(result: Mapping[str, Any] | None) -> CostView | None:
                                  hours_text(lora.get("hours")), usd_text(lora.get("usd"), priced),
                                  "—" if _number(s.get("tokens_per_s")) is None else f"{s['tokens_per_s']:,.0f}",
                                  usd_text(s.get("usd_per_mtok"), priced), note))
+    priced = _map(cost.get("priced"))
+    if priced:
+        on = priced.get("on")
+        view.priced = "Dollars at the card prices configured now" + (f" (applied {on})" if isinstance(on, str) else "") + \
+            ": hours and tokens/s are what was estimated for this revision, the money is recomputed from them."
+    else:
+        view.priced = "Dollars at the card prices stored with this estimate."
     for name, card in cards.items():
         card = _map(card)
         price = _number(card.get("usd_per_hour"))

@@ -208,6 +208,14 @@ def test_a_trillion_parameter_config_still_has_its_graph():
     assert graph["towers"][0]["nodes"][-1]["output_shape"] == [2048, 128256]
 
 
+@pytest.mark.parametrize("factor", [float("nan"), float("inf"), -1.0, 0.0, 2.5])
+def test_a_partial_rotary_factor_out_of_range_never_raises(factor):
+    """phi-2's partial_rotary_factor NaN, infinite or outside (0, 1] (the verifier builds the graph on any config):
+    the graph still comes, its rotary embedding at the full head width."""
+    graph = structure_graph({**case_config("phi/phi-2.json"), "partial_rotary_factor": factor})
+    assert graph["modelled"] is True and graph["node_count"] > 0
+
+
 def test_more_layers_than_listed_says_so():
     """Past 1,000 layers a tower lists the first 1,000 and a note says so; the layer count is the config's."""
     graph = structure_graph({**case_config("gpt2/gpt2.json"), "n_layer": 5000})

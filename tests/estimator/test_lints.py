@@ -246,6 +246,81 @@ def test_clip_final_norm_feeds_a_projection():
     del manifest["text_projection.weight"]
     findings = lint(LintInputs(config, manifest=manifest, files=WEIGHTS))
     assert ids(findings) == ["bn-at-output"] and findings[0].evidence["norm"] == "text_model.final_layer_norm.weight"
+    evidence = findings[0].evidence
+    assert evidence["from"] == "graph" and evidence["tower"] == "text" and evidence["norm_shape"] == [512]
+    assert evidence["norm_node"] == "text_model.final_layer_norm" and evidence["norm_type"] == "LayerNorm"
+    assert evidence["missing_after"] == ["text_projection"] and "text_projection follow it" in findings[0].message
+
+
+def _ends(config: dict, tensors: dict) -> list[Finding]:
+    return lint(LintInputs(config, manifest=tensors, files=WEIGHTS))
+
+
+def test_a_model_ending_at_its_norm_by_design_raises_nothing():
+    """Base classes whose module tree ends at the final normalization (DINOv2's layernorm, each BART stack's
+    final_layer_norm): the weights ending there is the model, not a lint. ViTModel's pooler after its layernorm is
+    an optional extra checkpoints often leave out: its absence is no bn-at-output either."""
+    dinov2 = load_config("dinov2/dinov2-base.json")
+    assert _ends(dinov2, {"embeddings.cls_token": ("F32", (1, 1, 768)), "layernorm.weight": ("F32", (768,))}) == []
+    bart = load_config("bart/bart-base.json")
+    assert _ends(bart, {"shared.weight": ("F32", (50265, 768)), "encoder.layers.5.final_layer_norm.weight": (
+        "F32", (768,)), "decoder.layers.5.final_layer_norm.weight": ("F32", (768,))}) == []
+    vit = load_config("vit/vit-base-patch16-224-in21k.json")
+    assert _ends(vit, {"embeddings.cls_token": ("F32", (1, 1, 768)), "layernorm.weight": ("F32", (768,))}) == []
+
+
+def test_the_graph_follows_the_checkpoints_own_names():
+    """Stored names the graph reads past: a head-class checkpoint saved from its base class (``norm.weight``, no
+    ``model.`` prefix), a PEFT-style prefix, Pythia's ``embed_out`` (transformers 5 names it lm_head), T5's head
+    tied to ``shared`` whatever tie_word_embeddings says (flan-t5's false), and OPT-350m's project_out between the
+    final norm and the head: no finding. The same OPT without its head, untied, does end at project_out, a Linear:
+    head-missing, not bn-at-output."""
+    llama = load_config("llama/Llama-3.2-1B.json")
+    h, vocab = llama["hidden_size"], llama["vocab_size"]
+    untied = {**llama, "tie_word_embeddings": False}
+    assert _ends(untied, {"embed_tokens.weight": ("BF16", (vocab, h)), "norm.weight": ("BF16", (h,)),
+                          "lm_head.weight": ("BF16", (vocab, h))}) == []
+    assert _ends(untied, {"base_model.model.model.embed_tokens.weight": ("BF16", (vocab, h)),
+                          "base_model.model.model.norm.weight": ("BF16", (h,)),
+                          "base_model.model.lm_head.weight": ("BF16", (vocab, h))}) == []
+    pythia = load_config("gpt_neox/pythia-160m.json")
+    assert _ends(pythia, {"gpt_neox.embed_in.weight": ("F16", (50304, 768)),
+                          "gpt_neox.final_layer_norm.weight": ("F16", (768,)),
+                          "embed_out.weight": ("F16", (50304, 768))}) == []
+    flan = load_config("t5/flan-t5-base.json")
+    assert _ends(flan, {"shared.weight": ("F32", (32128, 768)), "encoder.final_layer_norm.weight": ("F32", (768,)),
+                        "decoder.final_layer_norm.weight": ("F32", (768,))}) == []
+    opt = {**load_config("opt/opt-350m.json"), "tie_word_embeddings": False}
+    stored = {"model.decoder.embed_tokens.weight": ("F16", (50272, 512)),
+              "model.decoder.layers.23.final_layer_norm.weight": ("F16", (1024,)),
+              "model.decoder.project_out.weight": ("F16", (512, 1024))}
+    assert _ends(opt, {**stored, "lm_head.weight": ("F16", (50272, 512))}) == []
+    assert ids(_ends(opt, stored)) == ["head-missing"]
+
+
+def test_a_head_class_without_its_head_ends_at_its_norm_in_the_graph():
+    """Llama-3.2-1B untied without lm_head: bn-at-output read from the graph, naming model.norm (a LlamaRMSNorm)
+    and the lm_head after it; tied (its config's own setting), the head is the embeddings and nothing is found."""
+    llama = load_config("llama/Llama-3.2-1B.json")
+    manifest = _llama_manifest(llama, head=False)
+    [finding] = lint(LintInputs({**llama, "tie_word_embeddings": False}, manifest=manifest, files=WEIGHTS))
+    assert finding.id == "bn-at-output" and finding.evidence["from"] == "graph"
+    assert (finding.evidence["norm_node"], finding.evidence["norm_type"], finding.evidence["missing_after"]) == (
+        "model.norm", "LlamaRMSNorm", ["lm_head"])
+    assert finding.evidence["norm"] == "model.norm.weight" and finding.evidence["tower"] == "text"
+    assert lint(LintInputs(llama, manifest=manifest, files=WEIGHTS)) == []
+
+
+def test_without_a_graph_of_the_family_the_tensor_names_decide():
+    """A family the graph does not model (an InternLM2-style config without its custom code): the old reading of
+    tensor names, and the evidence says so."""
+    config = {"model_type": "internlm2", "architectures": ["InternLM2ForCausalLM"], "hidden_size": 64,
+              "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100, "tie_word_embeddings": False}
+    manifest = {"model.tok_embeddings.weight": ("BF16", (100, 64)), "model.layers.0.attention.wqkv.weight": (
+        "BF16", (192, 64)), "model.norm.weight": ("BF16", (64,))}
+    [finding] = lint(LintInputs(config, manifest=manifest, files=WEIGHTS))
+    assert finding.id == "bn-at-output" and finding.evidence["from"] == "tensor names"
+    assert finding.evidence["norm"] == "model.norm.weight"
 
 
 @pytest.mark.parametrize("changes", [

@@ -97,10 +97,10 @@ class Served:
 @contextmanager
 def serve(store: Storage, **options: Any) -> Iterator[Served]:
     """The real ASGI app on uvicorn, on a free loopback port."""
-    trigger = options.pop("trigger", None)
+    trigger, reprice = options.pop("trigger", None), options.pop("reprice", None)
     app = create_app(store, options=ServerOptions(**options), trigger=trigger, subscriptions=store.subscriptions,
                      diff=differ_for(store), extras=extras_reader(store), verify=lints_reader(store),
-                     tables=tables_reader(store))
+                     tables=tables_reader(store), reprice=reprice)
     with ServerThread(app, "127.0.0.1", 0) as server:
         yield Served(server.url, store, app)
     store.engine.dispose()

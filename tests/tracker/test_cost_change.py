@@ -55,10 +55,34 @@ def test_nothing_under_the_threshold_or_without_a_cost(before, after, threshold:
 
 
 def test_real_estimates_a_price_rise_on_one_card() -> None:
-    """Two real estimates of CLIP whose A10G price rose 25%: exactly that card moves, in training only."""
+    """Two real estimates of CLIP whose A10G price rose 25%, compared as given: exactly that card moves, in training
+    only (the pipeline never compares them so: it reprices both sides first, next test)."""
     config = load_config("clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json")
     before = estimate(config, cost=Workload()).cost
     after = estimate(config, cost=Workload(), cards=with_overrides(["A10G 24GB:usd_per_hour=1.2575"])).cost
     change = cost_change(before, after, 0.10)
     assert change is not None and [(m["section"], m["card"]) for m in change.detail["moved"]] == [("train", "A10G 24GB")]
     assert change.detail["moved"][0]["change"] == pytest.approx(0.25, abs=1e-4)
+
+
+def test_a_price_alone_moves_nothing_once_both_sides_are_at_todays_prices() -> None:
+    """What ingest compares: the parent's stored cost and the rerun's, both repriced at the table configured now.
+    A price raised 25% (or removed) between them is no change; the structure doubling the context still is, and
+    its dollars on both sides are at the new price."""
+    from estimator.cost import reprice
+
+    config = load_config("clip/CLIP-ViT-B-32-laion2B-s34B-b79K.json")
+    before = estimate(config, cost=Workload()).cost
+    now = with_overrides(["A10G 24GB:usd_per_hour=1.2575", "T4 16GB:usd_per_hour=none"])
+    after = estimate(config, cost=Workload(), cards=now).cost
+    assert cost_change(before, after, 0.10) is not None
+    assert cost_change(reprice(before, now), reprice(after, now), 0.10) is None
+    qwen = load_config("qwen2/Qwen2.5-0.5B.json")
+    short = estimate({**qwen, "max_position_embeddings": 1024}, cost=Workload()).cost
+    long = estimate(qwen, cost=Workload(), cards=now).cost
+    change = cost_change(reprice(short, now), reprice(long, now), 0.10)
+    assert change is not None
+    a10g = [m for m in change.detail["moved"] if m["card"] == "A10G 24GB" and m["section"] == "train"]
+    assert a10g and a10g[0]["figure"] == "usd"
+    hours = next(r["hours"] for r in short["train"]["cards"] if r["card"] == "A10G 24GB")
+    assert a10g[0]["before"] == pytest.approx(hours * 1.2575)

@@ -220,3 +220,39 @@ def test_a_gguf_change_reruns_the_estimate(path: str, structural: bool, rerun: b
 
     change = Change(ChangeKind.WEIGHTS, path, f"{path} changed", Severity.NOTICE, {}, structural)
     assert should_estimate(False, [change], {"parameters": {}}) is rerun
+
+
+def test_a_configured_price_reprices_stored_cost_and_moves_no_event_by_itself(app: App, replay, database_url: str) -> None:
+    """The first revision estimated at the table's prices; then the daemon restarts with [cost] cards setting the
+    A10G at $5 an hour. The cost event of the longer context compares both sides at $5 (the parent's dollars are its
+    stored hours x 5, not the old price's), and the page and API show the parent's stored hours at $5, saying so."""
+    from estimator.cost import reprice
+    from tests.support.settings import settings_for
+
+    replay.set_head(EVERY_KIND, 1)
+    app.store.watches.add_watch(EVERY_KIND, "main", 900)
+    app.poller.poll()
+    first = app.store.history.list_revisions(EVERY_KIND, limit=1)[0]
+    stored = app.store.history.estimate_for(first.id).result["cost"]
+    hours = next(r for r in stored["train"]["cards"] if r["card"] == "A10G 24GB")["hours"]
+    assert hours and stored["cards"]["A10G 24GB"]["usd_per_hour"] != 5
+    dearer = App(settings_for(replay.endpoint, database_url, cost={"cards": ["A10G 24GB:usd_per_hour=5"]}))  # type: ignore[arg-type]
+    try:
+        replay.set_head(EVERY_KIND, len(replay.commits(EVERY_KIND)))
+        dearer.poller.poll()
+        [event] = [e for e in dearer.store.history.list_events(EVERY_KIND) if e.kind == "estimate.cost_changed"]
+        before = event.payload["detail"]["before"]["train"]["A10G 24GB"]
+        assert before["hours"] == hours and before["usd"] == pytest.approx(hours * 5)
+        table = dearer.settings.cost.card_table()
+        with serve(dearer.store, reprice=lambda cost: reprice(cost, table, on="2026-12-05")) as server, \
+                server.client() as client:
+            page = client.get(f"/repos/{EVERY_KIND}/revisions/{first.sha}").text
+            api = client.get(f"/api/v1/repos/{EVERY_KIND}/revisions/{first.sha}").json()
+    finally:
+        dearer.store.engine.dispose()
+    shown = api["estimate"]["result"]["cost"]
+    row = next(r for r in shown["train"]["cards"] if r["card"] == "A10G 24GB")
+    assert row["hours"] == hours and row["usd"] == pytest.approx(hours * 5)
+    assert shown["cards"]["A10G 24GB"]["usd_per_hour"] == 5 and shown["priced"]["on"] == "2026-12-05"
+    assert f"${hours * 5:,.2f}" in page and "card prices configured now (applied 2026-12-05)" in page
+    assert "A10G 24GB: $5 an hour (configuration ([cost] cards))" in page

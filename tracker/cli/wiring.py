@@ -9,8 +9,10 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
+from estimator.cost import reprice
 from feeds.http.app import ServerOptions, ServerThread, create_app
 from feeds.webhooks import Links
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
@@ -47,6 +49,12 @@ def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[
         apprise_allow_insecure_tls=settings.delivery.apprise_allow_insecure_tls,
         hub_url=settings.hub.endpoint.rstrip("/"),
     )
+    table, priced_on = settings.cost.card_table(), datetime.now(UTC).date().isoformat()
+
+    def repricer(cost: dict[str, Any]) -> dict[str, Any] | None:
+        """A stored cost section at [cost] cards' prices as read at start (feeds may not import the estimator)."""
+        return reprice(cost, table, on=priced_on)
+
     http_app = create_app(
         app.store,
         options=options,
@@ -56,6 +64,7 @@ def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[
         extras=extras_reader(app.store),
         verify=lints_reader(app.store),
         tables=tables_reader(app.store),
+        reprice=repricer,
         storage_state=app.poller.gate.state,
         poll_state=poll_state,
     )

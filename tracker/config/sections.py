@@ -327,7 +327,8 @@ class CostSettings(Section):
     cards: tuple[str, ...] = Field((), description=(
         "Overrides of the card table, each \"CARD:field=value\" with field usd_per_hour (\"none\" removes the price), "
         "bandwidth_gb_s or bf16_tflops/fp16_tflops/fp32_tflops/fp8_tflops/int8_tflops, "
-        "e.g. [\"A10G 24GB:usd_per_hour=1.21\"]."))
+        "e.g. [\"A10G 24GB:usd_per_hour=1.21\"]. Stored estimates are shown at these prices (their hours and tokens/s "
+        "kept, the dollars recomputed); a changed price raises no estimate.cost_changed event."))
     change_threshold: float = Field(0.10, description=(
         "The relative change in any card's training or serving cost, between a revision's estimate and its "
         "parent's, that raises an estimate.cost_changed event (0.10: 10%)."))

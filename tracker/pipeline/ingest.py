@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from estimator.cost import reprice
 from storage.backoff import backoff_s
 from storage.errors import RevisionNotStored
 from storage.event_log import NewEvent
@@ -403,9 +404,10 @@ class Ingestor:
             return None, []
         settings = self.settings.estimate
         priced = self.settings.cost
+        table = priced.card_table()
         estimate = estimate_snapshot(snapshot, settings.seq_len_cap, settings.lora_rank, settings.targets,
                                      settings.serve_contexts, settings.kv_dtype, settings.gpu_memory_utilization,
-                                     cost=priced.workload(), cards=priced.card_table())
+                                     cost=priced.workload(), cards=table)
         if estimate is None:
             return None, []
         if not is_baseline and previous is not None and (estimate.result, estimate.error) == (
@@ -414,8 +416,10 @@ class Ingestor:
         ):
             return None, []  # the stored estimate still stands: no row repeats it
         change = estimate_change(None if is_baseline else previous, estimate)
+        # Both sides at today's prices: a price changed in [cost] cards moves no revision's cost (docs: cost.md)
         costly = None if is_baseline or previous is None or previous.result is None or estimate.result is None else \
-            cost_change(previous.result.get("cost"), estimate.result.get("cost"), priced.change_threshold)
+            cost_change(reprice(previous.result.get("cost"), table), reprice(estimate.result.get("cost"), table),
+                        priced.change_threshold)
         events = [] if costly is None else [change_event(repo_id, sha, COST_CHANGED, costly)]
         changes.extend([costly] if costly else [])
         if change is None:
