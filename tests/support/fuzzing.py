@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import schemathesis
 from schemathesis.config import SchemathesisConfig
 from schemathesis.engine import Status, events
@@ -49,6 +50,14 @@ def history_values(store: Storage) -> dict[str, list[str]]:
     shas = [r.sha for repo_id in repos for r in store.history.list_revisions(repo_id, limit=100, offset=0)]
     return {"orgs": sorted({r.split("/")[0] for r in repos}), "names": sorted({r.split("/")[1] for r in repos}),
             "shas": shas + [s[:12] for s in shas]}
+
+
+def load_engine(url: str) -> None:
+    """What a first run pays once a process, paid now: the OpenAPI half of schemathesis, which it imports on its
+    first load of a document (1.5-3 s), and the server's document, which FastAPI builds on its first request."""
+    import schemathesis.specs.openapi.schemas  # noqa: F401
+
+    httpx.get(f"{url}/api/v1/openapi.json", timeout=30).raise_for_status()
 
 
 def fuzz(url: str, values: dict[str, list[str]], *, headers: dict[str, str], seed: int, max_time_s: int,

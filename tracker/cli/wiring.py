@@ -1,7 +1,9 @@
 """Daemon wiring: the HTTP server from feeds/ and the webhook dispatcher, built from an App.
 
 Imported only by the commands that serve or deliver (`run`, `serve`, `deliveries redeliver`), so
-commands that read the database never load the HTTP stack.
+commands that read the database never load the HTTP stack; the HTTP app and what it reads (the differs, the
+stored snapshots, the verification and behaviour readers) are imported by `start_http_server` alone, so
+`deliveries redeliver` loads the dispatcher without them.
 """
 
 from __future__ import annotations
@@ -9,21 +11,15 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from estimator.cost import reprice
-from feeds.http.app import ServerOptions, ServerThread, create_app
 from feeds.webhooks import Links
 from feeds.webhooks.dispatcher import DeliveryOptions, Dispatcher
 from tracker.cli.app import App
-from tracker.differs import diff_snapshots
 from tracker.errors import ConfigError
-from tracker.pipeline.behaviour_store import extras_reader
-from tracker.pipeline.dataset_revision import tables_reader
-from tracker.pipeline.template_matrix import render_limits
-from tracker.pipeline.verify import lints_reader
-from tracker.revision.stored import load_snapshot
+
+if TYPE_CHECKING:
+    from feeds.http.app import ServerThread
 
 Trigger = Callable[[str, str | None, str | None], Any]
 
@@ -31,6 +27,17 @@ Trigger = Callable[[str, str | None, str | None], Any]
 def start_http_server(app: App, trigger: Trigger, poll_state: Callable[[], dict[str, Any]] | None = None) -> ServerThread:
     """Feeds, pages, API and Hub webhooks on [server] host:port, started in a background thread.
     `poll_state`: the scheduler's overdue polls, for /healthz and /metrics."""
+    from datetime import UTC, datetime
+
+    from estimator.cost import reprice
+    from feeds.http.app import ServerOptions, ServerThread, create_app
+    from tracker.differs import diff_snapshots
+    from tracker.pipeline.behaviour_store import extras_reader
+    from tracker.pipeline.dataset_revision import tables_reader
+    from tracker.pipeline.template_matrix import render_limits
+    from tracker.pipeline.verify import lints_reader
+    from tracker.revision.stored import load_snapshot
+
     settings = app.settings
 
     def differ(a: Any, b: Any) -> list[dict[str, Any]]:

@@ -20,9 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from tracker.formats.hf_features import feature_types
 from tracker.formats.ranged import RangeError, RangeSource
 from tracker.formats.thrift_compact import ThriftError, read_struct
@@ -89,6 +86,11 @@ def _footer_length(tail: bytes, size: int) -> int:
 def parse_footer(footer: bytes, size: int) -> dict[str, Any]:
     """What a footer (its bytes and the 8 after it, as `read_footer` gives them) says about a file of `size`
     bytes. Raises FooterError when pyarrow cannot parse it within the caps."""
+    # Here, not at the top: every process that stores a revision loads this module (the format registry asks
+    # `is_parquet`), and only a dataset's Parquet file needs pyarrow (40-60 ms of a daemon's start-up).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         reader = pq.ParquetFile(pa.BufferReader(footer), thrift_string_size_limit=THRIFT_STRING_LIMIT,
                                 thrift_container_size_limit=THRIFT_CONTAINER_LIMIT,
