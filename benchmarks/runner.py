@@ -12,6 +12,7 @@ declared timeout; what it prints goes to `<out dir>/logs/NAME.log`, its figures 
 unless --fresh. With --check the command exits 1 when a row is short of its goal by more than its margin.
 With --jobs N up to N benchmarks run at once, except those that run alone (`Benchmark.runs_alone`: a goal on a
 time), which run first, one by one, with nothing beside them; the rows of the others say they ran N at a time.
+`--tag quick` runs each benchmark at its declared `quick` size, if it has one (no --size, no --small).
 CI runs the quick selection two at a time into a file of its own:
 `python -m benchmarks run --tag quick --check --jobs 2 --out TMP`.
 """
@@ -218,6 +219,8 @@ def run(args: argparse.Namespace) -> int:
 
     def one(f: Found, beside: str = "") -> None:
         size = f.benchmark.small if args.small else args.size
+        if size is None and "quick" in args.tag:  # the quick selection: the benchmark's quick size, if it has one
+            size = f.benchmark.quick
         print(f"{f.name}: running{f' (size {size})' if size is not None else ''}", file=sys.stderr, flush=True)
         rows, seconds = run_one(f, size, args.timeout, logs, env, beside)
         done[f.name] = rows

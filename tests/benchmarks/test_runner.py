@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FAKES = {
     "bench_fast": '''
         from benchmarks.declare import Benchmark, Figure
-        BENCHMARK = Benchmark(name="fast", about="a fixed figure", tags=("quick", "api"), small=2,
+        BENCHMARK = Benchmark(name="fast", about="a fixed figure", tags=("quick", "api"), small=2, quick=3,
                               figures=(Figure("latency", "ms", goal=10.0, margin=0.5, baseline=20.0, baseline_at="c0ffee"),
                                        Figure("size seen", "units")))
         def measure(size=None):
@@ -278,3 +278,19 @@ def test_runs_alone() -> None:
 def test_jobs_must_be_a_positive_whole_number(fakes: Path, jobs: str) -> None:
     done = run_cli(fakes, "run", "fast", "--jobs", jobs, "--out", "/nonexistent/results.json")
     assert done.returncode == 2 and "--jobs" in done.stderr
+
+
+def test_the_quick_selection_runs_at_the_quick_size(fakes: Path, tmp_path: Path) -> None:
+    """`--tag quick` measures a benchmark at its declared quick size; by name it keeps its default, and --size or
+    --small still win; a quick size on a benchmark not tagged quick is refused."""
+    out = tmp_path / "results.json"
+
+    def seen(*args: str) -> float:
+        assert run_cli(fakes, "run", *args, "--out", str(out)).returncode in (0, 1)
+        return {(r["benchmark"], r["figure"]): r for r in json.loads(out.read_text())["rows"]}["fast", "size seen"]["value"]
+
+    assert seen("--tag", "quick") == 3
+    assert seen("fast") == -1
+    assert seen("--tag", "quick", "--size", "9") == 9 and seen("--tag", "quick", "--small") == 2
+    with pytest.raises(ValueError, match="quick size"):
+        Benchmark(name="b", about="", figures=(Figure("x", "s"),), tags=("slow",), quick=2)
