@@ -17,6 +17,7 @@ from typing import Literal
 
 Direction = Literal["lower", "higher"]
 Status = Literal["pass", "short", "no goal", "not run"]
+TIME_UNITS = ("us", "ms", "s")  # wall or CPU time; simulated minutes are not
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,10 @@ class Figure:
 @dataclass(frozen=True)
 class Benchmark:
     """A benchmark's declaration. `size` says what measure(size)'s number scales (None: its default); `small` is
-    a size for a smoke run; `requires` names what the machine must have ("cuda", "root", "postgres")."""
+    a size for a smoke run; `requires` names what the machine must have ("cuda", "root", "postgres"). `alone`: the
+    runner never runs it beside another benchmark (`run --jobs N`); a benchmark with a goal on a time (a figure in
+    ms or s) runs alone whether it says so or not (`runs_alone`). `quick` is the size CI's quick selection
+    (`run --tag quick`) measures at, where a smaller one keeps the figures meaningful (None: its default)."""
 
     name: str
     about: str
@@ -54,6 +58,8 @@ class Benchmark:
     small: int | None = None
     timeout_s: float = 600.0
     requires: tuple[str, ...] = ()
+    alone: bool = False
+    quick: int | None = None
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.figures]
@@ -63,6 +69,13 @@ class Benchmark:
             raise ValueError(f"{self.name}: a benchmark declares at least one figure")
         if {"quick", "slow"} <= set(self.tags):
             raise ValueError(f"{self.name}: quick or slow, not both")
+        if self.quick is not None and "quick" not in self.tags:
+            raise ValueError(f"{self.name}: a quick size is for a benchmark tagged quick")
+
+    @property
+    def runs_alone(self) -> bool:
+        """Run with no other benchmark beside it: said so, or a goal on a time, which a busy second core would skew."""
+        return self.alone or any(f.goal is not None and f.unit in TIME_UNITS for f in self.figures)
 
     def figure(self, name: str) -> Figure:
         for f in self.figures:

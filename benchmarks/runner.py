@@ -4,18 +4,23 @@
     python -m benchmarks page [--results benchmarks/results/results.json]   the docs' performance page (Markdown)
     python -m benchmarks run [NAME ...] [--tag quick|slow|gpu|...] [--out benchmarks/results/results.json]
                              [--fresh] [--check] [--small] [--size N] [--timeout S] [--machine TEXT]
-                             [--not-run REASON]
+                             [--not-run REASON] [--jobs N]
 
 Each selected benchmark runs in a process of its own (`python -m benchmarks.runner child NAME`), under its
 declared timeout; what it prints goes to `<out dir>/logs/NAME.log`, its figures come back as JSON. The results
 (benchmarks/results/results.json and results.md beside it) keep the rows of benchmarks not run this time,
 unless --fresh. With --check the command exits 1 when a row is short of its goal by more than its margin.
-CI runs the quick selection into a file of its own: `python -m benchmarks run --tag quick --check --out TMP`.
+With --jobs N up to N benchmarks run at once, except those that run alone (`Benchmark.runs_alone`: a goal on a
+time), which run first, one by one, with nothing beside them; the rows of the others say they ran N at a time.
+`--tag quick` runs each benchmark at its declared `quick` size, if it has one (no --size, no --small).
+CI runs the quick selection two at a time into a file of its own:
+`python -m benchmarks run --tag quick --check --jobs 2 --out TMP`.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import fcntl
 import importlib
@@ -136,8 +141,10 @@ def child(module_name: str, size: int | None, out: Path) -> None:
     out.write_text(json.dumps({"values": values, "note": note, "seconds": time.monotonic() - started}))
 
 
-def run_one(found: Found, size: int | None, timeout_s: float | None, logs: Path, package_env: dict[str, str]) -> tuple[list[dict], float]:
-    """Run one benchmark in its own process; its rows (each "not run" with the reason when it failed) and wall s."""
+def run_one(found: Found, size: int | None, timeout_s: float | None, logs: Path, package_env: dict[str, str],
+            beside: str = "") -> tuple[list[dict], float]:
+    """Run one benchmark in its own process; its rows (each "not run" with the reason when it failed) and wall s.
+    `beside` goes into its rows' notes (how many benchmarks ran at once)."""
     benchmark = found.benchmark
     assert benchmark is not None
     logs.mkdir(parents=True, exist_ok=True)
@@ -166,7 +173,7 @@ def run_one(found: Found, size: int | None, timeout_s: float | None, logs: Path,
             tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:] or ["no output"]
             return rows_for(benchmark, {}, f"not run: failed (exit {code}): {tail[0][:200]}"), seconds
         got = json.loads(out.read_text())
-    return rows_for(benchmark, got["values"], got["note"]), seconds
+    return rows_for(benchmark, got["values"], "; ".join(n for n in (got["note"], beside) if n)), seconds
 
 
 def commit() -> str:
@@ -200,20 +207,37 @@ def run(args: argparse.Namespace) -> int:
     env["HUBWATCH_BENCH_PACKAGE"] = args.package
     out = Path(args.out)
     logs = out.parent / "logs"
-    new_rows: list[dict] = []
+    done: dict[str, list[dict]] = {}
+    runnable = []
     for f in chosen:
         if f.benchmark is None:
             print(f"{f.name}: skipped, {f.error}", file=sys.stderr)
-            continue
-        if args.not_run:
-            new_rows += rows_for(f.benchmark, {}, f"not run: {args.not_run}")
-            continue
+        elif args.not_run:
+            done[f.name] = rows_for(f.benchmark, {}, f"not run: {args.not_run}")
+        else:
+            runnable.append(f)
+
+    def one(f: Found, beside: str = "") -> None:
         size = f.benchmark.small if args.small else args.size
+        if size is None and "quick" in args.tag:  # the quick selection: the benchmark's quick size, if it has one
+            size = f.benchmark.quick
         print(f"{f.name}: running{f' (size {size})' if size is not None else ''}", file=sys.stderr, flush=True)
-        rows, seconds = run_one(f, size, args.timeout, logs, env)
-        new_rows += rows
+        rows, seconds = run_one(f, size, args.timeout, logs, env, beside)
+        done[f.name] = rows
         print(f"{f.name}: {seconds:.0f} s; " + ", ".join(f"{r['figure']} {table.number(r['value'])} {r['unit']} ({r['status']})"
                                                       for r in rows), file=sys.stderr, flush=True)
+
+    if args.jobs > 1:  # the ones that run alone first, one by one; then the others up to N at a time
+        for f in [f for f in runnable if f.benchmark.runs_alone]:
+            one(f)
+        shared = [f for f in runnable if not f.benchmark.runs_alone]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each thread waits on a process
+            for future in [pool.submit(one, f, f"run {args.jobs} at a time") for f in shared]:
+                future.result()
+    else:
+        for f in runnable:
+            one(f)
+    new_rows = [row for f in chosen for row in done.get(f.name, [])]
     known = [f.name for f in found]
     with locked(out):
         old = None if args.fresh else table.read(out)
@@ -246,6 +270,16 @@ def list_benchmarks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number of benchmarks at once, not {text!r}") from None
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 benchmark at a time, not {jobs}")
+    return jobs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--package", default=os.environ.get("HUBWATCH_BENCH_PACKAGE", PACKAGE), help=argparse.SUPPRESS)
@@ -265,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     running.add_argument("--machine", default="", help="what the results say about the machine")
     running.add_argument("--not-run", default="", metavar="REASON",
                          help="write the selected benchmarks' rows as 'not run' with this reason, without running them")
+    running.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                         help="run up to N benchmarks at once; a benchmark with a goal on a time still runs alone")
     page = sub.add_parser("page", help="the performance page (Markdown) from a results file, on stdout")
     page.add_argument("--results", default=str(DEFAULT_OUT))
     kid = sub.add_parser("child", help=argparse.SUPPRESS)

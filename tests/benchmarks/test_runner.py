@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FAKES = {
     "bench_fast": '''
         from benchmarks.declare import Benchmark, Figure
-        BENCHMARK = Benchmark(name="fast", about="a fixed figure", tags=("quick", "api"), small=2,
+        BENCHMARK = Benchmark(name="fast", about="a fixed figure", tags=("quick", "api"), small=2, quick=3,
                               figures=(Figure("latency", "ms", goal=10.0, margin=0.5, baseline=20.0, baseline_at="c0ffee"),
                                        Figure("size seen", "units")))
         def measure(size=None):
@@ -213,3 +213,84 @@ def test_the_real_declarations() -> None:
     for f in found:
         kinds = {"quick", "slow", "gpu"} & set(f.benchmark.tags)
         assert len(kinds) == 1, (f.name, f.benchmark.tags)
+
+
+PAIR_FAKES = {
+    # two benchmarks that each wait for the other to have started: both see it only when they run at once
+    **{f"bench_pair_{me}": f'''
+        import threading
+        from pathlib import Path
+        from benchmarks.declare import Benchmark, Figure
+        BENCHMARK = Benchmark(name="pair_{me}", about="meets pair_{other}", tags=("quick",),
+                              figures=(Figure("met the other", "bool"), Figure("count", "requests", goal=1.0)))
+        def measure(size=None):
+            here = Path(__file__).parent
+            (here / "{me}.started").write_text("")
+            for _ in range(200):  # 20 s at most
+                if (here / "{other}.started").exists():
+                    return {{"met the other": 1.0, "count": 1.0}}
+                threading.Event().wait(0.1)
+            return {{"met the other": 0.0, "count": 1.0}}
+    ''' for me, other in (("a", "b"), ("b", "a"))},
+    "bench_timed": '''
+        from pathlib import Path
+        from benchmarks.declare import Benchmark, Figure
+        BENCHMARK = Benchmark(name="timed", about="a goal on a time: runs alone, before the others", tags=("quick",),
+                              figures=(Figure("others started", "benchmarks"), Figure("latency", "ms", goal=10.0)))
+        def measure(size=None):
+            return {"others started": float(len(list(Path(__file__).parent.glob("*.started")))), "latency": 1.0}
+    ''',
+}
+
+
+def test_jobs_runs_benchmarks_at_once_and_timed_ones_alone(tmp_path: Path) -> None:
+    """--jobs 2 runs two benchmarks at once (each sees the other start), and one with a goal on a time first, with
+    nothing beside it; the rows of those run together say so."""
+    package = tmp_path / "pairbench"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, text in PAIR_FAKES.items():
+        (package / f"{name}.py").write_text(textwrap.dedent(text))
+    out = tmp_path / "results.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--package", "pairbench", "--package-path", str(tmp_path),
+                           "run", "--jobs", "2", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{ROOT}"})
+    assert done.returncode == 0, done.stderr
+    rows = {(r["benchmark"], r["figure"]): r for r in json.loads(out.read_text())["rows"]}
+    assert rows["pair_a", "met the other"]["value"] == 1 and rows["pair_b", "met the other"]["value"] == 1
+    assert rows["timed", "others started"]["value"] == 0
+    assert "run 2 at a time" in rows["pair_a", "count"]["note"] and "at a time" not in rows["timed", "latency"]["note"]
+    assert [r["benchmark"] for r in json.loads(out.read_text())["rows"]][:2] == ["pair_a", "pair_a"]  # declared order
+
+
+def test_runs_alone() -> None:
+    """A goal on a time (us, ms, s) makes a benchmark run alone; a time without a goal, or a count, does not."""
+    def bench(*figures: Figure, alone: bool = False) -> Benchmark:
+        return Benchmark(name="b", about="", figures=figures, alone=alone)
+
+    assert bench(Figure("t", "ms", goal=5.0)).runs_alone and bench(Figure("t", "s", goal=1.0)).runs_alone
+    assert not bench(Figure("t", "ms"), Figure("n", "requests", goal=1.0)).runs_alone
+    assert not bench(Figure("simulated", "min", goal=1.0)).runs_alone
+    assert bench(Figure("n", "requests", goal=1.0), alone=True).runs_alone
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1", "two"])
+def test_jobs_must_be_a_positive_whole_number(fakes: Path, jobs: str) -> None:
+    done = run_cli(fakes, "run", "fast", "--jobs", jobs, "--out", "/nonexistent/results.json")
+    assert done.returncode == 2 and "--jobs" in done.stderr
+
+
+def test_the_quick_selection_runs_at_the_quick_size(fakes: Path, tmp_path: Path) -> None:
+    """`--tag quick` measures a benchmark at its declared quick size; by name it keeps its default, and --size or
+    --small still win; a quick size on a benchmark not tagged quick is refused."""
+    out = tmp_path / "results.json"
+
+    def seen(*args: str) -> float:
+        assert run_cli(fakes, "run", *args, "--out", str(out)).returncode in (0, 1)
+        return {(r["benchmark"], r["figure"]): r for r in json.loads(out.read_text())["rows"]}["fast", "size seen"]["value"]
+
+    assert seen("--tag", "quick") == 3
+    assert seen("fast") == -1
+    assert seen("--tag", "quick", "--size", "9") == 9 and seen("--tag", "quick", "--small") == 2
+    with pytest.raises(ValueError, match="quick size"):
+        Benchmark(name="b", about="", figures=(Figure("x", "s"),), tags=("slow",), quick=2)
