@@ -12,6 +12,7 @@ its size only.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import posixpath
 from typing import Any
