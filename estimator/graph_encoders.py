@@ -112,7 +112,7 @@ def dinov2(d: Dims, cap: int) -> Built:
     swiglu = d.bool("use_swiglu_ffn", False)
     if swiglu and hidden:
         hidden = (int(hidden * 2 / 3) + 7) // 8 * 8
-    drop = "Dinov2DropPath" if (d.raw("drop_path_rate", 0.0) or 0) > 0 else "Identity"
+    drop = "Dinov2DropPath" if d.positive("drop_path_rate") else "Identity"
     act = activation(d.str("hidden_act", "gelu"))
     b = Block(f"{root}encoder.layer")
     b.add("norm1", "LayerNorm", (tokens, h))
@@ -159,7 +159,7 @@ def deberta_v2(d: Dims, cap: int) -> Built:
     t.add(e + "word_embeddings", "Embedding", (seq, emb))
     if d.bool("position_biased_input", True):
         t.add(e + "position_embeddings", "Embedding", (seq, emb))
-    if (d.raw("type_vocab_size", 0) or 0) > 0:
+    if d.positive("type_vocab_size"):
         t.add(e + "token_type_embeddings", "Embedding", (seq, emb))
     if emb != h:
         t.add(e + "embed_proj", "Linear", (seq, h))
@@ -169,7 +169,7 @@ def deberta_v2(d: Dims, cap: int) -> Built:
     norms = str(d.raw("norm_rel_ebd", "none")).lower().split("|")
     if relative and "layer_norm" in [n.strip() for n in norms]:
         t.add(f"{root}encoder.LayerNorm", "LayerNorm", (h,))
-    if (d.raw("conv_kernel_size", 0) or 0) > 0:
+    if d.positive("conv_kernel_size"):
         notes.append("the convolution DeBERTa-v2 adds after its first layer (conv_kernel_size) is not in the graph")
     buckets, max_rel = d.raw("position_buckets", -1), d.raw("max_relative_positions", -1)
     span = buckets if isinstance(buckets, int) and buckets > 0 else (

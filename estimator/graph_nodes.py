@@ -70,6 +70,11 @@ class Dims:
             value = self.defaults.get(key, default)
         return value
 
+    def positive(self, key: str) -> bool:
+        """Whether the key holds a number above zero (a fuzzed string, list or dict is not one)."""
+        value = self.raw(key)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
     def int(self, *keys: str, default: Any = None) -> int | None:
         value = self.raw(keys[0])
         for key in keys[1:]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from storage.kinds import repo_key, short_dataset_name
 from tracker.errors import BadInput
 from tracker.formats.local_files import clipped, decode_utf8, read_regular_file
-from tracker.pins.pin_forms import FLAG_GROUPS, CodePin, CodeScan, looks_like_repo
+from tracker.pins.pin_forms import FLAG_GROUPS, PACKAGED_BUILDERS, CodePin, CodeScan, looks_like_repo
 from tracker.pins.yaml_scan import YAML_SUFFIXES, scan_yaml
 
 __all__ = ["MAX_FILE_BYTES", "CodePin", "CodeScan", "scan_tree"]
@@ -43,12 +43,6 @@ REPO_KEYWORDS = ("repo_id", "pretrained_model_name_or_path", "model", "model_nam
 # `datasets/org/name`; so are the Hub calls above given `repo_type="dataset"`. Spaces are not followed.
 DATASET_CALLS = frozenset({"load_dataset", "load_dataset_builder"})
 DATASET_KEYWORDS = ("path", "repo_id")
-# `load_dataset("json", data_files=...)` and the like name one of the `datasets` library's own builders, not a Hub
-# dataset: a name without an org is a Hub dataset's canonical short name (`wikitext`) only when it is none of these
-# and the call pins a revision (a bare name without one may as well be a local folder).
-PACKAGED_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow", "pandas", "sql", "generator", "spark", "xml",
-                               "imagefolder", "audiofolder", "videofolder", "pdffolder", "niftifolder", "webdataset",
-                               "cache"})
 NOT_FOLLOWED_REPO_TYPES = frozenset({"space"})
 _QUICK = re.compile("|".join(sorted(MODEL_CALLS | DATASET_CALLS)))  # a .py file naming none of them is not parsed
 # `hf download ORG/NAME --repo-type dataset` (and huggingface-cli's): the mention on that line is a dataset.

@@ -134,3 +134,11 @@ class CodeScan:
 
     def _problem(self, pin: CodePin, what: str) -> None:
         self.problems.append((pin.location, f"{pin.repo_id}: revision {quoted(pin.revision)} {what}"))
+
+
+# `load_dataset("json", data_files=...)` and the like name one of the `datasets` library's own builders, not a Hub
+# dataset: a name without an org is a Hub dataset's canonical short name (`wikitext`) only when it is none of these
+# and the call pins a revision (a bare name without one may as well be a local folder).
+PACKAGED_BUILDERS = frozenset({"json", "csv", "parquet", "text", "arrow", "pandas", "sql", "generator", "spark", "xml",
+                               "imagefolder", "audiofolder", "videofolder", "pdffolder", "niftifolder", "webdataset",
+                               "cache"})

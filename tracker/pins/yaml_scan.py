@@ -37,6 +37,7 @@ from tracker.pins.pin_forms import (
     ENV_PAIRS,
     FLAG_GROUPS,
     MODEL_KEYS,
+    PACKAGED_BUILDERS,
     POSITIONAL_COMMANDS,
     REVISION_KEYS,
     SHORT_NAME_DATASET_KEYS,
@@ -316,8 +317,6 @@ class _Reader:
 def _short_dataset(value: str) -> bool:
     """lm-eval's `dataset_path: wikitext`: a dataset's canonical short name, not one of the `datasets` library's own
     builders (`json`, `csv`, ...)."""
-    from tracker.pins.code_scan import PACKAGED_BUILDERS  # here: code_scan imports this module
-
     return "/" not in value and value not in PACKAGED_BUILDERS and short_dataset_name(value) is not None
 
 
