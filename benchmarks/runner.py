@@ -9,7 +9,8 @@
 Each selected benchmark runs in a process of its own (`python -m benchmarks.runner child NAME`), under its
 declared timeout; what it prints goes to `<out dir>/logs/NAME.log`, its figures come back as JSON. The results
 (benchmarks/results/results.json and results.md beside it) keep the rows of benchmarks not run this time,
-unless --fresh. With --check the command exits 1 when a row is short of its goal by more than its margin.
+unless --fresh. With --check the command exits 1 when a row is short of its goal by more than its margin, or a benchmark failed or
+timed out.
 With --jobs N up to N benchmarks run at once, except those that run alone (`Benchmark.runs_alone`: a goal on a
 time), which run first, one by one, with nothing beside them; the rows of the others say they ran N at a time.
 `--tag quick` runs each benchmark at its declared `quick` size, if it has one (no --size, no --small).
@@ -29,6 +30,7 @@ import json
 import os
 import pkgutil
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +47,7 @@ from benchmarks.declare import Benchmark, rows_for
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "results.json"
 PACKAGE = "benchmarks"
+BROKEN = re.compile(r"not run: (failed|timed out)")  # a row of a benchmark that ran and measured nothing
 
 
 @dataclass(frozen=True)
@@ -247,10 +250,15 @@ def run(args: argparse.Namespace) -> int:
     print(table.text_table(new_rows))
     print(f"results: {out} and {out.with_suffix('.md')}")
     short = [r for r in new_rows if r["status"] == "short"]
-    if args.check and short:
+    # A benchmark that failed or timed out measured nothing: with --check that fails like a short figure (one the
+    # machine cannot run, `requires`, is not run without failing).
+    broken = sorted({r["benchmark"] for r in new_rows if r["status"] == "not run" and BROKEN.search(r.get("note") or "")})
+    if args.check and (short or broken):
         for r in short:
             print(f"SHORT: {r['benchmark']} / {r['figure']}: {table.number(r['value'])} {r['unit']} against the goal "
                   f"{table.goal_text(r)}", file=sys.stderr)
+        for name in broken:
+            print(f"BROKEN: {name} failed or timed out (its log: {out.parent / 'logs' / (name + '.log')})", file=sys.stderr)
         return 1
     return 0
 

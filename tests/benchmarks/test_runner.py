@@ -206,6 +206,18 @@ def test_check_exit_code(fakes: Path, tmp_path: Path) -> None:
     assert fine.returncode == 0, fine.stderr
 
 
+def test_check_fails_a_benchmark_that_failed_or_timed_out(fakes: Path, tmp_path: Path) -> None:
+    """--check exits 1 when a selected benchmark raised or outlived its timeout (it measured nothing: a quick
+    benchmark broken by a new fixture must fail CI, not pass it as 'not run'); a GPU benchmark on a machine without
+    a card is not run without failing."""
+    out = tmp_path / "results.json"
+    for name in ("broken", "sleepy"):
+        got = run_cli(fakes, "run", name, "--check", "--out", str(out))
+        assert got.returncode == 1 and f"BROKEN: {name} failed or timed out" in got.stderr, got.stderr
+    card = run_cli(fakes, "run", "card", "--check", "--out", str(out))
+    assert card.returncode == 0 and "BROKEN" not in card.stderr, card.stderr
+
+
 def test_the_real_declarations() -> None:
     """Every module of benchmarks/ named bench_* imports and declares a benchmark; tags are quick, slow or gpu plus others."""
     found = runner.discover()
