@@ -115,6 +115,13 @@ class LeaseStore(EngineStore):
                     claimed.append(LeasedWatch(watch_id, repo_id, branch, interval_s, now))
             return claimed
 
+    def next_expiry(self, now: datetime) -> datetime | None:
+        """When the first lease on a due watch runs out (a killed worker's, or a live one's not renewed in
+        time): the moment that watch may be claimed. None when no due watch is leased."""
+        query = sa.select(sa.func.min(WATCH.c.lease_until)).where(WATCH.c.next_poll_at <= now, WATCH.c.lease_until >= now)
+        with self.engine.connect() as conn:
+            return conn.execute(query).scalar_one_or_none()  # the column's type: a UTC datetime on either database
+
     def claim_one(self, worker: str, repo_id: str, branch: str, now: datetime, lease_s: float) -> LeasedWatch | None:
         """Claim one watch now, due or not (a Hub webhook said it moved); None when it does not exist or
         another live worker holds it (`request_poll` then keeps it due for when that worker is done)."""

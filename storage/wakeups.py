@@ -17,6 +17,7 @@ from sqlmodel import Session
 
 # PostgreSQL's channel for "deliveries were queued": NOTIFY in the writing transaction, LISTEN in dispatchers.
 NOTIFY_CHANNEL = "hubwatch_outbox"
+LISTEN_STOP_CHECK_S = 0.1  # how often the listener looks at its stop event between notifications (a stop waits at most this)
 
 _wakers: weakref.WeakKeyDictionary[sa.Engine, list[Callable[[], None]]] = weakref.WeakKeyDictionary()
 _wakers_lock = threading.Lock()
@@ -73,7 +74,7 @@ def listen_for_deliveries(engine: sa.Engine, wake: Callable[[], None], stop: thr
                 on_back()
             wake()
             while not stop.is_set():
-                for _ in conn.notifies(timeout=0.5, stop_after=1):  # type: ignore[union-attr]
+                for _ in conn.notifies(timeout=LISTEN_STOP_CHECK_S, stop_after=1):  # type: ignore[union-attr]
                     wake()
         except Exception as err:  # noqa: BLE001 - a lost listener is reopened; deliveries still go on the tick
             if not lost:

@@ -35,6 +35,25 @@ def _no_ambient_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
 
 
+@pytest.fixture(scope="session")
+def _torch_stack() -> None:
+    """torch, transformers' modelling base and peft, imported once a worker (3-4 s on the CI machine): a
+    setup of the first ground-truth test a worker runs, not a part of whichever test happened to come first
+    (a model's first step there was three times its next)."""
+    import peft  # noqa: F401
+    import torch._subclasses.fake_tensor  # noqa: F401
+    import transformers.activations
+    import transformers.generation
+    import transformers.modeling_utils  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def _groundtruth_stack(request: pytest.FixtureRequest) -> None:
+    """Each `groundtruth` test has the torch stack loaded (`_torch_stack`); the others never load it."""
+    if request.node.get_closest_marker("groundtruth"):
+        request.getfixturevalue("_torch_stack")
+
+
 @pytest.fixture
 def replay() -> Iterator[ReplayServer]:
     with replay_server() as server:

@@ -2,7 +2,8 @@
 optionally killed with SIGKILL mid-run: what they ingested and delivered, and how fast.
 
 The repos are watched from their first commit; the workers ingest those baselines, then every repo
-moves `moves` commits, revealed in rounds while the workers run. The listing ([poll] listing = "on",
+moves `moves` commits, revealed in rounds while the workers run (the kill lands in the first round, or with no
+moves in the baselines' polls). The listing ([poll] listing = "on",
 a pass a second) finds the moved repos and makes them due in the database; whichever worker is free
 claims each. Each revision changes the generation config (one event each), delivered to a recording
 receiver. Shared by tests/tracker/polling/test_workers_e2e.py and benchmarks/bench_workers.py.
@@ -100,6 +101,8 @@ class Fleet:
         deadline = started + timeout_s
         try:
             n = len(self.repo_ids)
+            if kill_one and not moves:  # no moves to land in: the kill lands in the baselines' polls
+                self._kill(procs, engine, out, started, wanted=2)
             _wait(lambda: _count(engine, "revision") >= n, deadline)
             out.baseline_s = time.monotonic() - started
             first_move = time.monotonic()

@@ -16,6 +16,8 @@ FEED_WARM_DELAY_S = 1.0  # after a poll stored revisions: their deliveries have 
 def run(ctx: click.Context) -> None:
     """The daemon: poll every watch at its interval, serve HTTP ([server]) and deliver webhooks,
     until Ctrl-C or SIGTERM. Hub webhooks to /hooks/hub poll their repo at once."""
+    import threading
+
     from tracker.cli.builder import build_polling
     from tracker.cli.deferred import DeferredCall
     from tracker.cli.wiring import start_dispatcher, start_http_server
@@ -33,9 +35,15 @@ def run(ctx: click.Context) -> None:
     try:
         polling.scheduler.run_until_signalled()
     finally:
+        # The polls in flight have finished (their deliveries are in the outbox): the HTTP server and the
+        # dispatcher stop side by side, so that a stop takes the longer of the two, not their sum.
         warm_feeds.stop()
-        server.stop()
-        stop_deliveries()
+        server_stopped = threading.Thread(target=server.stop, name="http-stop")
+        server_stopped.start()
+        try:
+            stop_deliveries()
+        finally:
+            server_stopped.join()
 
 
 @click.command()

@@ -125,6 +125,7 @@ def start_dispatcher(app: App) -> Callable[[], None]:
 
     def stop_and_wait() -> None:
         stop.set()
+        dispatcher.wake()  # an idle round returns at once, not at its next look at the stop event
         thread.join(timeout=app.settings.delivery.timeout_s + app.settings.delivery.connect_timeout_s + 5)
 
     return stop_and_wait

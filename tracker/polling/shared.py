@@ -51,6 +51,7 @@ from tracker.polling.scheduler import (
 log = structlog.get_logger(__name__)
 
 CLAIM_TICK_S = 1.0  # how often a worker with free threads looks for due watches (and at once when woken)
+EXPIRY_MARGIN_S = 0.02  # a claim for an expired lease waits this past its end (the lease must be past, not at, its end)
 DB_RETRY_S = 1.0  # after a failed claim, the first wait before the next (doubling to DB_RETRY_MAX_S)
 # A claim against a database that is down costs a refused connection, and the outage is logged once whatever
 # the pause: the cap bounds how late a worker notices the database is back (30 s made a 20 s outage 24 s late).
@@ -158,7 +159,20 @@ class SharedScheduler(Scheduler):
                 self._wake.wait(self._retry_in_s)
                 continue
             # fewer than free: nothing else is due; as many: the next finished poll wakes this loop
-            self._wake.wait(self._claim_tick_s)
+            self._wake.wait(self._until_next_claim_s())
+
+    def _until_next_claim_s(self) -> float:
+        """A tick, or less when a lease on a due watch runs out sooner: a killed worker's watches are taken
+        over when its leases expire, not up to a tick after. Live workers renew theirs two thirds of a lease
+        ahead, so the wait is shortened only for a lease that was not renewed."""
+        try:
+            now = self._clock()
+            expiry = self._leases.next_expiry(now)
+        except Exception:  # noqa: BLE001 - the tick, as before; the next claim says what is wrong with the database
+            return self._claim_tick_s
+        if expiry is None:
+            return self._claim_tick_s
+        return min(self._claim_tick_s, max(0.0, (expiry - now).total_seconds()) + EXPIRY_MARGIN_S)
 
     def _claim_round(self) -> list[futures.Future] | None:
         """Claim due watches for the free poll threads and start their polls; None when the claim failed."""

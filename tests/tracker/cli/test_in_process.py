@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from tests.support.cli import run_cli, write_config
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -41,3 +42,36 @@ def test_an_error_exits_and_reads_the_same_in_process_and_in_a_subprocess(offlin
     here, there = run_cli(*args, config=offline_config), run_cli(*args, config=offline_config, process=True)
     assert (here.returncode, here.stdout, here.stderr) == (there.returncode, there.stdout, there.stderr)
     assert here.returncode == 2 and "not-a-repo-id" in here.stderr
+
+
+def test_the_daemons_dispatcher_stops_at_once_when_idle(tmp_path: Path, monkeypatch) -> None:
+    """`hubwatch run`'s stop does not wait for the idle dispatcher's next look at its stop event: stopping wakes it.
+    Here that look would be a minute away; the join's own limit is 7 s; the thread must be gone when stop returns."""
+    import threading
+
+    from feeds.webhooks import dispatcher as dispatching
+    from tests.support.settings import settings_for
+    from tracker.cli.app import App
+    from tracker.cli.wiring import start_dispatcher
+
+    monkeypatch.setattr(dispatching, "STOP_CHECK_S", 60.0)
+    app = App(settings_for("http://127.0.0.1:9", tmp_path / "hubwatch.db",  # type: ignore[arg-type]
+                           delivery={"poll_interval_s": 60.0, "timeout_s": 1.0, "connect_timeout_s": 1.0}))
+    stop = start_dispatcher(app)
+    threads = [t for t in threading.enumerate() if t.name == "webhook-dispatcher"]
+    assert len(threads) == 1
+    assert wait_until(lambda: dispatcher_idle(threads[0]))
+    stop()
+    assert not threads[0].is_alive()
+
+
+def dispatcher_idle(thread) -> bool:
+    """The dispatcher thread is waiting in its idle loop (its frame is in `_idle`)."""
+    import sys
+
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == "_idle":
+            return True
+        frame = frame.f_back
+    return False

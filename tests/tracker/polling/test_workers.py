@@ -255,6 +255,35 @@ def test_a_killed_workers_watches_are_taken_over_within_the_lease(engines: list[
     assert sorted(r for _, r in polls.done) == sorted(f"org/m{i}" for i in range(10))
 
 
+def test_the_claim_loop_waits_for_a_dead_workers_lease_to_end_not_for_a_whole_tick(engines: list[sa.Engine]) -> None:
+    """`next_expiry` is the first end of a lease on a due watch (a watch not due, or not leased, is not one); the
+    live worker's claim loop waits until just past it when that is sooner than its tick: a killed worker's watches
+    are claimed when its lease runs out, not up to a tick later."""
+    clock = FakeClock(T0)
+    _watches(engines[0], 3, interval_s=3600)
+    _due_now(engines[0], T0)
+    leases = LeaseStore(engines[0])
+    assert leases.next_expiry(T0) is None  # due, none leased
+    leases.claim_one("dead", "org/m0", "main", T0, 3)
+    leases.claim_one("dead", "org/m1", "main", T0 - timedelta(seconds=1), 3)
+    with engines[0].begin() as conn:  # org/m2 leased but not due: polled and given back, its next poll an hour away
+        conn.execute(sa.update(Watch.__table__).where(Watch.__table__.c.repo_id == "org/m2").values(  # type: ignore[attr-defined]
+            next_poll_at=T0 + timedelta(hours=1), leased_by="dead", lease_until=T0 + timedelta(seconds=1)))
+    assert leases.next_expiry(T0) == T0 + timedelta(seconds=2)  # org/m1's
+    assert leases.next_expiry(T0 + timedelta(seconds=2.5)) == T0 + timedelta(seconds=3)  # org/m1's is past: org/m0's
+    assert leases.next_expiry(T0 + timedelta(seconds=3.5)) is None
+    live = SharedScheduler(Storage(engines[0]).watches.watch_schedule, Polls().for_worker("live"), 0, leases, 3,
+                           worker="live", claim_tick_s=1.0, clock=clock)
+    try:
+        assert live._until_next_claim_s() == 1.0  # org/m1's lease ends 2 s from now: the tick is sooner
+        clock.advance(1.5)
+        assert live._until_next_claim_s() == pytest.approx(0.5 + 0.02)  # just past its end
+        clock.advance(2.0)
+        assert live._until_next_claim_s() == 1.0  # every lease on a due watch has ended: claimable now, then the tick
+    finally:
+        live.stop()
+
+
 def test_a_worker_that_loses_its_database_lets_its_leases_expire_and_the_other_carries_on(
     engines: list[sa.Engine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
